@@ -1,0 +1,281 @@
+//! Log events (SPEC §1): the envelope `{"type","data","surfaceOp"?}`, request headers,
+//! message events and opaque events of unknown type.
+//!
+//! Decoding is hand-written so that every shape fault is its own typed [`DecodeError`]
+//! (serde's derive would report strings, and inside a tagged enum without line numbers).
+//! Encoding writes compact JSON in the key order of SPEC §1 from ordered fields; it is used
+//! only for events created in this process, since loaded lines keep their bytes.
+
+mod decode;
+mod encode;
+
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use serde_json::Value;
+
+use crate::vocab::{Message, Seq, ToolSchema};
+
+pub use decode::DecodeError;
+
+/// One event of a session log.
+///
+/// Cloning is O(1): every variant shares its content.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Event {
+    /// `request/header`: the effective configuration and tools of a request.
+    Header(Arc<HeaderEvent>),
+    /// `system/message`, `developer/message`, `user/message`, `assistant/message` or
+    /// `tool/result`, by the message's role.
+    Message(MessageEvent),
+    /// An event of a type this crate does not know, kept verbatim.
+    Opaque(Arc<OpaqueEvent>),
+}
+
+/// The data of a `request/header` event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeaderEvent {
+    /// The request header.
+    pub header: RequestHeader,
+    /// Why the header was logged.
+    pub reason: Reason,
+    /// Whether this header opens a request series (`startsSeries: true`; `false` reads as
+    /// absent).
+    pub starts_series: bool,
+}
+
+/// `{"config":{...},"tools"?:[...]}`: what a request was sent with.
+#[derive(Clone, Debug)]
+pub struct RequestHeader {
+    /// Provider, model and the other request options.
+    pub config: Config,
+    /// The **effective** tools, never provider declarations. Shared with the fold.
+    pub tools: Arc<[ToolSchema]>,
+    /// Unknown `header` keys: kept, written back, ignored by comparisons.
+    pub extra: IndexMap<String, Value>,
+}
+
+impl PartialEq for RequestHeader {
+    /// SPEC §4 step 5: §1 equivalence on `config` and on the tools in order; unknown header
+    /// keys are ignored.
+    fn eq(&self, other: &Self) -> bool {
+        self.config == other.config && crate::vocab::same_tools(&self.tools, &other.tools)
+    }
+}
+
+impl RequestHeader {
+    /// A header with no unknown keys.
+    pub fn new(config: Config, tools: impl Into<Arc<[ToolSchema]>>) -> Self {
+        RequestHeader {
+            config,
+            tools: tools.into(),
+            extra: IndexMap::new(),
+        }
+    }
+}
+
+/// `{"provider","model",...}`: a request's configuration. Equality is §1 equivalence.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Provider id, e.g. `deepseek`.
+    pub provider: String,
+    /// Model id, e.g. `deepseek-flash`.
+    pub model: String,
+    /// Every other option (`max_tokens`, `temperature`, …), in order.
+    pub extra: IndexMap<String, Value>,
+}
+
+impl Config {
+    /// A configuration without options.
+    pub fn new(provider: impl Into<String>, model: impl Into<String>) -> Self {
+        Config {
+            provider: provider.into(),
+            model: model.into(),
+            extra: IndexMap::new(),
+        }
+    }
+
+    /// The same configuration with `key` set to `value`.
+    #[must_use]
+    pub fn with(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.extra.insert(key.into(), value);
+        self
+    }
+}
+
+impl PartialEq for Config {
+    fn eq(&self, other: &Self) -> bool {
+        self.provider == other.provider
+            && self.model == other.model
+            && crate::vocab::map_equivalent(&self.extra, &other.extra)
+    }
+}
+
+/// Why a header was logged (`reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// The first header of the log.
+    Initial,
+    /// The first header of a recorder over a log that already has one.
+    Resume,
+    /// The configuration or the tools changed.
+    Change,
+    /// Nothing changed but a request series starts.
+    Series,
+}
+
+impl Reason {
+    /// The JSON spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Initial => "initial",
+            Reason::Resume => "resume",
+            Reason::Change => "change",
+            Reason::Series => "series",
+        }
+    }
+}
+
+/// The data of a message event plus its surface operation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MessageEvent {
+    /// The message; its role decides the event type.
+    pub message: Message,
+    /// The loop turn, when the loop records it.
+    pub turn: Option<u64>,
+    /// The step within the turn, when the loop records it.
+    pub step: Option<u64>,
+    /// On developer messages: the header whose tools the additions name.
+    pub header_seq: Option<Seq>,
+    /// How the message joins the surface; `None` = log-only.
+    pub surface_op: Option<SurfaceOp>,
+}
+
+/// How a message event changes the model-visible history (the surface).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SurfaceOp {
+    /// `"append"`: joins the end of the surface.
+    Append,
+    /// `{"op":"replace","start":i,"end":j}`: nodes `start..=end` are removed and this
+    /// event's node takes their place.
+    Replace {
+        /// First replaced node (0-based).
+        start: usize,
+        /// Last replaced node (inclusive).
+        end: usize,
+    },
+}
+
+/// An event of unknown type, kept verbatim.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpaqueEvent {
+    /// Its `type`.
+    pub event_type: String,
+    /// Every key but `type` and `surfaceOp`, in order.
+    pub fields: IndexMap<String, Value>,
+    /// With a surface operation, the event is a surface node that contributes no message.
+    pub surface_op: Option<SurfaceOp>,
+}
+
+impl Event {
+    /// A message event appended to the surface.
+    pub fn append(message: Message) -> Self {
+        Event::Message(MessageEvent::new(message, Some(SurfaceOp::Append)))
+    }
+
+    /// A message event replacing surface nodes `start..=end`.
+    pub fn replace(message: Message, start: usize, end: usize) -> Self {
+        Event::Message(MessageEvent::new(
+            message,
+            Some(SurfaceOp::Replace { start, end }),
+        ))
+    }
+
+    /// A `request/header` event.
+    pub fn header(header: RequestHeader, reason: Reason) -> Self {
+        Event::Header(Arc::new(HeaderEvent {
+            header,
+            reason,
+            starts_series: false,
+        }))
+    }
+
+    /// A developer message appended to the surface, naming `header_seq` when it has
+    /// additions.
+    pub fn developer(message: Message, header_seq: Option<Seq>) -> Self {
+        Event::Message(MessageEvent {
+            header_seq,
+            ..MessageEvent::new(message, Some(SurfaceOp::Append))
+        })
+    }
+
+    /// The log `type` of this event.
+    pub fn event_type(&self) -> &str {
+        match self {
+            Event::Header(_) => "request/header",
+            Event::Message(m) => m.message.role().event_type(),
+            Event::Opaque(o) => &o.event_type,
+        }
+    }
+
+    /// The event's surface operation, if it is a surface node.
+    pub fn surface_op(&self) -> Option<SurfaceOp> {
+        match self {
+            Event::Header(_) => None,
+            Event::Message(m) => m.surface_op,
+            Event::Opaque(o) => o.surface_op,
+        }
+    }
+
+    /// Decodes an event from its JSON line.
+    ///
+    /// # Errors
+    /// [`DecodeError::Json`] when the text is not one JSON value (or holds a number serde_json
+    /// cannot represent, such as `1e400`); otherwise the shape fault, see [`Event::from_value`].
+    pub fn from_json(line: &str) -> Result<Self, DecodeError> {
+        let value: Value = serde_json::from_str(line).map_err(DecodeError::Json)?;
+        Event::from_value(value)
+    }
+
+    /// Decodes an event from a JSON value.
+    ///
+    /// # Errors
+    /// A [`DecodeError`] naming the first shape fault: a missing `type` or `data`, a missing or
+    /// unknown `reason`, a header without `config.provider` / `config.model`, a malformed tool,
+    /// a `surfaceOp` on a header or of another form, a role that does not match the event
+    /// type, a malformed known content block.
+    pub fn from_value(value: Value) -> Result<Self, DecodeError> {
+        decode::event(value)
+    }
+
+    /// The compact JSON line of this event (SPEC §1 key order), without the newline.
+    pub fn to_json(&self) -> String {
+        encode::event(self)
+    }
+}
+
+impl MessageEvent {
+    /// A message event with no turn, step or header reference.
+    pub fn new(message: Message, surface_op: Option<SurfaceOp>) -> Self {
+        MessageEvent {
+            message,
+            turn: None,
+            step: None,
+            header_seq: None,
+            surface_op,
+        }
+    }
+}
+
+impl From<MessageEvent> for Event {
+    fn from(m: MessageEvent) -> Self {
+        Event::Message(m)
+    }
+}
+
+impl From<HeaderEvent> for Event {
+    fn from(h: HeaderEvent) -> Self {
+        Event::Header(Arc::new(h))
+    }
+}

@@ -1,0 +1,153 @@
+//! `ToolHistory`: the immutable snapshot of tool declarations and updates (SPEC §3), and the
+//! incremental fold that produces it.
+//!
+//! Snapshots are values: `im` vectors of O(1)-clone schemas, so handing one out per request
+//! costs O(1) and nothing can change it afterwards. The fold never fails: every event it sees
+//! was validated at append.
+
+mod reducer;
+
+use std::fmt;
+
+use serde::de::{self, Deserializer};
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
+
+use crate::vocab::ToolSchema;
+
+pub(crate) use reducer::ToolFold;
+
+/// Tool declarations and updates a route may rely on (SPEC §3).
+///
+/// JSON: `{"tools":[...],"updates":[{"messageId":...,"additions":[...]}]}`. Cloning is O(1).
+#[derive(Clone, Default, PartialEq)]
+pub struct ToolHistory {
+    tools: im::Vector<ToolSchema>,
+    updates: im::Vector<ToolUpdate>,
+}
+
+/// One developer message of the current declaration series and the definitions it added.
+#[derive(Clone, PartialEq)]
+pub struct ToolUpdate {
+    message_id: String,
+    additions: im::Vector<ToolSchema>,
+}
+
+impl ToolHistory {
+    /// A snapshot from its parts (for callers that carry snapshots across a process boundary;
+    /// sessions build their own).
+    pub fn new(
+        tools: impl IntoIterator<Item = ToolSchema>,
+        updates: impl IntoIterator<Item = ToolUpdate>,
+    ) -> Self {
+        ToolHistory {
+            tools: tools.into_iter().collect(),
+            updates: updates.into_iter().collect(),
+        }
+    }
+
+    /// The tools of the header that opened the current declaration series, in order, with
+    /// their own `deferLoading` (or, under the guard, the latest header's tools).
+    pub fn tools(&self) -> &im::Vector<ToolSchema> {
+        &self.tools
+    }
+
+    /// The developer messages of the series, in log order.
+    pub fn updates(&self) -> &im::Vector<ToolUpdate> {
+        &self.updates
+    }
+
+    /// The compact JSON form.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+impl ToolUpdate {
+    /// An update for the developer message `message_id`.
+    pub fn new(message_id: impl Into<String>, additions: impl IntoIterator<Item = ToolSchema>) -> Self {
+        ToolUpdate {
+            message_id: message_id.into(),
+            additions: additions.into_iter().collect(),
+        }
+    }
+
+    /// The developer message's id.
+    pub fn message_id(&self) -> &str {
+        &self.message_id
+    }
+
+    /// Each addition's full definition, resolved through the header the message named.
+    pub fn additions(&self) -> &im::Vector<ToolSchema> {
+        &self.additions
+    }
+}
+
+impl fmt::Debug for ToolHistory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolHistory")
+            .field("tools", &self.tools.iter().map(ToolSchema::name).collect::<Vec<_>>())
+            .field("updates", &self.updates)
+            .finish()
+    }
+}
+
+impl fmt::Debug for ToolUpdate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<_> = self.additions.iter().map(ToolSchema::name).collect();
+        write!(f, "{}{:?}", self.message_id, names)
+    }
+}
+
+impl Serialize for ToolHistory {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("tools", &Array(&self.tools))?;
+        m.serialize_entry("updates", &Array(&self.updates))?;
+        m.end()
+    }
+}
+
+impl Serialize for ToolUpdate {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("messageId", &self.message_id)?;
+        m.serialize_entry("additions", &Array(&self.additions))?;
+        m.end()
+    }
+}
+
+/// Serializes an `im::Vector` as a JSON array (im's own serde support is a feature we skip).
+struct Array<'a, T>(&'a im::Vector<T>);
+
+impl<T: Serialize + Clone> Serialize for Array<'_, T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolHistory {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Repr {
+            tools: Vec<ToolSchema>,
+            updates: Vec<ToolUpdate>,
+        }
+        let r = Repr::deserialize(d)?;
+        Ok(ToolHistory::new(r.tools, r.updates))
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolUpdate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        struct Repr {
+            message_id: String,
+            additions: Vec<ToolSchema>,
+        }
+        let r = Repr::deserialize(d).map_err(de::Error::custom)?;
+        Ok(ToolUpdate::new(r.message_id, r.additions))
+    }
+}

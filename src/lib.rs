@@ -1,0 +1,20 @@
+//! mektpoy (placeholder crate doc, rewritten below once the API settles).
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod event;
+pub mod history;
+pub mod session;
+pub mod store;
+pub mod vocab;
+
+pub use event::{
+    Config, DecodeError, Event, HeaderEvent, MessageEvent, OpaqueEvent, Reason, RequestHeader,
+    SurfaceOp,
+};
+pub use history::{ToolHistory, ToolUpdate};
+pub use session::{AppendError, ForkError, ParentRef, Session, SessionView, SurfaceNode};
+pub use store::{JsonlSink, JsonlWriter, LoadError, Loaded, PersistError, TornTail, WriteError};
+pub use vocab::{
+    json_equivalent, ContentBlock, Message, MessageSource, Role, Seq, ToolError, ToolSchema,
+};

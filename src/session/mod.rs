@@ -1,0 +1,434 @@
+//! `Session`: the append-only log and the caches derived from it (SPEC §2).
+//!
+//! One `RwLock` guards the committed log; a `Mutex` guards the derived caches (the tool fold
+//! and the surface's messages). Lock order is always log, then caches, so readers never see
+//! messages and a snapshot from two different moments.
+
+mod state;
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+pub use state::AppendError;
+pub(crate) use state::LogState;
+
+use crate::event::{Event, HeaderEvent};
+use crate::history::{ToolFold, ToolHistory};
+use crate::store::JsonlWriter;
+use crate::vocab::{Message, Seq};
+
+/// One node of the surface (the model-visible history), as replace ranges count them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SurfaceNode {
+    /// A message event's message.
+    Message(Message),
+    /// An event of unknown type that carries a `surfaceOp`: counted, but no message.
+    Opaque(Seq),
+}
+
+/// Where a fork's events came from: the parent's id and how many events it inherited.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParentRef {
+    /// The parent session's id.
+    pub id: String,
+    /// Number of inherited events (`Seq`s `0..upto`).
+    pub upto: u64,
+}
+
+/// One consistent read of a session (SPEC §2), taken under one lock.
+#[derive(Clone, Debug)]
+pub struct SessionView {
+    /// Number of events.
+    pub len: usize,
+    /// The latest `request/header` and its `Seq`.
+    pub header: Option<(Seq, Arc<HeaderEvent>)>,
+    /// The surface's messages in order, opaque nodes left out.
+    pub messages: Arc<[Message]>,
+    /// Number of replaces so far.
+    pub surface_generation: u64,
+    /// The tool snapshot as of the same event.
+    pub tool_history: ToolHistory,
+}
+
+/// Why `fork` refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ForkError {
+    /// `upto` is past the parent's end.
+    #[error("cannot fork at {upto}: the parent has {len} events")]
+    UptoOutOfRange {
+        /// Requested number of inherited events.
+        upto: u64,
+        /// The parent's length.
+        len: usize,
+    },
+}
+
+/// An append-only session log with its derived caches. `Send + Sync`; `append` and every
+/// reader take `&self`.
+///
+/// ```
+/// use mektpoy::{Event, Message, Session};
+/// let session = Session::new("s1");
+/// let seq = session.append(Event::append(Message::user("u1", "hello")))?;
+/// assert_eq!(seq.0, 0);
+/// assert_eq!(session.messages().len(), 1);
+/// # Ok::<(), mektpoy::AppendError>(())
+/// ```
+pub struct Session {
+    id: String,
+    parent: Option<ParentRef>,
+    /// The session line's exact bytes when loaded from a file.
+    session_line: Option<Arc<str>>,
+    log: RwLock<Committed>,
+    derived: Mutex<Derived>,
+}
+
+pub(crate) struct Committed {
+    pub state: LogState,
+    pub writer: Option<JsonlWriter>,
+}
+
+#[derive(Default)]
+struct Derived {
+    fold: ToolFold,
+    /// The snapshot of `fold`, valid while `fold.upto()` has not moved.
+    snapshot: Option<ToolHistory>,
+    /// The surface's messages, keyed by `LogState::surface_version`.
+    messages: Option<(u64, Arc<[Message]>)>,
+}
+
+impl Derived {
+    /// Folds the events appended since the last call. O(new events).
+    fn catch_up(&mut self, state: &LogState) -> &ToolFold {
+        if self.fold.upto() < state.len() {
+            for e in state.events.iter().skip(self.fold.upto()) {
+                self.fold.apply(e);
+            }
+            self.snapshot = None;
+        }
+        &self.fold
+    }
+
+    fn tool_history(&mut self, state: &LogState) -> ToolHistory {
+        self.catch_up(state);
+        self.snapshot
+            .get_or_insert_with(|| self.fold.snapshot())
+            .clone()
+    }
+
+    fn messages(&mut self, state: &LogState) -> Arc<[Message]> {
+        match &self.messages {
+            Some((v, m)) if *v == state.surface_version => Arc::clone(m),
+            _ => {
+                let m: Arc<[Message]> = state
+                    .surface
+                    .iter()
+                    .filter_map(|n| match n {
+                        SurfaceNode::Message(m) => Some(m.clone()),
+                        SurfaceNode::Opaque(_) => None,
+                    })
+                    .collect();
+                self.messages = Some((state.surface_version, Arc::clone(&m)));
+                m
+            }
+        }
+    }
+}
+
+// A poisoned lock means a panic elsewhere mid-read; the state itself is only ever replaced
+// whole, so it is still consistent and we keep serving it.
+fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(PoisonError::into_inner)
+}
+fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(PoisonError::into_inner)
+}
+fn lock<T>(l: &Mutex<T>) -> MutexGuard<'_, T> {
+    l.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Session {
+    /// An empty session with no file.
+    pub fn new(id: impl Into<String>) -> Self {
+        Session::from_parts(id.into(), None, None, LogState::default(), None)
+    }
+
+    pub(crate) fn from_parts(
+        id: String,
+        parent: Option<ParentRef>,
+        session_line: Option<Arc<str>>,
+        state: LogState,
+        writer: Option<JsonlWriter>,
+    ) -> Self {
+        Session {
+            id,
+            parent,
+            session_line,
+            log: RwLock::new(Committed { state, writer }),
+            derived: Mutex::new(Derived::default()),
+        }
+    }
+
+    /// A new session whose first events are `parent`'s `[0, upto)`, inherited: counted in
+    /// `Seq` and in every fold, validated once (in the parent). It has no file until `save`.
+    ///
+    /// O(upto) to rebuild the validation facts; the events themselves are shared.
+    ///
+    /// # Errors
+    /// [`ForkError::UptoOutOfRange`] when `upto > parent.len()`.
+    pub fn fork(parent: &Session, upto: u64, id: impl Into<String>) -> Result<Session, ForkError> {
+        let src = read(&parent.log);
+        let len = src.state.len();
+        let n = usize::try_from(upto)
+            .ok()
+            .filter(|n| *n <= len)
+            .ok_or(ForkError::UptoOutOfRange { upto, len })?;
+        let mut state = LogState::default();
+        for (e, line) in src.state.events.iter().zip(src.state.lines.iter()).take(n) {
+            state.apply(e.clone(), line.clone());
+        }
+        // The inherited bytes are copied verbatim; a torn-free prefix is always terminated.
+        Ok(Session::from_parts(
+            id.into(),
+            Some(ParentRef {
+                id: parent.id.clone(),
+                upto,
+            }),
+            None,
+            state,
+            None,
+        ))
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The parent of a fork.
+    pub fn parent(&self) -> Option<&ParentRef> {
+        self.parent.as_ref()
+    }
+
+    pub(crate) fn session_line(&self) -> Option<&Arc<str>> {
+        self.session_line.as_ref()
+    }
+
+    /// Validates and appends one event; returns its `Seq`. A persisting session writes and
+    /// flushes the line before returning.
+    ///
+    /// O(size of the event + log n).
+    ///
+    /// # Errors
+    /// The [`AppendError`] of the first rule the event breaks (SPEC §1), naming its `Seq`, or
+    /// [`AppendError::Write`] when the line could not be persisted. The log is unchanged.
+    pub fn append(&self, event: Event) -> Result<Seq, AppendError> {
+        self.transact(|tx| tx.push(event))
+    }
+
+    /// Decodes one JSON event line, then appends it as [`append`](Self::append) does.
+    ///
+    /// # Errors
+    /// [`AppendError::Decode`] when the line is not a well-formed event; otherwise as `append`.
+    pub fn append_json(&self, line: &str) -> Result<Seq, AppendError> {
+        self.transact(|tx| {
+            let event = Event::from_json(line).map_err(|source| AppendError::Decode {
+                seq: tx.next_seq(),
+                source,
+            })?;
+            tx.push(event)
+        })
+    }
+
+    /// Runs `f` under the write lock on a working copy of the log; commits (and persists, in
+    /// one write) every event it pushed when it returns `Ok`, nothing otherwise.
+    pub(crate) fn transact<R, E: From<AppendError>>(
+        &self,
+        f: impl FnOnce(&mut Transaction<'_>) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let mut committed = write(&self.log);
+        let mut tx = Transaction {
+            state: committed.state.clone(),
+            start: committed.state.len(),
+            derived: &self.derived,
+        };
+        let out = f(&mut tx)?;
+        let Transaction { state, start, .. } = tx;
+        if state.len() == start {
+            return Ok(out);
+        }
+        if let Some(writer) = committed.writer.as_mut() {
+            let mut batch = String::new();
+            for (e, line) in state.events.iter().zip(state.lines.iter()).skip(start) {
+                match line {
+                    Some(l) => batch.push_str(l),
+                    None => batch.push_str(&e.to_json()),
+                }
+                batch.push('\n');
+            }
+            writer
+                .write_batch(batch.as_bytes())
+                .map_err(|source| AppendError::Write {
+                    seq: Seq::from(start),
+                    source,
+                })?;
+        }
+        committed.state = state;
+        Ok(out)
+    }
+
+    /// Number of events, inherited ones included.
+    pub fn len(&self) -> usize {
+        read(&self.log).state.len()
+    }
+
+    /// Whether the log has no event.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every event in order. O(1): the vector shares its structure with the log.
+    pub fn events(&self) -> im::Vector<Event> {
+        read(&self.log).state.events.clone()
+    }
+
+    /// The surface's messages in order, opaque nodes left out. Cached per surface change.
+    pub fn messages(&self) -> Arc<[Message]> {
+        let log = read(&self.log);
+        lock(&self.derived).messages(&log.state)
+    }
+
+    /// Every surface node in order, as replace ranges index them. O(1).
+    pub fn surface(&self) -> im::Vector<SurfaceNode> {
+        read(&self.log).state.surface.clone()
+    }
+
+    /// The latest `request/header` and its `Seq`.
+    pub fn request_header(&self) -> Option<(Seq, Arc<HeaderEvent>)> {
+        read(&self.log).state.latest_header.clone()
+    }
+
+    /// Number of surface replaces so far.
+    pub fn surface_generation(&self) -> u64 {
+        read(&self.log).state.generation
+    }
+
+    /// Tool declarations and updates a route may rely on, as of the last appended event.
+    ///
+    /// The first call folds the whole log, inherited events included (O(n)); later calls fold
+    /// only the events appended since (O(k)). A snapshot already handed out never changes.
+    /// **A surface replace does not drop updates**: `project_tool_updates` rule 3 falls back
+    /// instead.
+    pub fn tool_history(&self) -> ToolHistory {
+        let log = read(&self.log);
+        lock(&self.derived).tool_history(&log.state)
+    }
+
+    /// Length, header, messages, generation and snapshot from one moment.
+    pub fn view(&self) -> SessionView {
+        let log = read(&self.log);
+        view_of(&log.state, &mut lock(&self.derived))
+    }
+
+    /// Whether appends are written to a file.
+    pub fn is_persisting(&self) -> bool {
+        read(&self.log).writer.is_some()
+    }
+
+    pub(crate) fn with_committed<R>(&self, f: impl FnOnce(&Committed) -> R) -> R {
+        f(&read(&self.log))
+    }
+
+    /// After `open` wrote the missing final `\n`.
+    pub(crate) fn mark_terminated(&self) {
+        write(&self.log).state.unterminated_tail = false;
+    }
+
+    pub(crate) fn with_writer<R>(&self, f: impl FnOnce(&mut Option<JsonlWriter>) -> R) -> R {
+        f(&mut write(&self.log).writer)
+    }
+}
+
+fn view_of(state: &LogState, derived: &mut Derived) -> SessionView {
+    SessionView {
+        len: state.len(),
+        header: state.latest_header.clone(),
+        messages: derived.messages(state),
+        surface_generation: state.generation,
+        tool_history: derived.tool_history(state),
+    }
+}
+
+/// A batch in progress: a working copy of the log under the session's write lock.
+pub(crate) struct Transaction<'s> {
+    state: LogState,
+    start: usize,
+    derived: &'s Mutex<Derived>,
+}
+
+impl Transaction<'_> {
+    pub fn next_seq(&self) -> Seq {
+        self.state.next_seq()
+    }
+
+    /// Validates and applies `event` to the working copy.
+    pub fn push(&mut self, event: Event) -> Result<Seq, AppendError> {
+        self.state.check(&event)?;
+        let seq = self.state.next_seq();
+        self.state.apply(event, None);
+        Ok(seq)
+    }
+
+    pub fn state(&self) -> &LogState {
+        &self.state
+    }
+
+    /// The fold as of the working copy (committed events from the cache, then the batch's
+    /// own events on a clone).
+    pub fn fold(&self) -> ToolFold {
+        let mut d = lock(self.derived);
+        let mut fold = d.catch_up_committed(&self.state, self.start).clone();
+        for e in self.state.events.iter().skip(fold.upto()) {
+            fold.apply(e);
+        }
+        fold
+    }
+
+    /// A view of the working copy, as it will be once committed.
+    pub fn view(&self) -> SessionView {
+        let fold = self.fold();
+        let mut d = Derived {
+            snapshot: None,
+            messages: None,
+            fold,
+        };
+        view_of(&self.state, &mut d)
+    }
+}
+
+impl Derived {
+    /// Catches the cache up to the committed prefix (`upto` events) of `state` only.
+    fn catch_up_committed(&mut self, state: &LogState, upto: usize) -> &ToolFold {
+        if self.fold.upto() < upto {
+            for e in state.events.iter().take(upto).skip(self.fold.upto()) {
+                self.fold.apply(e);
+            }
+            self.snapshot = None;
+        }
+        &self.fold
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn session_is_send_sync() {
+        assert_send_sync::<Session>();
+        assert_send_sync::<SessionView>();
+        assert_send_sync::<ToolHistory>();
+    }
+}

@@ -1,0 +1,302 @@
+//! The committed log and what validation needs of it, as persistent (`im`) structures.
+//!
+//! A `LogState` clones in O(1), so a batch is validated and applied on a working copy and
+//! committed by swapping it in: all or nothing, with nothing to undo.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::SurfaceNode;
+use crate::event::{DecodeError, Event, HeaderEvent, MessageEvent, SurfaceOp};
+use crate::store::WriteError;
+use crate::vocab::{ContentBlock, Role, Seq};
+
+/// Why `append` (or loading) refused an event. The log is unchanged after a refusal.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AppendError {
+    /// The event's JSON is not a well-formed event.
+    #[error("event {seq}: {source}")]
+    Decode {
+        /// The event's position.
+        seq: Seq,
+        /// The shape fault.
+        #[source]
+        source: DecodeError,
+    },
+    /// Two tools with one name in a header.
+    #[error("event {seq}: header declares `{tool}` twice")]
+    DuplicateToolName {
+        /// The header's position.
+        seq: Seq,
+        /// The repeated name.
+        tool: String,
+    },
+    /// A message id already used in the session (inherited events count).
+    #[error("event {seq}: message id {id} is already in the session")]
+    DuplicateMessageId {
+        /// The event's position.
+        seq: Seq,
+        /// The repeated id.
+        id: String,
+    },
+    /// A block built as `ContentBlock::Other` whose `type` is a known one, or missing.
+    #[error("event {seq}: message {id}: content block {index} is malformed")]
+    MalformedBlock {
+        /// The event's position.
+        seq: Seq,
+        /// The message id.
+        id: String,
+        /// 0-based block position.
+        index: usize,
+    },
+    /// A source built as `MessageSource::Other` whose `kind` is a known one, or missing.
+    #[error("event {seq}: message {id}: malformed source")]
+    MalformedSource {
+        /// The event's position.
+        seq: Seq,
+        /// The message id.
+        id: String,
+    },
+    /// `headerSeq` does not name an earlier `request/header`.
+    #[error("event {seq}: headerSeq {header} is not an earlier request/header")]
+    UnknownHeader {
+        /// The event's position.
+        seq: Seq,
+        /// The named position.
+        header: Seq,
+    },
+    /// An addition naming a tool absent from the header its message names.
+    #[error("event {seq}: message {id} adds `{tool}`, absent from header {header}")]
+    AdditionNotInHeader {
+        /// The event's position.
+        seq: Seq,
+        /// The message id.
+        id: String,
+        /// The added name.
+        tool: String,
+        /// The header named by `headerSeq`.
+        header: Seq,
+    },
+    /// An addition in a developer message without `headerSeq`.
+    #[error("event {seq}: message {id} adds `{tool}` without a headerSeq")]
+    AdditionWithoutHeaderSeq {
+        /// The event's position.
+        seq: Seq,
+        /// The message id.
+        id: String,
+        /// The added name.
+        tool: String,
+    },
+    /// A tool-addition or tool-removal block outside a developer message.
+    #[error("event {seq}: {role} message {id} holds a tool-change block")]
+    ToolChangeOutsideDeveloper {
+        /// The event's position.
+        seq: Seq,
+        /// The message id.
+        id: String,
+        /// The message's role.
+        role: Role,
+    },
+    /// A `headerSeq` on a message that is not a developer message.
+    #[error("event {seq}: {role} message {id} carries a headerSeq")]
+    HeaderSeqOutsideDeveloper {
+        /// The event's position.
+        seq: Seq,
+        /// The message id.
+        id: String,
+        /// The message's role.
+        role: Role,
+    },
+    /// A replace range outside the current surface.
+    #[error("event {seq}: replace {start}..={end} is outside the surface of {len} nodes")]
+    ReplaceOutOfRange {
+        /// The event's position.
+        seq: Seq,
+        /// First replaced node.
+        start: usize,
+        /// Last replaced node.
+        end: usize,
+        /// Surface length before the event.
+        len: usize,
+    },
+    /// The batch could not be written to the session's file; nothing was committed.
+    #[error("event {seq}: the batch was not persisted")]
+    Write {
+        /// The first event of the batch.
+        seq: Seq,
+        /// The write fault.
+        #[source]
+        source: WriteError,
+    },
+}
+
+impl AppendError {
+    /// The `Seq` of the refused event.
+    pub fn seq(&self) -> Seq {
+        use AppendError::*;
+        match self {
+            Decode { seq, .. }
+            | DuplicateToolName { seq, .. }
+            | DuplicateMessageId { seq, .. }
+            | MalformedBlock { seq, .. }
+            | MalformedSource { seq, .. }
+            | UnknownHeader { seq, .. }
+            | AdditionNotInHeader { seq, .. }
+            | AdditionWithoutHeaderSeq { seq, .. }
+            | ToolChangeOutsideDeveloper { seq, .. }
+            | HeaderSeqOutsideDeveloper { seq, .. }
+            | ReplaceOutOfRange { seq, .. }
+            | Write { seq, .. } => *seq,
+        }
+    }
+}
+
+/// The log and the facts validation reads, all O(1) to clone.
+#[derive(Clone, Default)]
+pub(crate) struct LogState {
+    pub events: im::Vector<Event>,
+    /// Exact bytes (without `\n`) of loaded lines; `None` for events made in this process.
+    pub lines: im::Vector<Option<Arc<str>>>,
+    pub message_ids: im::HashSet<Arc<str>>,
+    pub surface: im::Vector<SurfaceNode>,
+    pub generation: u64,
+    /// Bumped on every surface change; keys the messages cache.
+    pub surface_version: u64,
+    pub latest_header: Option<(Seq, Arc<HeaderEvent>)>,
+    /// The loaded file's last line had no `\n` and nothing was appended since.
+    pub unterminated_tail: bool,
+}
+
+impl LogState {
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    pub fn next_seq(&self) -> Seq {
+        Seq::from(self.events.len())
+    }
+
+    /// SPEC §1 validation of `event` as the next event. O(size of the event + log n).
+    pub fn check(&self, event: &Event) -> Result<(), AppendError> {
+        let seq = self.next_seq();
+        match event {
+            Event::Header(h) => {
+                let mut names = HashSet::with_capacity(h.header.tools.len());
+                for t in h.header.tools.iter() {
+                    if !names.insert(t.name()) {
+                        return Err(AppendError::DuplicateToolName {
+                            seq,
+                            tool: t.name().to_owned(),
+                        });
+                    }
+                }
+                Ok(())
+            }
+            Event::Message(m) => self.check_message(seq, m),
+            Event::Opaque(o) => self.check_surface_op(seq, o.surface_op),
+        }
+    }
+
+    fn check_message(&self, seq: Seq, m: &MessageEvent) -> Result<(), AppendError> {
+        let msg = &m.message;
+        let id = || msg.id().to_owned();
+        if self.message_ids.contains(msg.id()) {
+            return Err(AppendError::DuplicateMessageId { seq, id: id() });
+        }
+        if let Some(index) = msg.content().iter().position(ContentBlock::is_malformed) {
+            return Err(AppendError::MalformedBlock { seq, id: id(), index });
+        }
+        if msg.source().is_malformed() {
+            return Err(AppendError::MalformedSource { seq, id: id() });
+        }
+        let role = msg.role();
+        if role != Role::Developer {
+            if msg.content().iter().any(ContentBlock::is_tool_change) {
+                return Err(AppendError::ToolChangeOutsideDeveloper { seq, id: id(), role });
+            }
+            if m.header_seq.is_some() {
+                return Err(AppendError::HeaderSeqOutsideDeveloper { seq, id: id(), role });
+            }
+        } else {
+            let header = match m.header_seq {
+                Some(h) => match self.events.get(h.index()) {
+                    Some(Event::Header(he)) => Some((h, he)),
+                    _ => return Err(AppendError::UnknownHeader { seq, header: h }),
+                },
+                None => None,
+            };
+            for block in msg.content() {
+                let ContentBlock::ToolAddition { tool_name } = block else {
+                    continue;
+                };
+                match header {
+                    None => {
+                        return Err(AppendError::AdditionWithoutHeaderSeq {
+                            seq,
+                            id: id(),
+                            tool: tool_name.clone(),
+                        });
+                    }
+                    Some((h, he)) if !he.header.tools.iter().any(|t| t.name() == tool_name) => {
+                        return Err(AppendError::AdditionNotInHeader {
+                            seq,
+                            id: id(),
+                            tool: tool_name.clone(),
+                            header: h,
+                        });
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        self.check_surface_op(seq, m.surface_op)
+    }
+
+    fn check_surface_op(&self, seq: Seq, op: Option<SurfaceOp>) -> Result<(), AppendError> {
+        match op {
+            Some(SurfaceOp::Replace { start, end }) if start > end || end >= self.surface.len() => {
+                Err(AppendError::ReplaceOutOfRange {
+                    seq,
+                    start,
+                    end,
+                    len: self.surface.len(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Applies a checked event. Infallible; O(log n).
+    pub fn apply(&mut self, event: Event, line: Option<Arc<str>>) {
+        let seq = self.next_seq();
+        let node = match &event {
+            Event::Header(h) => {
+                self.latest_header = Some((seq, Arc::clone(h)));
+                None
+            }
+            Event::Message(m) => {
+                self.message_ids.insert(Arc::from(m.message.id()));
+                m.surface_op
+                    .map(|op| (op, SurfaceNode::Message(m.message.clone())))
+            }
+            Event::Opaque(o) => o.surface_op.map(|op| (op, SurfaceNode::Opaque(seq))),
+        };
+        if let Some((op, node)) = node {
+            self.surface_version += 1;
+            match op {
+                SurfaceOp::Append => self.surface.push_back(node),
+                SurfaceOp::Replace { start, end } => {
+                    let tail = self.surface.split_off(end + 1);
+                    self.surface.truncate(start);
+                    self.surface.push_back(node);
+                    self.surface.append(tail);
+                    self.generation += 1;
+                }
+            }
+        }
+        self.events.push_back(event);
+        self.lines.push_back(line);
+        self.unterminated_tail = false;
+    }
+}

@@ -1,0 +1,128 @@
+//! `JsonlWriter`: one write per batch, flushed before returning, rolled back on failure.
+
+use std::fs::File;
+use std::io::{self, Seek, SeekFrom, Write};
+
+/// Where a [`JsonlWriter`] puts its bytes: a file, or a test double that fails on purpose.
+pub trait JsonlSink: Send + Sync {
+    /// Appends `bytes` at the end with one `write_all` and flushes them to the OS.
+    ///
+    /// # Errors
+    /// Any I/O error; the sink may have written part of the bytes.
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()>;
+
+    /// Cuts the sink back to `len` bytes.
+    ///
+    /// # Errors
+    /// Any I/O error.
+    fn truncate(&mut self, len: u64) -> io::Result<()>;
+
+    /// Asks the OS to put the bytes on disk.
+    ///
+    /// # Errors
+    /// Any I/O error.
+    fn sync(&mut self) -> io::Result<()>;
+}
+
+impl JsonlSink for File {
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.seek(SeekFrom::End(0))?;
+        self.write_all(bytes)?;
+        self.flush()
+    }
+
+    fn truncate(&mut self, len: u64) -> io::Result<()> {
+        self.set_len(len)?;
+        self.seek(SeekFrom::Start(len)).map(drop)
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        self.sync_data()
+    }
+}
+
+/// Why a batch was not persisted. After any of these, the file holds exactly what it held
+/// before the batch, except after [`WriteError::RollbackFailed`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WriteError {
+    /// The write failed and the file was cut back to its previous length.
+    #[error("writing the batch failed; the file was rolled back")]
+    Io(#[source] io::Error),
+    /// The write failed and so did cutting the file back: the file may end in a partial line,
+    /// so this writer refuses every later batch.
+    #[error("writing the batch failed and the rollback failed too; the writer is poisoned")]
+    RollbackFailed(#[source] io::Error),
+    /// An earlier rollback failed; nothing more is written.
+    #[error("an earlier rollback failed; the writer accepts no more batches")]
+    Poisoned,
+}
+
+/// Appends batches of JSONL lines to a sink: one `write_all` per batch, flushed before
+/// returning; a failed write truncates the sink back to its previous length.
+pub struct JsonlWriter {
+    sink: Box<dyn JsonlSink>,
+    len: u64,
+    sync: bool,
+    poisoned: bool,
+}
+
+impl JsonlWriter {
+    /// A writer over `sink`, which currently holds `len` bytes.
+    pub fn new(sink: Box<dyn JsonlSink>, len: u64) -> Self {
+        JsonlWriter {
+            sink,
+            len,
+            sync: false,
+            poisoned: false,
+        }
+    }
+
+    /// Whether each batch is also synced to disk (off by default: a flushed batch already
+    /// survives a killed process, only not a power loss).
+    pub fn set_sync(&mut self, sync: bool) {
+        self.sync = sync;
+    }
+
+    /// Bytes the sink holds.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the sink is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Writes one batch.
+    ///
+    /// # Errors
+    /// [`WriteError::Io`] after a failed write that was rolled back,
+    /// [`WriteError::RollbackFailed`] when the rollback failed too, [`WriteError::Poisoned`]
+    /// for every batch after that.
+    pub fn write_batch(&mut self, bytes: &[u8]) -> Result<(), WriteError> {
+        if self.poisoned {
+            return Err(WriteError::Poisoned);
+        }
+        let written = self.sink.append(bytes).and_then(|()| {
+            if self.sync {
+                self.sink.sync()
+            } else {
+                Ok(())
+            }
+        });
+        match written {
+            Ok(()) => {
+                self.len += bytes.len() as u64;
+                Ok(())
+            }
+            Err(e) => match self.sink.truncate(self.len) {
+                Ok(()) => Err(WriteError::Io(e)),
+                Err(t) => {
+                    self.poisoned = true;
+                    Err(WriteError::RollbackFailed(t))
+                }
+            },
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! JSON equivalence (SPEC §1): two values are equivalent when equal as data.
+//!
+//! Objects compare as unordered maps at every depth, arrays in order, numbers by value
+//! (`1` ≡ `1.0` ≡ `1e0`). Key order or number spelling never makes a change; the original
+//! system compared JSON text, which turned a re-serialized schema into a cache miss.
+
+use indexmap::IndexMap;
+use serde_json::{Number, Value};
+
+/// Whether `a` and `b` are equal as data (SPEC §1).
+///
+/// Costs O(size of the smaller value). Integers and integral floats compare exactly (no
+/// rounding through `f64`), so `9007199254740993` and `9007199254740992.0` differ.
+///
+/// ```
+/// use mektpoy::json_equivalent;
+/// use serde_json::json;
+/// assert!(json_equivalent(&json!({"a": 1, "b": [1.0]}), &json!({"b": [1], "a": 1.0})));
+/// assert!(!json_equivalent(&json!([1, 2]), &json!([2, 1])));
+/// ```
+pub fn json_equivalent(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => number_equivalent(x, y),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(v, w)| json_equivalent(v, w))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_equivalent(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Equivalence of two ordered key maps, ignoring key order.
+pub(crate) fn map_equivalent(a: &IndexMap<String, Value>, b: &IndexMap<String, Value>) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .all(|(k, v)| b.get(k).is_some_and(|w| json_equivalent(v, w)))
+}
+
+/// Equivalence of two `serde_json::Map`s, ignoring key order.
+pub(crate) fn object_equivalent(
+    a: &serde_json::Map<String, Value>,
+    b: &serde_json::Map<String, Value>,
+) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .all(|(k, v)| b.get(k).is_some_and(|w| json_equivalent(v, w)))
+}
+
+fn number_equivalent(x: &Number, y: &Number) -> bool {
+    match (integral(x), integral(y)) {
+        (Some(a), Some(b)) => a == b,
+        (None, None) => x.as_f64() == y.as_f64(),
+        _ => false,
+    }
+}
+
+/// The exact integer a number denotes, if it denotes one that fits in `i128`.
+fn integral(n: &Number) -> Option<i128> {
+    if let Some(u) = n.as_u64() {
+        return Some(i128::from(u));
+    }
+    if let Some(i) = n.as_i64() {
+        return Some(i128::from(i));
+    }
+    let f = n.as_f64()?;
+    // 1.0e38 < 2^127: every integral float below it converts exactly.
+    (f.fract() == 0.0 && f.abs() < 1.0e38).then(|| f as i128)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn equivalence_table() {
+        let cases = [
+            (json!(1), json!(1.0), true),
+            (json!(100), serde_json::from_str::<Value>("1.0e2").unwrap(), true),
+            (json!(-0.0), json!(0), true),
+            (json!(1.5), json!(1.5), true),
+            (json!(1.5), json!(1), false),
+            (json!(u64::MAX), json!(u64::MAX as f64), false),
+            (json!(9007199254740993u64), json!(9007199254740992.0), false),
+            (json!({"a": {"b": 1, "c": 2}}), json!({"a": {"c": 2.0, "b": 1}}), true),
+            (json!({"a": 1}), json!({"a": 1, "b": null}), false),
+            (json!([1, 2]), json!([2, 1]), false),
+            (json!("1"), json!(1), false),
+            (json!(null), json!(null), true),
+        ];
+        for (a, b, expect) in cases {
+            assert_eq!(json_equivalent(&a, &b), expect, "{a} vs {b}");
+            assert_eq!(json_equivalent(&b, &a), expect, "{b} vs {a} (symmetry)");
+        }
+    }
+}

@@ -1,0 +1,623 @@
+//! Messages and their content blocks (SPEC §1).
+//!
+//! `Message` is a shared handle: the surface, snapshots and projections pass messages around on
+//! every step, and a projection must never deep-copy one. Decoding is strict for the block
+//! types this crate knows (a `tool-call` without an `id` is an error, not an unknown block) and
+//! keeps every other block verbatim, in place.
+
+use std::fmt;
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use serde::de::{self, Deserializer};
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Who speaks a message. The event type follows from it (`tool` → `tool/result`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// A system prompt node (`system/message`).
+    System,
+    /// A durable note to the model, such as a tool change (`developer/message`).
+    Developer,
+    /// The user (`user/message`).
+    User,
+    /// The model (`assistant/message`).
+    Assistant,
+    /// A tool result (`tool/result`).
+    Tool,
+}
+
+impl Role {
+    /// The log event type that carries a message of this role.
+    pub fn event_type(self) -> &'static str {
+        match self {
+            Role::System => "system/message",
+            Role::Developer => "developer/message",
+            Role::User => "user/message",
+            Role::Assistant => "assistant/message",
+            Role::Tool => "tool/result",
+        }
+    }
+
+    /// The role a message event type carries, if it is one.
+    pub fn for_event_type(event_type: &str) -> Option<Role> {
+        Some(match event_type {
+            "system/message" => Role::System,
+            "developer/message" => Role::Developer,
+            "user/message" => Role::User,
+            "assistant/message" => Role::Assistant,
+            "tool/result" => Role::Tool,
+            _ => return None,
+        })
+    }
+
+    /// The JSON spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::Developer => "developer",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a message came from: `{"kind": ...}`.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum MessageSource {
+    /// `{"kind":"user"}`.
+    User,
+    /// `{"kind":"model","provider","model"}`.
+    Model {
+        /// Provider that produced the message.
+        provider: String,
+        /// Model that produced the message.
+        model: String,
+    },
+    /// `{"kind":"tool","callId"}`: the result of the call with this id.
+    Tool {
+        /// The `tool-call` block's id.
+        call_id: String,
+    },
+    /// `{"kind":"tool-registry"}`: a tool change written by the recorder.
+    ToolRegistry,
+    /// `{"kind":"system-prompt"}`: a system prompt node.
+    SystemPrompt,
+    /// Any other kind, kept verbatim.
+    Other(Value),
+}
+
+impl Serialize for MessageSource {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let kind = |s: S, k: &str| {
+            let mut m = s.serialize_map(Some(1))?;
+            m.serialize_entry("kind", k)?;
+            m.end()
+        };
+        match self {
+            MessageSource::User => kind(s, "user"),
+            MessageSource::ToolRegistry => kind(s, "tool-registry"),
+            MessageSource::SystemPrompt => kind(s, "system-prompt"),
+            MessageSource::Model { provider, model } => {
+                let mut m = s.serialize_map(Some(3))?;
+                m.serialize_entry("kind", "model")?;
+                m.serialize_entry("provider", provider)?;
+                m.serialize_entry("model", model)?;
+                m.end()
+            }
+            MessageSource::Tool { call_id } => {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("kind", "tool")?;
+                m.serialize_entry("callId", call_id)?;
+                m.end()
+            }
+            MessageSource::Other(v) => v.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for MessageSource {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(d)?;
+        MessageSource::from_value(value).map_err(de::Error::custom)
+    }
+}
+
+impl MessageSource {
+    fn from_value(value: Value) -> Result<Self, String> {
+        let Some(kind) = value.get("kind").and_then(Value::as_str) else {
+            return Err("message source needs a string `kind`".into());
+        };
+        let field = |name: &str| {
+            value
+                .get(name)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| format!("`{kind}` source needs a string `{name}`"))
+        };
+        Ok(match kind {
+            "user" => MessageSource::User,
+            "tool-registry" => MessageSource::ToolRegistry,
+            "system-prompt" => MessageSource::SystemPrompt,
+            "model" => MessageSource::Model {
+                provider: field("provider")?,
+                model: field("model")?,
+            },
+            "tool" => MessageSource::Tool {
+                call_id: field("callId")?,
+            },
+            _ => MessageSource::Other(value),
+        })
+    }
+
+    /// Whether this is an `Other` value that should have decoded as a known kind, or is not a
+    /// `{"kind": string}` object at all.
+    pub(crate) fn is_malformed(&self) -> bool {
+        match self {
+            MessageSource::Other(v) => match v.get("kind").and_then(Value::as_str) {
+                Some(k) => KNOWN_SOURCE_KINDS.contains(&k),
+                None => true,
+            },
+            _ => false,
+        }
+    }
+}
+
+const KNOWN_SOURCE_KINDS: [&str; 5] = ["user", "model", "tool", "tool-registry", "system-prompt"];
+
+/// One block of message content.
+///
+/// JSON: `{"type":"text","text"}`, `{"type":"reasoning","text",...}`,
+/// `{"type":"tool-call","id","name","arguments"}`, `{"type":"tool-addition","toolName"}`,
+/// `{"type":"tool-removal","toolName"}`; any other `type` is kept verbatim as `Other`.
+/// **A known type that is malformed is an error, not `Other`.** Unknown fields on known
+/// blocks other than `reasoning` are ignored (the log line keeps them; see `docs/decisions.md`).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum ContentBlock {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// Model reasoning; `extra` keeps fields such as a signature, in order.
+    Reasoning {
+        /// The reasoning text.
+        text: String,
+        /// Other fields of the block (e.g. `signature`).
+        extra: IndexMap<String, Value>,
+    },
+    /// A call of a tool by the model.
+    ToolCall {
+        /// Call id, matched by the result's `source.callId`.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// The raw JSON string of the arguments, as the model produced it.
+        arguments: String,
+    },
+    /// A tool added in history (developer messages only).
+    ToolAddition {
+        /// The added tool's name.
+        tool_name: String,
+    },
+    /// A tool removed in history (developer messages only).
+    ToolRemoval {
+        /// The removed tool's name.
+        tool_name: String,
+    },
+    /// A block of another type, kept verbatim in place.
+    Other(Value),
+}
+
+const KNOWN_BLOCK_TYPES: [&str; 5] = [
+    "text",
+    "reasoning",
+    "tool-call",
+    "tool-addition",
+    "tool-removal",
+];
+
+impl ContentBlock {
+    /// A text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        ContentBlock::Text { text: text.into() }
+    }
+
+    /// A `tool-addition` block.
+    pub fn addition(tool_name: impl Into<String>) -> Self {
+        ContentBlock::ToolAddition {
+            tool_name: tool_name.into(),
+        }
+    }
+
+    /// A `tool-removal` block.
+    pub fn removal(tool_name: impl Into<String>) -> Self {
+        ContentBlock::ToolRemoval {
+            tool_name: tool_name.into(),
+        }
+    }
+
+    /// Whether this is a tool-addition or tool-removal block.
+    pub fn is_tool_change(&self) -> bool {
+        matches!(
+            self,
+            ContentBlock::ToolAddition { .. } | ContentBlock::ToolRemoval { .. }
+        )
+    }
+
+    /// Decodes one block.
+    ///
+    /// # Errors
+    /// A message naming the fault when the value is not an object with a string `type`, or
+    /// when a known type lacks a field or has one of the wrong type.
+    pub fn from_value(value: Value) -> Result<Self, String> {
+        let Value::Object(map) = value else {
+            return Err("a content block must be a JSON object".into());
+        };
+        let Some(ty) = map.get("type").and_then(Value::as_str) else {
+            return Err("a content block needs a string `type`".into());
+        };
+        if !KNOWN_BLOCK_TYPES.contains(&ty) {
+            return Ok(ContentBlock::Other(Value::Object(map)));
+        }
+        let ty = ty.to_owned();
+        let field = |name: &str| {
+            map.get(name)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| format!("`{ty}` block needs a string `{name}`"))
+        };
+        Ok(match ty.as_str() {
+            "text" => ContentBlock::Text {
+                text: field("text")?,
+            },
+            "tool-call" => ContentBlock::ToolCall {
+                id: field("id")?,
+                name: field("name")?,
+                arguments: field("arguments")?,
+            },
+            "tool-addition" => ContentBlock::ToolAddition {
+                tool_name: field("toolName")?,
+            },
+            "tool-removal" => ContentBlock::ToolRemoval {
+                tool_name: field("toolName")?,
+            },
+            _ => {
+                let text = field("text")?;
+                let extra = map
+                    .into_iter()
+                    .filter(|(k, _)| k != "type" && k != "text")
+                    .collect();
+                ContentBlock::Reasoning { text, extra }
+            }
+        })
+    }
+
+    /// Whether this is an `Other` block that is not a `{"type": unknown string}` object, which
+    /// only code (not decoding) can build.
+    pub(crate) fn is_malformed(&self) -> bool {
+        match self {
+            ContentBlock::Other(v) => match v.get("type").and_then(Value::as_str) {
+                Some(t) => KNOWN_BLOCK_TYPES.contains(&t),
+                None => true,
+            },
+            _ => false,
+        }
+    }
+}
+
+impl Serialize for ContentBlock {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ContentBlock::Text { text } => {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("type", "text")?;
+                m.serialize_entry("text", text)?;
+                m.end()
+            }
+            ContentBlock::Reasoning { text, extra } => {
+                let mut m = s.serialize_map(Some(2 + extra.len()))?;
+                m.serialize_entry("type", "reasoning")?;
+                m.serialize_entry("text", text)?;
+                for (k, v) in extra {
+                    m.serialize_entry(k, v)?;
+                }
+                m.end()
+            }
+            ContentBlock::ToolCall {
+                id,
+                name,
+                arguments,
+            } => {
+                let mut m = s.serialize_map(Some(4))?;
+                m.serialize_entry("type", "tool-call")?;
+                m.serialize_entry("id", id)?;
+                m.serialize_entry("name", name)?;
+                m.serialize_entry("arguments", arguments)?;
+                m.end()
+            }
+            ContentBlock::ToolAddition { tool_name } | ContentBlock::ToolRemoval { tool_name } => {
+                let ty = if matches!(self, ContentBlock::ToolAddition { .. }) {
+                    "tool-addition"
+                } else {
+                    "tool-removal"
+                };
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("type", ty)?;
+                m.serialize_entry("toolName", tool_name)?;
+                m.end()
+            }
+            ContentBlock::Other(v) => v.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ContentBlock {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(d)?;
+        ContentBlock::from_value(value).map_err(de::Error::custom)
+    }
+}
+
+/// A message: `{"id","role","content","source","isError"?}`. Ids are unique in a session.
+///
+/// A cheap handle: cloning is O(1) and clones share their content.
+#[derive(Clone, PartialEq)]
+pub struct Message(Arc<MessageData>);
+
+#[derive(Debug, PartialEq)]
+struct MessageData {
+    id: String,
+    role: Role,
+    content: Vec<ContentBlock>,
+    source: MessageSource,
+    is_error: Option<bool>,
+}
+
+impl Message {
+    /// A message without `isError`.
+    pub fn new(
+        id: impl Into<String>,
+        role: Role,
+        content: Vec<ContentBlock>,
+        source: MessageSource,
+    ) -> Self {
+        Message(Arc::new(MessageData {
+            id: id.into(),
+            role,
+            content,
+            source,
+            is_error: None,
+        }))
+    }
+
+    /// A user message with one text block.
+    pub fn user(id: impl Into<String>, text: impl Into<String>) -> Self {
+        Message::new(
+            id,
+            Role::User,
+            vec![ContentBlock::text(text)],
+            MessageSource::User,
+        )
+    }
+
+    /// An assistant message with one text block, from `provider`/`model`.
+    pub fn assistant(
+        id: impl Into<String>,
+        text: impl Into<String>,
+        provider: impl Into<String>,
+        model: impl Into<String>,
+    ) -> Self {
+        Message::new(
+            id,
+            Role::Assistant,
+            vec![ContentBlock::text(text)],
+            MessageSource::Model {
+                provider: provider.into(),
+                model: model.into(),
+            },
+        )
+    }
+
+    /// A tool-registry developer message holding `content` (tool-change blocks, text).
+    pub fn developer(id: impl Into<String>, content: Vec<ContentBlock>) -> Self {
+        Message::new(id, Role::Developer, content, MessageSource::ToolRegistry)
+    }
+
+    /// A system-prompt node with one text block.
+    pub fn system(id: impl Into<String>, text: impl Into<String>) -> Self {
+        Message::new(
+            id,
+            Role::System,
+            vec![ContentBlock::text(text)],
+            MessageSource::SystemPrompt,
+        )
+    }
+
+    /// A tool result for the call `call_id`.
+    pub fn tool_result(
+        id: impl Into<String>,
+        call_id: impl Into<String>,
+        text: impl Into<String>,
+    ) -> Self {
+        Message::new(
+            id,
+            Role::Tool,
+            vec![ContentBlock::text(text)],
+            MessageSource::Tool {
+                call_id: call_id.into(),
+            },
+        )
+    }
+
+    /// The same message with `isError` set.
+    #[must_use]
+    pub fn with_is_error(&self, is_error: bool) -> Self {
+        self.rebuilt(self.0.content.clone(), Some(is_error))
+    }
+
+    /// A message with this one's id, role and source and other content. Projection uses it
+    /// to drop blocks; the original is untouched.
+    #[must_use]
+    pub fn with_content(&self, content: Vec<ContentBlock>) -> Self {
+        self.rebuilt(content, self.0.is_error)
+    }
+
+    fn rebuilt(&self, content: Vec<ContentBlock>, is_error: Option<bool>) -> Self {
+        Message(Arc::new(MessageData {
+            id: self.0.id.clone(),
+            role: self.0.role,
+            content,
+            source: self.0.source.clone(),
+            is_error,
+        }))
+    }
+
+    /// The id, unique within a session.
+    pub fn id(&self) -> &str {
+        &self.0.id
+    }
+
+    /// Who speaks.
+    pub fn role(&self) -> Role {
+        self.0.role
+    }
+
+    /// The blocks, in order.
+    pub fn content(&self) -> &[ContentBlock] {
+        &self.0.content
+    }
+
+    /// Where it came from.
+    pub fn source(&self) -> &MessageSource {
+        &self.0.source
+    }
+
+    /// `isError`, when present (tool results).
+    pub fn is_error(&self) -> Option<bool> {
+        self.0.is_error
+    }
+
+    /// The text blocks concatenated without separator (how a system node's prompt is read).
+    pub fn text(&self) -> String {
+        self.0
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Whether two handles share one allocation (a clone, not a copy).
+    pub fn ptr_eq(&self, other: &Message) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl fmt::Debug for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl Serialize for Message {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let d = &self.0;
+        let mut m = s.serialize_map(Some(4 + usize::from(d.is_error.is_some())))?;
+        m.serialize_entry("id", &d.id)?;
+        m.serialize_entry("role", &d.role)?;
+        m.serialize_entry("content", &d.content)?;
+        m.serialize_entry("source", &d.source)?;
+        if let Some(e) = d.is_error {
+            m.serialize_entry("isError", &e)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Message {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Repr {
+            id: String,
+            role: Role,
+            content: Vec<ContentBlock>,
+            source: MessageSource,
+            #[serde(default)]
+            is_error: Option<bool>,
+        }
+        let r = Repr::deserialize(d)?;
+        Ok(Message(Arc::new(MessageData {
+            id: r.id,
+            role: r.role,
+            content: r.content,
+            source: r.source,
+            is_error: r.is_error,
+        })))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn blocks_round_trip_and_unknown_kept_in_place() {
+        let content = json!([
+            {"type":"text","text":"a"},
+            {"type":"image","url":"x","n":1},
+            {"type":"reasoning","text":"r","signature":"sig"},
+            {"type":"tool-call","id":"c1","name":"read","arguments":"{\"p\":1}"},
+            {"type":"tool-addition","toolName":"B"},
+            {"type":"tool-removal","toolName":"A"}
+        ]);
+        let blocks: Vec<ContentBlock> = serde_json::from_value(content.clone()).unwrap();
+        assert!(matches!(blocks[1], ContentBlock::Other(_)));
+        assert_eq!(serde_json::to_value(&blocks).unwrap(), content);
+    }
+
+    #[test]
+    fn malformed_known_blocks_are_errors() {
+        for bad in [
+            json!({"type":"tool-call","name":"read","arguments":"{}"}),
+            json!({"type":"text"}),
+            json!({"type":"text","text":3}),
+            json!({"type":"tool-addition","name":"x"}),
+            json!({"type":"reasoning"}),
+            json!({"text":"no type"}),
+            json!("text"),
+        ] {
+            assert!(serde_json::from_value::<ContentBlock>(bad.clone()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn message_json_shape() {
+        let m = Message::tool_result("m1", "c1", "ok").with_is_error(true);
+        assert_eq!(
+            serde_json::to_string(&m).unwrap(),
+            r#"{"id":"m1","role":"tool","content":[{"type":"text","text":"ok"}],"source":{"kind":"tool","callId":"c1"},"isError":true}"#
+        );
+        let back: Message = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert_eq!(back, m);
+        let other: MessageSource = serde_json::from_value(json!({"kind":"plugin","x":1})).unwrap();
+        assert_eq!(other, MessageSource::Other(json!({"kind":"plugin","x":1})));
+        assert!(serde_json::from_value::<MessageSource>(json!({"kind":"model"})).is_err());
+    }
+}

@@ -1,0 +1,40 @@
+//! The JSON nouns of the log (SPEC §1): tools, messages, content blocks, sequence numbers.
+
+mod json;
+mod message;
+mod tool;
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+pub use json::json_equivalent;
+pub(crate) use json::map_equivalent;
+pub use message::{ContentBlock, Message, MessageSource, Role};
+pub(crate) use tool::same_tools;
+pub use tool::{ToolError, ToolSchema};
+
+/// The 0-based index of an event in a session log, inherited events included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Seq(pub u64);
+
+impl Seq {
+    /// The index as `usize`, for slicing the log.
+    pub fn index(self) -> usize {
+        // A log never holds more events than fit in memory.
+        usize::try_from(self.0).unwrap_or(usize::MAX)
+    }
+}
+
+impl fmt::Display for Seq {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl From<usize> for Seq {
+    fn from(i: usize) -> Self {
+        Seq(i as u64)
+    }
+}
