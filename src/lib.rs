@@ -4,6 +4,8 @@
 
 pub mod event;
 pub mod history;
+pub mod project;
+pub mod route;
 pub mod session;
 pub mod store;
 pub mod vocab;
@@ -13,6 +15,8 @@ pub use event::{
     SurfaceOp,
 };
 pub use history::{ToolHistory, ToolUpdate};
+pub use project::ProjectedToolUpdates;
+pub use route::{Evidence, Route, ToolUpdateMode, WireApi};
 pub use session::{AppendError, ForkError, ParentRef, Session, SessionView, SurfaceNode};
 pub use store::{JsonlSink, JsonlWriter, LoadError, Loaded, PersistError, TornTail, WriteError};
 pub use vocab::{
