@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::vocab::ToolSchema;
 
+pub use reducer::fold_events;
 pub(crate) use reducer::ToolFold;
 
 /// Tool declarations and updates a route may rely on (SPEC §3).
