@@ -17,8 +17,11 @@ pub use event::{
 pub use history::{ToolHistory, ToolUpdate};
 pub use project::ProjectedToolUpdates;
 pub use route::{Evidence, Route, ToolUpdateMode, WireApi};
-pub use session::{AppendError, ForkError, ParentRef, Session, SessionView, SurfaceNode};
+pub use session::{
+    AppendError, DEFERRED_PLACEHOLDER_NAME, ForkError, ParentRef, RecordError, Recorder, Request,
+    Session, SessionView, Step, SurfaceNode,
+};
 pub use store::{JsonlSink, JsonlWriter, LoadError, Loaded, PersistError, TornTail, WriteError};
 pub use vocab::{
-    json_equivalent, ContentBlock, Message, MessageSource, Role, Seq, ToolError, ToolSchema,
+    ContentBlock, Message, MessageSource, Role, Seq, ToolError, ToolSchema, json_equivalent,
 };

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
-use super::{Config, Event, HeaderEvent, MessageEvent, OpaqueEvent, Reason, RequestHeader, SurfaceOp};
+use super::{
+    Config, Event, HeaderEvent, MessageEvent, OpaqueEvent, Reason, RequestHeader, SurfaceOp,
+};
 use crate::vocab::{ContentBlock, Message, MessageSource, Role, Seq, ToolError, ToolSchema};
 
 /// Why a JSON value is not a well-formed event. Carries no log position: the session wraps
@@ -113,7 +115,12 @@ pub(super) fn event(value: Value) -> Result<Event, DecodeError> {
     }
     if let Some(role) = Role::for_event_type(&event_type) {
         let data = data(&mut obj, &event_type)?;
-        return Ok(Event::Message(message_event(data, &event_type, role, surface_op)?));
+        return Ok(Event::Message(message_event(
+            data,
+            &event_type,
+            role,
+            surface_op,
+        )?));
     }
     // The stored line keeps the bytes; the decoded fields follow `Map`'s key order.
     let fields: IndexMap<String, Value> = obj.into_iter().collect();
@@ -164,13 +171,21 @@ fn header_event(mut data: Obj) -> Result<HeaderEvent, DecodeError> {
     let starts_series = match data.remove("startsSeries") {
         None => false,
         Some(Value::Bool(b)) => b,
-        Some(_) => return Err(DecodeError::Field { what: "data.startsSeries" }),
+        Some(_) => {
+            return Err(DecodeError::Field {
+                what: "data.startsSeries",
+            });
+        }
     };
     let Some(Value::Object(mut header)) = data.remove("header") else {
-        return Err(DecodeError::Field { what: "data.header" });
+        return Err(DecodeError::Field {
+            what: "data.header",
+        });
     };
     let Some(Value::Object(mut config)) = header.remove("config") else {
-        return Err(DecodeError::Field { what: "data.header.config" });
+        return Err(DecodeError::Field {
+            what: "data.header.config",
+        });
     };
     let mut config_str = |key: &'static str| match config.remove(key) {
         Some(Value::String(s)) => Ok(s),
@@ -187,7 +202,11 @@ fn header_event(mut data: Obj) -> Result<HeaderEvent, DecodeError> {
                 ToolSchema::from_value(t).map_err(|source| DecodeError::Tool { index, source })
             })
             .collect::<Result<_, _>>()?,
-        Some(_) => return Err(DecodeError::Field { what: "data.header.tools" }),
+        Some(_) => {
+            return Err(DecodeError::Field {
+                what: "data.header.tools",
+            });
+        }
     };
     Ok(HeaderEvent {
         header: RequestHeader {
@@ -221,7 +240,9 @@ fn message_event(
     let step = optional_u64(&mut data, "step", "data.step")?;
     let header_seq = optional_u64(&mut data, "headerSeq", "data.headerSeq")?.map(Seq);
     let Some(Value::Object(m)) = data.remove("message") else {
-        return Err(DecodeError::Field { what: "data.message" });
+        return Err(DecodeError::Field {
+            what: "data.message",
+        });
     };
     let message = message(m)?;
     if message.role() != role {

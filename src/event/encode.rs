@@ -3,8 +3,8 @@
 //! Written against `serde::Serializer` with explicit maps, never through `Value`, whose key
 //! order depends on a Cargo feature another crate may turn on.
 
-use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
 
 use super::{Config, Event, HeaderEvent, MessageEvent, RequestHeader, SurfaceOp};
 
@@ -133,13 +133,19 @@ mod tests {
 
     #[test]
     fn created_header_omits_empty_tools() {
-        let e = Event::header(RequestHeader::new(Config::new("p", "m"), vec![]), Reason::Initial);
+        let e = Event::header(
+            RequestHeader::new(Config::new("p", "m"), vec![]),
+            Reason::Initial,
+        );
         assert_eq!(
             e.to_json(),
             r#"{"type":"request/header","data":{"header":{"config":{"provider":"p","model":"m"}},"reason":"initial"}}"#
         );
         let t = ToolSchema::new("a", "d", serde_json::Map::new());
-        let e = Event::header(RequestHeader::new(Config::new("p", "m"), vec![t]), Reason::Resume);
+        let e = Event::header(
+            RequestHeader::new(Config::new("p", "m"), vec![t]),
+            Reason::Resume,
+        );
         assert!(e.to_json().contains(r#""tools":[{"name":"a""#));
         let e = Event::append(Message::user("u", "hi"));
         assert!(e.to_json().ends_with(r#""surfaceOp":"append"}"#));

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::vocab::ToolSchema;
 
-pub use reducer::fold_events;
 pub(crate) use reducer::ToolFold;
+pub use reducer::fold_events;
 
 /// Tool declarations and updates a route may rely on (SPEC §3).
 ///
@@ -66,7 +66,10 @@ impl ToolHistory {
 
 impl ToolUpdate {
     /// An update for the developer message `message_id`.
-    pub fn new(message_id: impl Into<String>, additions: impl IntoIterator<Item = ToolSchema>) -> Self {
+    pub fn new(
+        message_id: impl Into<String>,
+        additions: impl IntoIterator<Item = ToolSchema>,
+    ) -> Self {
         ToolUpdate {
             message_id: message_id.into(),
             additions: additions.into_iter().collect(),
@@ -87,7 +90,10 @@ impl ToolUpdate {
 impl fmt::Debug for ToolHistory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ToolHistory")
-            .field("tools", &self.tools.iter().map(ToolSchema::name).collect::<Vec<_>>())
+            .field(
+                "tools",
+                &self.tools.iter().map(ToolSchema::name).collect::<Vec<_>>(),
+            )
             .field("updates", &self.updates)
             .finish()
     }

@@ -51,11 +51,9 @@ impl ToolFold {
         !self.has_header
             || h.reason == Reason::Series
             || h.starts_series
-            || tools.iter().any(|t| {
-                self.declared
-                    .get(t.name())
-                    .is_some_and(|d| !d.same_tool(t))
-            })
+            || tools
+                .iter()
+                .any(|t| self.declared.get(t.name()).is_some_and(|d| !d.same_tool(t)))
             || tools.iter().any(|t| {
                 !self.available.contains(t.name())
                     && self
@@ -72,7 +70,10 @@ impl ToolFold {
         self.header_tools.insert(seq, Arc::clone(tools));
         if self.opens_declaration_series(h) {
             self.baseline = Arc::clone(tools);
-            self.declared = tools.iter().map(|t| (t.name().to_owned(), t.clone())).collect();
+            self.declared = tools
+                .iter()
+                .map(|t| (t.name().to_owned(), t.clone()))
+                .collect();
             self.declared_order = tools.iter().map(|t| t.name().to_owned()).collect();
             self.available = tools.iter().map(|t| t.name().to_owned()).collect();
             self.updates = im::Vector::new();
@@ -87,8 +88,13 @@ impl ToolFold {
         for block in m.message.content() {
             match block {
                 ContentBlock::ToolAddition { tool_name } => {
-                    if let Some(def) = header.and_then(|h| h.iter().find(|t| t.name() == tool_name)) {
-                        if self.declared.insert(tool_name.clone(), def.clone()).is_none() {
+                    if let Some(def) = header.and_then(|h| h.iter().find(|t| t.name() == tool_name))
+                    {
+                        if self
+                            .declared
+                            .insert(tool_name.clone(), def.clone())
+                            .is_none()
+                        {
                             self.declared_order.push_back(tool_name.clone());
                         }
                         additions.push_back(def.clone());
@@ -110,7 +116,10 @@ impl ToolFold {
     /// Whether the available names are exactly the active names (otherwise: the guard).
     fn consistent(&self) -> bool {
         self.available.len() == self.active.len()
-            && self.active.iter().all(|t| self.available.contains(t.name()))
+            && self
+                .active
+                .iter()
+                .all(|t| self.available.contains(t.name()))
     }
 
     /// The snapshot of SPEC §3 "Reading".

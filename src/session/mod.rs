@@ -4,10 +4,14 @@
 //! and the surface's messages). Lock order is always log, then caches, so readers never see
 //! messages and a snapshot from two different moments.
 
+mod prompt;
+mod record;
 mod state;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+pub use record::{DEFERRED_PLACEHOLDER_NAME, RecordError, Recorder, Request, Step};
 pub use state::AppendError;
 pub(crate) use state::LogState;
 
@@ -75,6 +79,9 @@ pub enum ForkError {
 /// # Ok::<(), mektpoy::AppendError>(())
 /// ```
 pub struct Session {
+    /// Process-unique identity, so a recorder can tell its session from another with the
+    /// same id.
+    instance: u64,
     id: String,
     parent: Option<ParentRef>,
     /// The session line's exact bytes when loaded from a file.
@@ -160,7 +167,9 @@ impl Session {
         state: LogState,
         writer: Option<JsonlWriter>,
     ) -> Self {
+        static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(0);
         Session {
+            instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
             id,
             parent,
             session_line,
@@ -203,6 +212,10 @@ impl Session {
     /// The session's id.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    pub(crate) fn instance(&self) -> u64 {
+        self.instance
     }
 
     /// The parent of a fork.

@@ -205,7 +205,11 @@ impl LogState {
             return Err(AppendError::DuplicateMessageId { seq, id: id() });
         }
         if let Some(index) = msg.content().iter().position(ContentBlock::is_malformed) {
-            return Err(AppendError::MalformedBlock { seq, id: id(), index });
+            return Err(AppendError::MalformedBlock {
+                seq,
+                id: id(),
+                index,
+            });
         }
         if msg.source().is_malformed() {
             return Err(AppendError::MalformedSource { seq, id: id() });
@@ -213,10 +217,18 @@ impl LogState {
         let role = msg.role();
         if role != Role::Developer {
             if msg.content().iter().any(ContentBlock::is_tool_change) {
-                return Err(AppendError::ToolChangeOutsideDeveloper { seq, id: id(), role });
+                return Err(AppendError::ToolChangeOutsideDeveloper {
+                    seq,
+                    id: id(),
+                    role,
+                });
             }
             if m.header_seq.is_some() {
-                return Err(AppendError::HeaderSeqOutsideDeveloper { seq, id: id(), role });
+                return Err(AppendError::HeaderSeqOutsideDeveloper {
+                    seq,
+                    id: id(),
+                    role,
+                });
             }
         } else {
             let header = match m.header_seq {

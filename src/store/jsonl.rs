@@ -5,8 +5,8 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
 use serde_json::Value;
 
 use super::writer::JsonlWriter;
@@ -339,7 +339,13 @@ impl Session {
                 path: path.to_owned(),
                 source,
             })?;
-        Ok(Session::from_parts(id, None, None, LogState::default(), Some(writer)))
+        Ok(Session::from_parts(
+            id,
+            None,
+            None,
+            LogState::default(),
+            Some(writer),
+        ))
     }
 
     /// Loads `path`, repairs its end (terminates a valid unterminated last line, truncates a

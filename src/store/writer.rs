@@ -104,13 +104,10 @@ impl JsonlWriter {
         if self.poisoned {
             return Err(WriteError::Poisoned);
         }
-        let written = self.sink.append(bytes).and_then(|()| {
-            if self.sync {
-                self.sink.sync()
-            } else {
-                Ok(())
-            }
-        });
+        let written = self
+            .sink
+            .append(bytes)
+            .and_then(|()| if self.sync { self.sink.sync() } else { Ok(()) });
         match written {
             Ok(()) => {
                 self.len += bytes.len() as u64;

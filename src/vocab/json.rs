@@ -68,7 +68,7 @@ fn integral(n: &Number) -> Option<i128> {
     }
     let f = n.as_f64()?;
     // 1.0e38 < 2^127: every integral float below it converts exactly.
-    (f.fract() == 0.0 && f.abs() < 1.0e38).then(|| f as i128)
+    (f.fract() == 0.0 && f.abs() < 1.0e38).then_some(f as i128)
 }
 
 #[cfg(test)]
@@ -80,13 +80,21 @@ mod tests {
     fn equivalence_table() {
         let cases = [
             (json!(1), json!(1.0), true),
-            (json!(100), serde_json::from_str::<Value>("1.0e2").unwrap(), true),
+            (
+                json!(100),
+                serde_json::from_str::<Value>("1.0e2").unwrap(),
+                true,
+            ),
             (json!(-0.0), json!(0), true),
             (json!(1.5), json!(1.5), true),
             (json!(1.5), json!(1), false),
             (json!(u64::MAX), json!(u64::MAX as f64), false),
             (json!(9007199254740993u64), json!(9007199254740992.0), false),
-            (json!({"a": {"b": 1, "c": 2}}), json!({"a": {"c": 2.0, "b": 1}}), true),
+            (
+                json!({"a": {"b": 1, "c": 2}}),
+                json!({"a": {"c": 2.0, "b": 1}}),
+                true,
+            ),
             (json!({"a": 1}), json!({"a": 1, "b": null}), false),
             (json!([1, 2]), json!([2, 1]), false),
             (json!("1"), json!(1), false),

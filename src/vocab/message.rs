@@ -603,7 +603,10 @@ mod tests {
             json!({"text":"no type"}),
             json!("text"),
         ] {
-            assert!(serde_json::from_value::<ContentBlock>(bad.clone()).is_err(), "{bad}");
+            assert!(
+                serde_json::from_value::<ContentBlock>(bad.clone()).is_err(),
+                "{bad}"
+            );
         }
     }
 

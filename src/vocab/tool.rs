@@ -238,7 +238,9 @@ pub enum ToolError {
     #[error("a tool must be a JSON object")]
     NotAnObject,
     /// A required field is missing or has the wrong type.
-    #[error("tool field `{0}` is missing or has the wrong type (name and description are strings, parameters an object, deferLoading a boolean)")]
+    #[error(
+        "tool field `{0}` is missing or has the wrong type (name and description are strings, parameters an object, deferLoading a boolean)"
+    )]
     Field(&'static str),
 }
 
@@ -267,31 +269,52 @@ mod tests {
         let t = tool(json!({"name":"a","description":"d","parameters":{},"deferLoading":false}));
         assert!(!serde_json::to_string(&t).unwrap().contains("deferLoading"));
         let d = t.with_defer_loading(true);
-        assert!(serde_json::to_string(&d).unwrap().ends_with(r#""deferLoading":true}"#));
+        assert!(
+            serde_json::to_string(&d)
+                .unwrap()
+                .ends_with(r#""deferLoading":true}"#)
+        );
         assert!(d.shares_definition_with(&t));
         assert!(!d.same_tool(&t) && d.same_definition(&t));
     }
 
     #[test]
     fn sameness_ignores_key_order_and_number_spelling() {
-        let a = tool(json!({"name":"a","description":"d","parameters":{"m":1,"n":{"p":[1]}},"x":1}));
+        let a =
+            tool(json!({"name":"a","description":"d","parameters":{"m":1,"n":{"p":[1]}},"x":1}));
         let b: ToolSchema = serde_json::from_str(
             r#"{"x":1.0,"parameters":{"n":{"p":[1.0e0]},"m":1.0},"description":"d","name":"a"}"#,
         )
         .unwrap();
         assert_eq!(a, b);
-        let c = tool(json!({"name":"a","description":"d","parameters":{"m":1,"n":{"p":[1]}},"x":2}));
+        let c =
+            tool(json!({"name":"a","description":"d","parameters":{"m":1,"n":{"p":[1]}},"x":2}));
         assert_ne!(a, c, "an unknown field is part of the tool");
     }
 
     #[test]
     fn malformed_tools_are_typed_errors() {
         for (v, e) in [
-            (json!({"description":"d","parameters":{}}), ToolError::Field("name")),
-            (json!({"name":"a","parameters":{}}), ToolError::Field("description")),
-            (json!({"name":"a","description":"d"}), ToolError::Field("parameters")),
-            (json!({"name":"a","description":"d","parameters":[]}), ToolError::Field("parameters")),
-            (json!({"name":1,"description":"d","parameters":{}}), ToolError::Field("name")),
+            (
+                json!({"description":"d","parameters":{}}),
+                ToolError::Field("name"),
+            ),
+            (
+                json!({"name":"a","parameters":{}}),
+                ToolError::Field("description"),
+            ),
+            (
+                json!({"name":"a","description":"d"}),
+                ToolError::Field("parameters"),
+            ),
+            (
+                json!({"name":"a","description":"d","parameters":[]}),
+                ToolError::Field("parameters"),
+            ),
+            (
+                json!({"name":1,"description":"d","parameters":{}}),
+                ToolError::Field("name"),
+            ),
             (
                 json!({"name":"a","description":"d","parameters":{},"deferLoading":"yes"}),
                 ToolError::Field("deferLoading"),

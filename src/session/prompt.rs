@@ -1,0 +1,212 @@
+//! System prompt in history (SPEC §4.1): which surface change, if any, brings the rendered
+//! prompt onto the surface.
+//!
+//! Appending a new system node keeps every earlier byte of the request, so on routes that
+//! take prompt updates in history a continuing request series never rewrites its prefix.
+
+use super::SurfaceNode;
+use crate::vocab::Role;
+
+/// What §4.1 does to the surface.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum PromptChange {
+    /// Append a system node with this text.
+    Append(String),
+    /// Replace surface node `index` with a system node with this text (empty text = no
+    /// blocks).
+    Replace { index: usize, text: String },
+}
+
+/// SPEC §4.1 over the current surface. O(surface).
+pub(crate) fn prompt_change(
+    surface: &im::Vector<SurfaceNode>,
+    rendered: &str,
+    in_history: bool,
+    prompt_series: bool,
+) -> Option<PromptChange> {
+    let mut first = None;
+    let mut latest = None;
+    for (i, node) in surface.iter().enumerate() {
+        if let SurfaceNode::Message(m) = node
+            && m.role() == Role::System
+        {
+            first.get_or_insert(i);
+            latest = Some((i, m));
+        }
+    }
+    let (Some(first), Some((latest, latest_msg))) = (first, latest) else {
+        return (!rendered.is_empty()).then(|| PromptChange::Append(rendered.to_owned()));
+    };
+    if latest_msg.text() == rendered {
+        return None;
+    }
+    let replace = |index| PromptChange::Replace {
+        index,
+        text: rendered.to_owned(),
+    };
+    Some(if !in_history || rendered.is_empty() {
+        replace(latest)
+    } else if !prompt_series {
+        PromptChange::Append(rendered.to_owned())
+    } else if latest == first {
+        // Node 0 is the only live system node.
+        replace(first)
+    } else {
+        // Later system nodes are live: a replace range cannot merge non-adjacent nodes.
+        PromptChange::Append(rendered.to_owned())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vocab::Message;
+    use PromptChange::*;
+
+    fn surface(nodes: &[(&str, &str)]) -> im::Vector<SurfaceNode> {
+        nodes
+            .iter()
+            .enumerate()
+            .map(|(i, (role, text))| {
+                let id = format!("m{i}");
+                SurfaceNode::Message(match *role {
+                    "s" => Message::system(id, *text),
+                    _ => Message::user(id, *text),
+                })
+            })
+            .collect()
+    }
+
+    /// Every row of the SPEC §4.1 table.
+    #[test]
+    fn spec_table() {
+        let one = surface(&[("s", "P1"), ("u", "hi")]);
+        let two = surface(&[("s", "P1"), ("u", "hi"), ("s", "P2"), ("u", "x")]);
+        type Row<'a> = (
+            &'a str,
+            &'a im::Vector<SurfaceNode>,
+            &'a str,
+            bool,
+            bool,
+            Option<PromptChange>,
+        );
+        let rows: [Row<'_>; 11] = [
+            (
+                "no live node, non-empty",
+                &surface(&[("u", "hi")]),
+                "P",
+                true,
+                false,
+                Some(Append("P".into())),
+            ),
+            (
+                "no live node, empty",
+                &surface(&[("u", "hi")]),
+                "",
+                true,
+                true,
+                None,
+            ),
+            ("rendered = effective", &two, "P2", true, true, None),
+            (
+                "rendered = node 0 but not effective",
+                &two,
+                "P1",
+                true,
+                false,
+                Some(Append("P1".into())),
+            ),
+            (
+                "no in-history: replace latest",
+                &two,
+                "P3",
+                false,
+                false,
+                Some(Replace {
+                    index: 2,
+                    text: "P3".into(),
+                }),
+            ),
+            (
+                "no in-history, one node",
+                &one,
+                "P3",
+                false,
+                true,
+                Some(Replace {
+                    index: 0,
+                    text: "P3".into(),
+                }),
+            ),
+            (
+                "in-history, empty",
+                &two,
+                "",
+                true,
+                false,
+                Some(Replace {
+                    index: 2,
+                    text: String::new(),
+                }),
+            ),
+            (
+                "in-history, series continues",
+                &one,
+                "P2",
+                true,
+                false,
+                Some(Append("P2".into())),
+            ),
+            (
+                "in-history, new series, node 0 only",
+                &one,
+                "P2",
+                true,
+                true,
+                Some(Replace {
+                    index: 0,
+                    text: "P2".into(),
+                }),
+            ),
+            (
+                "in-history, new series, later nodes live",
+                &two,
+                "P3",
+                true,
+                true,
+                Some(Append("P3".into())),
+            ),
+            (
+                "in-history, new series, empty",
+                &one,
+                "",
+                true,
+                true,
+                Some(Replace {
+                    index: 0,
+                    text: String::new(),
+                }),
+            ),
+        ];
+        for (name, s, rendered, in_history, series, expect) in rows {
+            assert_eq!(
+                prompt_change(s, rendered, in_history, series),
+                expect,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn opaque_nodes_are_not_system_nodes() {
+        let mut s = surface(&[("s", "P1")]);
+        s.push_back(SurfaceNode::Opaque(crate::vocab::Seq(3)));
+        assert_eq!(
+            prompt_change(&s, "P2", true, true),
+            Some(Replace {
+                index: 0,
+                text: "P2".into()
+            })
+        );
+    }
+}

@@ -1,0 +1,333 @@
+//! `Recorder`: logs one request per loop attempt (SPEC §4).
+//!
+//! Everything one `record` call appends — system node, user messages, header, developer
+//! message — is one batch: computed and validated under the session's write lock on a working
+//! copy, then committed (and written with one write) whole, or not at all.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::prompt::{PromptChange, prompt_change};
+use super::{AppendError, Session, Transaction};
+use crate::event::{Config, Event, HeaderEvent, MessageEvent, Reason, RequestHeader, SurfaceOp};
+use crate::history::{ToolFold, ToolHistory};
+use crate::route::Route;
+use crate::vocab::{ContentBlock, Message, MessageSource, Role, Seq, ToolSchema, same_tools};
+
+/// The name the wire serializer reserves for its deferred placeholder declaration (SPEC §7).
+pub const DEFERRED_PLACEHOLDER_NAME: &str = "mektpoy_deferred_placeholder";
+
+/// One attempt of one loop step, as the loop sees it.
+///
+/// A plain struct with no `Default`: the loop knows every value.
+#[derive(Clone, Copy, Debug)]
+pub struct Step<'a> {
+    /// The request configuration; this is what the header logs.
+    pub config: &'a Config,
+    /// The rendered system prompt.
+    pub system_prompt: &'a str,
+    /// The effective tools, in the order they are declared.
+    pub tools: &'a [ToolSchema],
+    /// The route the request goes to: supplies capabilities only.
+    pub route: &'a Route,
+    /// The loop asks for a new request series (honoured on attempt 0 only).
+    pub new_series: bool,
+    /// The loop turn.
+    pub turn: u64,
+    /// The step within the turn.
+    pub step: u64,
+    /// The attempt of this step (0 first, retries after).
+    pub attempt: u32,
+    /// Messages the user added for this step (appended on attempt 0 only).
+    pub user_messages: &'a [Message],
+}
+
+/// What a request is built from, read from the log right after `record` committed.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// The latest header's configuration, as logged.
+    pub config: Config,
+    /// The surface's messages.
+    pub messages: Arc<[Message]>,
+    /// The latest header's tools, as logged (the effective tools).
+    pub tools: Arc<[ToolSchema]>,
+    /// The tool snapshot to project with.
+    pub tool_history: ToolHistory,
+    /// The header this call appended, if any.
+    pub header_seq: Option<Seq>,
+    /// Whether that header opened a request series or a declaration series: a rewrite of the
+    /// cached prefix by design.
+    pub starts_series: bool,
+}
+
+/// Why `record` refused. The log, the file and the recorder are unchanged.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// The session is not the one this recorder was attached to.
+    #[error("this recorder is attached to session {attached}, not to {given}")]
+    WrongSession {
+        /// The attached session's id.
+        attached: String,
+        /// The given session's id.
+        given: String,
+    },
+    /// The tools register the name the serializer reserves.
+    #[error("tool name `{0}` is reserved by mektpoy")]
+    ReservedToolName(String),
+    /// The session refused an event of the batch.
+    #[error("the batch was refused")]
+    Append(#[from] AppendError),
+}
+
+type IdGenerator = Box<dyn FnMut() -> String + Send>;
+
+/// Records requests of one loop instance into one session.
+///
+/// ```
+/// use mektpoy::{Config, Recorder, Route, Session, Step, ToolSchema, WireApi};
+/// let session = Session::new("s1");
+/// let mut recorder = Recorder::attach(&session);
+/// let config = Config::new("deepseek", "deepseek-flash");
+/// let route = Route::plain("deepseek", "deepseek-flash", WireApi::Messages);
+/// let tools = [ToolSchema::new("read", "read a file", Default::default())];
+/// let request = recorder.record(&session, Step {
+///     config: &config, system_prompt: "be brief", tools: &tools, route: &route,
+///     new_series: false, turn: 1, step: 1, attempt: 0,
+///     user_messages: &[mektpoy::Message::user("u1", "hi")],
+/// })?;
+/// assert_eq!(request.header_seq.map(|s| s.0), Some(2)); // system node, user, header
+/// assert!(request.starts_series);
+/// # Ok::<(), mektpoy::RecordError>(())
+/// ```
+pub struct Recorder {
+    session: u64,
+    session_id: String,
+    generation: u64,
+    logged_header: bool,
+    ids: Option<IdGenerator>,
+}
+
+impl fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Recorder")
+            .field("session", &self.session_id)
+            .field("generation", &self.generation)
+            .field("logged_header", &self.logged_header)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether step 5 appends a header.
+enum HeaderDecision {
+    Append(Reason),
+    Keep(Arc<HeaderEvent>),
+}
+
+/// SPEC §4 step 6: the developer message's blocks, diffed against the names the fold had
+/// *available* just before the new header (which heals a log whose earlier record was cut
+/// between header and developer message). `None` when no name changed.
+fn name_diff(
+    tools: &[ToolSchema],
+    previous: &[ToolSchema],
+    fold: &ToolFold,
+) -> Option<Vec<ContentBlock>> {
+    let kept = |n: &str| tools.iter().any(|t| t.name() == n);
+    let additions = tools
+        .iter()
+        .map(ToolSchema::name)
+        .filter(|n| !fold.is_available(n));
+    let mut removals: Vec<&str> = previous
+        .iter()
+        .map(ToolSchema::name)
+        .filter(|n| fold.is_available(n) && !kept(n))
+        .collect();
+    for n in fold.available_in_declared_order() {
+        if !kept(n) && !removals.contains(&n) {
+            removals.push(n);
+        }
+    }
+    let content: Vec<ContentBlock> = additions
+        .map(ContentBlock::addition)
+        .chain(removals.into_iter().map(ContentBlock::removal))
+        .collect();
+    (!content.is_empty()).then_some(content)
+}
+
+/// What one batch decided, returned out of the transaction and applied to the recorder only
+/// after the commit.
+struct Outcome {
+    request: Request,
+    g_after: u64,
+    logged_header: bool,
+}
+
+impl Recorder {
+    /// A recorder for `session`: remembers its surface generation and that it has logged no
+    /// header yet.
+    pub fn attach(session: &Session) -> Self {
+        Recorder {
+            session: session.instance(),
+            session_id: session.id().to_owned(),
+            generation: session.surface_generation(),
+            logged_header: false,
+            ids: None,
+        }
+    }
+
+    /// Uses `ids` for the messages the recorder creates instead of `"{session id}:{seq}"`.
+    /// **A refused batch still consumed the ids it drew.**
+    #[must_use]
+    pub fn with_ids(mut self, ids: impl FnMut() -> String + Send + 'static) -> Self {
+        self.ids = Some(Box::new(ids));
+        self
+    }
+
+    /// Records one attempt of one step (SPEC §4) and returns the request to send.
+    ///
+    /// # Errors
+    /// [`RecordError::WrongSession`] for a session other than the attached one;
+    /// [`RecordError::ReservedToolName`] when `tools` holds the reserved placeholder name;
+    /// [`RecordError::Append`] when the session refuses an event of the batch (e.g. two tools
+    /// with one name, a duplicate user message id, a failed write). Nothing is committed then.
+    pub fn record(&mut self, session: &Session, step: Step<'_>) -> Result<Request, RecordError> {
+        if session.instance() != self.session {
+            return Err(RecordError::WrongSession {
+                attached: self.session_id.clone(),
+                given: session.id().to_owned(),
+            });
+        }
+        if let Some(t) = step
+            .tools
+            .iter()
+            .find(|t| t.name() == DEFERRED_PLACEHOLDER_NAME)
+        {
+            return Err(RecordError::ReservedToolName(t.name().to_owned()));
+        }
+        let outcome = session.transact(|tx| self.batch(tx, &step))?;
+        self.generation = outcome.g_after;
+        self.logged_header |= outcome.logged_header;
+        Ok(outcome.request)
+    }
+
+    fn next_id(&mut self, session_id: &str, seq: Seq) -> String {
+        match &mut self.ids {
+            Some(ids) => ids(),
+            None => format!("{session_id}:{seq}"),
+        }
+    }
+
+    fn batch(&mut self, tx: &mut Transaction<'_>, step: &Step<'_>) -> Result<Outcome, RecordError> {
+        let session_id = self.session_id.clone();
+        // 1.
+        let asked = step.new_series && step.attempt == 0;
+        let g_prev = self.generation;
+        let g_now = tx.state().generation;
+        let previous = tx.state().latest_header.clone();
+        // 2. A tool change on a route without a mode rewrites the declarations anyway, so it
+        // lets the prompt projection treat the step as a new series.
+        let tools_changed = previous
+            .as_ref()
+            .is_some_and(|(_, h)| !same_tools(&h.header.tools, step.tools));
+        let prompt_series =
+            asked || g_now != g_prev || (step.route.tool_update.is_none() && tools_changed);
+        if let Some(change) = prompt_change(
+            &tx.state().surface,
+            step.system_prompt,
+            step.route.system_prompt_in_history,
+            prompt_series,
+        ) {
+            let seq = tx.next_seq();
+            let id = self.next_id(&session_id, seq);
+            let (text, op) = match change {
+                PromptChange::Append(text) => (text, SurfaceOp::Append),
+                PromptChange::Replace { index, text } => (
+                    text,
+                    SurfaceOp::Replace {
+                        start: index,
+                        end: index,
+                    },
+                ),
+            };
+            let content = if text.is_empty() {
+                Vec::new()
+            } else {
+                vec![ContentBlock::text(text)]
+            };
+            let node = Message::new(id, Role::System, content, MessageSource::SystemPrompt);
+            tx.push(self.stamped(node, step, true, op))?;
+        }
+        // 3.
+        if step.attempt == 0 {
+            for m in step.user_messages {
+                tx.push(self.stamped(m.clone(), step, false, SurfaceOp::Append))?;
+            }
+        }
+        // 4.
+        let g_after = tx.state().generation;
+        let starts_series = asked || g_after != g_prev;
+        // 5.
+        let header = RequestHeader::new(step.config.clone(), step.tools.to_vec());
+        let decision = match &previous {
+            None => HeaderDecision::Append(Reason::Initial),
+            Some(_) if !self.logged_header => HeaderDecision::Append(Reason::Resume),
+            Some((_, h)) if h.header != header => HeaderDecision::Append(Reason::Change),
+            Some(_) if starts_series => HeaderDecision::Append(Reason::Series),
+            Some((_, h)) => HeaderDecision::Keep(Arc::clone(h)),
+        };
+        let (latest, header_seq, opened) = match decision {
+            HeaderDecision::Keep(h) => (h, None, false),
+            HeaderDecision::Append(reason) => {
+                let event = Arc::new(HeaderEvent {
+                    header,
+                    reason,
+                    starts_series: starts_series && reason != Reason::Series,
+                });
+                // The fold as of just before this header: its available names drive step 6.
+                let fold = tx.fold();
+                let opened = starts_series || fold.opens_declaration_series(&event);
+                let seq = tx.push(Event::Header(Arc::clone(&event)))?;
+                // 6.
+                if let (true, Some((_, prev))) = (reason != Reason::Series, &previous) {
+                    let diff = name_diff(step.tools, &prev.header.tools, &fold);
+                    if let Some(content) = diff {
+                        let has_addition = content
+                            .first()
+                            .is_some_and(|b| matches!(b, ContentBlock::ToolAddition { .. }));
+                        let id = self.next_id(&session_id, tx.next_seq());
+                        let message = Message::developer(id, content);
+                        let mut event = self.stamped(message, step, true, SurfaceOp::Append);
+                        if let Event::Message(m) = &mut event {
+                            m.header_seq = has_addition.then_some(seq);
+                        }
+                        tx.push(event)?;
+                    }
+                }
+                (event, Some(seq), opened)
+            }
+        };
+        // 7.
+        let view = tx.view();
+        Ok(Outcome {
+            request: Request {
+                config: latest.header.config.clone(),
+                messages: view.messages,
+                tools: Arc::clone(&latest.header.tools),
+                tool_history: view.tool_history,
+                header_seq,
+                starts_series: opened,
+            },
+            g_after,
+            logged_header: header_seq.is_some(),
+        })
+    }
+
+    /// A message event carrying the step's turn (and step, for nodes the recorder writes).
+    fn stamped(&self, message: Message, step: &Step<'_>, with_step: bool, op: SurfaceOp) -> Event {
+        Event::Message(MessageEvent {
+            turn: Some(step.turn),
+            step: with_step.then_some(step.step),
+            ..MessageEvent::new(message, Some(op))
+        })
+    }
+}

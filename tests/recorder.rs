@@ -1,0 +1,760 @@
+//! Scenario tests of SPEC §3 and §4: given a log, when `record`, then these events and this
+//! snapshot. Notation as in `EXAMPLES.md`.
+
+use std::sync::Arc;
+
+use mektpoy::{
+    AppendError, Config, ContentBlock, Event, Message, RecordError, Recorder, Request, Route,
+    Session, Step, SurfaceNode, SurfaceOp, ToolHistory, ToolSchema, ToolUpdateMode, WireApi,
+};
+use serde_json::json;
+
+fn tool(name: &str) -> ToolSchema {
+    ToolSchema::new(name, name, serde_json::Map::new())
+}
+fn deferred(name: &str) -> ToolSchema {
+    tool(name).with_defer_loading(true)
+}
+fn changed(name: &str) -> ToolSchema {
+    ToolSchema::new(name, format!("{name}2"), serde_json::Map::new())
+}
+
+fn route(mode: Option<ToolUpdateMode>, prompts_in_history: bool) -> Route {
+    let mut r = Route::plain("deepseek", "deepseek-flash", WireApi::Messages);
+    r.tool_update = mode;
+    r.system_prompt_in_history = prompts_in_history;
+    r
+}
+
+/// One agent loop over one session.
+struct Loop {
+    session: Session,
+    recorder: Recorder,
+    config: Config,
+    route: Route,
+    prompt: String,
+    turn: u64,
+}
+
+impl Loop {
+    fn new(route: Route) -> Self {
+        let session = Session::new("s");
+        let recorder = Recorder::attach(&session);
+        Loop {
+            session,
+            recorder,
+            config: Config::new("deepseek", "deepseek-flash"),
+            route,
+            prompt: String::new(),
+            turn: 0,
+        }
+    }
+
+    fn addition_only() -> Self {
+        Loop::new(route(Some(ToolUpdateMode::AdditionOnly), true))
+    }
+
+    /// One step, attempt 0, one user message; returns the request and the events it appended.
+    fn step(&mut self, tools: &[ToolSchema]) -> (Request, Vec<String>) {
+        self.step_with(tools, false, 0)
+    }
+
+    fn step_with(
+        &mut self,
+        tools: &[ToolSchema],
+        new_series: bool,
+        attempt: u32,
+    ) -> (Request, Vec<String>) {
+        self.turn += 1;
+        let before = self.session.len();
+        let user = [Message::user(format!("u{}", self.turn), "hi")];
+        let request = self
+            .recorder
+            .record(
+                &self.session,
+                Step {
+                    config: &self.config,
+                    system_prompt: &self.prompt,
+                    tools,
+                    route: &self.route,
+                    new_series,
+                    turn: self.turn,
+                    step: 1,
+                    attempt,
+                    user_messages: &user,
+                },
+            )
+            .expect("record");
+        let events = self.session.events();
+        let appended = events.iter().skip(before).map(describe).collect();
+        (request, appended)
+    }
+
+    fn answer(&mut self) {
+        let id = format!("a{}", self.session.len());
+        self.session
+            .append(Event::append(Message::assistant(
+                id,
+                "ok",
+                "deepseek",
+                "deepseek-flash",
+            )))
+            .unwrap();
+    }
+
+    fn snapshot(&self) -> String {
+        snapshot(&self.session.tool_history())
+    }
+}
+
+/// `H(reason[,ss])[names]`, `D([+B,-A],hS)`, `S(append|replace i,"text")`, `U`, `A`.
+fn describe(e: &Event) -> String {
+    match e {
+        Event::Header(h) => format!(
+            "H({}{})[{}]",
+            h.reason.as_str(),
+            if h.starts_series { ",ss" } else { "" },
+            names(h.header.tools.iter())
+        ),
+        Event::Message(m) => {
+            let msg = &m.message;
+            match msg.role() {
+                mektpoy::Role::Developer => format!(
+                    "D([{}]{})",
+                    blocks(msg.content()),
+                    m.header_seq.map(|s| format!(",h{s}")).unwrap_or_default()
+                ),
+                mektpoy::Role::System => format!(
+                    "S({},{:?})",
+                    match m.surface_op {
+                        Some(SurfaceOp::Replace { start, .. }) => format!("replace {start}"),
+                        _ => "append".into(),
+                    },
+                    msg.text()
+                ),
+                mektpoy::Role::User => "U".into(),
+                mektpoy::Role::Assistant => "A".into(),
+                mektpoy::Role::Tool => "T".into(),
+            }
+        }
+        _ => "?".into(),
+    }
+}
+
+fn names<'a>(tools: impl IntoIterator<Item = &'a ToolSchema>) -> String {
+    tools
+        .into_iter()
+        .map(|t| format!("{}{}", t.name(), if t.defer_loading() { "d" } else { "" }))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn blocks(content: &[ContentBlock]) -> String {
+    content
+        .iter()
+        .map(|b| match b {
+            ContentBlock::ToolAddition { tool_name } => format!("+{tool_name}"),
+            ContentBlock::ToolRemoval { tool_name } => format!("-{tool_name}"),
+            _ => "text".into(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `{[A,B], [[id,[B]], ...]}` with ids written as the Seq of their event.
+fn snapshot(h: &ToolHistory) -> String {
+    let updates: Vec<String> = h
+        .updates()
+        .iter()
+        .map(|u| format!("[{},[{}]]", u.message_id(), names(u.additions())))
+        .collect();
+    format!("{{[{}], [{}]}}", names(h.tools()), updates.join(","))
+}
+
+#[test]
+fn l1_first_header_is_initial_and_opens_both_series() {
+    let mut l = Loop::addition_only();
+    let (req, ev) = l.step(&[tool("A")]);
+    assert_eq!(ev, ["U", "H(initial)[A]"]);
+    assert!(
+        req.starts_series,
+        "the first header opens a declaration series"
+    );
+    assert_eq!(req.header_seq.map(|s| s.0), Some(1));
+    assert_eq!(l.snapshot(), "{[A], []}");
+}
+
+#[test]
+fn addition_logs_change_and_developer_message_naming_the_header() {
+    let mut l = Loop::addition_only();
+    l.step(&[tool("A")]);
+    l.answer();
+    let (req, ev) = l.step(&[tool("A"), tool("B")]);
+    assert_eq!(ev, ["U", "H(change)[A,B]", "D([+B],h4)"]);
+    assert!(!req.starts_series);
+    assert_eq!(l.snapshot(), "{[A], [[s:5,[B]]]}");
+    assert_eq!(
+        &*req.tools,
+        &[tool("A"), tool("B")],
+        "request tools = header as logged"
+    );
+}
+
+#[test]
+fn l4_removal_has_no_header_seq() {
+    let mut l = Loop::addition_only();
+    l.step(&[tool("A"), tool("B")]);
+    let (_, ev) = l.step(&[tool("A")]);
+    assert_eq!(ev, ["U", "H(change)[A]", "D([-B])"]);
+    assert_eq!(l.snapshot(), "{[A,B], [[s:4,[]]]}");
+}
+
+#[test]
+fn l3_additions_in_current_order_then_removals_in_previous_order() {
+    let mut l = Loop::addition_only();
+    l.step(&[tool("A"), tool("B")]);
+    let (_, ev) = l.step(&[tool("B"), tool("C"), tool("D")]);
+    assert_eq!(ev, ["U", "H(change)[B,C,D]", "D([+C,+D,-A],h3)"]);
+}
+
+#[test]
+fn unchanged_restore_of_an_added_tool_continues_the_series() {
+    let mut l = Loop::addition_only();
+    l.step(&[tool("A")]);
+    l.step(&[tool("A"), tool("B")]);
+    l.step(&[tool("A")]);
+    let (req, ev) = l.step(&[tool("A"), tool("B")]);
+    assert_eq!(ev, ["U", "H(change)[A,B]", "D([+B],h9)"]);
+    assert!(!req.starts_series);
+    assert_eq!(l.snapshot(), "{[A], [[s:4,[B]],[s:7,[]],[s:10,[B]]]}");
+}
+
+#[test]
+fn f18_returning_baseline_tool_opens_a_declaration_series() {
+    let mut l = Loop::addition_only();
+    l.step(&[tool("A"), tool("B")]);
+    l.step(&[tool("B")]);
+    let (req, ev) = l.step(&[tool("A"), tool("B")]);
+    assert_eq!(ev, ["U", "H(change)[A,B]", "D([+A],h6)"]);
+    assert!(
+        req.starts_series,
+        "a declaration series starts at the header"
+    );
+    assert_eq!(l.snapshot(), "{[A,B], [[s:7,[A]]]}");
+}
+
+#[test]
+fn f17_session_without_tools_gets_a_baseline_at_its_first_tool() {
+    let mut l = Loop::addition_only();
+    let (_, ev) = l.step(&[]);
+    assert_eq!(ev, ["U", "H(initial)[]"]);
+    let (req, ev) = l.step(&[tool("B")]);
+    assert_eq!(ev, ["U", "H(change)[B]", "D([+B],h3)"]);
+    assert!(req.starts_series);
+    assert_eq!(l.snapshot(), "{[B], [[s:4,[B]]]}");
+}
+
+#[test]
+fn changed_restore_opens_a_declaration_series() {
+    let mut l = Loop::addition_only();
+    l.step(&[tool("A")]);
+    l.step(&[tool("A"), tool("B")]);
+    l.step(&[tool("A")]);
+    let (req, ev) = l.step(&[tool("A"), changed("B")]);
+    assert_eq!(ev, ["U", "H(change)[A,B]", "D([+B],h9)"]);
+    assert!(req.starts_series);
+    let h = l.session.tool_history();
+    assert_eq!(snapshot(&h), "{[A,B], [[s:10,[B]]]}");
+    assert_eq!(h.tools()[1].description(), "B2");
+    assert_eq!(h.updates()[0].additions()[0].description(), "B2");
+}
+
+#[test]
+fn l5_definition_only_change_opens_a_series_without_developer_message() {
+    let mut l = Loop::addition_only();
+    l.step(&[tool("A"), tool("B")]);
+    let (req, ev) = l.step(&[changed("A"), tool("B")]);
+    assert_eq!(ev, ["U", "H(change)[A,B]"]);
+    assert!(req.starts_series);
+    assert_eq!(l.snapshot(), "{[A,B], []}");
+}
+
+#[test]
+fn key_order_and_number_spelling_log_no_header() {
+    let mut l = Loop::addition_only();
+    let a: ToolSchema = serde_json::from_value(
+        json!({"name":"A","description":"A","parameters":{"type":"object","maximum":1,"x":{"p":2}}}),
+    )
+    .unwrap();
+    let a2: ToolSchema = serde_json::from_str(
+        r#"{"parameters":{"x":{"p":2.0},"maximum":1.0,"type":"object"},"description":"A","name":"A"}"#,
+    )
+    .unwrap();
+    let (first, _) = l.step(&[a]);
+    let (req, ev) = l.step(&[a2]);
+    assert_eq!(ev, ["U"], "an equivalent tool list is not a change");
+    assert!(
+        Arc::ptr_eq(&req.tools, &first.tools),
+        "the logged tools are sent, byte for byte"
+    );
+}
+
+#[test]
+fn reordered_tools_are_a_change() {
+    let mut l = Loop::addition_only();
+    l.step(&[tool("A"), tool("B")]);
+    let (_, ev) = l.step(&[tool("B"), tool("A")]);
+    assert_eq!(
+        ev,
+        ["U", "H(change)[B,A]"],
+        "same names: no developer message"
+    );
+}
+
+#[test]
+fn explicit_new_series_only_on_attempt_zero() {
+    let mut l = Loop::addition_only();
+    l.step(&[tool("A")]);
+    let (req, ev) = l.step_with(&[tool("A")], true, 1);
+    assert_eq!(
+        ev,
+        Vec::<String>::new(),
+        "a retry neither asks nor re-appends user messages"
+    );
+    assert!(!req.starts_series);
+    let (req, ev) = l.step_with(&[tool("A")], true, 0);
+    assert_eq!(ev, ["U", "H(series)[A]"]);
+    assert!(req.starts_series);
+    let (_, ev) = l.step_with(&[tool("A"), tool("B")], true, 0);
+    assert_eq!(
+        ev,
+        ["U", "H(change,ss)[A,B]", "D([+B],h5)"],
+        "L8 with an asked series"
+    );
+    assert_eq!(
+        l.snapshot(),
+        "{[A,B], [[s:6,[B]]]}",
+        "F6: the update pointing at the series' first header is kept"
+    );
+}
+
+#[test]
+fn l7_compaction_between_steps_logs_a_series_header() {
+    let mut l = Loop::addition_only();
+    l.step(&[tool("A")]);
+    l.answer();
+    l.session
+        .append(Event::replace(Message::user("summary", "summary"), 0, 1))
+        .unwrap();
+    let (req, ev) = l.step(&[tool("A")]);
+    assert_eq!(ev, ["U", "H(series)[A]"]);
+    assert!(req.starts_series);
+    let (_, ev) = l.step(&[tool("A")]);
+    assert_eq!(ev, ["U"], "the recorder stored the new generation");
+    // L8: generation moved and a tool added in the same step.
+    l.session
+        .append(Event::replace(Message::user("summary2", "s"), 0, 0))
+        .unwrap();
+    let (req, ev) = l.step(&[tool("A"), tool("B")]);
+    assert_eq!(ev, ["U", "H(change,ss)[A,B]", "D([+B],h9)"]);
+    assert!(req.starts_series);
+}
+
+#[test]
+fn l11_prompt_replace_with_asked_series_then_nothing_next_step() {
+    let mut l = Loop::addition_only();
+    l.prompt = "P1".into();
+    let (_, ev) = l.step(&[tool("A")]);
+    assert_eq!(ev, ["S(append,\"P1\")", "U", "H(initial)[A]"]);
+    l.prompt = "P2".into();
+    let (req, ev) = l.step_with(&[tool("A")], true, 0);
+    assert_eq!(ev, ["S(replace 0,\"P2\")", "U", "H(series)[A]"]);
+    assert!(req.starts_series);
+    let (_, ev) = l.step(&[tool("A")]);
+    assert_eq!(ev, ["U"]);
+    // Changed header in the asked series: startsSeries on the change header.
+    l.prompt = "P3".into();
+    let (_, ev) = l.step_with(&[tool("A"), tool("B")], true, 0);
+    assert_eq!(
+        ev,
+        [
+            "S(replace 0,\"P3\")",
+            "U",
+            "H(change,ss)[A,B]",
+            "D([+B],h9)"
+        ]
+    );
+}
+
+#[test]
+fn l9_tool_change_on_a_route_without_mode_is_a_prompt_series() {
+    let mut l = Loop::new(route(None, true));
+    l.prompt = "P1".into();
+    l.step(&[tool("A")]);
+    l.prompt = "P2".into();
+    let (req, ev) = l.step(&[tool("A"), tool("B")]);
+    assert_eq!(
+        ev,
+        [
+            "S(replace 0,\"P2\")",
+            "U",
+            "H(change,ss)[A,B]",
+            "D([+B],h5)"
+        ]
+    );
+    assert!(req.starts_series);
+}
+
+#[test]
+fn l9_prime_same_step_on_a_mode_route_appends_the_prompt() {
+    let mut l = Loop::addition_only();
+    l.prompt = "P1".into();
+    let (first, _) = l.step(&[tool("A")]);
+    l.answer();
+    l.prompt = "P2".into();
+    let (req, ev) = l.step(&[tool("A"), tool("B")]);
+    assert_eq!(
+        ev,
+        ["S(append,\"P2\")", "U", "H(change)[A,B]", "D([+B],h6)"]
+    );
+    assert!(!req.starts_series);
+    // Earlier surface nodes untouched: the new messages extend the old ones.
+    assert!(
+        first
+            .messages
+            .iter()
+            .zip(req.messages.iter())
+            .all(|(a, b)| a.ptr_eq(b))
+    );
+    assert_eq!(req.messages.len(), first.messages.len() + 4);
+}
+
+#[test]
+fn l2_fresh_recorder_over_an_existing_log_resumes() {
+    let mut l = Loop::addition_only();
+    l.step(&[tool("A")]);
+    l.recorder = Recorder::attach(&l.session);
+    let (req, ev) = l.step(&[tool("A"), tool("B")]);
+    assert_eq!(ev, ["U", "H(resume)[A,B]", "D([+B],h3)"]);
+    assert!(!req.starts_series, "F16: resume alone opens no series");
+    l.recorder = Recorder::attach(&l.session);
+    let (_, ev) = l.step(&[tool("A"), tool("B")]);
+    assert_eq!(
+        ev,
+        ["U", "H(resume)[A,B]"],
+        "a new recorder always logs its first header"
+    );
+}
+
+#[test]
+fn l10_crash_between_header_and_developer_message_is_healed() {
+    let session = Session::new("s");
+    let config = Config::new("deepseek", "deepseek-flash");
+    for (tools, reason) in [
+        (vec![tool("A")], mektpoy::Reason::Initial),
+        (vec![tool("A"), tool("B")], mektpoy::Reason::Change),
+    ] {
+        session
+            .append(Event::header(
+                mektpoy::RequestHeader::new(config.clone(), tools),
+                reason,
+            ))
+            .unwrap();
+    }
+    assert_eq!(
+        snapshot(&session.tool_history()),
+        "{[A,B], []}",
+        "F2: guard"
+    );
+    let mut l = Loop {
+        session,
+        recorder: Recorder::attach(&Session::new("x")),
+        config,
+        route: route(Some(ToolUpdateMode::AdditionOnly), true),
+        prompt: String::new(),
+        turn: 0,
+    };
+    l.recorder = Recorder::attach(&l.session);
+    let (_, ev) = l.step(&[tool("A"), tool("B")]);
+    assert_eq!(ev, ["U", "H(resume)[A,B]", "D([+B],h3)"]);
+    assert_eq!(l.snapshot(), "{[A], [[s:4,[B]]]}");
+}
+
+#[test]
+fn l12_deferred_tool_added_later_is_activated_by_its_addition() {
+    let mut l = Loop::addition_only();
+    l.step(&[tool("A")]);
+    let (_, ev) = l.step(&[tool("A"), deferred("X")]);
+    assert_eq!(ev, ["U", "H(change)[A,Xd]", "D([+X],h3)"]);
+    assert_eq!(l.snapshot(), "{[A], [[s:4,[Xd]]]}");
+}
+
+#[test]
+fn deferred_baseline_tool_activated_by_a_later_addition() {
+    let mut l = Loop::addition_only();
+    l.step(&[tool("A"), deferred("C")]);
+    assert_eq!(l.snapshot(), "{[A,Cd], []}");
+    l.step(&[tool("A")]);
+    let (req, ev) = l.step(&[tool("A"), deferred("C")]);
+    assert_eq!(ev, ["U", "H(change)[A,Cd]", "D([+C],h6)"]);
+    assert!(
+        !req.starts_series,
+        "a deferred baseline tool returning is no series start"
+    );
+    assert_eq!(l.snapshot(), "{[A,Cd], [[s:4,[]],[s:7,[Cd]]]}");
+}
+
+#[test]
+fn a_log_without_developer_messages_reads_as_the_guard() {
+    let session = Session::new("s");
+    let config = Config::new("p", "m");
+    session
+        .append(Event::header(
+            mektpoy::RequestHeader::new(config.clone(), vec![tool("A")]),
+            mektpoy::Reason::Initial,
+        ))
+        .unwrap();
+    session
+        .append(Event::header(
+            mektpoy::RequestHeader::new(config.clone(), vec![tool("A"), tool("B")]),
+            mektpoy::Reason::Change,
+        ))
+        .unwrap();
+    session
+        .append(Event::header(
+            mektpoy::RequestHeader::new(config, vec![tool("A"), tool("B"), tool("C")]),
+            mektpoy::Reason::Change,
+        ))
+        .unwrap();
+    assert_eq!(snapshot(&session.tool_history()), "{[A,B,C], []}", "F11");
+}
+
+#[test]
+fn a_refused_last_event_commits_nothing() {
+    let session = Session::new("s");
+    session
+        .append(Event::append(Message::user("taken", "x")))
+        .unwrap();
+    let config = Config::new("p", "m");
+    let route = route(Some(ToolUpdateMode::AdditionOnly), true);
+    let mut ids = ["taken".to_string()].into_iter();
+    let mut recorder = Recorder::attach(&session).with_ids(move || ids.next().unwrap_or_default());
+    let tools_a = [tool("A")];
+    let tools_ab = [tool("A"), tool("B")];
+    let mk = |tools| Step {
+        config: &config,
+        system_prompt: "",
+        tools,
+        route: &route,
+        new_series: false,
+        turn: 1,
+        step: 1,
+        attempt: 0,
+        user_messages: &[],
+    };
+    recorder.record(&session, mk(&tools_a)).unwrap();
+    let before = session.to_jsonl();
+    let (len, generation) = (session.len(), session.surface_generation());
+    // The developer message draws the id "taken": refused, so the header goes too.
+    let err = recorder.record(&session, mk(&tools_ab)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RecordError::Append(AppendError::DuplicateMessageId { .. })
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        (session.len(), session.surface_generation()),
+        (len, generation)
+    );
+    assert_eq!(session.to_jsonl(), before);
+    // The recorder's state is unchanged too: still no developer message needed before.
+    let mut recorder2 = recorder.with_ids(|| "later".into());
+    recorder2.record(&session, mk(&tools_ab)).unwrap();
+    let last: Vec<String> = session.events().iter().skip(len).map(describe).collect();
+    assert_eq!(last, ["H(change)[A,B]", "D([+B],h2)"]);
+}
+
+#[test]
+fn record_with_another_session_is_a_typed_error() {
+    let mut l = Loop::addition_only();
+    let other = Session::new("s");
+    let err = l
+        .recorder
+        .record(
+            &other,
+            Step {
+                config: &l.config,
+                system_prompt: "",
+                tools: &[],
+                route: &l.route,
+                new_series: false,
+                turn: 1,
+                step: 1,
+                attempt: 0,
+                user_messages: &[],
+            },
+        )
+        .unwrap_err();
+    assert!(
+        matches!(err, RecordError::WrongSession { .. }),
+        "same id, other session: {err}"
+    );
+    assert_eq!(other.len(), 0);
+    let (_, ev) = l.step(&[]);
+    assert_eq!(ev, ["U", "H(initial)[]"]);
+}
+
+#[test]
+fn the_reserved_placeholder_name_cannot_be_registered() {
+    let mut l = Loop::addition_only();
+    let err = l
+        .recorder
+        .record(
+            &l.session,
+            Step {
+                config: &l.config,
+                system_prompt: "",
+                tools: &[tool(mektpoy::DEFERRED_PLACEHOLDER_NAME)],
+                route: &l.route,
+                new_series: false,
+                turn: 1,
+                step: 1,
+                attempt: 0,
+                user_messages: &[],
+            },
+        )
+        .unwrap_err();
+    assert!(matches!(err, RecordError::ReservedToolName(_)));
+    assert_eq!(l.session.len(), 0);
+}
+
+#[test]
+fn fork_inherits_updates_and_continues_the_series() {
+    let mut l = Loop::addition_only();
+    l.step(&[tool("A")]);
+    l.step(&[tool("A"), tool("B")]);
+    let fork = Session::fork(&l.session, l.session.len() as u64, "f").unwrap();
+    assert_eq!(snapshot(&fork.tool_history()), "{[A], [[s:4,[B]]]}");
+    let mut fl = Loop {
+        recorder: Recorder::attach(&fork),
+        session: fork,
+        config: l.config.clone(),
+        route: l.route.clone(),
+        prompt: String::new(),
+        turn: 10,
+    };
+    let (_, ev) = fl.step(&[tool("A"), tool("B"), tool("C")]);
+    assert_eq!(ev, ["U", "H(resume)[A,B,C]", "D([+C],h6)"]);
+    assert_eq!(fl.snapshot(), "{[A], [[s:4,[B]],[f:7,[C]]]}");
+    assert_eq!(
+        l.snapshot(),
+        "{[A], [[s:4,[B]]]}",
+        "the parent is untouched"
+    );
+}
+
+#[test]
+fn in_history_prompt_update_and_addition_in_one_step_keep_earlier_nodes() {
+    let mut l = Loop::new(route(Some(ToolUpdateMode::InHistory), true));
+    l.prompt = "P1".into();
+    let (first, _) = l.step(&[tool("A")]);
+    l.answer();
+    let surface_before = l.session.surface();
+    l.prompt = "P2".into();
+    let (req, ev) = l.step(&[tool("A"), tool("B")]);
+    assert_eq!(
+        ev,
+        ["S(append,\"P2\")", "U", "H(change)[A,B]", "D([+B],h6)"]
+    );
+    let surface = l.session.surface();
+    assert!(
+        surface
+            .iter()
+            .zip(surface_before.iter())
+            .all(|(a, b)| match (a, b) {
+                (SurfaceNode::Message(x), SurfaceNode::Message(y)) => x.ptr_eq(y),
+                _ => false,
+            })
+    );
+    assert_eq!(
+        surface.len(),
+        surface_before.len() + 3,
+        "system node, user, developer message"
+    );
+    assert!(req.messages.starts_with(&first.messages));
+    assert_eq!(l.session.surface_generation(), 0);
+}
+
+#[test]
+fn prompt_rows_of_spec_4_1_through_record() {
+    // Route without in-history prompts: the latest live node is replaced, which opens a
+    // request series.
+    let mut l = Loop::new(route(None, false));
+    l.prompt = "P1".into();
+    l.step(&[tool("A")]);
+    l.prompt = "P2".into();
+    let (req, ev) = l.step(&[tool("A")]);
+    assert_eq!(ev, ["S(replace 0,\"P2\")", "U", "H(series)[A]"]);
+    assert!(req.starts_series);
+    // Same prompt: nothing.
+    let (_, ev) = l.step(&[tool("A")]);
+    assert_eq!(ev, ["U"]);
+    // In-history, rendered empty: the latest node is replaced by an empty one.
+    let mut l = Loop::addition_only();
+    l.prompt = "P1".into();
+    l.step(&[tool("A")]);
+    l.prompt = "P2".into();
+    l.step(&[tool("A")]);
+    l.prompt = String::new();
+    let (_, ev) = l.step(&[tool("A")]);
+    assert_eq!(ev, ["S(replace 2,\"\")", "U", "H(series)[A]"]);
+    // In-history, new series with later nodes live: append, node 0 untouched.
+    let mut l = Loop::addition_only();
+    l.prompt = "P1".into();
+    l.step(&[tool("A")]);
+    l.prompt = "P2".into();
+    l.step(&[tool("A")]);
+    l.prompt = "P3".into();
+    let (_, ev) = l.step_with(&[tool("A")], true, 0);
+    assert_eq!(ev, ["S(append,\"P3\")", "U", "H(series)[A]"]);
+    // No live system node and an empty prompt: nothing.
+    let mut l = Loop::addition_only();
+    let (_, ev) = l.step(&[tool("A")]);
+    assert_eq!(ev, ["U", "H(initial)[A]"]);
+}
+
+#[test]
+fn a_persisting_session_writes_each_record_as_one_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let session = Session::create(&path, "s").unwrap();
+    let mut recorder = Recorder::attach(&session);
+    let config = Config::new("p", "m");
+    let route = route(Some(ToolUpdateMode::AdditionOnly), true);
+    for (turn, tools) in [vec![tool("A")], vec![tool("A"), tool("B")]]
+        .iter()
+        .enumerate()
+    {
+        recorder
+            .record(
+                &session,
+                Step {
+                    config: &config,
+                    system_prompt: "P",
+                    tools,
+                    route: &route,
+                    new_series: false,
+                    turn: turn as u64,
+                    step: 0,
+                    attempt: 0,
+                    user_messages: &[Message::user(format!("u{turn}"), "hi")],
+                },
+            )
+            .unwrap();
+    }
+    let loaded = Session::load(&path).unwrap();
+    assert_eq!(loaded.session.to_jsonl(), session.to_jsonl());
+    assert_eq!(loaded.session.tool_history(), session.tool_history());
+}
