@@ -1,0 +1,353 @@
+//! Every F row of `EXAMPLES.md` (SPEC §3), appended through `Session::append`, read through
+//! `tool_history()`, and checked against the from-scratch fold.
+
+use mektpoy::history::fold_events;
+use mektpoy::{
+    AppendError, Config, ContentBlock, Event, Message, Reason, RequestHeader, Seq, Session,
+    ToolHistory, ToolSchema,
+};
+use serde_json::json;
+
+/// `A`, `Bd` (deferred), `A2` (another description), `A'` (A in another key order).
+fn t(spec: &str) -> ToolSchema {
+    match spec {
+        "A'" => serde_json::from_value(json!({"parameters": {}, "description": "A", "name": "A"}))
+            .unwrap(),
+        s if s.ends_with('2') => {
+            let name = &s[..s.len() - 1];
+            ToolSchema::new(name, format!("{name}2"), Default::default())
+        }
+        s if s.len() > 1 && s.ends_with('d') => {
+            let name = &s[..s.len() - 1];
+            ToolSchema::new(name, name, Default::default()).with_defer_loading(true)
+        }
+        s => ToolSchema::new(s, s, Default::default()),
+    }
+}
+
+fn h(tools: &[&str], reason: Reason, starts_series: bool) -> Event {
+    let header = RequestHeader::new(
+        Config::new("p", "m"),
+        tools.iter().map(|s| t(s)).collect::<Vec<_>>(),
+    );
+    mektpoy::HeaderEvent {
+        header,
+        reason,
+        starts_series,
+    }
+    .into()
+}
+
+/// `d1(+B,-A)` with `headerSeq`.
+fn d(id: &str, blocks: &[&str], header: Option<u64>) -> Event {
+    let content = blocks
+        .iter()
+        .map(|b| match b.split_at(1) {
+            ("+", n) => ContentBlock::addition(n),
+            ("-", n) => ContentBlock::removal(n),
+            _ => ContentBlock::text(*b),
+        })
+        .collect();
+    Event::developer(Message::developer(id, content), header.map(Seq))
+}
+
+fn snapshot(h: &ToolHistory) -> String {
+    let name = |t: &ToolSchema| {
+        let changed = if t.description() != t.name() { "2" } else { "" };
+        let d = if t.defer_loading() { "d" } else { "" };
+        format!("{}{changed}{d}", t.name())
+    };
+    let tools: Vec<_> = h.tools().iter().map(name).collect();
+    let updates: Vec<_> = h
+        .updates()
+        .iter()
+        .map(|u| {
+            let a: Vec<_> = u.additions().iter().map(name).collect();
+            format!("[{},[{}]]", u.message_id(), a.join(","))
+        })
+        .collect();
+    format!("{{[{}], [{}]}}", tools.join(","), updates.join(","))
+}
+
+use Reason::{Change, Initial, Resume, Series};
+
+fn f3() -> Vec<Event> {
+    vec![
+        h(&["A"], Initial, false),
+        h(&["A", "B"], Change, false),
+        d("d1", &["+B"], Some(1)),
+    ]
+}
+fn f4() -> Vec<Event> {
+    let mut e = f3();
+    e.extend([h(&["A"], Change, false), d("d2", &["-B"], None)]);
+    e
+}
+fn with(mut base: Vec<Event>, more: Vec<Event>) -> Vec<Event> {
+    base.extend(more);
+    base
+}
+
+#[test]
+fn f_rows() {
+    let rows: Vec<(&str, Vec<Event>, &str)> = vec![
+        ("F1", vec![h(&["A"], Initial, false)], "{[A], []}"),
+        (
+            "F2",
+            vec![h(&["A"], Initial, false), h(&["A", "B"], Change, false)],
+            "{[A,B], []}",
+        ),
+        ("F3", f3(), "{[A], [[d1,[B]]]}"),
+        ("F4", f4(), "{[A], [[d1,[B]],[d2,[]]]}"),
+        (
+            "F5",
+            with(f3(), vec![h(&["A", "B"], Series, false)]),
+            "{[A,B], []}",
+        ),
+        (
+            "F6",
+            with(
+                f3(),
+                vec![h(&["A", "B", "C"], Change, true), d("d2", &["+C"], Some(3))],
+            ),
+            "{[A,B,C], [[d2,[C]]]}",
+        ),
+        (
+            "F7",
+            with(
+                f4(),
+                vec![h(&["A", "B2"], Change, false), d("d3", &["+B"], Some(5))],
+            ),
+            "{[A,B2], [[d3,[B2]]]}",
+        ),
+        (
+            "F7'",
+            with(
+                f4(),
+                vec![h(&["A", "B"], Change, false), d("d3", &["+B"], Some(5))],
+            ),
+            "{[A], [[d1,[B]],[d2,[]],[d3,[B]]]}",
+        ),
+        (
+            "F8",
+            vec![
+                h(&["A"], Initial, false),
+                h(&["B", "A"], Change, false),
+                d("d1", &["+B"], Some(1)),
+            ],
+            "{[A], [[d1,[B]]]}",
+        ),
+        (
+            "F9",
+            vec![h(&["A", "Cd"], Initial, false), d("d1", &["+C"], Some(0))],
+            "{[A,Cd], [[d1,[Cd]]]}",
+        ),
+        (
+            "F11",
+            vec![
+                h(&["A"], Initial, false),
+                h(&["A", "B"], Change, false),
+                h(&["A", "B", "C"], Change, false),
+                d("d1", &["+B"], Some(1)),
+            ],
+            "{[A,B,C], []}",
+        ),
+        (
+            "F12",
+            vec![
+                h(&["A"], Initial, false),
+                h(&["A", "B"], Change, false),
+                d("d1", &["+B"], Some(1)),
+                h(&["A'", "B"], Change, false),
+            ],
+            "{[A], [[d1,[B]]]}",
+        ),
+        (
+            "F13",
+            vec![
+                h(&["A", "B"], Initial, false),
+                h(&["A2", "B"], Change, false),
+            ],
+            "{[A2,B], []}",
+        ),
+        (
+            "F14",
+            vec![
+                h(&["A"], Initial, false),
+                h(&[], Change, false),
+                d("d1", &["-A"], None),
+            ],
+            "{[A], [[d1,[]]]}",
+        ),
+        (
+            "F15",
+            vec![
+                h(&["A"], Initial, false),
+                h(&["A", "B"], Change, false),
+                d("d1", &["+B", "-B"], Some(1)),
+            ],
+            "{[A,B], []}",
+        ),
+        (
+            "F16",
+            vec![
+                h(&["A"], Initial, false),
+                h(&["A", "B"], Resume, false),
+                d("d1", &["+B"], Some(1)),
+            ],
+            "{[A], [[d1,[B]]]}",
+        ),
+        (
+            "F17",
+            vec![
+                h(&[], Initial, false),
+                h(&["B"], Change, false),
+                d("d1", &["+B"], Some(1)),
+            ],
+            "{[B], [[d1,[B]]]}",
+        ),
+        (
+            "F18",
+            vec![
+                h(&["A", "B"], Initial, false),
+                h(&["B"], Change, false),
+                d("d1", &["-A"], None),
+                h(&["A", "B"], Change, false),
+                d("d2", &["+A"], Some(3)),
+            ],
+            "{[A,B], [[d2,[A]]]}",
+        ),
+        (
+            "F19",
+            vec![
+                h(&["A", "B"], Initial, false),
+                h(&["A", "B2"], Change, false),
+                d("d1", &["+B"], Some(0)),
+                h(&["A", "B2"], Change, false),
+            ],
+            "{[A,B2], []}",
+        ),
+        (
+            "every developer message is recorded, text-only and sourceless ones too",
+            vec![
+                h(&["A"], Initial, false),
+                d("d1", &["note"], None),
+                Event::developer(
+                    Message::new(
+                        "d2",
+                        mektpoy::Role::Developer,
+                        vec![],
+                        mektpoy::MessageSource::User,
+                    ),
+                    None,
+                ),
+            ],
+            "{[A], [[d1,[]],[d2,[]]]}",
+        ),
+        (
+            "a log-only developer message counts as well (the fold reads the log)",
+            vec![
+                h(&["A"], Initial, false),
+                h(&["A", "B"], Change, false),
+                Event::Message(mektpoy::MessageEvent {
+                    header_seq: Some(Seq(1)),
+                    ..mektpoy::MessageEvent::new(
+                        Message::developer("d1", vec![ContentBlock::addition("B")]),
+                        None,
+                    )
+                }),
+            ],
+            "{[A], [[d1,[B]]]}",
+        ),
+        (
+            "a baseline of only deferred tools gets replaced at the first immediate tool",
+            vec![
+                h(&["Ad"], Initial, false),
+                h(&["Ad", "B"], Change, false),
+                d("d1", &["+B"], Some(1)),
+            ],
+            "{[Ad,B], [[d1,[B]]]}",
+        ),
+    ];
+    for (name, events, expect) in rows {
+        let session = Session::new("s");
+        for e in &events {
+            session
+                .append(e.clone())
+                .unwrap_or_else(|err| panic!("{name}: {err}"));
+        }
+        let got = session.tool_history();
+        assert_eq!(snapshot(&got), expect, "{name}");
+        assert_eq!(
+            got,
+            fold_events(events.iter()),
+            "{name}: incremental = from scratch"
+        );
+    }
+}
+
+#[test]
+fn f10_addition_absent_from_its_header_is_refused() {
+    let session = Session::new("s");
+    session.append(h(&["A"], Initial, false)).unwrap();
+    session.append(h(&["A"], Change, false)).unwrap();
+    let err = session.append(d("d1", &["+B"], Some(1))).unwrap_err();
+    assert!(
+        matches!(&err, AppendError::AdditionNotInHeader { seq: Seq(2), tool, header: Seq(1), .. } if tool == "B"),
+        "{err}"
+    );
+    assert_eq!(session.len(), 2);
+}
+
+#[test]
+fn a_snapshot_handed_out_never_changes() {
+    let session = Session::new("s");
+    for e in f3() {
+        session.append(e).unwrap();
+    }
+    let early = session.tool_history();
+    let early_json = early.to_json();
+    for e in [
+        h(&["A", "B", "C"], Series, false),
+        h(&["A"], Change, false),
+        d("d9", &["-B"], None),
+    ] {
+        session.append(e).unwrap();
+    }
+    assert_ne!(session.tool_history(), early);
+    assert_eq!(early.to_json(), early_json);
+}
+
+#[test]
+fn snapshot_json_shape() {
+    let session = Session::new("s");
+    for e in [h(&["A", "Cd"], Initial, false), d("d1", &["+C"], Some(0))] {
+        session.append(e).unwrap();
+    }
+    assert_eq!(
+        session.tool_history().to_json(),
+        r#"{"tools":[{"name":"A","description":"A","parameters":{}},{"name":"C","description":"C","parameters":{},"deferLoading":true}],"updates":[{"messageId":"d1","additions":[{"name":"C","description":"C","parameters":{},"deferLoading":true}]}]}"#
+    );
+    let back: ToolHistory = serde_json::from_str(&session.tool_history().to_json()).unwrap();
+    assert_eq!(back, session.tool_history());
+}
+
+#[test]
+fn a_replace_removing_a_developer_message_keeps_its_update() {
+    let session = Session::new("s");
+    session
+        .append(Event::append(Message::user("u1", "hi")))
+        .unwrap();
+    for e in [
+        h(&["A"], Initial, false),
+        h(&["A", "B"], Change, false),
+        d("d1", &["+B"], Some(2)),
+    ] {
+        session.append(e).unwrap();
+    }
+    session
+        .append(Event::replace(Message::user("sum", "summary"), 0, 1))
+        .unwrap();
+    assert_eq!(session.messages().len(), 1);
+    assert_eq!(snapshot(&session.tool_history()), "{[A], [[d1,[B]]]}");
+}

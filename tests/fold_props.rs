@@ -1,0 +1,138 @@
+//! Property: over random recorder-driven sessions with forks, compactions and prompt changes,
+//! the incremental `tool_history()` equals a fresh fold of the same prefix after every batch,
+//! and snapshots handed out earlier never change.
+
+use mektpoy::history::fold_events;
+use mektpoy::{
+    Config, Event, Message, Recorder, Route, Session, Step, ToolHistory, ToolSchema,
+    ToolUpdateMode, WireApi,
+};
+use proptest::prelude::*;
+
+const NAMES: [&str; 5] = ["read", "write", "grep", "bash", "fetch"];
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// Record a step with these tools (name index, variant), asking a new series or not,
+    /// on this attempt, with prompt variant `prompt`.
+    Step {
+        tools: Vec<(usize, u8)>,
+        new_series: bool,
+        attempt: u32,
+        prompt: u8,
+    },
+    Answer,
+    /// Replace surface nodes `start..=start+len` (clamped) with a summary.
+    Compact {
+        start: usize,
+        len: usize,
+    },
+    /// Continue on a fork of the first `at` percent of the log, with a new recorder.
+    Fork {
+        at: u8,
+    },
+}
+
+fn tool(index: usize, variant: u8) -> ToolSchema {
+    let name = NAMES[index];
+    let t = ToolSchema::new(
+        name,
+        if variant == 2 {
+            format!("{name} v2")
+        } else {
+            format!("{name} v1")
+        },
+        serde_json::Map::new(),
+    );
+    t.with_defer_loading(variant == 1)
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let tools = proptest::sample::subsequence((0..NAMES.len()).collect::<Vec<_>>(), 0..=4)
+        .prop_flat_map(|names| {
+            let n = names.len();
+            (
+                Just(names),
+                proptest::collection::vec(
+                    prop_oneof![6 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8)],
+                    n,
+                ),
+            )
+        })
+        .prop_map(|(names, variants)| names.into_iter().zip(variants).collect::<Vec<_>>());
+    prop_oneof![
+        6 => (tools, proptest::bool::weighted(0.1), prop_oneof![4 => Just(0u32), 1 => Just(1u32)], 0u8..3)
+            .prop_map(|(tools, new_series, attempt, prompt)| Op::Step { tools, new_series, attempt, prompt }),
+        3 => Just(Op::Answer),
+        1 => (0usize..6, 0usize..4).prop_map(|(start, len)| Op::Compact { start, len }),
+        1 => (0u8..=100).prop_map(|at| Op::Fork { at }),
+    ]
+}
+
+fn route(mode: u8) -> Route {
+    let mut r = Route::plain("deepseek", "deepseek-flash", WireApi::Messages);
+    r.tool_update = match mode {
+        0 => None,
+        1 => Some(ToolUpdateMode::InHistory),
+        _ => Some(ToolUpdateMode::AdditionOnly),
+    };
+    r.system_prompt_in_history = mode != 0;
+    r
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn incremental_fold_equals_fresh_fold(mode in 0u8..3, ops in proptest::collection::vec(op(), 1..40)) {
+        let route = route(mode);
+        let config = Config::new("deepseek", "deepseek-flash");
+        let mut session = Session::new("s0");
+        let mut recorder = Recorder::attach(&session);
+        let mut handed_out: Vec<(ToolHistory, String)> = Vec::new();
+        let mut counter = 0;
+        for op in ops {
+            counter += 1;
+            match op {
+                Op::Step { tools, new_series, attempt, prompt } => {
+                    let tools: Vec<ToolSchema> = tools.into_iter().map(|(i, v)| tool(i, v)).collect();
+                    let user = [Message::user(format!("u{counter}"), "hi")];
+                    recorder.record(&session, Step {
+                        config: &config,
+                        system_prompt: ["", "prompt one", "prompt two"][prompt as usize],
+                        tools: &tools,
+                        route: &route,
+                        new_series,
+                        turn: counter,
+                        step: 0,
+                        attempt,
+                        user_messages: &user,
+                    }).unwrap();
+                }
+                Op::Answer => {
+                    session.append(Event::append(Message::assistant(format!("a{counter}"), "ok", "p", "m"))).unwrap();
+                }
+                Op::Compact { start, len } => {
+                    let n = session.surface().len();
+                    if n > 0 {
+                        let start = start.min(n - 1);
+                        let end = (start + len).min(n - 1);
+                        session.append(Event::replace(Message::user(format!("c{counter}"), "summary"), start, end)).unwrap();
+                    }
+                }
+                Op::Fork { at } => {
+                    let upto = session.len() as u64 * u64::from(at) / 100;
+                    session = Session::fork(&session, upto, format!("f{counter}")).unwrap();
+                    recorder = Recorder::attach(&session);
+                }
+            }
+            let snapshot = session.tool_history();
+            let events = session.events();
+            prop_assert_eq!(&snapshot, &fold_events(events.iter()));
+            for (old, json) in &handed_out {
+                prop_assert_eq!(&old.to_json(), json);
+            }
+            handed_out.push((snapshot.clone(), snapshot.to_json()));
+        }
+    }
+}
