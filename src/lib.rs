@@ -1,4 +1,43 @@
-//! mektpoy (placeholder crate doc, rewritten below once the API settles).
+//! Keep the provider's prompt cache alive while an LLM agent's tool set changes.
+//!
+//! Providers cache the unchanged prefix of each request (tools, then system, then messages).
+//! When plugins and MCP servers add or remove tools mid-conversation, a changed tool list
+//! rewrites the head of that prefix. mektpoy records every request in an append-only
+//! [`Session`] log where headers hold the *effective* tools and tool changes are durable
+//! developer messages; folds that log into an immutable [`ToolHistory`] snapshot; and maps the
+//! snapshot to what each route may receive.
+//!
+//! Data flows one way: log ([`Session`], [`Recorder`]) → folds ([`ToolHistory`]) →
+//! projection → wire.
+//!
+//! What you will **not** find here: async, an HTTP client, a provider SDK. The crate builds
+//! requests; the agent loop sends them. The only I/O is JSONL persistence ([`store`]).
+//!
+//! ```
+//! use mektpoy::{Config, Message, Recorder, Route, Session, Step, ToolSchema, ToolUpdateMode, WireApi};
+//!
+//! let session = Session::new("s1");
+//! let mut recorder = Recorder::attach(&session);
+//! let config = Config::new("deepseek", "deepseek-flash");
+//! let mut route = Route::plain("deepseek", "deepseek-flash", WireApi::Messages);
+//! route.tool_update = Some(ToolUpdateMode::AdditionOnly);
+//! let read = ToolSchema::new("read", "Read a file", Default::default());
+//! let search = ToolSchema::new("search", "Search", Default::default());
+//!
+//! for (turn, tools) in [vec![read.clone()], vec![read, search]].iter().enumerate() {
+//!     let request = recorder.record(&session, Step {
+//!         config: &config, system_prompt: "Be brief.", tools, route: &route,
+//!         new_series: false, turn: turn as u64, step: 0, attempt: 0,
+//!         user_messages: &[Message::user(format!("u{turn}"), "hi")],
+//!     })?;
+//!     assert_eq!(request.tools.len(), turn + 1);
+//! }
+//! // The second step logged a `change` header and a developer message `+search`:
+//! let history = session.tool_history();
+//! assert_eq!(history.tools().len(), 1); // the series' baseline: `read`
+//! assert_eq!(history.updates()[0].additions()[0].name(), "search");
+//! # Ok::<(), mektpoy::RecordError>(())
+//! ```
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -25,3 +64,12 @@ pub use store::{JsonlSink, JsonlWriter, LoadError, Loaded, PersistError, TornTai
 pub use vocab::{
     ContentBlock, Message, MessageSource, Role, Seq, ToolError, ToolSchema, json_equivalent,
 };
+
+/// The READMEs' Rust examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.zh.md")]
+struct ReadmeZhDoctests;

@@ -352,6 +352,15 @@ impl Session {
         f(&read(&self.log))
     }
 
+    /// Whether each persisted batch is also synced to disk (`fsync`), not only flushed to the
+    /// OS. Off by default: a flushed batch survives a killed process, only not a power loss.
+    /// No effect on a session without a file.
+    pub fn set_sync(&self, sync: bool) {
+        if let Some(w) = write(&self.log).writer.as_mut() {
+            w.set_sync(sync);
+        }
+    }
+
     /// After `open` wrote the missing final `\n`.
     pub(crate) fn mark_terminated(&self) {
         write(&self.log).state.unterminated_tail = false;
