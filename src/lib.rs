@@ -43,6 +43,7 @@
 
 pub mod event;
 pub mod history;
+pub mod meter;
 pub mod project;
 pub mod route;
 pub mod session;
@@ -54,6 +55,7 @@ pub use event::{
     SurfaceOp,
 };
 pub use history::{ToolHistory, ToolUpdate};
+pub use meter::{Meter, MeterError, MeterReport, MeterRow, Price};
 pub use project::ProjectedToolUpdates;
 pub use route::{Evidence, Route, ToolUpdateMode, WireApi};
 pub use session::{
