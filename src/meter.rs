@@ -273,13 +273,13 @@ mod tests {
         let r3 = m.observe(rewritten, false).unwrap();
         assert_eq!(
             (r3.cached_bytes, r3.best_bytes),
-            (4, 14),
+            (5, 14),
             "a loss the design did not plan"
         );
         let r4 = m.observe(one, true).unwrap();
         assert_eq!(
             (r4.cached_bytes, r4.best_bytes),
-            (4, 4),
+            (5, 5),
             "a series start: best = actual"
         );
         let report = m.report();
