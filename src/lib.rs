@@ -4,21 +4,28 @@
 
 pub mod event;
 pub mod history;
+pub mod notice;
 pub mod project;
 pub mod route;
 pub mod session;
 pub mod store;
 pub mod vocab;
+pub mod wire;
 
 pub use event::{
     Config, DecodeError, Event, HeaderEvent, MessageEvent, OpaqueEvent, Reason, RequestHeader,
     SurfaceOp,
 };
 pub use history::{ToolHistory, ToolUpdate};
+pub use notice::{Locale, Notice, is_tool_notice, notice};
 pub use project::ProjectedToolUpdates;
 pub use route::{Evidence, Route, ToolUpdateMode, WireApi};
 pub use session::{AppendError, ForkError, ParentRef, Session, SessionView, SurfaceNode};
 pub use store::{JsonlSink, JsonlWriter, LoadError, Loaded, PersistError, TornTail, WriteError};
 pub use vocab::{
     json_equivalent, ContentBlock, Message, MessageSource, Role, Seq, ToolError, ToolSchema,
+};
+pub use wire::{
+    DEFERRED_PLACEHOLDER_NAME, WireError, WireRequest, serialize, serialize_messages,
+    serialize_openai_chat,
 };
