@@ -56,6 +56,7 @@ impl fmt::Display for Notice {
 /// let mixed = Message::developer("d2", vec![ContentBlock::addition("read"), ContentBlock::text("x")]);
 /// assert!(!is_tool_notice(&mixed));
 /// ```
+#[must_use]
 pub fn is_tool_notice(message: &Message) -> bool {
     message.role() == Role::Developer
         && !message.content().is_empty()
@@ -73,6 +74,7 @@ pub fn is_tool_notice(message: &Message) -> bool {
 /// assert_eq!(n.details, ["Added: a", "Removed: b"]);
 /// assert_eq!(notice(&m, Locale::Zh).unwrap().to_string(), "工具已更新 · 新增 1 个，移除 1 个");
 /// ```
+#[must_use]
 pub fn notice(message: &Message, locale: Locale) -> Option<Notice> {
     if !is_tool_notice(message) {
         return None;

@@ -44,7 +44,7 @@ const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// joins the queue (see the module doc) as a text block; on other routes only the latest system
 /// node is sent, as `system`. Developer messages join the queue as `tool_addition` /
 /// `tool_removal` blocks and text blocks (empty ones dropped). Tool results become
-/// `tool_result` blocks of a user turn; consecutive user content and consecutive assistant
+/// `tool_result` blocks of a user turn (`"is_error": true` only when `isError` is true); consecutive user content and consecutive assistant
 /// messages are merged into one turn each. Empty text blocks are dropped everywhere (the API
 /// refuses them). Costs O(messages + blocks + tools).
 ///

@@ -70,6 +70,7 @@ impl WireRequest {
     /// assert_eq!(req.header("Content-Type"), Some("application/json"));
     /// assert_eq!(req.header("anthropic-beta"), None);
     /// ```
+    #[must_use]
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()

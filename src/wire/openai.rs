@@ -24,7 +24,8 @@ use crate::vocab::{ContentBlock, Message, Role, ToolSchema};
 /// (`{"role":"system","content":...}`); the other system nodes are not sent. Tool calls become
 /// `tool_calls` with their raw `arguments` string, results `{"role":"tool","tool_call_id",
 /// "content"}`. Content is a string for one text block (an empty string for none) and an array
-/// of text parts for several. Reasoning blocks are not sent: this wire takes no reasoning back.
+/// of text parts for several. Reasoning blocks are not sent: this wire takes no reasoning back;
+/// nor is a result's `isError`, which it has no field for.
 /// The only header is `content-type: application/json`. Costs O(messages + blocks + tools).
 ///
 /// # Errors
