@@ -44,11 +44,13 @@
 pub mod event;
 pub mod history;
 pub mod meter;
+pub mod notice;
 pub mod project;
 pub mod route;
 pub mod session;
 pub mod store;
 pub mod vocab;
+pub mod wire;
 
 pub use event::{
     Config, DecodeError, Event, HeaderEvent, MessageEvent, OpaqueEvent, Reason, RequestHeader,
@@ -56,16 +58,19 @@ pub use event::{
 };
 pub use history::{ToolHistory, ToolUpdate};
 pub use meter::{Meter, MeterError, MeterReport, MeterRow, Price};
+pub use notice::{Locale, Notice, is_tool_notice, notice};
 pub use project::ProjectedToolUpdates;
 pub use route::{Evidence, Route, ToolUpdateMode, WireApi};
 pub use session::{
-    AppendError, DEFERRED_PLACEHOLDER_NAME, ForkError, ParentRef, RecordError, Recorder, Request,
-    Session, SessionView, Step, SurfaceNode,
+    AppendError, ForkError, ParentRef, RecordError, Recorder, Request, Session, SessionView, Step,
+    SurfaceNode,
 };
 pub use store::{JsonlSink, JsonlWriter, LoadError, Loaded, PersistError, TornTail, WriteError};
 pub use vocab::{
-    ContentBlock, Message, MessageSource, Role, Seq, ToolError, ToolSchema, json_equivalent,
+    ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, MessageSource, Role, Seq, ToolError,
+    ToolSchema, json_equivalent,
 };
+pub use wire::{WireError, WireRequest, serialize, serialize_messages, serialize_openai_chat};
 
 /// The READMEs' Rust examples run as doctests.
 #[cfg(doctest)]

@@ -11,7 +11,7 @@ mod state;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-pub use record::{DEFERRED_PLACEHOLDER_NAME, RecordError, Recorder, Request, Step};
+pub use record::{RecordError, Recorder, Request, Step};
 pub use state::AppendError;
 pub(crate) use state::LogState;
 

@@ -12,10 +12,10 @@ use super::{AppendError, Session, Transaction};
 use crate::event::{Config, Event, HeaderEvent, MessageEvent, Reason, RequestHeader, SurfaceOp};
 use crate::history::{ToolFold, ToolHistory};
 use crate::route::Route;
-use crate::vocab::{ContentBlock, Message, MessageSource, Role, Seq, ToolSchema, same_tools};
-
-/// The name the wire serializer reserves for its deferred placeholder declaration (SPEC §7).
-pub const DEFERRED_PLACEHOLDER_NAME: &str = "mektpoy_deferred_placeholder";
+use crate::vocab::{
+    ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, MessageSource, Role, Seq, ToolSchema,
+    same_tools,
+};
 
 /// One attempt of one loop step, as the loop sees it.
 ///

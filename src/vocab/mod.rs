@@ -12,7 +12,7 @@ pub use json::json_equivalent;
 pub(crate) use json::map_equivalent;
 pub use message::{ContentBlock, Message, MessageSource, Role};
 pub(crate) use tool::same_tools;
-pub use tool::{ToolError, ToolSchema};
+pub use tool::{DEFERRED_PLACEHOLDER_NAME, ToolError, ToolSchema};
 
 /// The 0-based index of an event in a session log, inherited events included.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

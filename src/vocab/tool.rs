@@ -169,6 +169,11 @@ impl ToolSchema {
     }
 }
 
+/// The tool name the wire serializer reserves for its deferred placeholder declaration
+/// (SPEC §7). Reserved on every route: the recorder refuses to register it, the serializers
+/// refuse projected tools that carry it, and `validate_tool_call` treats a call of it as unknown.
+pub const DEFERRED_PLACEHOLDER_NAME: &str = "mektpoy_deferred_placeholder";
+
 /// Whether two tool lists are the same tools in the same order (SPEC §4 step 5).
 pub(crate) fn same_tools(a: &[ToolSchema], b: &[ToolSchema]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_tool(y))

@@ -1,0 +1,416 @@
+//! Wire serialization (SPEC §7): a projected request → the bytes one provider endpoint receives.
+//!
+//! [`serialize`] dispatches on [`Route::api`] to [`serialize_messages`] (the Messages API of
+//! DeepSeek's Anthropic-compatible endpoint and of Anthropic) or [`serialize_openai_chat`]. All
+//! three are pure: no I/O, no clock, no global state, and the same input gives the same bytes.
+//!
+//! Only this module knows provider field names (`input_schema`, `tool_reference`,
+//! `tool_calls`). Bodies are written from ordered structs through `serde::Serializer`, never
+//! through a `serde_json::Value` object: whether `serde_json::Map` keeps insertion order depends
+//! on a Cargo feature (`preserve_order`) that any crate in the build may turn on. JSON values
+//! that come from the log (config options, tool parameters, tool-call arguments) are written
+//! with their object keys sorted at every depth, which is what the default `Map` yields, so the
+//! bytes do not depend on that feature either.
+//!
+//! Input a provider cannot represent is refused with a [`WireError`] naming the message id,
+//! block index or tool, never sent in a form the provider would reject or misread.
+
+mod canonical;
+mod messages;
+mod openai;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+use serde_json::Value;
+
+use crate::event::Config;
+use crate::project::ProjectedToolUpdates;
+use crate::route::{Route, WireApi};
+use crate::vocab::{ContentBlock, Message, MessageSource, Role, ToolSchema};
+
+use canonical::Canonical;
+
+pub use messages::serialize_messages;
+pub use openai::serialize_openai_chat;
+
+pub use crate::vocab::DEFERRED_PLACEHOLDER_NAME;
+
+/// One serialized request: the exact body bytes and the HTTP headers that go with them.
+///
+/// `body` is compact JSON in the key order of SPEC §7. `headers` hold lowercase names in a
+/// fixed order; the endpoint URL and authentication are the caller's (no HTTP here).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WireRequest {
+    /// The request body: compact JSON.
+    pub body: String,
+    /// `(name, value)` pairs, names lowercase, in the order they should be sent.
+    pub headers: Vec<(String, String)>,
+}
+
+impl WireRequest {
+    /// The value of header `name` (ASCII case-insensitive), if present.
+    ///
+    /// ```
+    /// use mektpoy::WireRequest;
+    /// let req = WireRequest {
+    ///     body: "{}".into(),
+    ///     headers: vec![("content-type".into(), "application/json".into())],
+    /// };
+    /// assert_eq!(req.header("Content-Type"), Some("application/json"));
+    /// assert_eq!(req.header("anthropic-beta"), None);
+    /// ```
+    #[must_use]
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Why a projected request cannot be serialized for a route.
+///
+/// Every variant names what a person needs to find the fault: the config key, the tool, or the
+/// message id and 0-based block index.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WireError {
+    /// The Messages API requires `max_tokens` and the config has none.
+    #[error("config has no `max_tokens`, which the Messages API requires")]
+    MissingMaxTokens,
+    /// A config option would collide with a body key the serializer writes itself (`model`,
+    /// `provider`, `system`, `tools`, `messages`).
+    #[error("config key `{key}` is reserved: the serializer writes that body key itself")]
+    ReservedConfigKey {
+        /// The offending key.
+        key: String,
+    },
+    /// A projected tool is named [`DEFERRED_PLACEHOLDER_NAME`], which is reserved on every route.
+    #[error("tool {index} is named `{DEFERRED_PLACEHOLDER_NAME}`, which is reserved")]
+    ReservedToolName {
+        /// 0-based index in the projected tools.
+        index: usize,
+    },
+    /// Two projected tools share a name.
+    #[error("tool `{name}` is declared twice")]
+    DuplicateTool {
+        /// The repeated name.
+        name: String,
+    },
+    /// A deferred declaration reached a route that cannot defer (OpenAI-compatible chat only
+    /// ever receives no-mode projections, which clear `defer_loading`).
+    #[error("tool `{name}` is deferred, which OpenAI-compatible chat cannot represent")]
+    DeferredTool {
+        /// The deferred tool.
+        name: String,
+    },
+    /// A developer message reached OpenAI-compatible chat (no-mode projections drop them).
+    #[error("message {message_id}: developer messages cannot be sent on OpenAI-compatible chat")]
+    DeveloperMessage {
+        /// The developer message.
+        message_id: String,
+    },
+    /// A developer message holds a block other than a tool change or text.
+    #[error(
+        "message {message_id}: developer block {index} of type `{block_type}` cannot be sent \
+         (only tool additions, removals and text can)"
+    )]
+    DeveloperBlock {
+        /// The developer message.
+        message_id: String,
+        /// 0-based index of the block.
+        index: usize,
+        /// The block's `type`.
+        block_type: String,
+    },
+    /// A tool-addition or tool-removal block outside a developer message.
+    #[error("message {message_id}: block {index} is a tool change in a {role} message")]
+    MisplacedToolChange {
+        /// The message.
+        message_id: String,
+        /// 0-based index of the block.
+        index: usize,
+        /// The message's role.
+        role: Role,
+    },
+    /// A block this wire has no form for in a message of this role (an unknown block type, a
+    /// tool call outside an assistant message, reasoning outside an assistant message, ...).
+    #[error(
+        "message {message_id}: block {index} of type `{block_type}` cannot be sent in a {role} message"
+    )]
+    UnsupportedBlock {
+        /// The message.
+        message_id: String,
+        /// 0-based index of the block.
+        index: usize,
+        /// The message's role.
+        role: Role,
+        /// The block's `type`.
+        block_type: String,
+    },
+    /// A tool call's `arguments` is not valid JSON.
+    #[error("message {message_id}: arguments of tool call {call_id} are not valid JSON")]
+    InvalidArguments {
+        /// The assistant message.
+        message_id: String,
+        /// The call's id.
+        call_id: String,
+        /// What the parser reported.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A tool call's `arguments` is valid JSON but not an object.
+    #[error("message {message_id}: arguments of tool call {call_id} are not a JSON object")]
+    ArgumentsNotObject {
+        /// The assistant message.
+        message_id: String,
+        /// The call's id.
+        call_id: String,
+    },
+    /// Two tool calls of one request share an id.
+    #[error("message {message_id}: tool call id {call_id} is used twice")]
+    DuplicateCallId {
+        /// The assistant message holding the second call.
+        message_id: String,
+        /// The repeated id.
+        call_id: String,
+    },
+    /// A tool call has no result before the next user or assistant turn, or before the end.
+    #[error("message {message_id}: tool call {call_id} has no result")]
+    MissingToolResult {
+        /// The assistant message holding the call.
+        message_id: String,
+        /// The unanswered call.
+        call_id: String,
+    },
+    /// A tool result that answers no pending call of the preceding assistant turn.
+    #[error("message {message_id}: tool result for {call_id} answers no pending tool call")]
+    OrphanToolResult {
+        /// The tool message.
+        message_id: String,
+        /// The call id its source names.
+        call_id: String,
+    },
+    /// A tool message whose source is not `{"kind":"tool","callId"}`.
+    #[error("message {message_id}: tool result has no `callId` source")]
+    ResultWithoutCallId {
+        /// The tool message.
+        message_id: String,
+    },
+}
+
+/// Serializes `projected` for `route`, dispatching on [`Route::api`].
+///
+/// # Errors
+/// Whatever [`serialize_messages`] or [`serialize_openai_chat`] returns for the route's API.
+///
+/// # Examples
+/// ```
+/// use std::borrow::Cow;
+/// use mektpoy::{serialize, Config, Message, ProjectedToolUpdates, Route, WireApi};
+///
+/// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 1024.into());
+/// let messages = [Message::user("u1", "hello")];
+/// let projected = ProjectedToolUpdates { messages: Cow::Borrowed(&messages), tools: None };
+/// let route = Route::plain("deepseek", "deepseek-flash", WireApi::Messages);
+/// let req = serialize(&config, &projected, &route)?;
+/// assert_eq!(
+///     req.body,
+///     r#"{"model":"deepseek-flash","max_tokens":1024,"messages":[{"role":"user","content":[{"type":"text","text":"hello"}]}]}"#
+/// );
+/// # Ok::<(), mektpoy::WireError>(())
+/// ```
+pub fn serialize(
+    config: &Config,
+    projected: &ProjectedToolUpdates<'_>,
+    route: &Route,
+) -> Result<WireRequest, WireError> {
+    match route.api {
+        WireApi::Messages => serialize_messages(config, projected, route),
+        WireApi::OpenAiChat => serialize_openai_chat(config, projected),
+    }
+}
+
+/// Body keys the serializers write themselves; a config option with one of these names would
+/// produce a duplicate key.
+const RESERVED_CONFIG_KEYS: [&str; 5] = ["model", "provider", "system", "tools", "messages"];
+
+/// The config options sorted by key, after checking that none is reserved.
+fn sorted_options(config: &Config) -> Result<Vec<(&str, &Value)>, WireError> {
+    let mut options: Vec<(&str, &Value)> =
+        config.extra.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    // Keys of an `IndexMap` are unique, so an unstable sort is deterministic.
+    options.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    if let Some((key, _)) = options
+        .iter()
+        .find(|(k, _)| RESERVED_CONFIG_KEYS.contains(k))
+    {
+        return Err(WireError::ReservedConfigKey {
+            key: (*key).to_owned(),
+        });
+    }
+    Ok(options)
+}
+
+/// The projected tools (none when absent), refused when one uses the reserved placeholder name
+/// or two share a name.
+fn checked_tools<'p>(
+    projected: &'p ProjectedToolUpdates<'_>,
+) -> Result<&'p [ToolSchema], WireError> {
+    let tools: &[ToolSchema] = projected.tools.as_deref().unwrap_or(&[]);
+    let mut names = HashSet::with_capacity(tools.len());
+    for (index, tool) in tools.iter().enumerate() {
+        if tool.name() == DEFERRED_PLACEHOLDER_NAME {
+            return Err(WireError::ReservedToolName { index });
+        }
+        if !names.insert(tool.name()) {
+            return Err(WireError::DuplicateTool {
+                name: tool.name().to_owned(),
+            });
+        }
+    }
+    Ok(tools)
+}
+
+/// A request body: `model`, the sorted config options, `system` when non-empty, `tools` when
+/// there are any, `messages`.
+struct Body<'a, T, M> {
+    model: &'a str,
+    options: Vec<(&'a str, &'a Value)>,
+    system: Option<&'a str>,
+    tools: Vec<T>,
+    messages: Vec<M>,
+}
+
+impl<T: Serialize, M: Serialize> Serialize for Body<'_, T, M> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("model", self.model)?;
+        for (key, value) in &self.options {
+            m.serialize_entry(key, &Canonical(value))?;
+        }
+        if let Some(system) = self.system.filter(|s| !s.is_empty()) {
+            m.serialize_entry("system", system)?;
+        }
+        if !self.tools.is_empty() {
+            m.serialize_entry("tools", &self.tools)?;
+        }
+        m.serialize_entry("messages", &self.messages)?;
+        m.end()
+    }
+}
+
+impl<T: Serialize, M: Serialize> Body<'_, T, M> {
+    fn to_json(&self) -> String {
+        // Every map key on the way is a string and `Value` holds only finite numbers, so writing
+        // to a `String` cannot fail.
+        serde_json::to_string(self).expect("serializing a string-keyed body cannot fail")
+    }
+}
+
+/// Pairs tool calls with their results: every call of an assistant turn must be answered by a
+/// result before the next user or assistant turn, and every result must answer such a call.
+#[derive(Default)]
+struct Calls<'a> {
+    /// Unanswered calls of the latest assistant turn: (call id, assistant message id).
+    pending: Vec<(&'a str, &'a str)>,
+    /// Every call id of the request, to refuse a repeated one.
+    seen: HashSet<&'a str>,
+}
+
+impl<'a> Calls<'a> {
+    fn call(&mut self, message: &'a Message, call_id: &'a str) -> Result<(), WireError> {
+        if !self.seen.insert(call_id) {
+            return Err(WireError::DuplicateCallId {
+                message_id: message.id().to_owned(),
+                call_id: call_id.to_owned(),
+            });
+        }
+        self.pending.push((call_id, message.id()));
+        Ok(())
+    }
+
+    /// Marks the call `result` answers as answered and returns its id.
+    fn answer(&mut self, result: &'a Message) -> Result<&'a str, WireError> {
+        let MessageSource::Tool { call_id } = result.source() else {
+            return Err(WireError::ResultWithoutCallId {
+                message_id: result.id().to_owned(),
+            });
+        };
+        match self.pending.iter().position(|(id, _)| *id == call_id) {
+            Some(i) => {
+                self.pending.remove(i);
+                Ok(call_id)
+            }
+            None => Err(WireError::OrphanToolResult {
+                message_id: result.id().to_owned(),
+                call_id: call_id.clone(),
+            }),
+        }
+    }
+
+    /// Refuses when a call is still unanswered, naming the first one.
+    fn require_answered(&self) -> Result<(), WireError> {
+        match self.pending.first() {
+            None => Ok(()),
+            Some((call_id, message_id)) => Err(WireError::MissingToolResult {
+                message_id: (*message_id).to_owned(),
+                call_id: (*call_id).to_owned(),
+            }),
+        }
+    }
+}
+
+/// The `type` of a block as the log spells it, for error messages.
+fn block_type(block: &ContentBlock) -> String {
+    match block {
+        ContentBlock::Text { .. } => "text".into(),
+        ContentBlock::Reasoning { .. } => "reasoning".into(),
+        ContentBlock::ToolCall { .. } => "tool-call".into(),
+        ContentBlock::ToolAddition { .. } => "tool-addition".into(),
+        ContentBlock::ToolRemoval { .. } => "tool-removal".into(),
+        ContentBlock::Other(v) => v
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("(no type)")
+            .into(),
+    }
+}
+
+/// The error for block `index` of `message`, which this wire cannot carry in its role.
+fn unsupported(message: &Message, index: usize, block: &ContentBlock) -> WireError {
+    if block.is_tool_change() {
+        WireError::MisplacedToolChange {
+            message_id: message.id().to_owned(),
+            index,
+            role: message.role(),
+        }
+    } else {
+        WireError::UnsupportedBlock {
+            message_id: message.id().to_owned(),
+            index,
+            role: message.role(),
+            block_type: block_type(block),
+        }
+    }
+}
+
+/// The prompt text of a system node (its text blocks concatenated), refusing any other block.
+fn system_text(message: &Message) -> Result<String, WireError> {
+    for (index, block) in message.content().iter().enumerate() {
+        if !matches!(block, ContentBlock::Text { .. }) {
+            return Err(unsupported(message, index, block));
+        }
+    }
+    Ok(message.text())
+}
+
+/// The latest system node of `messages`, if any.
+fn latest_system(messages: &[Message]) -> Option<&Message> {
+    messages.iter().rev().find(|m| m.role() == Role::System)
+}

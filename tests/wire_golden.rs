@@ -1,0 +1,245 @@
+//! Byte-exact wire requests for hand-built projected requests, one per route shape.
+//!
+//! The expected bytes live in `tests/golden/`; `UPDATE_GOLDEN=1 cargo test --test wire_golden`
+//! rewrites them (review the diff). Only the public API is used.
+
+mod support;
+
+use std::borrow::Cow;
+
+use indexmap::IndexMap;
+use mektpoy::{
+    Config, ContentBlock, Message, MessageSource, ProjectedToolUpdates, Role, Route, ToolSchema,
+    ToolUpdateMode, WireApi, serialize,
+};
+use serde_json::json;
+use support::golden::assert_golden;
+
+fn flash() -> Route {
+    let mut r = Route::plain("deepseek", "deepseek-flash", WireApi::Messages);
+    r.tool_update = Some(ToolUpdateMode::AdditionOnly);
+    r.system_prompt_in_history = true;
+    r
+}
+
+fn anthropic() -> Route {
+    let mut r = Route::plain("anthropic", "claude-test", WireApi::Messages);
+    r.tool_update = Some(ToolUpdateMode::InHistory);
+    r.system_prompt_in_history = true;
+    r.beta_always = true;
+    r
+}
+
+fn tool(value: serde_json::Value) -> ToolSchema {
+    ToolSchema::from_value(value).unwrap()
+}
+
+fn read_tool() -> ToolSchema {
+    // Unknown fields (`title`, `annotations`) stay in the log and are never sent.
+    tool(json!({
+        "name": "read",
+        "description": "Read a file",
+        "parameters": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "limit": {"type": "integer"}},
+            "required": ["path"]
+        },
+        "title": "Read",
+        "annotations": {"readOnlyHint": true}
+    }))
+}
+
+fn search_tool() -> ToolSchema {
+    tool(json!({
+        "name": "search",
+        "description": "Search the web",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}
+    }))
+}
+
+fn fetch_tool() -> ToolSchema {
+    tool(json!({
+        "name": "fetch",
+        "description": "Fetch a URL",
+        "parameters": {"type": "object", "properties": {"url": {"type": "string"}}}
+    }))
+}
+
+fn assistant(id: &str, content: Vec<ContentBlock>) -> Message {
+    Message::new(
+        id,
+        Role::Assistant,
+        content,
+        MessageSource::Model {
+            provider: "test".into(),
+            model: "test".into(),
+        },
+    )
+}
+
+fn call(id: &str, name: &str, arguments: &str) -> ContentBlock {
+    ContentBlock::ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: arguments.into(),
+    }
+}
+
+fn reasoning(text: &str, signature: &str) -> ContentBlock {
+    let mut extra = IndexMap::new();
+    extra.insert("signature".to_owned(), json!(signature));
+    ContentBlock::Reasoning {
+        text: text.into(),
+        extra,
+    }
+}
+
+fn projected(
+    messages: Vec<Message>,
+    tools: Option<Vec<ToolSchema>>,
+) -> ProjectedToolUpdates<'static> {
+    ProjectedToolUpdates {
+        messages: Cow::Owned(messages),
+        tools: tools.map(Cow::Owned),
+    }
+}
+
+/// Addition-only route, prompts in history: a tool call cycle, then an addition announced with
+/// a prompt update after a tool result, flushed before the next assistant message.
+#[test]
+fn messages_flash_addition_after_tool_result() {
+    let config = Config::new("deepseek", "deepseek-flash")
+        .with("temperature", json!(0.3))
+        .with("max_tokens", json!(4096));
+    let p = projected(
+        vec![
+            Message::system("s0", "You are a coding agent."),
+            Message::user("u1", "Open README.md"),
+            assistant(
+                "a1",
+                vec![
+                    ContentBlock::text("Reading it."),
+                    call("c1", "read", r#"{"path": "README.md", "limit": 20}"#),
+                ],
+            ),
+            Message::tool_result("t1", "c1", "# mektpoy"),
+            Message::developer(
+                "d1",
+                vec![ContentBlock::addition("search"), ContentBlock::text("")],
+            ),
+            Message::system("s1", "You are a coding agent. Search when unsure."),
+            Message::user("u2", "Now search for similar crates"),
+            assistant(
+                "a2",
+                vec![call("c2", "search", r#"{"q":"prompt cache rust"}"#)],
+            ),
+            Message::tool_result("t2", "c2", "3 results"),
+        ],
+        Some(vec![read_tool(), search_tool().with_defer_loading(true)]),
+    );
+    assert_golden(
+        "messages_flash_addition_after_tool_result",
+        &serialize(&config, &p, &flash()).unwrap(),
+    );
+}
+
+/// In-history route with `beta_always`: thinking with a signature, an error result, a removal
+/// and an addition in one developer message, and an update that waits behind the last
+/// assistant message (left out of this request).
+#[test]
+fn messages_anthropic_in_history() {
+    let config = Config::new("anthropic", "claude-test")
+        .with("max_tokens", json!(8192))
+        .with(
+            "thinking",
+            json!({"type": "enabled", "budget_tokens": 2048}),
+        );
+    let p = projected(
+        vec![
+            Message::system("s0", "Be terse."),
+            Message::user("u1", "Fetch example.com"),
+            assistant(
+                "a1",
+                vec![
+                    reasoning("The user wants a page.", "c2lnbmF0dXJl"),
+                    call("c1", "fetch", r#"{"url":"https://example.com"}"#),
+                ],
+            ),
+            Message::tool_result("t1", "c1", "timeout").with_is_error(true),
+            Message::developer(
+                "d1",
+                vec![
+                    ContentBlock::removal("fetch"),
+                    ContentBlock::addition("search"),
+                    ContentBlock::text("fetch is gone; use search"),
+                ],
+            ),
+            assistant(
+                "a2",
+                vec![ContentBlock::text("Fetch failed; I will search.")],
+            ),
+            Message::developer("d2", vec![ContentBlock::addition("read")]),
+        ],
+        Some(vec![
+            fetch_tool(),
+            search_tool().with_defer_loading(true),
+            read_tool().with_defer_loading(true),
+        ]),
+    );
+    assert_golden(
+        "messages_anthropic_in_history",
+        &serialize(&config, &p, &anthropic()).unwrap(),
+    );
+}
+
+/// A Messages route without a mode or prompts in history: only the latest system node is
+/// sent, as `system`; no beta header.
+#[test]
+fn messages_plain_latest_prompt() {
+    let config = Config::new("deepseek", "deepseek-v4-pro").with("max_tokens", json!(1024));
+    let p = projected(
+        vec![
+            Message::system("s0", "Old prompt."),
+            Message::user("u1", "hi"),
+            assistant("a1", vec![ContentBlock::text("hello")]),
+            Message::system("s1", "New prompt."),
+            Message::user("u2", "again"),
+        ],
+        Some(vec![read_tool(), search_tool()]),
+    );
+    let route = Route::plain("deepseek", "deepseek-v4-pro", WireApi::Messages);
+    assert_golden(
+        "messages_plain_latest_prompt",
+        &serialize(&config, &p, &route).unwrap(),
+    );
+}
+
+/// OpenAI-compatible chat: function tools, the latest prompt first, tool calls with their raw
+/// arguments, tool messages; reasoning is not sent.
+#[test]
+fn openai_chat_tool_cycle() {
+    let config = Config::new("openai", "gpt-test")
+        .with("temperature", json!(0))
+        .with("max_tokens", json!(512));
+    let p = projected(
+        vec![
+            Message::system("s0", "You are helpful."),
+            Message::user("u1", "Read README.md"),
+            assistant(
+                "a1",
+                vec![
+                    reasoning("I should read it.", "sig"),
+                    call("c1", "read", r#"{"path": "README.md"}"#),
+                ],
+            ),
+            Message::tool_result("t1", "c1", "# mektpoy"),
+            assistant("a2", vec![ContentBlock::text("It is a Rust crate.")]),
+        ],
+        Some(vec![read_tool()]),
+    );
+    let route = Route::plain("openai", "gpt-test", WireApi::OpenAiChat);
+    assert_golden(
+        "openai_chat_tool_cycle",
+        &serialize(&config, &p, &route).unwrap(),
+    );
+}
