@@ -4,9 +4,12 @@
 
 mod support;
 
+use std::sync::Arc;
+
 use mektpoy::{
     AppendError, Config, ContentBlock, DecodeError, Event, LoadError, Message, MessageEvent,
-    MessageSource, Reason, RequestHeader, Role, Seq, Session, SurfaceOp, ToolError, TornTail,
+    MessageSource, OpaqueEvent, Reason, RequestHeader, Role, Seq, Session, SurfaceOp, ToolError,
+    TornTail,
 };
 use serde_json::json;
 use support::*;
@@ -896,6 +899,98 @@ fn header_references_and_tool_change_blocks() {
             },
         ),
     ]);
+}
+
+/// Events a typed caller can build but whose line would not read back as the same event: a
+/// persisting session must not write a line that makes its own file unloadable.
+#[test]
+fn typed_events_that_would_not_read_back() {
+    let opaque_known = |ty: &str| {
+        Event::Opaque(Arc::new(OpaqueEvent {
+            event_type: ty.to_owned(),
+            fields: [("data".to_owned(), json!({}))].into_iter().collect(),
+            surface_op: Some(SurfaceOp::Append),
+        }))
+    };
+    let mut cases = Vec::new();
+    for ty in [
+        "request/header",
+        "user/message",
+        "developer/message",
+        "system/message",
+        "assistant/message",
+        "tool/result",
+    ] {
+        cases.push(typed_case(
+            "opaque event claiming a known type",
+            vec![user("u1")],
+            opaque_known(ty),
+            |e| matches!(e, AppendError::OpaqueKnownType { .. }),
+            |e| matches!(e, AppendError::Decode { .. }),
+        ));
+    }
+    run(&cases);
+
+    // Reserved keys in the maps of unknown fields would shadow the known ones.
+    let s = Session::new("s");
+    let config = Config::new("p", "m").with("model", json!(5));
+    let err = s
+        .append(Event::header(
+            RequestHeader::new(config, vec![]),
+            Reason::Initial,
+        ))
+        .unwrap_err();
+    assert!(
+        matches!(&err, AppendError::ReservedKey { key, .. } if key == "model"),
+        "{err:?}"
+    );
+    let mut header = RequestHeader::new(Config::new("p", "m"), vec![tool("A")]);
+    header.extra.insert("tools".into(), json!(7));
+    let err = s
+        .append(Event::header(header, Reason::Initial))
+        .unwrap_err();
+    assert!(
+        matches!(&err, AppendError::ReservedKey { key, .. } if key == "tools"),
+        "{err:?}"
+    );
+    let opaque_with = |key: &str| {
+        Event::Opaque(Arc::new(OpaqueEvent {
+            event_type: "note/x".into(),
+            fields: [(key.to_owned(), json!("append"))].into_iter().collect(),
+            surface_op: None,
+        }))
+    };
+    for key in ["type", "surfaceOp"] {
+        let err = s.append(opaque_with(key)).unwrap_err();
+        assert!(
+            matches!(&err, AppendError::ReservedKey { key: k, .. } if k == key),
+            "{err:?}"
+        );
+    }
+    let reasoning = ContentBlock::Reasoning {
+        text: "r".into(),
+        extra: [("type".to_owned(), json!("text"))].into_iter().collect(),
+    };
+    let err = s
+        .append(Event::append(Message::new(
+            "a1",
+            Role::Assistant,
+            vec![reasoning],
+            MessageSource::User,
+        )))
+        .unwrap_err();
+    assert!(
+        matches!(&err, AppendError::ReservedKey { key, .. } if key == "type"),
+        "{err:?}"
+    );
+    assert_eq!(s.len(), 0);
+    // An unknown key that shadows nothing is fine.
+    let config = Config::new("p", "m").with("max_tokens", json!(5));
+    s.append(Event::header(
+        RequestHeader::new(config, vec![]),
+        Reason::Initial,
+    ))
+    .unwrap();
 }
 
 #[test]
