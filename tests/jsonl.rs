@@ -295,6 +295,12 @@ fn files_without_a_usable_session_line() {
             LoadError::UnsupportedVersion { found: f } => assert_eq!(f, found),
             other => panic!("{other:?}"),
         }
+        // Also when the session line is the unterminated only line: it is whole JSON, not a
+        // line cut short, so the version is what is wrong with it.
+        match load_err(text.trim_end()) {
+            LoadError::UnsupportedVersion { found: f } => assert_eq!(f, found),
+            other => panic!("{other:?}"),
+        }
     }
 }
 

@@ -221,6 +221,8 @@ fn parse(bytes: &[u8]) -> Result<Loaded, LoadError> {
     let first_text = std::str::from_utf8(first).map_err(|_| LoadError::NoSessionLine);
     let head = match first_text.map(session_line) {
         Ok(Ok(head)) => head,
+        // A whole session line of another version is not torn, even without its `\n`.
+        Ok(Err(e @ LoadError::UnsupportedVersion { .. })) => return Err(e),
         // An unterminated only line that does not parse is a torn session line.
         _ if !first_terminated => return Err(LoadError::NoSessionLine),
         Ok(Err(e)) => return Err(e),
