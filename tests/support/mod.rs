@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use mektpoy::{Event, Message, Seq, Session, SurfaceOp, ToolSchema};
+use mektpoy::{Event, Message, Seq, Session, SurfaceOp, ToolHistory, ToolSchema};
 use serde_json::{Value, json};
 
 /// The session line of a session called `id`, without the newline.
@@ -279,6 +279,31 @@ pub fn surface_messages(surface: &[Node]) -> Vec<Message> {
             Node::Opaque(_) => None,
         })
         .collect()
+}
+
+/// A snapshot in EXAMPLES.md notation: `{[A,Bd],[[d1,[B]]]}` (`d` = deferred, `2` = the
+/// changed description).
+pub fn summary(h: &ToolHistory) -> String {
+    let name = |t: &ToolSchema| {
+        let mut n = t.name().to_owned();
+        if t.description().ends_with(" v2") {
+            n.push('2');
+        }
+        if t.defer_loading() {
+            n.push('d');
+        }
+        n
+    };
+    let tools: Vec<String> = h.tools().iter().map(name).collect();
+    let updates: Vec<String> = h
+        .updates()
+        .iter()
+        .map(|u| {
+            let adds: Vec<String> = u.additions().iter().map(name).collect();
+            format!("[{},[{}]]", u.message_id(), adds.join(","))
+        })
+        .collect();
+    format!("{{[{}],[{}]}}", tools.join(","), updates.join(","))
 }
 
 /// A typed user message event with a fresh id, for "the session still works" checks.
