@@ -289,6 +289,14 @@ fn files_without_a_usable_session_line() {
         load_err("{\"type\":\"session\",\"id\":\"s\"}\n"),
         LoadError::BadSessionLine { .. }
     ));
+    // A terminated session line that is not UTF-8 is a bad session line, not a torn one.
+    let mut bytes = b"{\"type\":\"session\",\"version\":0,\"id\":\"\xff\"}\n".to_vec();
+    bytes.extend_from_slice(user("u1").as_bytes());
+    assert!(matches!(load_err(&bytes), LoadError::BadSessionLine { .. }));
+    assert!(matches!(
+        load_err(&bytes[..bytes.iter().position(|b| *b == b'\n').unwrap()]),
+        LoadError::NoSessionLine
+    ));
     for (version, found) in [("1", json!(1)), ("\"0\"", json!("0")), ("-2", json!(-2))] {
         let text = format!("{{\"type\":\"session\",\"version\":{version},\"id\":\"s\"}}\n");
         match load_err(&text) {
