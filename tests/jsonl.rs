@@ -389,6 +389,20 @@ fn open_terminates_an_unterminated_last_line_then_appends() {
 }
 
 #[test]
+fn open_terminates_an_unterminated_session_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bare.jsonl");
+    fs::write(&path, session_line("s")).unwrap();
+    let loaded = Session::open(&path).unwrap();
+    assert!(loaded.unterminated);
+    loaded.session.append_json(&user("u1")).unwrap();
+    assert_eq!(
+        fs::read_to_string(&path).unwrap(),
+        LogBuilder::new("s").line(user("u1")).text()
+    );
+}
+
+#[test]
 fn open_leaves_a_clean_file_alone() {
     let dir = tempfile::tempdir().unwrap();
     let log = LogBuilder::new("s").lines([user("u1")]);
