@@ -120,6 +120,25 @@ pub enum AppendError {
         /// Surface length before the event.
         len: usize,
     },
+    /// An `Event::Opaque` built with a type this crate decodes: its line would read back as
+    /// another event, or not at all.
+    #[error("event {seq}: an opaque event cannot have the known type `{event_type}`")]
+    OpaqueKnownType {
+        /// The event's position.
+        seq: Seq,
+        /// The known type.
+        event_type: String,
+    },
+    /// A map of unknown fields (`Config::extra`, `RequestHeader::extra`, `OpaqueEvent::fields`,
+    /// a reasoning block's `extra`) holds a key the event already writes, which would shadow
+    /// that field when the line is read back.
+    #[error("event {seq}: unknown field `{key}` shadows a field of the event")]
+    ReservedKey {
+        /// The event's position.
+        seq: Seq,
+        /// The shadowing key.
+        key: String,
+    },
     /// The batch could not be written to the session's file; nothing was committed.
     #[error("event {seq}: the batch was not persisted")]
     Write {
@@ -147,6 +166,8 @@ impl AppendError {
             | ToolChangeOutsideDeveloper { seq, .. }
             | HeaderSeqOutsideDeveloper { seq, .. }
             | ReplaceOutOfRange { seq, .. }
+            | OpaqueKnownType { seq, .. }
+            | ReservedKey { seq, .. }
             | Write { seq, .. } => *seq,
         }
     }
@@ -180,6 +201,7 @@ impl LogState {
     /// SPEC §1 validation of `event` as the next event. O(size of the event + log n).
     pub fn check(&self, event: &Event) -> Result<(), AppendError> {
         let seq = self.next_seq();
+        check_encodable(seq, event)?;
         match event {
             Event::Header(h) => {
                 let mut names = HashSet::with_capacity(h.header.tools.len());
@@ -311,4 +333,36 @@ impl LogState {
         self.lines.push_back(line);
         self.unterminated_tail = false;
     }
+}
+
+/// Refuses events built by code whose line would not decode as the same event: an opaque
+/// event with a known type, or an unknown-field map holding a key the encoder already writes.
+/// Decoded events never trip this (the decoder takes those keys out). O(size of the event).
+fn check_encodable(seq: Seq, event: &Event) -> Result<(), AppendError> {
+    let reserved = |keys: indexmap::map::Keys<'_, String, serde_json::Value>, taken: &[&str]| {
+        keys.into_iter()
+            .find(|k| taken.contains(&k.as_str()))
+            .map(|k| AppendError::ReservedKey {
+                seq,
+                key: k.clone(),
+            })
+    };
+    let fault = match event {
+        Event::Header(h) => reserved(h.header.config.extra.keys(), &["provider", "model"])
+            .or_else(|| reserved(h.header.extra.keys(), &["config", "tools"])),
+        Event::Opaque(o) => {
+            if o.event_type == "request/header" || Role::for_event_type(&o.event_type).is_some() {
+                return Err(AppendError::OpaqueKnownType {
+                    seq,
+                    event_type: o.event_type.clone(),
+                });
+            }
+            reserved(o.fields.keys(), &["type", "surfaceOp"])
+        }
+        Event::Message(m) => m.message.content().iter().find_map(|b| match b {
+            ContentBlock::Reasoning { extra, .. } => reserved(extra.keys(), &["type", "text"]),
+            _ => None,
+        }),
+    };
+    fault.map_or(Ok(()), Err)
 }

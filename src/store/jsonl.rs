@@ -218,9 +218,13 @@ fn parse(bytes: &[u8]) -> Result<Loaded, LoadError> {
     if first.is_empty() {
         return Err(LoadError::EmptyLine { line: 1 });
     }
-    let first_text = std::str::from_utf8(first).map_err(|_| LoadError::NoSessionLine);
+    let first_text = std::str::from_utf8(first).map_err(|_| LoadError::BadSessionLine {
+        reason: "not UTF-8".to_owned(),
+    });
     let head = match first_text.map(session_line) {
         Ok(Ok(head)) => head,
+        // A whole session line of another version is not torn, even without its `\n`.
+        Ok(Err(e @ LoadError::UnsupportedVersion { .. })) => return Err(e),
         // An unterminated only line that does not parse is a torn session line.
         _ if !first_terminated => return Err(LoadError::NoSessionLine),
         Ok(Err(e)) => return Err(e),
