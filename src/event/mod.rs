@@ -255,6 +255,32 @@ impl Event {
     }
 }
 
+/// `text` as one JSONL line: trimmed, and with JSON whitespace outside strings removed when it
+/// holds a line break (inside strings a line break is always escaped). Other bytes are kept.
+pub(crate) fn single_line(text: &str) -> std::borrow::Cow<'_, str> {
+    let text = text.trim();
+    if !text.contains(['\n', '\r']) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in text.chars() {
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
+            in_string = c == '"';
+            out.push(c);
+        }
+    }
+    out.into()
+}
+
 impl MessageEvent {
     /// A message event with no turn, step or header reference.
     pub fn new(message: Message, surface_op: Option<SurfaceOp>) -> Self {

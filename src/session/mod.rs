@@ -239,7 +239,9 @@ impl Session {
         self.transact(|tx| tx.push(event))
     }
 
-    /// Decodes one JSON event line, then appends it as [`append`](Self::append) does.
+    /// Decodes one JSON event line, then appends it as [`append`](Self::append) does. The line
+    /// is kept as the event's bytes (unknown fields included), as a loaded line is; JSON
+    /// whitespace with line breaks is squeezed out so it stays one JSONL line.
     ///
     /// # Errors
     /// [`AppendError::Decode`] when the line is not a well-formed event; otherwise as `append`.
@@ -249,7 +251,7 @@ impl Session {
                 seq: tx.next_seq(),
                 source,
             })?;
-            tx.push(event)
+            tx.push_line(event, Some(Arc::from(crate::event::single_line(line))))
         })
     }
 
@@ -395,9 +397,14 @@ impl Transaction<'_> {
 
     /// Validates and applies `event` to the working copy.
     pub fn push(&mut self, event: Event) -> Result<Seq, AppendError> {
+        self.push_line(event, None)
+    }
+
+    /// Validates and applies `event`, whose log line is `line` when it came as text.
+    pub fn push_line(&mut self, event: Event, line: Option<Arc<str>>) -> Result<Seq, AppendError> {
         self.state.check(&event)?;
         let seq = self.state.next_seq();
-        self.state.apply(event, None);
+        self.state.apply(event, line);
         Ok(seq)
     }
 

@@ -198,6 +198,11 @@ fn render_session_line(id: &str, parent: Option<&ParentRef>) -> String {
     serde_json::to_string(&Line(id, parent)).unwrap_or_default()
 }
 
+/// The canonical form of a session file's path (the path itself if that fails).
+fn own_path(path: &Path) -> PathBuf {
+    fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
+}
+
 /// Parses a whole file's bytes.
 fn parse(bytes: &[u8]) -> Result<Loaded, LoadError> {
     // Segments between `\n`s; the last is unterminated when the file does not end in `\n`.
@@ -334,7 +339,7 @@ impl Session {
             .create_new(true)
             .open(path)
             .map_err(io_persist(path))?;
-        let mut writer = JsonlWriter::new(Box::new(file), 0);
+        let mut writer = JsonlWriter::new(Box::new(file), 0).with_path(own_path(path));
         let mut line = render_session_line(&id, None);
         line.push('\n');
         writer
@@ -389,7 +394,7 @@ impl Session {
             file.write_all(b"\n").map_err(io_load(path))?;
             len += 1;
         }
-        let writer = JsonlWriter::new(wrap(file), len);
+        let writer = JsonlWriter::new(wrap(file), len).with_path(own_path(path));
         let session = loaded.session;
         session.with_writer(|w| *w = Some(writer));
         session.mark_terminated();
@@ -401,12 +406,23 @@ impl Session {
     }
 
     /// Writes the whole log to a temporary file beside `path` and renames it over `path`.
-    /// Loaded lines are written back verbatim.
+    /// Loaded lines are written back verbatim. **Saving a persisting session to its own file
+    /// does nothing**: every committed batch is already there.
     ///
     /// # Errors
     /// [`PersistError::Io`] when writing or renaming fails (`path` is then untouched).
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), PersistError> {
         let path = path.as_ref();
+        // A persisting session's own file already holds every committed batch; renaming a
+        // copy over it would leave the writer appending to the unlinked old file.
+        let own = self.with_committed(|c| {
+            c.writer
+                .as_ref()
+                .and_then(|w| w.path().map(Path::to_path_buf))
+        });
+        if own.is_some_and(|own| fs::canonicalize(path).is_ok_and(|p| p == own)) {
+            return Ok(());
+        }
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())

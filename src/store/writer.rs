@@ -2,6 +2,7 @@
 
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 
 /// Where a [`JsonlWriter`] puts its bytes: a file, or a test double that fails on purpose.
 pub trait JsonlSink: Send + Sync {
@@ -65,6 +66,8 @@ pub struct JsonlWriter {
     len: u64,
     sync: bool,
     poisoned: bool,
+    /// The file behind the sink, when it is one (so `save` can tell its own file).
+    path: Option<PathBuf>,
 }
 
 impl JsonlWriter {
@@ -75,7 +78,20 @@ impl JsonlWriter {
             len,
             sync: false,
             poisoned: false,
+            path: None,
         }
+    }
+
+    /// The same writer, remembering that its sink is the file at `path`.
+    #[must_use]
+    pub fn with_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+
+    /// The file behind the sink, when known.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
     }
 
     /// Whether each batch is also synced to disk (off by default: a flushed batch already

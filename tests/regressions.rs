@@ -1,0 +1,47 @@
+//! Regression tests named after the fault they pin.
+
+use mektpoy::{Event, Message, Session};
+
+/// `save` of a persisting session over its own file used to rename a copy over it, leaving the
+/// writer appending to the unlinked old file: later appends silently disappeared.
+#[test]
+fn save_over_own_file_keeps_later_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let session = Session::create(&path, "s").unwrap();
+    session
+        .append(Event::append(Message::user("u1", "one")))
+        .unwrap();
+    session.save(&path).unwrap();
+    session.save(dir.path().join(".").join("s.jsonl")).unwrap();
+    session
+        .append(Event::append(Message::user("u2", "two")))
+        .unwrap();
+    let loaded = Session::load(&path).unwrap().session;
+    assert_eq!(loaded.len(), 2);
+    assert_eq!(loaded.to_jsonl(), session.to_jsonl());
+    // Saving elsewhere still writes a copy.
+    let copy = dir.path().join("copy.jsonl");
+    session.save(&copy).unwrap();
+    assert_eq!(std::fs::read_to_string(&copy).unwrap(), session.to_jsonl());
+}
+
+/// `append_json` used to re-encode the event, dropping unknown fields that `load` keeps.
+#[test]
+fn append_json_keeps_the_line_and_its_unknown_fields() {
+    let session = Session::new("s");
+    let line = r#"{"type":"user/message","x":1,"data":{"message":{"id":"u1","role":"user","content":[{"type":"text","text":"a\nb","lang":"en"}],"source":{"kind":"user"},"meta":{"k":1.50}}},"surfaceOp":"append"}"#;
+    session.append_json(&format!("  {line}\n")).unwrap();
+    assert_eq!(session.to_jsonl().lines().nth(1), Some(line));
+    // A pretty-printed line becomes one JSONL line, strings untouched.
+    let pretty = "{\n  \"type\": \"note/x\",\n  \"data\": {\"s\": \"two  spaces \\\" quote\"}\n}";
+    session.append_json(pretty).unwrap();
+    assert_eq!(
+        session.to_jsonl().lines().nth(2),
+        Some(r#"{"type":"note/x","data":{"s":"two  spaces \" quote"}}"#)
+    );
+    let reloaded = Session::load_bytes(session.to_jsonl().as_bytes())
+        .unwrap()
+        .session;
+    assert_eq!(reloaded.to_jsonl(), session.to_jsonl());
+}
