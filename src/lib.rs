@@ -15,7 +15,10 @@ pub use event::{
     SurfaceOp,
 };
 pub use history::{ToolHistory, ToolUpdate};
-pub use project::ProjectedToolUpdates;
+pub use project::{
+    DEFERRED_PLACEHOLDER_NAME, ProjectedToolUpdates, ProjectionPath, UnknownTool,
+    project_tool_updates, project_tool_updates_traced, validate_tool_call,
+};
 pub use route::{Evidence, Route, ToolUpdateMode, WireApi};
 pub use session::{AppendError, ForkError, ParentRef, Session, SessionView, SurfaceNode};
 pub use store::{JsonlSink, JsonlWriter, LoadError, Loaded, PersistError, TornTail, WriteError};
