@@ -19,7 +19,7 @@ pub use project::{
     DEFERRED_PLACEHOLDER_NAME, ProjectedToolUpdates, ProjectionPath, UnknownTool,
     project_tool_updates, project_tool_updates_traced, validate_tool_call,
 };
-pub use route::{Evidence, Route, ToolUpdateMode, WireApi};
+pub use route::{Evidence, Route, ToolUpdateMode, WireApi, catalog, route_for};
 pub use session::{AppendError, ForkError, ParentRef, Session, SessionView, SurfaceNode};
 pub use store::{JsonlSink, JsonlWriter, LoadError, Loaded, PersistError, TornTail, WriteError};
 pub use vocab::{
