@@ -59,8 +59,11 @@ pub use event::{
 pub use history::{ToolHistory, ToolUpdate};
 pub use meter::{Meter, MeterError, MeterReport, MeterRow, Price};
 pub use notice::{Locale, Notice, is_tool_notice, notice};
-pub use project::ProjectedToolUpdates;
-pub use route::{Evidence, Route, ToolUpdateMode, WireApi};
+pub use project::{
+    ProjectedToolUpdates, ProjectionPath, UnknownTool, project_tool_updates,
+    project_tool_updates_traced, validate_tool_call,
+};
+pub use route::{Evidence, Route, ToolUpdateMode, WireApi, catalog, route_for};
 pub use session::{
     AppendError, ForkError, ParentRef, RecordError, Recorder, Request, Session, SessionView, Step,
     SurfaceNode,

@@ -10,6 +10,7 @@
 #![allow(dead_code)]
 
 pub mod golden;
+pub mod recorded;
 
 use std::path::{Path, PathBuf};
 
