@@ -22,7 +22,7 @@ use super::{
 use crate::event::Config;
 use crate::project::ProjectedToolUpdates;
 use crate::route::Route;
-use crate::vocab::{ContentBlock, Message, Role, ToolSchema};
+use crate::vocab::{ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, Role, ToolSchema};
 
 /// The beta that lets a conversation add and remove tools mid-way.
 const TOOL_CHANGE_BETA: &str = "mid-conversation-tool-changes-2026-07-01";
@@ -73,11 +73,20 @@ pub fn serialize_messages(
     }
     let tools = checked_tools(projected)?;
     let conversation = Conversation::build(&projected.messages, route.system_prompt_in_history)?;
+    // SPEC §7: on a mode route with the placeholder, a deferred-tools section exists from a
+    // series' first request on, on the main path and on fallbacks alike, so it never toggles.
+    let placeholder = route.deferred_placeholder
+        && route.tool_update.is_some()
+        && tools.iter().any(|t| !t.defer_loading());
     let body = Body {
         model: &config.model,
         options,
         system: conversation.system.as_deref(),
-        tools: tools.iter().map(WireTool).collect(),
+        tools: tools
+            .iter()
+            .map(WireTool::Declared)
+            .chain(placeholder.then_some(WireTool::Placeholder))
+            .collect(),
         messages: conversation.turns,
     };
     let mut headers = vec![
@@ -95,11 +104,46 @@ pub fn serialize_messages(
 
 /// `{name, description, input_schema, defer_loading?}`; unknown tool fields are not sent (the
 /// API refuses extra keys).
-struct WireTool<'a>(&'a ToolSchema);
+enum WireTool<'a> {
+    /// A projected declaration.
+    Declared(&'a ToolSchema),
+    /// The reserved deferred placeholder, never logged and never named by a block.
+    Placeholder,
+}
+
+/// `{"type":"object","properties":{}}`, in that key order (SPEC §7 spells it so).
+struct EmptyObjectSchema;
+
+impl Serialize for EmptyObjectSchema {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("type", "object")?;
+        m.serialize_entry("properties", &EmptyMap)?;
+        m.end()
+    }
+}
+
+struct EmptyMap;
+
+impl Serialize for EmptyMap {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_map(Some(0))?.end()
+    }
+}
 
 impl Serialize for WireTool<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let t = self.0;
+        let t = match self {
+            WireTool::Declared(t) => *t,
+            WireTool::Placeholder => {
+                let mut m = s.serialize_map(Some(4))?;
+                m.serialize_entry("name", DEFERRED_PLACEHOLDER_NAME)?;
+                m.serialize_entry("description", "Reserved; never call.")?;
+                m.serialize_entry("input_schema", &EmptyObjectSchema)?;
+                m.serialize_entry("defer_loading", &true)?;
+                return m.end();
+            }
+        };
         let mut m = s.serialize_map(None)?;
         m.serialize_entry("name", t.name())?;
         m.serialize_entry("description", t.description())?;

@@ -1144,3 +1144,47 @@ fn serialize_dispatches_on_the_route_api() {
         serialize(&config(), &p, &flash()).unwrap().body
     );
 }
+
+#[test]
+fn deferred_placeholder_appended_exactly_on_mode_routes_with_an_immediate_tool() {
+    const PLACEHOLDER: &str = r#"{"name":"mektpoy_deferred_placeholder","description":"Reserved; never call.","input_schema":{"type":"object","properties":{}},"defer_loading":true}"#;
+    let mut with = anthropic();
+    with.deferred_placeholder = true;
+    let mut no_mode = with.clone();
+    no_mode.tool_update = None;
+    let tools_of = |route: &Route, tools: Option<Vec<ToolSchema>>| -> Value {
+        let p = projected(vec![u("u1", "hi")], tools);
+        let body = serialize(&config(), &p, route).unwrap().body;
+        serde_json::from_str::<Value>(&body).unwrap()["tools"].clone()
+    };
+    // Main path and fallbacks alike: any projection holding a non-deferred tool.
+    for tools in [vec![tool("A")], vec![tool("A"), deferred("B")]] {
+        let n = tools.len();
+        let got = tools_of(&with, Some(tools.clone()));
+        assert_eq!(got.as_array().unwrap().len(), n + 1);
+        assert_eq!(got[n]["name"], DEFERRED_PLACEHOLDER_NAME, "appended last");
+        let p = projected(vec![u("u1", "hi")], Some(tools.clone()));
+        let body = serialize(&config(), &p, &with).unwrap().body;
+        assert!(
+            body.contains(&format!("{PLACEHOLDER}],")),
+            "the spec's bytes: {body}"
+        );
+        assert_eq!(
+            tools_of(&anthropic(), Some(tools.clone()))
+                .as_array()
+                .unwrap()
+                .len(),
+            n
+        );
+        assert_eq!(tools_of(&no_mode, Some(tools)).as_array().unwrap().len(), n);
+    }
+    // Without a non-deferred tool (or without tools) there is nothing to keep stable.
+    assert_eq!(
+        tools_of(&with, Some(vec![deferred("B")]))
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(tools_of(&with, None), Value::Null);
+}
