@@ -41,6 +41,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod error;
 pub mod event;
 pub mod history;
 pub mod meter;
@@ -52,6 +53,7 @@ pub mod store;
 pub mod vocab;
 pub mod wire;
 
+pub use error::Error;
 pub use event::{
     Config, DecodeError, Event, HeaderEvent, MessageEvent, OpaqueEvent, Reason, RequestHeader,
     SurfaceOp,

@@ -1,0 +1,70 @@
+//! The crate-wide error: every module's error converts into it, so an application can use `?`
+//! across the whole pipeline and still match the concern it cares about.
+
+use crate::event::DecodeError;
+use crate::meter::MeterError;
+use crate::project::UnknownTool;
+use crate::session::{AppendError, ForkError, RecordError};
+use crate::store::{LoadError, PersistError, WriteError};
+use crate::vocab::ToolError;
+use crate::wire::WireError;
+
+/// Any error of this crate, by concern. Each variant wraps the module's own typed error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A tool declaration is malformed.
+    #[error(transparent)]
+    Tool(#[from] ToolError),
+    /// An event's JSON is malformed.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// The session refused an event.
+    #[error(transparent)]
+    Append(#[from] AppendError),
+    /// A fork point is out of range.
+    #[error(transparent)]
+    Fork(#[from] ForkError),
+    /// The recorder refused a step.
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// A session file could not be loaded.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// A session file could not be created or saved.
+    #[error(transparent)]
+    Persist(#[from] PersistError),
+    /// A batch could not be written.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    /// A call names a tool outside the effective tools.
+    #[error(transparent)]
+    UnknownTool(#[from] UnknownTool),
+    /// A projected request cannot be represented on the wire.
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    /// A body could not be metered.
+    #[error(transparent)]
+    Meter(#[from] MeterError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pipeline() -> Result<(), Error> {
+        let session = crate::Session::new("s");
+        session.append_json("{}")?;
+        Ok(())
+    }
+
+    #[test]
+    fn module_errors_convert_and_keep_their_message() {
+        let err = pipeline().unwrap_err();
+        assert!(
+            matches!(err, Error::Append(AppendError::Decode { .. })),
+            "{err:?}"
+        );
+        assert!(err.to_string().starts_with("event 0"), "{err}");
+    }
+}
