@@ -1,83 +1,135 @@
-//! The newcomer's demo: an agent loop whose tool set changes mid-conversation, recorded into
-//! a JSONL session file, then read back.
+//! The newcomer's demo: one agent loop whose tool set changes mid-conversation, run on three
+//! routes, with the prefix-cache meter showing what each route keeps cached.
 //!
 //! Run: `cargo run --release --example demo`
 
-use std::error::Error;
-
 use mektpoy::{
-    Config, Event, Message, Recorder, Route, Session, Step, ToolSchema, ToolUpdateMode, WireApi,
+    Config, Error, Event, Message, Meter, Recorder, Session, Step, ToolSchema,
+    project_tool_updates, route_for, serialize,
 };
 
-fn tool(name: &str, description: &str) -> ToolSchema {
-    let parameters =
-        serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}});
-    let serde_json::Value::Object(parameters) = parameters else {
-        unreachable!()
-    };
-    ToolSchema::new(name, description, parameters)
+/// A paragraph-sized answer, so the history outweighs the tool list as in real sessions.
+const ANSWER: &str = "I read the relevant files, applied the change to the parser and ran the \
+    tests; two of them needed their fixtures updated because the error message now names the \
+    line. Everything passes. Next I would look at the retry logic in the client, which still \
+    swallows the cause of a failed request.";
+
+fn tool(name: &str, description: &str) -> Result<ToolSchema, Error> {
+    Ok(ToolSchema::from_value(serde_json::json!({
+        "name": name,
+        "description": description,
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+    }))?)
 }
 
-fn main() -> Result<(), Box<dyn Error>> {
-    let dir = std::env::temp_dir().join(format!("mektpoy-demo-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join("session.jsonl");
+/// The tools in effect at each step: an MCP server connects at step 4, a plugin is disabled
+/// at step 7 and enabled again at step 10.
+fn tools_at(step: usize, base: &[ToolSchema], mcp: &ToolSchema) -> Vec<ToolSchema> {
+    let mut tools: Vec<ToolSchema> = base
+        .iter()
+        .filter(|t| !(t.name() == "shell" && (7..10).contains(&step)))
+        .cloned()
+        .collect();
+    if step >= 4 {
+        tools.push(mcp.clone());
+    }
+    tools
+}
 
-    let session = Session::create(&path, "demo")?;
-    let mut recorder = Recorder::attach(&session);
-    let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 1024.into());
-    let mut route = Route::plain("deepseek", "deepseek-flash", WireApi::Messages);
-    route.tool_update = Some(ToolUpdateMode::AdditionOnly);
-    route.system_prompt_in_history = true;
-
-    let read = tool("read", "Read a file");
-    let search = tool(
+fn main() -> Result<(), Error> {
+    let base = [
+        tool("read", "Read a file of the workspace")?,
+        tool("edit", "Apply an edit to a file")?,
+        tool("shell", "Run a shell command (plugin)")?,
+    ];
+    let mcp = tool(
         "mcp_search",
         "Search the web (an MCP server connected mid-session)",
+    )?;
+    let path = std::env::temp_dir().join(format!("mektpoy-demo-{}.jsonl", std::process::id()));
+
+    println!("12 steps; tools change at steps 4 (+mcp_search), 7 (-shell) and 10 (+shell).");
+    println!("Token figures are estimates: ceil(bytes / 4).\n");
+    println!(
+        "{:<34} {:>8} {:>8} {:>7} {:>9} {:>14}",
+        "route (mode)", "input", "cached", "hit", "best hit", "missed cache"
     );
-    let steps: [(&str, Vec<ToolSchema>); 3] = [
-        ("What is in README.md?", vec![read.clone()]),
-        ("Search for the crate's docs.", vec![read.clone(), search]),
-        ("Thanks, that is all.", vec![read]),
-    ];
-    for (turn, (question, tools)) in steps.iter().enumerate() {
-        let turn = turn as u64 + 1;
-        let request = recorder.record(
-            &session,
-            Step {
-                config: &config,
-                system_prompt: "You are a careful assistant.",
-                tools,
-                route: &route,
-                new_series: false,
-                turn,
-                step: 1,
-                attempt: 0,
-                user_messages: &[Message::user(format!("u{turn}"), *question)],
-            },
-        )?;
+    for (provider, model) in [
+        ("deepseek", "deepseek-v4-pro"),
+        ("deepseek", "deepseek-flash"),
+        ("anthropic", "claude-opus-5"),
+    ] {
+        let route = route_for(provider, model);
+        let config = Config::new(provider, model).with("max_tokens", 1024.into());
+        let session = if model == "deepseek-flash" {
+            Session::create(&path, "demo")?
+        } else {
+            Session::new("demo")
+        };
+        let mut recorder = Recorder::attach(&session);
+        let mut meter = Meter::new(&route);
+        for step in 0..12 {
+            let tools = tools_at(step, &base, &mcp);
+            let user = [Message::user(
+                format!("u{step}"),
+                format!("Step {step}: carry on."),
+            )];
+            let request = recorder.record(
+                &session,
+                Step {
+                    config: &config,
+                    system_prompt: "You are a careful coding assistant.",
+                    tools: &tools,
+                    route: &route,
+                    new_series: false,
+                    turn: step as u64,
+                    step: 0,
+                    attempt: 0,
+                    user_messages: &user,
+                },
+            )?;
+            let projected = project_tool_updates(
+                &request.messages,
+                Some(&request.tools),
+                route.tool_update,
+                Some(&request.tool_history),
+            );
+            let wire = serialize(&request.config, &projected, &route)?;
+            meter.observe(&wire.body, request.starts_series)?;
+            let reply = Message::assistant(format!("a{step}"), ANSWER, provider, model);
+            session.append(Event::append(reply))?;
+        }
+        let r = meter.report();
+        let mode = route.tool_update.map_or("no mode", |m| m.as_str());
         println!(
-            "turn {turn}: {} messages, {} tools, header {:?}, new series: {}",
-            request.messages.len(),
-            request.tools.len(),
-            request.header_seq.map(|s| s.0),
-            request.starts_series
+            "{:<34} {:>8} {:>8} {:>6.1}% {:>8.1}% {:>14}",
+            format!("{model} ({mode})"),
+            r.total_tokens,
+            r.cached_tokens,
+            100.0 * r.hit_ratio(),
+            100.0 * r.best_ratio(),
+            r.best_tokens.saturating_sub(r.cached_tokens)
         );
-        session.append(Event::append(Message::assistant(
-            format!("a{turn}"),
-            "Done.",
-            "deepseek",
-            "deepseek-flash",
-        )))?;
     }
 
-    println!("\n{}:", path.display());
-    print!("{}", std::fs::read_to_string(&path)?);
     let loaded = Session::load(&path)?;
     println!(
-        "\ntool_history() of the reloaded file:\n{}",
+        "\nThe deepseek-flash session was written to {} ({} events).",
+        path.display(),
+        loaded.session.len()
+    );
+    println!(
+        "Its ToolHistory: {}",
         loaded.session.tool_history().to_json()
     );
-    std::fs::remove_dir_all(&dir)?;
+    println!("\nIts tool changes, as durable developer messages:");
+    for event in loaded.session.events() {
+        if let Event::Message(m) = &event
+            && m.message.role() == mektpoy::Role::Developer
+        {
+            println!("  {}", event.to_json());
+        }
+    }
+    let _ = std::fs::remove_file(&path);
     Ok(())
 }
