@@ -7,67 +7,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use mektpoy::history::fold_events;
-use mektpoy::{
-    Config, Event, Message, Recorder, Route, Session, Step, ToolSchema, ToolUpdateMode, WireApi,
-};
+use mektpoy::{Event, Message};
 
-/// A session of `steps` recorded steps with tool churn (about 5 events a step).
-fn session(steps: u64) -> Session {
-    let session = Session::new("bench");
-    let mut recorder = Recorder::attach(&session);
-    let config = Config::new("deepseek", "deepseek-flash");
-    let mut route = Route::plain("deepseek", "deepseek-flash", WireApi::Messages);
-    route.tool_update = Some(ToolUpdateMode::InHistory);
-    route.system_prompt_in_history = true;
-    let pool: Vec<ToolSchema> = (0..12)
-        .map(|i| {
-            ToolSchema::new(
-                format!("tool{i}"),
-                format!("tool number {i}"),
-                Default::default(),
-            )
-        })
-        .collect();
-    for step in 0..steps {
-        // Tools 0..8 always, then a rotating window of the rest.
-        let tools: Vec<ToolSchema> = pool
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i < 8 || (*i as u64 + step) % 3 == 0)
-            .map(|(_, t)| t.clone())
-            .collect();
-        recorder
-            .record(
-                &session,
-                Step {
-                    config: &config,
-                    system_prompt: "You are a careful assistant.",
-                    tools: &tools,
-                    route: &route,
-                    new_series: false,
-                    turn: step,
-                    step: 0,
-                    attempt: 0,
-                    user_messages: &[Message::user(format!("u{step}"), "next step")],
-                },
-            )
-            .expect("record");
-        session
-            .append(Event::append(Message::assistant(
-                format!("a{step}"),
-                "ok",
-                "p",
-                "m",
-            )))
-            .expect("append");
-    }
-    session
-}
+mod common;
 
 fn fold(c: &mut Criterion) {
     let mut group = c.benchmark_group("tool_history");
     for steps in [200u64, 2_000] {
-        let s = session(steps);
+        let (s, _) = common::session_with_churn("claude-opus-5", steps, 1);
         let events = s.events().len();
         let _ = s.tool_history();
         let next = AtomicU64::new(0);

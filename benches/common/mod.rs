@@ -1,0 +1,57 @@
+//! A recorded session with tool churn, shared by the benchmarks.
+
+use mektpoy::{Config, Event, Message, Recorder, Request, Session, Step, ToolSchema, route_for};
+
+/// Records `steps` steps on `model`'s route: eight tools always, four more rotating in and out
+/// every `churn_every` steps, a user message and an answer per step (about five events a
+/// step). Returns the session and its last request.
+pub fn session_with_churn(model: &str, steps: u64, churn_every: u64) -> (Session, Request) {
+    let session = Session::new("bench");
+    let mut recorder = Recorder::attach(&session);
+    let provider = if model.starts_with("claude") {
+        "anthropic"
+    } else {
+        "deepseek"
+    };
+    let route = route_for(provider, model);
+    let config = Config::new(provider, model).with("max_tokens", 1024.into());
+    let pool: Vec<ToolSchema> = (0..12)
+        .map(|i| {
+            ToolSchema::new(
+                format!("tool{i}"),
+                format!("tool number {i}"),
+                Default::default(),
+            )
+        })
+        .collect();
+    let mut last = None;
+    for step in 0..steps {
+        let tools: Vec<ToolSchema> = pool
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i < 8 || (*i as u64 + step / churn_every) % 3 == 0)
+            .map(|(_, t)| t.clone())
+            .collect();
+        let user = [Message::user(format!("u{step}"), "next step")];
+        let request = recorder
+            .record(
+                &session,
+                Step {
+                    config: &config,
+                    system_prompt: "You are a careful assistant.",
+                    tools: &tools,
+                    route: &route,
+                    new_series: false,
+                    turn: step,
+                    step: 0,
+                    attempt: 0,
+                    user_messages: &user,
+                },
+            )
+            .expect("record");
+        last = Some(request);
+        let answer = Message::assistant(format!("a{step}"), "ok", provider, model);
+        session.append(Event::append(answer)).expect("append");
+    }
+    (session, last.expect("at least one step"))
+}
