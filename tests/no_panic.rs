@@ -1,0 +1,109 @@
+//! Input from a log file or a caller never panics: arbitrary bytes, mutated valid logs and
+//! arbitrary JSON go through loading, `append_json` and the JSON entry points, and come back
+//! as values or typed errors.
+
+use mektpoy::{Event, Session, ToolHistory};
+use proptest::prelude::*;
+
+/// A valid log to mutate: every event type, a replace, a header with tools, a developer
+/// message naming it.
+const LOG: &str = concat!(
+    r#"{"type":"session","version":0,"id":"s"}"#,
+    "\n",
+    r#"{"type":"system/message","data":{"message":{"id":"p","role":"system","content":[{"type":"text","text":"P"}],"source":{"kind":"system-prompt"}}},"surfaceOp":"append"}"#,
+    "\n",
+    r#"{"type":"user/message","data":{"turn":1,"message":{"id":"u","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}}},"surfaceOp":"append"}"#,
+    "\n",
+    r#"{"type":"request/header","data":{"header":{"config":{"provider":"p","model":"m"},"tools":[{"name":"a","description":"d","parameters":{}},{"name":"b","description":"d","parameters":{},"deferLoading":true}]},"reason":"initial"}}"#,
+    "\n",
+    r#"{"type":"developer/message","data":{"message":{"id":"d","role":"developer","content":[{"type":"tool-addition","toolName":"b"},{"type":"tool-removal","toolName":"a"}],"source":{"kind":"tool-registry"}},"headerSeq":2},"surfaceOp":"append"}"#,
+    "\n",
+    r#"{"type":"assistant/message","data":{"message":{"id":"x","role":"assistant","content":[{"type":"tool-call","id":"c","name":"b","arguments":"{}"}],"source":{"kind":"model","provider":"p","model":"m"}}},"surfaceOp":{"op":"replace","start":1,"end":2}}"#,
+    "\n",
+    r#"{"type":"tool/result","data":{"message":{"id":"t","role":"tool","content":[],"source":{"kind":"tool","callId":"c"},"isError":true}}}"#,
+    "\n",
+    r#"{"type":"plugin/x","data":{},"surfaceOp":"append"}"#,
+    "\n",
+);
+
+fn json_value() -> impl Strategy<Value = serde_json::Value> {
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::from),
+        any::<i64>().prop_map(serde_json::Value::from),
+        prop_oneof![
+            Just("type"),
+            Just("data"),
+            Just("message"),
+            Just("append"),
+            Just("tool-addition"),
+            Just("x")
+        ]
+        .prop_map(serde_json::Value::from),
+    ];
+    leaf.prop_recursive(4, 32, 6, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+            proptest::collection::btree_map(
+                prop_oneof![
+                    Just("type".to_owned()),
+                    Just("data".to_owned()),
+                    Just("surfaceOp".to_owned()),
+                    Just("message".to_owned()),
+                    Just("header".to_owned()),
+                    Just("config".to_owned()),
+                    Just("tools".to_owned()),
+                    Just("reason".to_owned()),
+                    Just("id".to_owned()),
+                    Just("role".to_owned()),
+                    Just("content".to_owned()),
+                    Just("op".to_owned()),
+                ],
+                inner,
+                0..5,
+            )
+            .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn arbitrary_bytes_load_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+        let _ = Session::load_bytes(&bytes);
+    }
+
+    #[test]
+    fn mutated_logs_load_without_panic(
+        cuts in proptest::collection::vec((0usize..LOG.len(), any::<u8>(), 0u8..3), 1..6),
+    ) {
+        let mut bytes = LOG.as_bytes().to_vec();
+        for (at, byte, kind) in cuts {
+            let at = at.min(bytes.len().saturating_sub(1));
+            match kind {
+                0 => bytes[at] = byte,
+                1 => bytes.truncate(at),
+                _ => bytes.insert(at, byte),
+            }
+        }
+        if let Ok(loaded) = Session::load_bytes(&bytes) {
+            // Whatever loads folds and saves without panicking either.
+            let _ = loaded.session.tool_history();
+            let _ = loaded.session.to_jsonl();
+        }
+    }
+
+    #[test]
+    fn arbitrary_json_events_are_values_or_typed_errors(v in json_value()) {
+        let _ = Event::from_value(v.clone());
+        let session = Session::load_bytes(LOG.as_bytes()).unwrap().session;
+        let before = session.len();
+        match session.append_json(&v.to_string()) {
+            Ok(_) => prop_assert_eq!(session.len(), before + 1),
+            Err(_) => prop_assert_eq!(session.len(), before),
+        }
+        let _ = serde_json::from_value::<ToolHistory>(v);
+    }
+}
