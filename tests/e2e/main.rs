@@ -2,5 +2,12 @@
 //! loopback stand-in that behaves like the provider (issue 6).
 //!
 //! - `standin`: the stand-in provider (`std::net`, 127.0.0.1) and the HTTP client side (`ureq`).
+//! - `agent`: a minimal agent loop over one session and one route.
+//! - `headless`: the design note's scenario, a prompt append and a deferred addition in one step.
+//! - `churn`: a 40-step session with tool churn on four routes, every cache loss derived from the
+//!   spec and asserted exactly.
 
+mod agent;
+mod churn;
+mod headless;
 mod standin;
