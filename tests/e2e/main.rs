@@ -6,8 +6,10 @@
 //! - `headless`: the design note's scenario, a prompt append and a deferred addition in one step.
 //! - `churn`: a 40-step session with tool churn on four routes, every cache loss derived from the
 //!   spec and asserted exactly.
+//! - `continuation`: a tool change right after an assistant message waits for the next user turn.
 
 mod agent;
 mod churn;
+mod continuation;
 mod headless;
 mod standin;
