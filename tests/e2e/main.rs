@@ -7,6 +7,9 @@
 //! - `churn`: a 40-step session with tool churn on four routes, every cache loss derived from the
 //!   spec and asserted exactly.
 //! - `continuation`: a tool change right after an assistant message waits for the next user turn.
+//!
+//! The live test against the real DeepSeek API is `tests/live_deepseek.rs` (ignored by default;
+//! see `docs/live-test.md`).
 
 mod agent;
 mod churn;
