@@ -171,14 +171,15 @@ impl Agent {
     }
 
     /// A compaction: every surface node after the system prompt (node 0) is replaced by one
-    /// summary, which opens a request series at the next step.
+    /// summary of the turns so far, which opens a request series at the next step.
     pub fn compact(&self) {
         let surface = self.session.surface();
         assert!(
             matches!(&surface[0], SurfaceNode::Message(m) if m.role() == Role::System),
             "node 0 is the system prompt"
         );
-        let summary = Message::user(format!("c{}", self.turn + 1), "Summary of the work so far.");
+        let turn = self.turn;
+        let summary = Message::user(format!("c{turn}"), format!("Summary of turns 1 to {turn}."));
         self.session
             .append(Event::replace(summary, 1, surface.len() - 1))
             .unwrap();

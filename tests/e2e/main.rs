@@ -7,6 +7,8 @@
 //! - `churn`: a 40-step session with tool churn on four routes, every cache loss derived from the
 //!   spec and asserted exactly.
 //! - `continuation`: a tool change right after an assistant message waits for the next user turn.
+//! - `random_churn`: seeded random churn on every route: always accepted, losses only where the
+//!   spec allows them.
 //!
 //! The live test against the real DeepSeek API is `tests/live_deepseek.rs` (ignored by default;
 //! see `docs/live-test.md`).
@@ -15,4 +17,5 @@ mod agent;
 mod churn;
 mod continuation;
 mod headless;
+mod random_churn;
 mod standin;
