@@ -211,6 +211,14 @@ impl Conversation {
                 other => eprintln!("turn {turn}: answer block {other:?} not kept"),
             }
         }
+        if !content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::Text { text } if !text.is_empty()))
+            && calls.is_empty()
+        {
+            // The API refuses an assistant turn without content; an empty answer is still a turn.
+            content.push(ContentBlock::text("(no answer)"));
+        }
         let source = MessageSource::Model {
             provider: self.config.provider.clone(),
             model: self.config.model.clone(),

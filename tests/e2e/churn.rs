@@ -28,7 +28,7 @@
 //!   7   nothing                                                                             ·     ·     ·     ·
 //!   8   -search                                     read write grep* fetch lint bash        a     ·     ·     t
 //!   9   nothing                                                                             ·     ·     ·     ·
-//!  10   +search (unchanged restore of an added tool) … bash search                          b     ·     ·     t
+//!  10   +search (unchanged restore, added tool)     … bash search                           b     ·     ·     t
 //!  11   prompt P1 → P2                                                                      ·     ·     ·     p
 //!  12   -grep* (never offered)                      read write fetch lint bash search       ·g    ·     ·     t
 //!  13   +grep* (its addition activates it)          read write fetch lint bash search grep* ·g    ·     ·     t
@@ -36,7 +36,7 @@
 //!  15   nothing                                                                             ·     ·     ·     ·
 //!  16   -write -grep*                               read fetch search mcp                   a     ·     ·     t
 //!  17   nothing                                                                             ·     ·     ·     ·
-//!  18   +write (unchanged restore of a baseline tool) read fetch search mcp write           s     s     s     t
+//!  18   +write (unchanged restore, baseline tool)   read fetch search mcp write             s     s     s     t
 //!  19   nothing                                                                             ·     ·     ·     ·
 //!  20   +lint                                       read fetch search mcp write lint        ·     d     ·     t
 //!  21   nothing; the model calls fetch                                                      ·     ·     ·     ·
@@ -56,12 +56,13 @@
 //!  35   +notes                                      bash notes                              f     ·     ·     t
 //!  36   nothing                                                                             ·f    ·     ·     ·
 //!  37   -bash                                       notes                                   a f   ·     ·     t
-//!  38   +read (unchanged restore of a baseline tool) notes read                             s     s     s     t
+//!  38   +read (unchanged restore, baseline tool)    notes read                              s     s     s     t
 //!  39   nothing                                                                             ·     ·     ·     ·
 //!  40   +search                                     notes read search                       ·     d     ·     t
 //! ```
 //!
-//! `·` = the whole previous request is cached. Every letter is a loss, for this reason:
+//! `·` = the whole previous request is cached (`·g`, `·f`: cached, see g and f below); a letter
+//! alone is a loss, for this reason:
 //!
 //! - **s** — a request- or declaration-series start (`Request::starts_series`). 18 and 38: a
 //!   baseline tool without `deferLoading` returns while not available (SPEC §3 step 2,
