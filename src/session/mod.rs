@@ -105,10 +105,11 @@ struct Derived {
 }
 
 impl Derived {
-    /// Folds the events appended since the last call. O(new events).
-    fn catch_up(&mut self, state: &LogState) -> &ToolFold {
-        if self.fold.upto() < state.len() {
-            for e in state.events.iter().skip(self.fold.upto()) {
+    /// Folds the events of `state` from where the cache stopped up to `upto`.
+    /// O(new events + log n).
+    fn catch_up(&mut self, state: &LogState, upto: usize) -> &ToolFold {
+        if self.fold.upto() < upto {
+            for e in state.range(self.fold.upto()..upto) {
                 self.fold.apply(e);
             }
             self.snapshot = None;
@@ -117,7 +118,7 @@ impl Derived {
     }
 
     fn tool_history(&mut self, state: &LogState) -> ToolHistory {
-        self.catch_up(state);
+        self.catch_up(state, state.len());
         self.snapshot
             .get_or_insert_with(|| self.fold.snapshot())
             .clone()
@@ -274,7 +275,8 @@ impl Session {
         }
         if let Some(writer) = committed.writer.as_mut() {
             let mut batch = String::new();
-            for (e, line) in state.events.iter().zip(state.lines.iter()).skip(start) {
+            let lines = state.lines.focus().narrow(start..);
+            for (e, line) in state.range(start..state.len()).zip(lines) {
                 match line {
                     Some(l) => batch.push_str(l),
                     None => batch.push_str(&e.to_json()),
@@ -416,8 +418,8 @@ impl Transaction<'_> {
     /// own events on a clone).
     pub fn fold(&self) -> ToolFold {
         let mut d = lock(self.derived);
-        let mut fold = d.catch_up_committed(&self.state, self.start).clone();
-        for e in self.state.events.iter().skip(fold.upto()) {
+        let mut fold = d.catch_up(&self.state, self.start).clone();
+        for e in self.state.range(fold.upto()..self.state.len()) {
             fold.apply(e);
         }
         fold
@@ -432,19 +434,6 @@ impl Transaction<'_> {
             fold,
         };
         view_of(&self.state, &mut d)
-    }
-}
-
-impl Derived {
-    /// Catches the cache up to the committed prefix (`upto` events) of `state` only.
-    fn catch_up_committed(&mut self, state: &LogState, upto: usize) -> &ToolFold {
-        if self.fold.upto() < upto {
-            for e in state.events.iter().take(upto).skip(self.fold.upto()) {
-                self.fold.apply(e);
-            }
-            self.snapshot = None;
-        }
-        &self.fold
     }
 }
 

@@ -194,6 +194,12 @@ impl LogState {
         self.events.len()
     }
 
+    /// The events in `range`, without walking the ones before it (`iter().skip(n)` on an
+    /// `im::Vector` is O(n)). O(log n) to start, O(1) per event.
+    pub fn range(&self, range: std::ops::Range<usize>) -> im::vector::Iter<'_, Event> {
+        self.events.focus().narrow(range).into_iter()
+    }
+
     pub fn next_seq(&self) -> Seq {
         Seq::from(self.events.len())
     }
