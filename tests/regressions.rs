@@ -45,3 +45,36 @@ fn append_json_keeps_the_line_and_its_unknown_fields() {
         .session;
     assert_eq!(reloaded.to_jsonl(), session.to_jsonl());
 }
+
+/// The fold catch-up narrowed an `im` focus to an empty range, which panics: a retry (attempt
+/// 1, so no user message) that changes the tools appends a header first in its batch.
+#[test]
+fn a_retry_whose_batch_starts_with_the_header_records() {
+    use mektpoy::{Config, Recorder, Step, ToolSchema, route_for};
+    let session = Session::new("s");
+    let mut recorder = Recorder::attach(&session);
+    let config = Config::new("deepseek", "deepseek-flash");
+    let route = route_for("deepseek", "deepseek-flash");
+    let a = ToolSchema::new("a", "a", Default::default());
+    let b = ToolSchema::new("b", "b", Default::default());
+    for (attempt, tools) in [(0, vec![a.clone()]), (1, vec![a, b])] {
+        recorder
+            .record(
+                &session,
+                Step {
+                    config: &config,
+                    system_prompt: "",
+                    tools: &tools,
+                    route: &route,
+                    new_series: false,
+                    turn: 1,
+                    step: 1,
+                    attempt,
+                    user_messages: &[Message::user("u1", "hi")],
+                },
+            )
+            .unwrap();
+    }
+    assert_eq!(session.len(), 4, "user, header, header, developer message");
+    assert_eq!(session.tool_history().updates().len(), 1);
+}

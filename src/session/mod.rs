@@ -275,6 +275,7 @@ impl Session {
         }
         if let Some(writer) = committed.writer.as_mut() {
             let mut batch = String::new();
+            // `start < len` here: the batch is not empty.
             let lines = state.lines.focus().narrow(start..);
             for (e, line) in state.range(start..state.len()).zip(lines) {
                 match line {

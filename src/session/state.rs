@@ -196,8 +196,12 @@ impl LogState {
 
     /// The events in `range`, without walking the ones before it (`iter().skip(n)` on an
     /// `im::Vector` is O(n)). O(log n) to start, O(1) per event.
-    pub fn range(&self, range: std::ops::Range<usize>) -> im::vector::Iter<'_, Event> {
-        self.events.focus().narrow(range).into_iter()
+    pub fn range(&self, range: std::ops::Range<usize>) -> impl Iterator<Item = &Event> {
+        // `Focus::narrow` panics on an empty range.
+        (!range.is_empty())
+            .then(|| self.events.focus().narrow(range))
+            .into_iter()
+            .flatten()
     }
 
     pub fn next_seq(&self) -> Seq {
