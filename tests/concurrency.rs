@@ -129,7 +129,7 @@ fn views_are_consistent_while_another_thread_appends() {
                     // Keep every view at a new length and a sample of the others.
                     seen += 1;
                     let new_len = views.last().is_none_or(|l: &SessionView| l.len != v.len);
-                    if views.len() < MAX_VIEWS && (new_len || seen % 16 == 0) {
+                    if views.len() < MAX_VIEWS && (new_len || seen.is_multiple_of(16)) {
                         views.push(v);
                     }
                     // Other readers also warm the caches between views.

@@ -421,7 +421,7 @@ fn log_text(seed: u64, specs: &[(u8, u8, u8, bool)], terminated: bool) -> (Strin
         ("version", J::Num("0".into())),
         ("id", s("sess/é")),
     ];
-    if seed % 3 == 0 {
+    if seed.is_multiple_of(3) {
         fields.push(("app", obj(vec![("v", J::Num("1.50".into()))])));
     }
     render(&obj(fields), &mut g.st, &mut first);

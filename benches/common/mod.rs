@@ -29,7 +29,7 @@ pub fn session_with_churn(model: &str, steps: u64, churn_every: u64) -> (Session
         let tools: Vec<ToolSchema> = pool
             .iter()
             .enumerate()
-            .filter(|(i, _)| *i < 8 || (*i as u64 + step / churn_every) % 3 == 0)
+            .filter(|(i, _)| *i < 8 || (*i as u64 + step / churn_every).is_multiple_of(3))
             .map(|(_, t)| t.clone())
             .collect();
         let user = [Message::user(format!("u{step}"), "next step")];
