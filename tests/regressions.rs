@@ -78,3 +78,61 @@ fn a_retry_whose_batch_starts_with_the_header_records() {
     assert_eq!(session.len(), 4, "user, header, header, developer message");
     assert_eq!(session.tool_history().updates().len(), 1);
 }
+
+/// SPEC §4.1 counts prompt nodes (system messages with source `system-prompt`); any system
+/// message used to count, so a compaction summary written as a system message became the
+/// "effective prompt" and the next record replaced it with the prompt.
+#[test]
+fn a_system_role_compaction_summary_survives_the_next_record() {
+    use mektpoy::{
+        Config, ContentBlock, MessageSource, Recorder, Role, Step, SurfaceNode, route_for,
+    };
+    let session = Session::new("s");
+    let mut recorder = Recorder::attach(&session);
+    let config = Config::new("deepseek", "deepseek-flash");
+    let route = route_for("deepseek", "deepseek-flash");
+    let step = |recorder: &mut Recorder, turn: u64| {
+        recorder
+            .record(
+                &session,
+                Step {
+                    config: &config,
+                    system_prompt: "P",
+                    tools: &[],
+                    route: &route,
+                    new_series: false,
+                    turn,
+                    step: 0,
+                    attempt: 0,
+                    user_messages: &[Message::user(format!("u{turn}"), "hi")],
+                },
+            )
+            .unwrap()
+    };
+    step(&mut recorder, 1);
+    session
+        .append(Event::append(Message::assistant("a1", "ok", "p", "m")))
+        .unwrap();
+    let summary = Message::new(
+        "summary",
+        Role::System,
+        vec![ContentBlock::text("the user said hi")],
+        MessageSource::Other(serde_json::json!({"kind": "compaction"})),
+    );
+    let n = session.surface().len();
+    session.append(Event::replace(summary, 0, n - 1)).unwrap();
+    step(&mut recorder, 2);
+    let ids: Vec<String> = session
+        .surface()
+        .iter()
+        .map(|node| match node {
+            SurfaceNode::Message(m) => m.id().to_owned(),
+            SurfaceNode::Opaque(s) => s.to_string(),
+        })
+        .collect();
+    assert_eq!(ids[0], "summary", "{ids:?}");
+    assert!(
+        ids.contains(&"u2".to_owned()) && ids.len() == 3,
+        "summary, prompt, u2: {ids:?}"
+    );
+}

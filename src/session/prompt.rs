@@ -5,7 +5,7 @@
 //! take prompt updates in history a continuing request series never rewrites its prefix.
 
 use super::SurfaceNode;
-use crate::vocab::Role;
+use crate::vocab::{MessageSource, Role};
 
 /// What §4.1 does to the surface.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,8 +27,11 @@ pub(crate) fn prompt_change(
     let mut first = None;
     let mut latest = None;
     for (i, node) in surface.iter().enumerate() {
+        // A prompt node is a system message written as a prompt; other system-role
+        // messages (a compaction summary, an application's note) are not prompts.
         if let SurfaceNode::Message(m) = node
             && m.role() == Role::System
+            && *m.source() == MessageSource::SystemPrompt
         {
             first.get_or_insert(i);
             latest = Some((i, m));
@@ -195,6 +198,23 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    #[test]
+    fn system_messages_that_are_not_prompts_are_never_replaced() {
+        let summary = Message::new(
+            "sum",
+            Role::System,
+            vec![crate::vocab::ContentBlock::text("summary of turns 1-9")],
+            MessageSource::Other(serde_json::json!({"kind": "compaction"})),
+        );
+        let s: im::Vector<SurfaceNode> = [SurfaceNode::Message(summary)].into_iter().collect();
+        // No prompt node is live: the prompt is appended, the summary stays.
+        assert_eq!(prompt_change(&s, "P", true, true), Some(Append("P".into())));
+        assert_eq!(
+            prompt_change(&s, "P", false, true),
+            Some(Append("P".into()))
+        );
     }
 
     #[test]

@@ -16,8 +16,8 @@ use serde_json::{Map, Value};
 
 use super::canonical::{Canonical, CanonicalObject};
 use super::{
-    Body, Calls, WireError, WireRequest, block_type, checked_tools, latest_system, sorted_options,
-    system_text, unsupported,
+    Body, Calls, WireError, WireRequest, block_type, check_system_without_history, checked_tools,
+    latest_prompt, sorted_options, system_text, unsupported,
 };
 use crate::event::Config;
 use crate::project::ProjectedToolUpdates;
@@ -293,7 +293,7 @@ impl<'a> Conversation<'a> {
             }
             _ if prompts_in_history => (None, messages),
             _ => (
-                latest_system(messages).map(system_text).transpose()?,
+                latest_prompt(messages).map(system_text).transpose()?,
                 messages,
             ),
         };
@@ -305,12 +305,13 @@ impl<'a> Conversation<'a> {
         };
         for message in rest {
             match message.role() {
-                Role::System => {
+                Role::System if prompts_in_history => {
                     let text = system_text(message)?;
-                    if prompts_in_history && !text.is_empty() {
+                    if !text.is_empty() {
                         b.queue.push(Block::Text(Cow::Owned(text)));
                     }
                 }
+                Role::System => check_system_without_history(message)?,
                 Role::Developer => b.developer(message)?,
                 Role::User => {
                     b.calls.require_answered()?;

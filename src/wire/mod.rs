@@ -202,6 +202,16 @@ pub enum WireError {
         /// The tool message.
         message_id: String,
     },
+    /// A system-role message that is not a prompt node (a compaction summary, an
+    /// application's note) on a route that takes no system messages in history: sending only
+    /// the latest prompt would silently drop it.
+    #[error(
+        "message {message_id}: a system message that is not a prompt cannot be sent on a route without prompts in history"
+    )]
+    SystemMessageNotPrompt {
+        /// The system message.
+        message_id: String,
+    },
 }
 
 /// Serializes `projected` for `route`, dispatching on [`Route::api`].
@@ -410,7 +420,26 @@ fn system_text(message: &Message) -> Result<String, WireError> {
     Ok(message.text())
 }
 
-/// The latest system node of `messages`, if any.
-fn latest_system(messages: &[Message]) -> Option<&Message> {
-    messages.iter().rev().find(|m| m.role() == Role::System)
+/// Whether `message` is a prompt node (SPEC §4.1: a system message with source
+/// `system-prompt`).
+fn is_prompt(message: &Message) -> bool {
+    message.role() == Role::System && *message.source() == MessageSource::SystemPrompt
+}
+
+/// The latest prompt node of `messages`, if any.
+fn latest_prompt(messages: &[Message]) -> Option<&Message> {
+    messages.iter().rev().find(|m| is_prompt(m))
+}
+
+/// On routes without prompts in history: checks a system message that is not the top-level
+/// `system` (its text must still be representable, and it must be a prompt node).
+fn check_system_without_history(message: &Message) -> Result<(), WireError> {
+    system_text(message)?;
+    if is_prompt(message) {
+        Ok(())
+    } else {
+        Err(WireError::SystemMessageNotPrompt {
+            message_id: message.id().to_owned(),
+        })
+    }
 }

@@ -8,8 +8,8 @@ use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 
 use super::canonical::CanonicalObject;
 use super::{
-    Body, Calls, WireError, WireRequest, checked_tools, latest_system, sorted_options, system_text,
-    unsupported,
+    Body, Calls, WireError, WireRequest, check_system_without_history, checked_tools,
+    latest_prompt, sorted_options, system_text, unsupported,
 };
 use crate::event::Config;
 use crate::project::ProjectedToolUpdates;
@@ -68,7 +68,7 @@ pub fn serialize_openai_chat(
 
 fn chat_messages(messages: &[Message]) -> Result<Vec<ChatMessage<'_>>, WireError> {
     let mut out = Vec::with_capacity(messages.len() + 1);
-    if let Some(system) = latest_system(messages) {
+    if let Some(system) = latest_prompt(messages) {
         let text = system_text(system)?;
         if !text.is_empty() {
             out.push(ChatMessage::System(text));
@@ -77,9 +77,7 @@ fn chat_messages(messages: &[Message]) -> Result<Vec<ChatMessage<'_>>, WireError
     let mut calls = Calls::default();
     for message in messages {
         match message.role() {
-            Role::System => {
-                system_text(message)?;
-            }
+            Role::System => check_system_without_history(message)?,
             Role::Developer => {
                 return Err(WireError::DeveloperMessage {
                     message_id: message.id().to_owned(),

@@ -1188,3 +1188,39 @@ fn deferred_placeholder_appended_exactly_on_mode_routes_with_an_immediate_tool()
     );
     assert_eq!(tools_of(&with, None), Value::Null);
 }
+
+#[test]
+fn system_messages_that_are_not_prompts() {
+    let summary = Message::new(
+        "sum",
+        Role::System,
+        vec![text("summary of turns 1-9")],
+        MessageSource::Other(json!({"kind": "compaction"})),
+    );
+    let messages = vec![summary, u("u1", "hi"), s("s1", "P")];
+    // Without prompts in history only the latest prompt can be sent: the summary would be
+    // silently dropped, so it is refused, on both APIs.
+    for route in [plain(), chat()] {
+        let err = serialize(&config(), &projected(messages.clone(), None), &route).unwrap_err();
+        assert!(
+            matches!(&err, WireError::SystemMessageNotPrompt { message_id } if message_id == "sum"),
+            "{err:?}"
+        );
+    }
+    // In history, a leading summary is the top-level `system` and the prompt is queued.
+    let body = serialize(&config(), &projected(messages, None), &flash())
+        .unwrap()
+        .body;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["system"], "summary of turns 1-9");
+    assert_eq!(
+        v["messages"][1],
+        json!({"role": "system", "content": [{"type": "text", "text": "P"}]})
+    );
+    // On a plain route the latest prompt node is the `system`.
+    let later = vec![s("s0", "P"), u("u1", "hi"), s("s1", "P2")];
+    let body = serialize(&config(), &projected(later, None), &plain())
+        .unwrap()
+        .body;
+    assert!(body.contains(r#""system":"P2""#), "{body}");
+}
