@@ -53,6 +53,10 @@ pub mod store;
 pub mod vocab;
 pub mod wire;
 
+/// The persistent collections of the public API (`Session::events`, `ToolHistory::tools`, …),
+/// re-exported so callers name the same version.
+pub use im;
+
 pub use error::Error;
 pub use event::{
     Config, DecodeError, Event, HeaderEvent, MessageEvent, OpaqueEvent, Reason, RequestHeader,

@@ -44,7 +44,7 @@ pub struct MeterRow {
 impl MeterRow {
     /// Bytes not served from the cache.
     pub fn new_bytes(&self) -> u64 {
-        self.total_bytes - self.cached_bytes
+        self.total_bytes.saturating_sub(self.cached_bytes)
     }
 }
 

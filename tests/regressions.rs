@@ -136,3 +136,58 @@ fn a_system_role_compaction_summary_survives_the_next_record() {
         "summary, prompt, u2: {ids:?}"
     );
 }
+
+/// A `create` whose session line could not be written used to leave an empty file behind,
+/// which then blocked both `create` (the file exists) and `open` (no session line).
+#[test]
+fn a_failed_create_leaves_no_file() {
+    struct Full;
+    impl mektpoy::JsonlSink for Full {
+        fn append(&mut self, _: &[u8]) -> std::io::Result<()> {
+            Err(std::io::Error::other("disk full"))
+        }
+        fn truncate(&mut self, _: u64) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn sync(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let err = Session::create_with(&path, "s", |_| Box::new(Full)).unwrap_err();
+    assert!(
+        matches!(err, mektpoy::PersistError::Write { .. }),
+        "{err:?}"
+    );
+    assert!(!path.exists());
+    Session::create(&path, "s").expect("the path is free again");
+}
+
+/// Two threads saving one session to one path used to share a temporary file name.
+#[test]
+fn concurrent_saves_to_one_path_each_publish_a_whole_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let session = Session::new("s");
+    for i in 0..200 {
+        session
+            .append(Event::append(Message::user(
+                format!("u{i}"),
+                "x".repeat(100),
+            )))
+            .unwrap();
+    }
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                for _ in 0..10 {
+                    session.save(&path).unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), session.to_jsonl());
+    let leftovers = std::fs::read_dir(dir.path()).unwrap().count();
+    assert_eq!(leftovers, 1, "no temporary file left behind");
+}

@@ -90,6 +90,19 @@ pub struct Session {
     derived: Mutex<Derived>,
 }
 
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let log = read(&self.log);
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("parent", &self.parent)
+            .field("len", &log.state.len())
+            .field("surface_generation", &log.state.generation)
+            .field("writer", &log.writer)
+            .finish_non_exhaustive()
+    }
+}
+
 pub(crate) struct Committed {
     pub state: LogState,
     pub writer: Option<JsonlWriter>,

@@ -27,6 +27,7 @@ pub struct TornTail {
 }
 
 /// A loaded session and what loading noticed without refusing the file.
+#[derive(Debug)]
 pub struct Loaded {
     /// The session.
     pub session: Session,
@@ -331,6 +332,20 @@ impl Session {
     /// # Errors
     /// [`PersistError::Io`] when the file exists or cannot be created.
     pub fn create(path: impl AsRef<Path>, id: impl Into<String>) -> Result<Session, PersistError> {
+        Session::create_with(path, id, |file| Box::new(file))
+    }
+
+    /// [`create`](Self::create) with the file wrapped in a sink of the caller's (tests inject
+    /// failing writers this way). When the session line cannot be written, the new file is
+    /// removed again.
+    ///
+    /// # Errors
+    /// As `create`, plus [`PersistError::Write`] when the session line is not written.
+    pub fn create_with(
+        path: impl AsRef<Path>,
+        id: impl Into<String>,
+        wrap: impl FnOnce(File) -> Box<dyn super::JsonlSink>,
+    ) -> Result<Session, PersistError> {
         let path = path.as_ref();
         let id = id.into();
         let file = OpenOptions::new()
@@ -339,15 +354,19 @@ impl Session {
             .create_new(true)
             .open(path)
             .map_err(io_persist(path))?;
-        let mut writer = JsonlWriter::new(Box::new(file), 0).with_path(own_path(path));
+        let mut writer = JsonlWriter::new(wrap(file), 0).with_path(own_path(path));
         let mut line = render_session_line(&id, None);
         line.push('\n');
-        writer
-            .write_batch(line.as_bytes())
-            .map_err(|source| PersistError::Write {
+        if let Err(source) = writer.write_batch(line.as_bytes()) {
+            // The file was created here and holds nothing: leaving it would make the next
+            // `create` fail and `open` report `NoSessionLine`.
+            drop(writer);
+            let _ = fs::remove_file(path);
+            return Err(PersistError::Write {
                 path: path.to_owned(),
                 source,
-            })?;
+            });
+        }
         Ok(Session::from_parts(
             id,
             None,
@@ -427,9 +446,13 @@ impl Session {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+        // Unique per process and call, and created exclusively: two saves to one path never
+        // share a temporary file.
+        static NEXT_TMP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT_TMP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = path.with_file_name(format!(".{name}.{}.{n}.tmp", std::process::id()));
         let result = (|| {
-            let mut f = File::create(&tmp)?;
+            let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
             f.write_all(render(self).as_bytes())?;
             f.sync_all()?;
             fs::rename(&tmp, path)

@@ -70,6 +70,17 @@ pub struct JsonlWriter {
     path: Option<PathBuf>,
 }
 
+impl std::fmt::Debug for JsonlWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonlWriter")
+            .field("len", &self.len)
+            .field("sync", &self.sync)
+            .field("poisoned", &self.poisoned)
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
 impl JsonlWriter {
     /// A writer over `sink`, which currently holds `len` bytes.
     pub fn new(sink: Box<dyn JsonlSink>, len: u64) -> Self {
