@@ -81,7 +81,10 @@ proptest! {
     ) {
         let mut bytes = LOG.as_bytes().to_vec();
         for (at, byte, kind) in cuts {
-            let at = at.min(bytes.len().saturating_sub(1));
+            if bytes.is_empty() {
+                break;
+            }
+            let at = at.min(bytes.len() - 1);
             match kind {
                 0 => bytes[at] = byte,
                 1 => bytes.truncate(at),
