@@ -176,6 +176,10 @@ impl Recorder {
     }
 
     /// Uses `ids` for the messages the recorder creates instead of `"{session id}:{seq}"`.
+    ///
+    /// `ids` is called while the batch holds the session's write lock (an id is drawn only
+    /// for a message the batch actually writes), so **it must not call into the same
+    /// session**: that would wait on the lock forever. A UUID or a counter is what it is for.
     /// **A refused batch still consumed the ids it drew.**
     #[must_use]
     pub fn with_ids(mut self, ids: impl FnMut() -> String + Send + 'static) -> Self {

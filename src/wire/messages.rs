@@ -220,7 +220,10 @@ impl Serialize for Block<'_> {
             Block::Thinking { text, extra } => {
                 m.serialize_entry("type", "thinking")?;
                 m.serialize_entry("thinking", text)?;
-                for (k, v) in *extra {
+                // Sorted, so the bytes never depend on how the block was built or decoded.
+                let mut fields: Vec<_> = extra.iter().collect();
+                fields.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                for (k, v) in fields {
                     m.serialize_entry(k, &Canonical(v))?;
                 }
             }

@@ -1224,3 +1224,25 @@ fn system_messages_that_are_not_prompts() {
         .body;
     assert!(body.contains(r#""system":"P2""#), "{body}");
 }
+
+#[test]
+fn thinking_extra_fields_are_written_in_sorted_order() {
+    let mut extra = IndexMap::new();
+    extra.insert("zeta".to_owned(), json!(1));
+    extra.insert("alpha".to_owned(), json!({"y": 2, "b": 1}));
+    let reasoning = ContentBlock::Reasoning {
+        text: "t".into(),
+        extra,
+    };
+    let messages = vec![
+        u("u1", "hi"),
+        msg("a1", Role::Assistant, vec![reasoning, text("ok")]),
+    ];
+    let body = serialize(&config(), &projected(messages, None), &flash())
+        .unwrap()
+        .body;
+    assert!(
+        body.contains(r#"{"type":"thinking","thinking":"t","alpha":{"b":1,"y":2},"zeta":1}"#),
+        "{body}"
+    );
+}
