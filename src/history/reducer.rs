@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::{ToolHistory, ToolUpdate};
 use crate::event::{Event, HeaderEvent, MessageEvent, Reason};
-use crate::vocab::{ContentBlock, Role, Seq, ToolSchema};
+use crate::vocab::{ContentBlock, Role, Seq, ToolSchema, by_name};
 
 /// Fold state after some prefix of a log.
 #[derive(Clone, Default)]
@@ -17,6 +17,8 @@ pub(crate) struct ToolFold {
     /// Whether a header has been folded.
     has_header: bool,
     baseline: Arc<[ToolSchema]>,
+    /// Names of the baseline tools without `deferLoading`.
+    baseline_immediate: im::HashSet<String>,
     /// Name → latest definition in the series (baseline plus additions, removed included).
     declared: im::HashMap<String, ToolSchema>,
     /// Declared names in the order they were first declared.
@@ -55,14 +57,9 @@ impl ToolFold {
                 .iter()
                 .any(|t| self.declared.get(t.name()).is_some_and(|d| !d.same_tool(t)))
             || tools.iter().any(|t| {
-                !self.available.contains(t.name())
-                    && self
-                        .baseline
-                        .iter()
-                        .any(|b| b.name() == t.name() && !b.defer_loading())
+                !self.available.contains(t.name()) && self.baseline_immediate.contains(t.name())
             })
-            || (!self.baseline.iter().any(|b| !b.defer_loading())
-                && tools.iter().any(|t| !t.defer_loading()))
+            || (self.baseline_immediate.is_empty() && tools.iter().any(|t| !t.defer_loading()))
     }
 
     fn header(&mut self, seq: Seq, h: &HeaderEvent) {
@@ -70,6 +67,11 @@ impl ToolFold {
         self.header_tools.insert(seq, Arc::clone(tools));
         if self.opens_declaration_series(h) {
             self.baseline = Arc::clone(tools);
+            self.baseline_immediate = tools
+                .iter()
+                .filter(|t| !t.defer_loading())
+                .map(|t| t.name().to_owned())
+                .collect();
             self.declared = tools
                 .iter()
                 .map(|t| (t.name().to_owned(), t.clone()))
@@ -84,12 +86,18 @@ impl ToolFold {
 
     fn developer(&mut self, m: &MessageEvent) {
         let header = m.header_seq.and_then(|s| self.header_tools.get(&s));
+        let mut definitions = None;
         let mut additions = im::Vector::new();
         for block in m.message.content() {
             match block {
                 ContentBlock::ToolAddition { tool_name } => {
-                    if let Some(def) = header.and_then(|h| h.iter().find(|t| t.name() == tool_name))
-                    {
+                    let def = header.and_then(|h| {
+                        definitions
+                            .get_or_insert_with(|| by_name(h))
+                            .get(tool_name.as_str())
+                            .copied()
+                    });
+                    if let Some(def) = def {
                         if self
                             .declared
                             .insert(tool_name.clone(), def.clone())

@@ -280,10 +280,23 @@ impl Session {
             state: committed.state.clone(),
             start: committed.state.len(),
             derived: &self.derived,
+            computed: None,
         };
         let out = f(&mut tx)?;
-        let Transaction { state, start, .. } = tx;
+        let Transaction {
+            state,
+            start,
+            computed,
+            ..
+        } = tx;
+        // What the batch's view computed is the cache of the state about to be committed.
+        let keep = |computed: Option<Derived>| {
+            if let Some(d) = computed {
+                *lock(&self.derived) = d;
+            }
+        };
         if state.len() == start {
+            keep(computed);
             return Ok(out);
         }
         if let Some(writer) = committed.writer.as_mut() {
@@ -305,6 +318,7 @@ impl Session {
                 })?;
         }
         committed.state = state;
+        keep(computed);
         Ok(out)
     }
 
@@ -404,6 +418,8 @@ pub(crate) struct Transaction<'s> {
     state: LogState,
     start: usize,
     derived: &'s Mutex<Derived>,
+    /// The caches `view` computed for the working copy, installed on commit.
+    computed: Option<Derived>,
 }
 
 impl Transaction<'_> {
@@ -439,15 +455,22 @@ impl Transaction<'_> {
         fold
     }
 
-    /// A view of the working copy, as it will be once committed.
-    pub fn view(&self) -> SessionView {
+    /// A view of the working copy, as it will be once committed. Its caches become the
+    /// session's on commit, so the next reader does not redo the work.
+    pub fn view(&mut self) -> SessionView {
         let fold = self.fold();
+        let messages = lock(self.derived)
+            .messages
+            .clone()
+            .filter(|(version, _)| *version == self.state.surface_version);
         let mut d = Derived {
             snapshot: None,
-            messages: None,
+            messages,
             fold,
         };
-        view_of(&self.state, &mut d)
+        let view = view_of(&self.state, &mut d);
+        self.computed = Some(d);
+        view
     }
 }
 

@@ -4,6 +4,7 @@
 //! message — is one batch: computed and validated under the session's write lock on a working
 //! copy, then committed (and written with one write) whole, or not at all.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -132,21 +133,18 @@ fn name_diff(
     previous: &[ToolSchema],
     fold: &ToolFold,
 ) -> Option<Vec<ContentBlock>> {
-    let kept = |n: &str| tools.iter().any(|t| t.name() == n);
+    let kept: HashSet<&str> = tools.iter().map(ToolSchema::name).collect();
     let additions = tools
         .iter()
         .map(ToolSchema::name)
         .filter(|n| !fold.is_available(n));
-    let mut removals: Vec<&str> = previous
+    let mut removed = HashSet::new();
+    let removals: Vec<&str> = previous
         .iter()
         .map(ToolSchema::name)
-        .filter(|n| fold.is_available(n) && !kept(n))
+        .chain(fold.available_in_declared_order())
+        .filter(|n| fold.is_available(n) && !kept.contains(n) && removed.insert(*n))
         .collect();
-    for n in fold.available_in_declared_order() {
-        if !kept(n) && !removals.contains(&n) {
-            removals.push(n);
-        }
-    }
     let content: Vec<ContentBlock> = additions
         .map(ContentBlock::addition)
         .chain(removals.into_iter().map(ContentBlock::removal))

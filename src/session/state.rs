@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::SurfaceNode;
 use crate::event::{DecodeError, Event, HeaderEvent, MessageEvent, SurfaceOp};
 use crate::store::WriteError;
-use crate::vocab::{ContentBlock, Role, Seq};
+use crate::vocab::{ContentBlock, Role, Seq, by_name};
 
 /// Why `append` (or loading) refused an event. The log is unchanged after a refusal.
 #[derive(Debug, thiserror::Error)]
@@ -270,6 +270,7 @@ impl LogState {
                 },
                 None => None,
             };
+            let mut names = None;
             for block in msg.content() {
                 let ContentBlock::ToolAddition { tool_name } = block else {
                     continue;
@@ -282,7 +283,11 @@ impl LogState {
                             tool: tool_name.clone(),
                         });
                     }
-                    Some((h, he)) if !he.header.tools.iter().any(|t| t.name() == tool_name) => {
+                    Some((h, he))
+                        if !names
+                            .get_or_insert_with(|| by_name(&he.header.tools))
+                            .contains_key(tool_name.as_str()) =>
+                    {
                         return Err(AppendError::AdditionNotInHeader {
                             seq,
                             id: id(),

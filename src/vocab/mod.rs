@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 pub use json::json_equivalent;
 pub(crate) use json::map_equivalent;
 pub use message::{ContentBlock, Message, MessageSource, Role};
-pub(crate) use tool::same_tools;
 pub use tool::{DEFERRED_PLACEHOLDER_NAME, ToolError, ToolSchema};
+pub(crate) use tool::{by_name, same_tools};
 
 /// The 0-based index of an event in a session log, inherited events included.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

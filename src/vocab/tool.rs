@@ -174,6 +174,12 @@ impl ToolSchema {
 /// refuse projected tools that carry it, and `validate_tool_call` treats a call of it as unknown.
 pub const DEFERRED_PLACEHOLDER_NAME: &str = "mektpoy_deferred_placeholder";
 
+/// The tools of one list by name: O(tools) once, then O(1) per lookup, where a scan per
+/// lookup would make a message with many additions quadratic.
+pub(crate) fn by_name(tools: &[ToolSchema]) -> std::collections::HashMap<&str, &ToolSchema> {
+    tools.iter().map(|t| (t.name(), t)).collect()
+}
+
 /// Whether two tool lists are the same tools in the same order (SPEC §4 step 5).
 pub(crate) fn same_tools(a: &[ToolSchema], b: &[ToolSchema]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_tool(y))
