@@ -191,3 +191,40 @@ fn concurrent_saves_to_one_path_each_publish_a_whole_file() {
     let leftovers = std::fs::read_dir(dir.path()).unwrap().count();
     assert_eq!(leftovers, 1, "no temporary file left behind");
 }
+
+/// SPEC §1: a `tool/result` carries `{"kind":"tool","callId"}`. One without it used to be
+/// accepted and fail only at the wire, far from its cause.
+#[test]
+fn a_tool_result_without_a_call_id_is_refused_at_append() {
+    use mektpoy::{AppendError, ContentBlock, MessageSource, Role};
+    let session = Session::new("s");
+    let result = Message::new(
+        "t1",
+        Role::Tool,
+        vec![ContentBlock::text("ok")],
+        MessageSource::User,
+    );
+    let err = session.append(Event::append(result)).unwrap_err();
+    assert!(
+        matches!(err, AppendError::ToolResultWithoutCallId { .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().starts_with("event 0:"), "{err}");
+    assert_eq!(session.len(), 0);
+    let line = r#"{"type":"tool/result","data":{"message":{"id":"t1","role":"tool","content":[],"source":{"kind":"user"}}}}"#;
+    let file = format!("{{\"type\":\"session\",\"version\":0,\"id\":\"s\"}}\n{line}\n");
+    let err = Session::load_bytes(file.as_bytes()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            mektpoy::LoadError::Event {
+                line: 2,
+                source: AppendError::ToolResultWithoutCallId { .. }
+            }
+        ),
+        "{err:?}"
+    );
+    session
+        .append(Event::append(Message::tool_result("t1", "c1", "ok")))
+        .unwrap();
+}

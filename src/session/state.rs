@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::SurfaceNode;
 use crate::event::{DecodeError, Event, HeaderEvent, MessageEvent, SurfaceOp};
 use crate::store::WriteError;
-use crate::vocab::{ContentBlock, Role, Seq, by_name};
+use crate::vocab::{ContentBlock, MessageSource, Role, Seq, by_name};
 
 /// Why `append` (or loading) refused an event. The log is unchanged after a refusal.
 #[derive(Debug, thiserror::Error)]
@@ -98,6 +98,15 @@ pub enum AppendError {
         /// The message's role.
         role: Role,
     },
+    /// A `tool/result` whose source is not `{"kind":"tool","callId"}` (SPEC §1): the result
+    /// could never be paired with its call.
+    #[error("event {seq}: tool result {id} has no `{{\"kind\":\"tool\",\"callId\"}}` source")]
+    ToolResultWithoutCallId {
+        /// The event's position.
+        seq: Seq,
+        /// The message id.
+        id: String,
+    },
     /// A `headerSeq` on a message that is not a developer message.
     #[error("event {seq}: {role} message {id} carries a headerSeq")]
     HeaderSeqOutsideDeveloper {
@@ -165,6 +174,7 @@ impl AppendError {
             | AdditionWithoutHeaderSeq { seq, .. }
             | ToolChangeOutsideDeveloper { seq, .. }
             | HeaderSeqOutsideDeveloper { seq, .. }
+            | ToolResultWithoutCallId { seq, .. }
             | ReplaceOutOfRange { seq, .. }
             | OpaqueKnownType { seq, .. }
             | ReservedKey { seq, .. }
@@ -247,6 +257,9 @@ impl LogState {
             return Err(AppendError::MalformedSource { seq, id: id() });
         }
         let role = msg.role();
+        if role == Role::Tool && !matches!(msg.source(), MessageSource::Tool { .. }) {
+            return Err(AppendError::ToolResultWithoutCallId { seq, id: id() });
+        }
         if role != Role::Developer {
             if msg.content().iter().any(ContentBlock::is_tool_change) {
                 return Err(AppendError::ToolChangeOutsideDeveloper {
