@@ -166,6 +166,8 @@ enum TurnRole {
 struct Turn<'a> {
     role: TurnRole,
     content: Vec<Block<'a>>,
+    /// The message that opened the turn, to name in errors.
+    opened_by: &'a str,
 }
 
 impl Serialize for Turn<'_> {
@@ -319,7 +321,7 @@ impl<'a> Conversation<'a> {
                 Role::User => {
                     b.calls.require_answered()?;
                     let content = text_blocks(message)?;
-                    b.push_user(content);
+                    b.push_user(message, content);
                 }
                 Role::Tool => {
                     let tool_use_id = b.calls.answer(message)?;
@@ -328,7 +330,7 @@ impl<'a> Conversation<'a> {
                         content: text_blocks(message)?,
                         is_error: message.is_error() == Some(true),
                     };
-                    b.push_user(vec![block]);
+                    b.push_user(message, vec![block]);
                 }
                 Role::Assistant => b.assistant(message)?,
             }
@@ -337,6 +339,16 @@ impl<'a> Conversation<'a> {
         // At the end the queue goes out only after a user turn; otherwise it waits for the
         // next request (a continuation right after an assistant message is not blocked).
         b.flush();
+        // The API refuses a turn without content (empty text blocks are dropped above),
+        // except a final assistant turn, which the model continues.
+        let last = b.turns.len().saturating_sub(1);
+        if let Some(turn) = b.turns.iter().enumerate().find_map(|(i, t)| {
+            (t.content.is_empty() && !(i == last && t.role == TurnRole::Assistant)).then_some(t)
+        }) {
+            return Err(WireError::EmptyTurn {
+                message_id: turn.opened_by.to_owned(),
+            });
+        }
         Ok(Conversation {
             system,
             turns: b.turns,
@@ -350,13 +362,14 @@ impl<'a> Builder<'a> {
         self.turns.last().map(|t| t.role)
     }
 
-    /// Appends `content` to the current user turn, or opens one.
-    fn push_user(&mut self, content: Vec<Block<'a>>) {
+    /// Appends `content` to the current user turn, or opens one for `message`.
+    fn push_user(&mut self, message: &'a Message, content: Vec<Block<'a>>) {
         match self.turns.last_mut() {
             Some(turn) if turn.role == TurnRole::User => turn.content.extend(content),
             _ => self.turns.push(Turn {
                 role: TurnRole::User,
                 content,
+                opened_by: message.id(),
             }),
         }
     }
@@ -391,6 +404,7 @@ impl<'a> Builder<'a> {
             self.turns.push(Turn {
                 role: TurnRole::Assistant,
                 content: Vec::with_capacity(message.content().len()),
+                opened_by: message.id(),
             });
         }
         let mut content = Vec::with_capacity(message.content().len());
@@ -434,6 +448,7 @@ impl<'a> Builder<'a> {
         self.turns.push(Turn {
             role: TurnRole::System,
             content,
+            opened_by: "",
         });
     }
 }

@@ -202,6 +202,13 @@ pub enum WireError {
         /// The tool message.
         message_id: String,
     },
+    /// A user or assistant turn left without content once empty text blocks are dropped (the
+    /// Messages API refuses empty text and empty turns, except a final assistant turn).
+    #[error("message {message_id}: its turn has no content the API accepts (only empty text)")]
+    EmptyTurn {
+        /// The message that opened the turn.
+        message_id: String,
+    },
     /// A system-role message that is not a prompt node (a compaction summary, an
     /// application's note) on a route that takes no system messages in history: sending only
     /// the latest prompt would silently drop it.

@@ -1246,3 +1246,44 @@ fn thinking_extra_fields_are_written_in_sorted_order() {
         "{body}"
     );
 }
+
+#[test]
+fn turns_left_empty_are_refused_except_a_final_assistant_turn() {
+    let empty_user = msg("u2", Role::User, vec![text("")]);
+    let err = serialize(
+        &config(),
+        &projected(vec![u("u1", "hi"), a("a1", "ok"), empty_user], None),
+        &flash(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, WireError::EmptyTurn { message_id } if message_id == "u2"),
+        "{err:?}"
+    );
+    let empty_assistant = msg("a1", Role::Assistant, vec![text("")]);
+    let err = serialize(
+        &config(),
+        &projected(
+            vec![u("u1", "hi"), empty_assistant.clone(), u("u2", "more")],
+            None,
+        ),
+        &flash(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, WireError::EmptyTurn { message_id } if message_id == "a1"),
+        "{err:?}"
+    );
+    // A final assistant turn may be empty: the model continues it.
+    let body = serialize(
+        &config(),
+        &projected(vec![u("u1", "hi"), empty_assistant], None),
+        &flash(),
+    )
+    .unwrap()
+    .body;
+    assert!(
+        body.ends_with(r#"{"role":"assistant","content":[]}]}"#),
+        "{body}"
+    );
+}
