@@ -7,6 +7,8 @@
 //! compares the concatenation with the previous request's byte by byte. Token figures are
 //! estimates: ⌈bytes / 4⌉.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -23,9 +25,9 @@ pub struct Price {
     /// writing is free.
     pub cache_write_multiplier: f64,
     /// Currency, e.g. `USD`.
-    pub currency: &'static str,
+    pub currency: Cow<'static, str>,
     /// Where the prices were published and when they were read.
-    pub source: &'static str,
+    pub source: Cow<'static, str>,
 }
 
 /// One metered request.
@@ -301,8 +303,8 @@ mod tests {
             input_per_mtok: 4.0,
             cache_read_per_mtok: 0.4,
             cache_write_multiplier: 1.25,
-            currency: "USD",
-            source: "test",
+            currency: "USD".into(),
+            source: "test".into(),
         });
         let body = format!(r#"{{"messages":["{}"]}}"#, "x".repeat(3998)); // 4000 bytes
         m.observe(&body, true).unwrap();

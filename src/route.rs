@@ -4,6 +4,8 @@
 //! Every built-in entry carries the evidence its capabilities rest on, and the decision rule
 //! in `docs/capability-rule.md` says which evidence buys which mode.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
 /// How a route takes tool changes in history (SPEC §5). `None` where a route has no mode.
@@ -45,19 +47,19 @@ pub enum Evidence {
     /// The vendor's documentation, read on a date.
     VendorDoc {
         /// Where.
-        url: &'static str,
+        url: Cow<'static, str>,
         /// When it was read (ISO date).
-        read_on: &'static str,
+        read_on: Cow<'static, str>,
     },
     /// An end-to-end test of this crate against the real endpoint.
     MeasuredE2e {
         /// The test that measures it.
-        test: &'static str,
+        test: Cow<'static, str>,
     },
     /// The original system's default entry, not verified here.
     UpstreamDefault {
         /// Where the default is recorded.
-        reference: &'static str,
+        reference: Cow<'static, str>,
     },
     /// No evidence: the route gets no mode.
     None,
@@ -68,9 +70,9 @@ pub enum Evidence {
 #[non_exhaustive]
 pub struct Route {
     /// Provider id, as in `Config::provider`.
-    pub provider: &'static str,
+    pub provider: Cow<'static, str>,
     /// Exact model id, or `"*"` for the generic entry of a provider.
-    pub model: &'static str,
+    pub model: Cow<'static, str>,
     /// Wire format.
     pub api: WireApi,
     /// Tool-update mode; `None` = changes rewrite the declarations.
@@ -90,10 +92,11 @@ pub struct Route {
 impl Route {
     /// A route with no mode, no prompts in history and no evidence: what an unknown model
     /// gets. The fallback is always correct, only dearer.
+    /// `const`, for built-in tables; [`Route::new`] takes runtime strings.
     pub const fn plain(provider: &'static str, model: &'static str, api: WireApi) -> Self {
         Route {
-            provider,
-            model,
+            provider: Cow::Borrowed(provider),
+            model: Cow::Borrowed(model),
             api,
             tool_update: None,
             system_prompt_in_history: false,
@@ -101,6 +104,32 @@ impl Route {
             deferred_section_bytes: 0,
             deferred_placeholder: false,
             evidence: Evidence::None,
+        }
+    }
+}
+
+impl Route {
+    /// A route with no mode, no prompts in history and no evidence, for a provider and model
+    /// known only at run time (read from a configuration file, say). Set the capability fields
+    /// afterwards, with the evidence they rest on.
+    ///
+    /// ```
+    /// use mektpoy::{Evidence, Route, ToolUpdateMode, WireApi};
+    /// let model = String::from("my-model");
+    /// let mut route = Route::new("acme", model, WireApi::Messages);
+    /// route.tool_update = Some(ToolUpdateMode::AdditionOnly);
+    /// route.evidence = Evidence::MeasuredE2e { test: "acme_live::addition".into() };
+    /// assert_eq!(route.model, "my-model");
+    /// ```
+    pub fn new(
+        provider: impl Into<Cow<'static, str>>,
+        model: impl Into<Cow<'static, str>>,
+        api: WireApi,
+    ) -> Self {
+        Route {
+            provider: provider.into(),
+            model: model.into(),
+            ..Route::plain("", "", api)
         }
     }
 }
@@ -134,8 +163,8 @@ pub const OPENAI_COMPATIBLE: &str = "openai-compatible";
 /// One Anthropic model of the vendor's list: in-history tool changes and prompts.
 const fn anthropic(model: &'static str) -> Route {
     Route {
-        provider: "anthropic",
-        model,
+        provider: Cow::Borrowed("anthropic"),
+        model: Cow::Borrowed(model),
         api: WireApi::Messages,
         tool_update: Some(ToolUpdateMode::InHistory),
         system_prompt_in_history: true,
@@ -143,8 +172,8 @@ const fn anthropic(model: &'static str) -> Route {
         deferred_section_bytes: ANTHROPIC_DEFERRED_SECTION_BYTES,
         deferred_placeholder: true,
         evidence: Evidence::VendorDoc {
-            url: ANTHROPIC_TOOL_CHANGES_DOC,
-            read_on: ANTHROPIC_TOOL_CHANGES_READ_ON,
+            url: Cow::Borrowed(ANTHROPIC_TOOL_CHANGES_DOC),
+            read_on: Cow::Borrowed(ANTHROPIC_TOOL_CHANGES_READ_ON),
         },
     }
 }
@@ -155,8 +184,8 @@ static CATALOG: &[Route] = &[
     // reportedly says its tool_addition path breaks sessions on the official endpoint. Both
     // are reported, neither is verified here.
     Route {
-        provider: "deepseek",
-        model: "deepseek-flash",
+        provider: Cow::Borrowed("deepseek"),
+        model: Cow::Borrowed("deepseek-flash"),
         api: WireApi::Messages,
         tool_update: Some(ToolUpdateMode::AdditionOnly),
         system_prompt_in_history: true,
@@ -164,8 +193,10 @@ static CATALOG: &[Route] = &[
         deferred_section_bytes: 0,
         deferred_placeholder: false,
         evidence: Evidence::UpstreamDefault {
-            reference: "deepseek-harness 0.1.7-rc.2, commit bc8c0dbf40 (PR #4844): default \
+            reference: Cow::Borrowed(
+                "deepseek-harness 0.1.7-rc.2, commit bc8c0dbf40 (PR #4844): default \
                         deepseek-flash catalog entry, addition-only (reported, not verified here)",
+            ),
         },
     },
     Route::plain("deepseek", "deepseek-v4-pro", WireApi::Messages),
@@ -306,7 +337,7 @@ mod tests {
         let mut seen = HashSet::new();
         for r in catalog() {
             assert!(
-                seen.insert((r.provider, r.model)),
+                seen.insert((&*r.provider, &*r.model)),
                 "{}/{} twice",
                 r.provider,
                 r.model
@@ -314,7 +345,7 @@ mod tests {
         }
         for r in catalog() {
             assert!(
-                seen.contains(&(r.provider, ANY_MODEL)),
+                seen.contains(&(&*r.provider, ANY_MODEL)),
                 "{} has no generic entry",
                 r.provider
             );
@@ -352,7 +383,7 @@ mod tests {
         let listed: Vec<&str> = catalog()
             .iter()
             .filter(|r| r.provider == "anthropic" && r.model != ANY_MODEL)
-            .map(|r| r.model)
+            .map(|r| &*r.model)
             .collect();
         assert_eq!(
             listed,
@@ -376,8 +407,8 @@ mod tests {
             assert_eq!(
                 r.evidence,
                 Evidence::VendorDoc {
-                    url: ANTHROPIC_TOOL_CHANGES_DOC,
-                    read_on: ANTHROPIC_TOOL_CHANGES_READ_ON
+                    url: ANTHROPIC_TOOL_CHANGES_DOC.into(),
+                    read_on: ANTHROPIC_TOOL_CHANGES_READ_ON.into()
                 }
             );
         }
@@ -431,7 +462,7 @@ mod tests {
                 "{provider}/{model}"
             );
             assert_eq!(
-                (r.provider, r.model, r.api),
+                (&*r.provider, &*r.model, r.api),
                 (expect_provider, ANY_MODEL, api)
             );
             assert_eq!(r.evidence, Evidence::None);
@@ -454,7 +485,7 @@ mod tests {
             assert_eq!(rows.len(), catalog().len(), "one table row per entry");
             for (row, r) in rows.iter().zip(catalog()) {
                 let cell = |i: usize| row[i + 1].trim_matches('`');
-                assert_eq!((cell(0), cell(1)), (r.provider, r.model));
+                assert_eq!((cell(0), cell(1)), (&*r.provider, &*r.model));
                 let mode = r.tool_update.map_or(none, ToolUpdateMode::as_str);
                 assert_eq!(cell(3), mode, "{}/{}", r.provider, r.model);
                 assert!(cell(6).starts_with(&r.deferred_section_bytes.to_string()));

@@ -14,8 +14,8 @@ use crate::route::{Evidence, ToolUpdateMode};
 /// `deepseek-flash` as SPEC §6 describes it: addition-only, prompts in history, no beta_always.
 fn flash() -> Route {
     Route {
-        provider: "deepseek",
-        model: "deepseek-flash",
+        provider: "deepseek".into(),
+        model: "deepseek-flash".into(),
         api: WireApi::Messages,
         tool_update: Some(ToolUpdateMode::AdditionOnly),
         system_prompt_in_history: true,
@@ -29,8 +29,8 @@ fn flash() -> Route {
 /// An Anthropic-style entry: in-history, prompts in history, beta on every request.
 fn anthropic() -> Route {
     Route {
-        provider: "anthropic",
-        model: "claude-test",
+        provider: "anthropic".into(),
+        model: "claude-test".into(),
         api: WireApi::Messages,
         tool_update: Some(ToolUpdateMode::InHistory),
         system_prompt_in_history: true,

@@ -58,7 +58,8 @@ impl Agent {
     pub fn new(key: &str, route: Route) -> Self {
         let session = Session::new(key);
         let recorder = Recorder::attach(&session);
-        let config = Config::new(route.provider, route.model).with("max_tokens", json!(1024));
+        let config = Config::new(route.provider.clone(), route.model.clone())
+            .with("max_tokens", json!(1024));
         let meter = Meter::new(&route);
         Agent {
             session,
