@@ -1,6 +1,7 @@
 //! Input from a log file or a caller never panics: arbitrary bytes, mutated valid logs and
-//! arbitrary JSON go through loading, `append_json` and the JSON entry points, and come back
-//! as values or typed errors.
+//! arbitrary JSON go through loading, `append_json` and the JSON entry points, and arbitrary
+//! message sequences through projection and every serializer; each comes back as a value or a
+//! typed error.
 
 use mektpoy::{Event, Session, ToolHistory};
 use proptest::prelude::*;
@@ -108,5 +109,115 @@ proptest! {
             Err(_) => prop_assert_eq!(session.len(), before),
         }
         let _ = serde_json::from_value::<ToolHistory>(v);
+    }
+}
+
+fn block() -> impl Strategy<Value = mektpoy::ContentBlock> {
+    use mektpoy::ContentBlock;
+    prop_oneof![
+        prop_oneof![Just(""), Just("hi"), Just("x y")].prop_map(ContentBlock::text),
+        prop_oneof![Just("a"), Just("b")].prop_map(ContentBlock::addition),
+        prop_oneof![Just("a"), Just("b")].prop_map(ContentBlock::removal),
+        (
+            prop_oneof![Just("c1"), Just("c2")],
+            prop_oneof![Just("{}"), Just("[1]"), Just("{"), Just("{\"p\":1}")]
+        )
+            .prop_map(|(id, args)| ContentBlock::ToolCall {
+                id: id.into(),
+                name: "a".into(),
+                arguments: args.into()
+            }),
+        Just(ContentBlock::Other(serde_json::json!({"type": "image"}))),
+        Just(ContentBlock::Reasoning {
+            text: "r".into(),
+            extra: Default::default()
+        }),
+    ]
+}
+
+/// A message of role `role` (two kinds of system message), id `m{i}`.
+fn message(
+    i: usize,
+    role: u8,
+    content: Vec<mektpoy::ContentBlock>,
+    call: &str,
+) -> mektpoy::Message {
+    use mektpoy::{Message, MessageSource, Role};
+    let id = format!("m{i}");
+    match role {
+        0 => Message::new(id, Role::User, content, MessageSource::User),
+        1 => Message::new(
+            id,
+            Role::Assistant,
+            content,
+            MessageSource::Model {
+                provider: "p".into(),
+                model: "m".into(),
+            },
+        ),
+        2 => Message::new(
+            id,
+            Role::Tool,
+            content,
+            MessageSource::Tool {
+                call_id: call.into(),
+            },
+        ),
+        3 => Message::new(id, Role::Developer, content, MessageSource::ToolRegistry),
+        4 => Message::new(id, Role::System, content, MessageSource::SystemPrompt),
+        _ => Message::new(
+            id,
+            Role::System,
+            content,
+            MessageSource::Other(serde_json::json!({"kind": "note"})),
+        ),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Whatever a caller projects, every serializer answers with a body or a typed error.
+    #[test]
+    fn serializers_never_panic(
+        specs in proptest::collection::vec(
+            (0u8..6, proptest::collection::vec(block(), 0..3), prop_oneof![Just("c1"), Just("c2")]),
+            0..8,
+        ),
+    ) {
+        let messages: Vec<mektpoy::Message> = specs
+            .into_iter()
+            .enumerate()
+            .map(|(i, (role, content, call))| message(i, role, content, call))
+            .collect();
+        let tools = [
+            mektpoy::ToolSchema::new("a", "a", Default::default()),
+            mektpoy::ToolSchema::new("b", "b", Default::default()).with_defer_loading(true),
+        ];
+        let config = mektpoy::Config::new("p", "m").with("max_tokens", 16.into());
+        for (provider, model) in [
+            ("deepseek", "deepseek-flash"),
+            ("deepseek", "deepseek-v4-pro"),
+            ("anthropic", "claude-opus-5"),
+            ("acme", "x"),
+        ] {
+            let route = mektpoy::route_for(provider, model);
+            let history = mektpoy::ToolHistory::new(
+                [tools[0].clone()],
+                [mektpoy::ToolUpdate::new("m1", [tools[1].clone()]), mektpoy::ToolUpdate::new("m3", [])],
+            );
+            for tools in [None, Some(&tools[..])] {
+                let raw = mektpoy::ProjectedToolUpdates {
+                    messages: std::borrow::Cow::Borrowed(&messages),
+                    tools: tools.map(std::borrow::Cow::Borrowed),
+                };
+                let _ = mektpoy::serialize(&config, &raw, &route);
+                for history in [None, Some(&history)] {
+                    let projected =
+                        mektpoy::project_tool_updates(&messages, tools, route.tool_update, history);
+                    let _ = mektpoy::serialize(&config, &projected, &route);
+                }
+            }
+        }
     }
 }
