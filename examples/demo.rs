@@ -4,8 +4,7 @@
 //! Run: `cargo run --release --example demo`
 
 use mektpoy::{
-    Config, Error, Event, Message, Meter, Recorder, Session, Step, ToolSchema,
-    project_tool_updates, route_for, serialize,
+    Config, Error, Event, Message, Meter, Recorder, Session, Step, ToolSchema, route_for,
 };
 
 /// A paragraph-sized answer, so the history outweighs the tool list as in real sessions.
@@ -88,13 +87,8 @@ fn main() -> Result<(), Error> {
                     user_messages: &user,
                 },
             )?;
-            let projected = project_tool_updates(
-                &request.messages,
-                Some(&request.tools),
-                route.tool_update,
-                Some(&request.tool_history),
-            );
-            let wire = serialize(&request.config, &projected, &route)?;
+            // Project for the route and serialize: what the loop would send.
+            let wire = request.to_wire(&route)?;
             meter.observe(&wire.body, request.starts_series)?;
             let reply = Message::assistant(format!("a{step}"), ANSWER, provider, model);
             session.append(Event::append(reply))?;

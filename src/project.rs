@@ -132,6 +132,32 @@ pub fn project_tool_updates<'a>(
     project_tool_updates_traced(messages, tools, mode, history).0
 }
 
+impl crate::session::Request {
+    /// This request as `route` may receive it: [`project_tool_updates`] with the request's
+    /// messages, tools and snapshot and the route's mode. Borrows from the request.
+    ///
+    /// ```
+    /// use mektpoy::{Config, Message, Recorder, Session, Step, route_for};
+    /// let session = Session::new("s");
+    /// let route = route_for("deepseek", "deepseek-v4-pro");
+    /// let request = Recorder::attach(&session).record(&session, Step {
+    ///     config: &Config::new("deepseek", "deepseek-v4-pro"), system_prompt: "", tools: &[],
+    ///     route: &route, new_series: false, turn: 0, step: 0, attempt: 0,
+    ///     user_messages: &[Message::user("u1", "hi")],
+    /// })?;
+    /// assert_eq!(request.project(&route).messages.len(), 1);
+    /// # Ok::<(), mektpoy::RecordError>(())
+    /// ```
+    pub fn project(&self, route: &crate::route::Route) -> ProjectedToolUpdates<'_> {
+        project_tool_updates(
+            &self.messages,
+            Some(&self.tools),
+            route.tool_update,
+            Some(&self.tool_history),
+        )
+    }
+}
+
 /// [`project_tool_updates`], also saying which rule produced the result.
 ///
 /// For tests and diagnostics (a meter can show why a request fell back); the projection is

@@ -253,6 +253,33 @@ pub fn serialize(
     }
 }
 
+impl crate::session::Request {
+    /// The wire request for `route`: this request [projected](Self::project) for the route,
+    /// then [`serialize`]d with the configuration it was logged with.
+    ///
+    /// # Errors
+    /// As [`serialize`].
+    ///
+    /// ```
+    /// use mektpoy::{Config, Message, Recorder, Session, Step, route_for, serialize};
+    /// let session = Session::new("s");
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
+    /// let request = Recorder::attach(&session).record(&session, Step {
+    ///     config: &config, system_prompt: "Be brief.", tools: &[], route: &route,
+    ///     new_series: false, turn: 0, step: 0, attempt: 0,
+    ///     user_messages: &[Message::user("u1", "hi")],
+    /// })?;
+    /// let wire = request.to_wire(&route)?;
+    /// assert_eq!(wire, serialize(&request.config, &request.project(&route), &route)?);
+    /// assert!(wire.body.starts_with(r#"{"model":"deepseek-flash","max_tokens":64,"system":"Be brief.""#));
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
+    pub fn to_wire(&self, route: &Route) -> Result<WireRequest, WireError> {
+        serialize(&self.config, &self.project(route), route)
+    }
+}
+
 /// Body keys the serializers write themselves; a config option with one of these names would
 /// produce a duplicate key.
 const RESERVED_CONFIG_KEYS: [&str; 5] = ["model", "provider", "system", "tools", "messages"];
