@@ -107,6 +107,21 @@ impl Loop {
     }
 }
 
+/// One bare step: no prompt, no user message, attempt 0.
+fn bare_step<'a>(config: &'a Config, route: &'a Route, tools: &'a [ToolSchema]) -> Step<'a> {
+    Step {
+        config,
+        system_prompt: "",
+        tools,
+        route,
+        new_series: false,
+        turn: 1,
+        step: 1,
+        attempt: 0,
+        user_messages: &[],
+    }
+}
+
 /// `H(reason[,ss])[names]`, `D([+B,-A],hS)`, `S(append|replace i,"text")`, `U`, `A`.
 fn describe(e: &Event) -> String {
     match e {
@@ -541,17 +556,7 @@ fn a_refused_last_event_commits_nothing() {
     let mut recorder = Recorder::attach(&session).with_ids(move || ids.next().unwrap_or_default());
     let tools_a = [tool("A")];
     let tools_ab = [tool("A"), tool("B")];
-    let mk = |tools| Step {
-        config: &config,
-        system_prompt: "",
-        tools,
-        route: &route,
-        new_series: false,
-        turn: 1,
-        step: 1,
-        attempt: 0,
-        user_messages: &[],
-    };
+    let mk = |tools| bare_step(&config, &route, tools);
     recorder.record(&session, mk(&tools_a)).unwrap();
     let before = session.to_jsonl();
     let (len, generation) = (session.len(), session.surface_generation());
@@ -582,20 +587,7 @@ fn record_with_another_session_is_a_typed_error() {
     let other = Session::new("s");
     let err = l
         .recorder
-        .record(
-            &other,
-            Step {
-                config: &l.config,
-                system_prompt: "",
-                tools: &[],
-                route: &l.route,
-                new_series: false,
-                turn: 1,
-                step: 1,
-                attempt: 0,
-                user_messages: &[],
-            },
-        )
+        .record(&other, bare_step(&l.config, &l.route, &[]))
         .unwrap_err();
     assert!(
         matches!(err, RecordError::WrongSession { .. }),
@@ -609,22 +601,10 @@ fn record_with_another_session_is_a_typed_error() {
 #[test]
 fn the_reserved_placeholder_name_cannot_be_registered() {
     let mut l = Loop::addition_only();
+    let tools = [tool(mektpoy::DEFERRED_PLACEHOLDER_NAME)];
     let err = l
         .recorder
-        .record(
-            &l.session,
-            Step {
-                config: &l.config,
-                system_prompt: "",
-                tools: &[tool(mektpoy::DEFERRED_PLACEHOLDER_NAME)],
-                route: &l.route,
-                new_series: false,
-                turn: 1,
-                step: 1,
-                attempt: 0,
-                user_messages: &[],
-            },
-        )
+        .record(&l.session, bare_step(&l.config, &l.route, &tools))
         .unwrap_err();
     assert!(matches!(err, RecordError::ReservedToolName(_)));
     assert_eq!(l.session.len(), 0);
