@@ -38,7 +38,7 @@ fn project(c: &mut Criterion) {
     let projected = project_tool_updates(
         &request.messages,
         Some(&request.tools),
-        route.tool_update,
+        route.tool_update(),
         Some(&request.tool_history),
     );
     c.bench_function("serialize_messages/addition-only", |b| {

@@ -94,7 +94,7 @@ fn main() -> Result<(), Error> {
             session.append(Event::append(reply))?;
         }
         let r = meter.report();
-        let mode = route.tool_update.map_or("no mode", |m| m.as_str());
+        let mode = route.tool_update().map_or("no mode", |m| m.as_str());
         println!(
             "{:<34} {:>8} {:>8} {:>6.1}% {:>8.1}% {:>14}",
             format!("{model} ({mode})"),

@@ -4,6 +4,7 @@
 use crate::event::DecodeError;
 use crate::meter::MeterError;
 use crate::project::UnknownTool;
+use crate::route::RouteError;
 use crate::session::{AppendError, ForkError, RecordError};
 use crate::store::{LoadError, PersistError, WriteError};
 use crate::vocab::ToolError;
@@ -43,6 +44,9 @@ pub enum Error {
     /// A projected request cannot be represented on the wire.
     #[error(transparent)]
     Wire(#[from] WireError),
+    /// A route's capabilities are not valid together.
+    #[error(transparent)]
+    Route(#[from] RouteError),
     /// A body could not be metered.
     #[error(transparent)]
     Meter(#[from] MeterError),

@@ -19,8 +19,9 @@
 //! let session = Session::new("s1");
 //! let mut recorder = Recorder::attach(&session);
 //! let config = Config::new("deepseek", "deepseek-flash");
-//! let mut route = Route::plain("deepseek", "deepseek-flash", WireApi::Messages);
-//! route.tool_update = Some(ToolUpdateMode::AdditionOnly);
+//! let route = Route::builder("deepseek", "deepseek-flash", WireApi::Messages)
+//!     .tool_update(Some(ToolUpdateMode::AdditionOnly))
+//!     .build()?;
 //! let read = ToolSchema::new("read", "Read a file", Default::default());
 //! let search = ToolSchema::new("search", "Search", Default::default());
 //!
@@ -36,7 +37,7 @@
 //! let history = session.tool_history();
 //! assert_eq!(history.tools().len(), 1); // the series' baseline: `read`
 //! assert_eq!(history.updates()[0].additions()[0].name(), "search");
-//! # Ok::<(), mektpoy::RecordError>(())
+//! # Ok::<(), mektpoy::Error>(())
 //! ```
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -53,10 +54,6 @@ pub mod store;
 pub mod vocab;
 pub mod wire;
 
-/// The persistent collections of the public API (`Session::events`, `ToolHistory::tools`, …),
-/// re-exported so callers name the same version.
-pub use im;
-
 pub use error::Error;
 pub use event::{
     Config, DecodeError, Event, HeaderEvent, MessageEvent, OpaqueEvent, Reason, RequestHeader,
@@ -67,17 +64,21 @@ pub use meter::{Meter, MeterError, MeterReport, MeterRow, Price};
 pub use notice::{Locale, Notice, is_tool_notice, notice};
 pub use project::{
     ProjectedToolUpdates, ProjectionPath, UnknownTool, project_tool_updates,
-    project_tool_updates_traced, validate_tool_call,
+    project_tool_updates_inline, project_tool_updates_inline_traced, project_tool_updates_traced,
+    validate_tool_call,
 };
-pub use route::{Evidence, Route, ToolUpdateMode, WireApi, catalog, route_for};
+pub use route::{
+    Capability, Claim, Evidence, Route, RouteBuilder, RouteError, ToolUpdateMode, WireApi, catalog,
+    route_for,
+};
 pub use session::{
-    AppendError, ForkError, ParentRef, RecordError, Recorder, Request, Session, SessionView, Step,
-    SurfaceNode,
+    AppendError, ForkError, ParentRef, RecordError, Recorder, Request, SeriesStart, Session,
+    SessionView, Step, SurfaceNode,
 };
 pub use store::{JsonlSink, JsonlWriter, LoadError, Loaded, PersistError, TornTail, WriteError};
 pub use vocab::{
-    ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, MessageSource, Role, Seq, ToolError,
-    ToolSchema, json_equivalent,
+    ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message, MessageSource, Role,
+    Seq, ToolError, ToolSchema, json_equivalent,
 };
 pub use wire::{WireError, WireRequest, serialize, serialize_messages, serialize_openai_chat};
 

@@ -123,10 +123,10 @@ struct ToolFlags {
 
 impl Meter {
     /// A meter for `route`, whose deferred-tools section counts
-    /// `route.deferred_section_bytes`.
+    /// `route.deferred_section_bytes()`.
     pub fn new(route: &Route) -> Self {
         Meter {
-            deferred_section_bytes: route.deferred_section_bytes,
+            deferred_section_bytes: route.deferred_section_bytes(),
             price: None,
             previous: None,
             rows: Vec::new(),
@@ -245,8 +245,10 @@ mod tests {
     use crate::route::WireApi;
 
     fn meter(section: u32) -> Meter {
-        let mut r = Route::plain("p", "m", WireApi::Messages);
-        r.deferred_section_bytes = section;
+        let r = Route::builder("p", "m", WireApi::Messages)
+            .deferred_section_bytes(section)
+            .build()
+            .unwrap();
         Meter::new(&r)
     }
 

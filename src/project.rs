@@ -14,9 +14,11 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
 use crate::event::RequestHeader;
-use crate::history::ToolHistory;
+use crate::history::{ToolHistory, ToolUpdate};
 use crate::route::ToolUpdateMode;
-use crate::vocab::{ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, Role, ToolSchema};
+use crate::vocab::{
+    ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, Message, Role, ToolSchema,
+};
 
 /// A projected request: the messages and tool declarations one route receives.
 ///
@@ -60,10 +62,8 @@ pub enum ProjectionPath {
     /// Rule 4: every declaration would be deferred, and providers need one immediately
     /// available tool.
     AllDeferred,
-    /// Rule 5 sent the request to the rule 3 fallback: an addition names a declared tool that
-    /// is not deferred and not offered (only a foreign log produces it).
-    ForeignAddition,
-    /// Rules 4–5: declarations from the snapshot, developer messages of the series kept.
+    /// Rules 4–5 (or, on an inline-definition route, §5.1): declarations from the snapshot,
+    /// developer messages of the series kept.
     Main,
 }
 
@@ -86,9 +86,12 @@ impl ProjectionPath {
 ///   fallback is taken (as rule 2).
 /// - Rule 5 keeps the developer messages of the snapshot's updates and walks their blocks
 ///   from the snapshot's non-deferred tools (`offered`): an addition stays iff declared and
-///   not offered; on `InHistory` a removal stays iff offered; on `AdditionOnly` removals
-///   are dropped. A message left without blocks is dropped. An addition of a declared
-///   non-deferred tool that is not offered sends the request to the rule 3 fallback.
+///   not offered, deferred or not (a `tool_addition` also re-offers a removed tool); on
+///   `InHistory` a removal stays iff offered; on `AdditionOnly` removals are dropped; a
+///   redefinition is dropped (the by-reference fold opened a declaration series for it). A
+///   message left without blocks is dropped.
+///
+/// Routes with inline definitions use [`project_tool_updates_inline`] instead.
 ///
 /// "As given" is the input unchanged, except that when every given tool is deferred,
 /// `defer_loading` is cleared on all of them. `tools: None` stays `None` on every fallback;
@@ -149,12 +152,20 @@ impl crate::session::Request {
     /// # Ok::<(), mektpoy::RecordError>(())
     /// ```
     pub fn project(&self, route: &crate::route::Route) -> ProjectedToolUpdates<'_> {
-        project_tool_updates(
-            &self.messages,
-            Some(&self.tools),
-            route.tool_update,
-            Some(&self.tool_history),
-        )
+        // The snapshot is the one of the route the request was recorded for; a route that
+        // reads the other fold gets rule 2 (no history), which is always correct.
+        let inline = route.inline_definitions() && route.tool_update().is_some();
+        let history = (inline == self.by_value).then_some(&self.tool_history);
+        if inline {
+            project_tool_updates_inline(&self.messages, Some(&self.tools), history)
+        } else {
+            project_tool_updates(
+                &self.messages,
+                Some(&self.tools),
+                route.tool_update(),
+                history,
+            )
+        }
     }
 }
 
@@ -181,16 +192,7 @@ pub fn project_tool_updates_traced<'a>(
         return (fallback(messages, tools), ProjectionPath::NoHistory);
     };
     // Rule 3: every update must be a developer message of this request.
-    let developer_ids: HashSet<&str> = messages
-        .iter()
-        .filter(|m| m.role() == Role::Developer)
-        .map(Message::id)
-        .collect();
-    if history
-        .updates()
-        .iter()
-        .any(|u| !developer_ids.contains(u.message_id()))
-    {
+    if missing_update(messages, history) {
         return (fallback(messages, tools), ProjectionPath::MissingUpdate);
     }
 
@@ -200,9 +202,9 @@ pub fn project_tool_updates_traced<'a>(
     };
 
     // Rule 5: developer messages.
-    let Some(messages) = walk(messages, history, &declarations, mode) else {
-        return (fallback(messages, tools), ProjectionPath::ForeignAddition);
-    };
+    let messages = keep_series_messages(messages, history, |message, offered| {
+        walk_blocks(message, &declarations, mode, offered)
+    });
 
     let tools = match tools {
         Some(given) if same_schemas(&declarations.tools, given) => Cow::Borrowed(given),
@@ -215,6 +217,209 @@ pub fn project_tool_updates_traced<'a>(
         },
         ProjectionPath::Main,
     )
+}
+
+/// Projects a request for a route with inline definitions (SPEC §5.1); `history` is the
+/// **by-value** snapshot ([`Session::tool_history_by_value`](crate::Session::tool_history_by_value)).
+///
+/// Rules 2–3 fall back as in [`project_tool_updates`]. On the main path the declarations are
+/// the snapshot's tools, unchanged (never an appended deferred declaration, never the
+/// all-deferred fallback: the inline beta accepts declarations that are all deferred, or
+/// none), so within a request series `tools` never changes. The developer messages of the
+/// snapshot's updates are walked from the offered definitions (the snapshot's non-deferred
+/// tools):
+/// - an addition of `N` resolved to `D` is dropped when `N` is offered as `D`; kept **by
+///   reference** when `N` is a snapshot tool defined as `D` and not offered (an activation or
+///   a re-offer); otherwise kept **by value** carrying `D` ([`ContentBlock::InlineAddition`],
+///   `deferLoading` cleared). `N` is then offered as `D`;
+/// - a redefinition of an offered `N` to `D` is dropped when `N` is offered as `D`, else kept
+///   as a by-value addition of `D`; a redefinition of a name not offered is dropped (its next
+///   addition carries the definition in force then);
+/// - a removal stays iff `N` is offered; other blocks stay; a message left without blocks is
+///   dropped.
+///
+/// **Cost:** as [`project_tool_updates`].
+///
+/// ```
+/// use mektpoy::{project_tool_updates_inline, ContentBlock, Message, ToolHistory, ToolSchema,
+///               ToolUpdate};
+///
+/// let a = ToolSchema::new("a", "tool a", serde_json::Map::new());
+/// let b = ToolSchema::new("b", "tool b", serde_json::Map::new());
+/// let messages = [
+///     Message::user("u1", "hello"),
+///     Message::developer("d1", vec![ContentBlock::addition("b")]),
+/// ];
+/// let history = ToolHistory::new([a.clone()], [ToolUpdate::new("d1", [b.clone()])]);
+/// let tools = [a, b];
+///
+/// let out = project_tool_updates_inline(&messages, Some(&tools), Some(&history));
+/// assert_eq!(out.tools.unwrap().len(), 1, "the declarations stay the snapshot's");
+/// let ContentBlock::InlineAddition(added) = &out.messages[1].content()[0] else { panic!() };
+/// assert_eq!(added.definition().name(), "b");
+/// ```
+pub fn project_tool_updates_inline<'a>(
+    messages: &'a [Message],
+    tools: Option<&'a [ToolSchema]>,
+    history: Option<&ToolHistory>,
+) -> ProjectedToolUpdates<'a> {
+    project_tool_updates_inline_traced(messages, tools, history).0
+}
+
+/// [`project_tool_updates_inline`], also saying which rule produced the result.
+pub fn project_tool_updates_inline_traced<'a>(
+    messages: &'a [Message],
+    tools: Option<&'a [ToolSchema]>,
+    history: Option<&ToolHistory>,
+) -> (ProjectedToolUpdates<'a>, ProjectionPath) {
+    let Some(history) = history else {
+        return (fallback(messages, tools), ProjectionPath::NoHistory);
+    };
+    if missing_update(messages, history) {
+        return (fallback(messages, tools), ProjectionPath::MissingUpdate);
+    }
+    let resolved = Resolved::of(history);
+    let snapshot: HashMap<&str, &ToolSchema> =
+        history.tools().iter().map(|t| (t.name(), t)).collect();
+    let messages = keep_series_messages(messages, history, |message, offered| {
+        walk_inline(message, &resolved, &snapshot, offered)
+    });
+    let declarations: Vec<ToolSchema> = history.tools().to_vec();
+    let tools = match tools {
+        Some(given) if same_schemas(&declarations, given) => Cow::Borrowed(given),
+        _ => Cow::Owned(declarations),
+    };
+    (
+        ProjectedToolUpdates {
+            messages,
+            tools: Some(tools),
+        },
+        ProjectionPath::Main,
+    )
+}
+
+/// Rule 3: some update names a message id that is not a developer message of `messages`.
+fn missing_update(messages: &[Message], history: &ToolHistory) -> bool {
+    let developer_ids: HashSet<&str> = messages
+        .iter()
+        .filter(|m| m.role() == Role::Developer)
+        .map(Message::id)
+        .collect();
+    history
+        .updates()
+        .iter()
+        .any(|u| !developer_ids.contains(u.message_id()))
+}
+
+/// The updates of a snapshot by message id, to resolve each block to its definition.
+struct Resolved<'h> {
+    by_message: HashMap<&'h str, &'h ToolUpdate>,
+}
+
+impl<'h> Resolved<'h> {
+    fn of(history: &'h ToolHistory) -> Self {
+        Resolved {
+            by_message: history
+                .updates()
+                .iter()
+                .map(|u| (u.message_id(), u))
+                .collect(),
+        }
+    }
+
+    /// A cursor over the definitions of `message_id`'s additions and redefinitions.
+    fn cursor(&self, message_id: &str) -> Cursor {
+        let update = self.by_message.get(message_id).copied();
+        let defs = |f: fn(&ToolUpdate) -> &crate::vocab::List<ToolSchema>| {
+            update.map(|u| f(u).to_vec()).unwrap_or_default()
+        };
+        Cursor {
+            additions: defs(ToolUpdate::additions).into_iter().map(Some).collect(),
+            redefinitions: defs(ToolUpdate::redefinitions)
+                .into_iter()
+                .map(Some)
+                .collect(),
+        }
+    }
+}
+
+/// Hands out, for each block naming `N`, the next unused definition of `N` of its kind (the
+/// fold lists them in block order).
+struct Cursor {
+    additions: Vec<Option<ToolSchema>>,
+    redefinitions: Vec<Option<ToolSchema>>,
+}
+
+impl Cursor {
+    fn next(&mut self, name: &str, redefinition: bool) -> Option<ToolSchema> {
+        let defs = if redefinition {
+            &mut self.redefinitions
+        } else {
+            &mut self.additions
+        };
+        defs.iter_mut()
+            .find(|d| d.as_ref().is_some_and(|d| d.name() == name))
+            .and_then(Option::take)
+    }
+}
+
+/// Walks one developer message of the series on an inline-definition route (§5.1).
+fn walk_inline(
+    message: &Message,
+    resolved: &Resolved<'_>,
+    snapshot: &HashMap<&str, &ToolSchema>,
+    offered: &mut OfferedDefinitions,
+) -> Kept {
+    let mut cursor = resolved.cursor(message.id());
+    let mut keep = Vec::with_capacity(message.content().len());
+    let mut changed = false;
+    for block in message.content() {
+        let kept = match block {
+            ContentBlock::ToolAddition { tool_name } => {
+                match cursor.next(tool_name, false) {
+                    // A hand-made snapshot without the definition: nothing valid to send.
+                    None => None,
+                    Some(def) => {
+                        let offered_as = offered.get(tool_name.as_str());
+                        if offered_as.is_some_and(|o| o.same_tool(&def)) {
+                            None
+                        } else if offered_as.is_none()
+                            && snapshot
+                                .get(tool_name.as_str())
+                                .is_some_and(|s| s.same_tool(&def))
+                        {
+                            offered.insert(tool_name.clone(), def);
+                            Some(block.clone())
+                        } else {
+                            changed = true;
+                            let by_value = InlineAddition::new(&def);
+                            offered.insert(tool_name.clone(), def);
+                            Some(ContentBlock::InlineAddition(by_value))
+                        }
+                    }
+                }
+            }
+            ContentBlock::ToolRedefinition { tool_name } => {
+                let def = cursor.next(tool_name, true);
+                match (offered.get(tool_name.as_str()), def) {
+                    (Some(o), Some(def)) if !o.same_tool(&def) => {
+                        changed = true;
+                        let by_value = InlineAddition::new(&def);
+                        offered.insert(tool_name.clone(), def);
+                        Some(ContentBlock::InlineAddition(by_value))
+                    }
+                    _ => None,
+                }
+            }
+            ContentBlock::ToolRemoval { tool_name } => offered
+                .remove(tool_name.as_str())
+                .is_some()
+                .then(|| block.clone()),
+            _ => Some(block.clone()),
+        };
+        keep.push(kept);
+    }
+    Kept::of(message, keep, changed)
 }
 
 /// The declarations of rule 4 and, by name, whether each is deferred.
@@ -276,21 +481,16 @@ fn declarations<'h>(
     Some(out)
 }
 
-/// Rule 5: keeps the series' developer messages and the blocks that change what is offered.
-/// `None` sends the request to the rule 3 fallback.
-fn walk<'a>(
+/// Rule 5 (and §5.1): keeps the series' developer messages, each rewritten by `walk` from
+/// the offered tools (the snapshot's non-deferred tools to start with), and drops every other
+/// developer message. Borrowed while every message is kept unchanged.
+fn keep_series_messages<'a: 'x, 'h: 'x, 'x, O: Offered<'x>>(
     messages: &'a [Message],
-    history: &ToolHistory,
-    declarations: &Declarations<'_>,
-    mode: ToolUpdateMode,
-) -> Option<Cow<'a, [Message]>> {
+    history: &'h ToolHistory,
+    mut walk: impl FnMut(&'a Message, &mut O) -> Kept,
+) -> Cow<'a, [Message]> {
     let updates: HashSet<&str> = history.updates().iter().map(|u| u.message_id()).collect();
-    let mut offered: HashSet<&str> = history
-        .tools()
-        .iter()
-        .filter(|t| !t.defer_loading())
-        .map(ToolSchema::name)
-        .collect();
+    let mut offered = O::from_snapshot(history);
     // Built lazily: `None` while every message so far is kept unchanged.
     let mut out: Option<Vec<Message>> = None;
     for (i, message) in messages.iter().enumerate() {
@@ -300,7 +500,7 @@ fn walk<'a>(
             // A developer message of another series (or of no series).
             Kept::Dropped
         } else {
-            walk_blocks(message, declarations, mode, &mut offered)?
+            walk(message, &mut offered)
         };
         match kept {
             Kept::Same => {
@@ -320,10 +520,40 @@ fn walk<'a>(
             }
         }
     }
-    Some(match out {
+    match out {
         Some(v) => Cow::Owned(v),
         None => Cow::Borrowed(messages),
-    })
+    }
+}
+
+/// What the walk of rule 5 tracks as offered: names by reference, definitions by value.
+trait Offered<'h> {
+    fn from_snapshot(history: &'h ToolHistory) -> Self;
+}
+
+impl<'h> Offered<'h> for HashSet<&'h str> {
+    fn from_snapshot(history: &'h ToolHistory) -> Self {
+        history
+            .tools()
+            .iter()
+            .filter(|t| !t.defer_loading())
+            .map(ToolSchema::name)
+            .collect()
+    }
+}
+
+/// By value, the definition each offered name is offered as (O(1)-clone handles).
+type OfferedDefinitions = HashMap<String, ToolSchema>;
+
+impl Offered<'_> for OfferedDefinitions {
+    fn from_snapshot(history: &ToolHistory) -> Self {
+        history
+            .tools()
+            .iter()
+            .filter(|t| !t.defer_loading())
+            .map(|t| (t.name().to_owned(), t.clone()))
+            .collect()
+    }
 }
 
 enum Kept {
@@ -332,53 +562,48 @@ enum Kept {
     Dropped,
 }
 
-/// Walks one developer message of the series. `None`: a foreign addition (rule 3 fallback).
+impl Kept {
+    /// The outcome for `message` given the blocks it keeps (`None` = dropped, `Some(b)` =
+    /// kept as `b`), in order.
+    fn of(message: &Message, blocks: Vec<Option<ContentBlock>>, changed: bool) -> Kept {
+        let kept = blocks.iter().filter(|b| b.is_some()).count();
+        if kept == 0 {
+            Kept::Dropped
+        } else if kept == blocks.len() && !changed {
+            Kept::Same
+        } else {
+            Kept::Changed(message.with_content(blocks.into_iter().flatten().collect()))
+        }
+    }
+}
+
+/// Walks one developer message of the series (rule 5).
 fn walk_blocks<'m>(
     message: &'m Message,
     declarations: &Declarations<'_>,
     mode: ToolUpdateMode,
     offered: &mut HashSet<&'m str>,
-) -> Option<Kept> {
+) -> Kept {
     let blocks = message.content();
-    // Indexes of dropped blocks are rare; a bitmap would cost a pass for nothing.
     let mut keep = Vec::with_capacity(blocks.len());
     for block in blocks {
         let stays = match block {
+            // Declared and not offered, deferred or not: a `tool_addition` also re-offers a
+            // removed non-deferred tool.
             ContentBlock::ToolAddition { tool_name } => {
-                match declarations.deferred.get(tool_name.as_str()) {
-                    None => false,
-                    Some(_) if offered.contains(tool_name.as_str()) => false,
-                    // A non-deferred declaration that is not offered cannot be re-added by
-                    // reference: providers refuse it.
-                    Some(false) => return None,
-                    Some(true) => {
-                        offered.insert(tool_name);
-                        true
-                    }
-                }
+                declarations.deferred.contains_key(tool_name.as_str()) && offered.insert(tool_name)
             }
             ContentBlock::ToolRemoval { tool_name } => match mode {
                 ToolUpdateMode::InHistory => offered.remove(tool_name.as_str()),
                 ToolUpdateMode::AdditionOnly => false,
             },
+            // The by-reference fold opened a declaration series for it already.
+            ContentBlock::ToolRedefinition { .. } => false,
             _ => true,
         };
-        keep.push(stays);
+        keep.push(stays.then(|| block.clone()));
     }
-    let kept = keep.iter().filter(|k| **k).count();
-    Some(if kept == 0 {
-        Kept::Dropped
-    } else if kept == blocks.len() {
-        Kept::Same
-    } else {
-        let content = blocks
-            .iter()
-            .zip(&keep)
-            .filter(|(_, k)| **k)
-            .map(|(b, _)| b.clone())
-            .collect();
-        Kept::Changed(message.with_content(content))
-    })
+    Kept::of(message, keep, false)
 }
 
 /// Rules 2–3 and the all-deferred fallback: developer messages dropped, tools as given.
@@ -894,14 +1119,24 @@ mod tests {
                 path: AllDeferred,
             },
             Case {
-                name: "P21 re-adding a non-deferred declaration: rule 3 fallback",
+                name: "P21 +A re-offers the non-deferred A (v4)",
                 messages: "u1 d1(-A) u2 d2(+A) u3",
                 tools: Some("A B"),
                 mode: Some(InHistory),
                 history: Some(("A B", &[("d1", ""), ("d2", "A")])),
+                out_messages: "same",
+                out_tools: "A B",
+                path: Main,
+            },
+            Case {
+                name: "P21a on addition-only -A and +A are dropped (A was never withdrawn there)",
+                messages: "u1 d1(-A) u2 d2(+A) u3",
+                tools: Some("A B"),
+                mode: Some(AdditionOnly),
+                history: Some(("A B", &[("d1", ""), ("d2", "A")])),
                 out_messages: "u1 u2 u3",
-                out_tools: "same",
-                path: ForeignAddition,
+                out_tools: "A B",
+                path: Main,
             },
             Case {
                 name: "P22 every given tool deferred: cleared",

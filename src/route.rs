@@ -66,6 +66,10 @@ pub enum Evidence {
 }
 
 /// One provider endpoint and model, with its capabilities and their evidence.
+///
+/// The identity (`provider`, `model`, `api`) is plain data; the capabilities are read through
+/// methods and set only through [`RouteBuilder`], which refuses combinations no provider
+/// accepts (SPEC §6), so an impossible route cannot be built.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Route {
@@ -75,18 +79,95 @@ pub struct Route {
     pub model: Cow<'static, str>,
     /// Wire format.
     pub api: WireApi,
-    /// Tool-update mode; `None` = changes rewrite the declarations.
-    pub tool_update: Option<ToolUpdateMode>,
-    /// Whether prompt updates may be appended to history as system nodes (SPEC §4.1).
-    pub system_prompt_in_history: bool,
-    /// Whether the tool-change beta header goes on every request.
-    pub beta_always: bool,
-    /// Bytes the provider's deferred-tools section adds to the cached prefix (SPEC §9).
-    pub deferred_section_bytes: u32,
-    /// Whether the serializer appends the reserved deferred placeholder (SPEC §7).
-    pub deferred_placeholder: bool,
-    /// What the capabilities rest on.
+    caps: Capabilities,
+    evidence: Evidence,
+    /// Evidence for the v4 capabilities, one entry per claim.
+    claims: Cow<'static, [Claim]>,
+}
+
+/// The capability flags, valid together (checked by [`RouteBuilder::build`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Capabilities {
+    tool_update: Option<ToolUpdateMode>,
+    system_prompt_in_history: bool,
+    beta_always: bool,
+    deferred_section_bytes: u32,
+    deferred_placeholder: bool,
+    inline_definitions: bool,
+    binds_thinking: bool,
+    auto_cache: bool,
+    forced_tool_choice: bool,
+    assistant_prefill: bool,
+}
+
+impl Capabilities {
+    /// What an unknown model gets: nothing claimed, and what every wire accepts.
+    const PLAIN: Capabilities = Capabilities {
+        tool_update: None,
+        system_prompt_in_history: false,
+        beta_always: false,
+        deferred_section_bytes: 0,
+        deferred_placeholder: false,
+        inline_definitions: false,
+        binds_thinking: false,
+        auto_cache: false,
+        forced_tool_choice: true,
+        assistant_prefill: true,
+    };
+
+    const fn check(&self) -> Result<(), RouteError> {
+        if self.inline_definitions && !matches!(self.tool_update, Some(ToolUpdateMode::InHistory)) {
+            return Err(RouteError::InlineWithoutInHistory);
+        }
+        if self.deferred_placeholder && self.tool_update.is_none() {
+            return Err(RouteError::PlaceholderWithoutMode);
+        }
+        if self.beta_always && self.tool_update.is_none() {
+            return Err(RouteError::BetaWithoutMode);
+        }
+        Ok(())
+    }
+}
+
+/// A route capability that rests on its own vendor evidence (SPEC §6, v4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Capability {
+    /// [`Route::inline_definitions`].
+    InlineDefinitions,
+    /// [`Route::binds_thinking`].
+    BindsThinking,
+    /// [`Route::auto_cache`].
+    AutoCache,
+    /// [`Route::forced_tool_choice`] (the claim is usually that it is refused).
+    ForcedToolChoice,
+    /// [`Route::assistant_prefill`] (the claim is usually that it is refused).
+    AssistantPrefill,
+}
+
+/// One capability and the evidence it rests on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    /// The capability.
+    pub capability: Capability,
+    /// What it rests on.
     pub evidence: Evidence,
+}
+
+/// A capability combination no provider accepts (SPEC §6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RouteError {
+    /// Inline definitions ride on in-history tool changes; without `InHistory` there is no
+    /// block to carry them.
+    #[error("inline definitions need the in-history tool-update mode")]
+    InlineWithoutInHistory,
+    /// The deferred placeholder exists only to keep a mode route's deferred section stable.
+    #[error("the deferred placeholder needs a tool-update mode")]
+    PlaceholderWithoutMode,
+    /// The tool-change beta header means nothing on a route that never sends a tool change.
+    #[error("the tool-change beta on every request needs a tool-update mode")]
+    BetaWithoutMode,
 }
 
 impl Route {
@@ -98,29 +179,15 @@ impl Route {
             provider: Cow::Borrowed(provider),
             model: Cow::Borrowed(model),
             api,
-            tool_update: None,
-            system_prompt_in_history: false,
-            beta_always: false,
-            deferred_section_bytes: 0,
-            deferred_placeholder: false,
+            caps: Capabilities::PLAIN,
             evidence: Evidence::None,
+            claims: Cow::Borrowed(&[]),
         }
     }
-}
 
-impl Route {
     /// A route with no mode, no prompts in history and no evidence, for a provider and model
-    /// known only at run time (read from a configuration file, say). Set the capability fields
-    /// afterwards, with the evidence they rest on.
-    ///
-    /// ```
-    /// use mektpoy::{Evidence, Route, ToolUpdateMode, WireApi};
-    /// let model = String::from("my-model");
-    /// let mut route = Route::new("acme", model, WireApi::Messages);
-    /// route.tool_update = Some(ToolUpdateMode::AdditionOnly);
-    /// route.evidence = Evidence::MeasuredE2e { test: "acme_live::addition".into() };
-    /// assert_eq!(route.model, "my-model");
-    /// ```
+    /// known only at run time (read from a configuration file, say). Claim capabilities with
+    /// [`Route::builder`], with the evidence they rest on.
     pub fn new(
         provider: impl Into<Cow<'static, str>>,
         model: impl Into<Cow<'static, str>>,
@@ -132,6 +199,183 @@ impl Route {
             ..Route::plain("", "", api)
         }
     }
+
+    /// A builder for a route with capabilities; [`RouteBuilder::build`] refuses an impossible
+    /// combination.
+    ///
+    /// ```
+    /// use mektpoy::{Evidence, Route, ToolUpdateMode, WireApi};
+    /// let model = String::from("my-model");
+    /// let route = Route::builder("acme", model, WireApi::Messages)
+    ///     .tool_update(Some(ToolUpdateMode::AdditionOnly))
+    ///     .evidence(Evidence::MeasuredE2e { test: "acme_live::addition".into() })
+    ///     .build()?;
+    /// assert_eq!(route.model, "my-model");
+    /// assert_eq!(route.tool_update(), Some(ToolUpdateMode::AdditionOnly));
+    ///
+    /// // Inline definitions without the in-history mode: refused.
+    /// assert!(Route::builder("acme", "m", WireApi::Messages).inline_definitions(true).build().is_err());
+    /// # Ok::<(), mektpoy::RouteError>(())
+    /// ```
+    pub fn builder(
+        provider: impl Into<Cow<'static, str>>,
+        model: impl Into<Cow<'static, str>>,
+        api: WireApi,
+    ) -> RouteBuilder {
+        Route::new(provider, model, api).into_builder()
+    }
+
+    /// A builder starting from this route's capabilities (to vary a catalog entry).
+    pub fn into_builder(self) -> RouteBuilder {
+        RouteBuilder(self)
+    }
+
+    /// Tool-update mode; `None` = changes rewrite the declarations.
+    pub fn tool_update(&self) -> Option<ToolUpdateMode> {
+        self.caps.tool_update
+    }
+
+    /// Whether prompt updates may be appended to history as system nodes (SPEC §4.1).
+    pub fn system_prompt_in_history(&self) -> bool {
+        self.caps.system_prompt_in_history
+    }
+
+    /// Whether the tool-change beta header goes on every request.
+    pub fn beta_always(&self) -> bool {
+        self.caps.beta_always
+    }
+
+    /// Bytes the provider's deferred-tools section adds to the cached prefix (SPEC §9).
+    pub fn deferred_section_bytes(&self) -> u32 {
+        self.caps.deferred_section_bytes
+    }
+
+    /// Whether the serializer appends the reserved deferred placeholder (SPEC §7).
+    pub fn deferred_placeholder(&self) -> bool {
+        self.caps.deferred_placeholder
+    }
+
+    /// Whether additions and redefinitions may carry their definition by value
+    /// (`inline-tools-2026-09-15`): the projection of SPEC §5.1, the by-value snapshot.
+    pub fn inline_definitions(&self) -> bool {
+        self.caps.inline_definitions
+    }
+
+    /// Whether the provider checks signed thinking blocks against the conversation before
+    /// them, so that a rewrite before one is refused unless the thinking policy acts.
+    pub fn binds_thinking(&self) -> bool {
+        self.caps.binds_thinking
+    }
+
+    /// Whether the provider caches only when asked: the serializer adds automatic
+    /// `cache_control` (SPEC §7).
+    pub fn auto_cache(&self) -> bool {
+        self.caps.auto_cache
+    }
+
+    /// Whether a forced `tool_choice` (`any` / `tool`) is accepted.
+    pub fn forced_tool_choice(&self) -> bool {
+        self.caps.forced_tool_choice
+    }
+
+    /// Whether a request may end with an assistant turn (prefill).
+    pub fn assistant_prefill(&self) -> bool {
+        self.caps.assistant_prefill
+    }
+
+    /// What the tool-update mode and prompts in history rest on.
+    pub fn evidence(&self) -> &Evidence {
+        &self.evidence
+    }
+
+    /// The evidence of each v4 capability this route claims.
+    pub fn claims(&self) -> &[Claim] {
+        &self.claims
+    }
+
+    /// The evidence `capability` rests on, if the route claims it.
+    pub fn claim(&self, capability: Capability) -> Option<&Evidence> {
+        self.claims
+            .iter()
+            .find(|c| c.capability == capability)
+            .map(|c| &c.evidence)
+    }
+}
+
+/// Builds a [`Route`] whose capabilities are valid together.
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct RouteBuilder(Route);
+
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty,)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(mut self, value: $ty) -> Self {
+                self.0.caps.$name = value;
+                self
+            }
+        )*
+    };
+}
+
+impl RouteBuilder {
+    setters! {
+        /// See [`Route::tool_update`].
+        tool_update: Option<ToolUpdateMode>,
+        /// See [`Route::system_prompt_in_history`].
+        system_prompt_in_history: bool,
+        /// See [`Route::beta_always`].
+        beta_always: bool,
+        /// See [`Route::deferred_section_bytes`].
+        deferred_section_bytes: u32,
+        /// See [`Route::deferred_placeholder`].
+        deferred_placeholder: bool,
+        /// See [`Route::inline_definitions`].
+        inline_definitions: bool,
+        /// See [`Route::binds_thinking`].
+        binds_thinking: bool,
+        /// See [`Route::auto_cache`].
+        auto_cache: bool,
+        /// See [`Route::forced_tool_choice`].
+        forced_tool_choice: bool,
+        /// See [`Route::assistant_prefill`].
+        assistant_prefill: bool,
+    }
+
+    /// What the mode and prompts in history rest on.
+    pub fn evidence(mut self, evidence: Evidence) -> Self {
+        self.0.evidence = evidence;
+        self
+    }
+
+    /// Adds (or replaces) the evidence of one capability.
+    pub fn claim(mut self, capability: Capability, evidence: Evidence) -> Self {
+        let claims = self.0.claims.to_mut();
+        claims.retain(|c| c.capability != capability);
+        claims.push(Claim {
+            capability,
+            evidence,
+        });
+        self
+    }
+
+    /// The route.
+    ///
+    /// # Errors
+    /// A [`RouteError`] for a combination no provider accepts: inline definitions without
+    /// `InHistory`, a placeholder or `beta_always` without a mode.
+    pub fn build(self) -> Result<Route, RouteError> {
+        self.0.caps.check()?;
+        Ok(self.0)
+    }
+
+    /// The route without the combination check: for tests that show what the serializer does
+    /// with a route no one can build.
+    #[cfg(test)]
+    pub(crate) fn build_unchecked(self) -> Route {
+        self.0
+    }
 }
 
 /// Where the Anthropic entries' capabilities are documented: the vendor's page on
@@ -141,7 +385,7 @@ pub const ANTHROPIC_TOOL_CHANGES_DOC: &str =
     "https://platform.claude.com/docs/en/build-with-claude/mid-conversation-system-messages";
 
 /// The date the Anthropic model list was read (see `docs/capability-rule.md`).
-pub const ANTHROPIC_TOOL_CHANGES_READ_ON: &str = "2026-11-29";
+pub const ANTHROPIC_TOOL_CHANGES_READ_ON: &str = "2026-12-01";
 
 /// An **estimate**, not a documented figure: bytes the deferred-tools part of an Anthropic
 /// request adds to the cached prefix, for the meter (SPEC §9).
@@ -160,21 +404,135 @@ pub const ANY_MODEL: &str = "*";
 /// The provider id of the generic OpenAI-compatible chat route, which unknown providers get.
 pub const OPENAI_COMPATIBLE: &str = "openai-compatible";
 
-/// One Anthropic model of the vendor's list: in-history tool changes and prompts.
-const fn anthropic(model: &'static str) -> Route {
+/// The vendor's page on prompt caching: caching is opt-in (`cache_control`), automatic
+/// caching with a top-level `cache_control`.
+pub const ANTHROPIC_PROMPT_CACHING_DOC: &str =
+    "https://platform.claude.com/docs/en/build-with-claude/prompt-caching";
+
+/// The vendor's release notes; the entry of 2026-09-22 introduces the `inline-tools-2026-09-15`
+/// beta (tool definitions by value inside a `tool_addition`, "in beta on the Claude API"), on
+/// the models of the mid-conversation tool-changes page.
+pub const ANTHROPIC_INLINE_TOOLS_DOC: &str =
+    "https://platform.claude.com/docs/en/release-notes/overview";
+
+/// The vendor's page on prefix checks of signed thinking blocks, which lists the models that
+/// run the check.
+pub const ANTHROPIC_THINKING_PREFIX_DOC: &str =
+    "https://platform.claude.com/docs/en/build-with-claude/preserved-thinking/prefix-checks";
+
+/// The vendor's migration guide: "Prefilling assistant messages returns a 400 error" (from the
+/// Claude 4.6 models on; every model of the catalog is newer).
+pub const ANTHROPIC_PREFILL_DOC: &str =
+    "https://platform.claude.com/docs/en/about-claude/models/migration-guide";
+
+/// Fable 5.1 / Mythos 5.1: forced `tool_choice` returns a 400.
+pub const ANTHROPIC_FABLE_5_1_DOC: &str =
+    "https://platform.claude.com/docs/en/models/fable-5-1/whats-new-fable-5-1";
+
+/// Sonnet 5.5: "Forced tool use returns an error."
+pub const ANTHROPIC_SONNET_5_5_DOC: &str =
+    "https://platform.claude.com/docs/en/models/sonnet-5-5/whats-new-sonnet-5-5";
+
+/// Fable 5.2 / Mythos 5.2: the changes from 5.1 (none lifts the forced tool choice refusal).
+pub const ANTHROPIC_FABLE_5_2_DOC: &str =
+    "https://platform.claude.com/docs/en/models/fable-5-2/whats-new-fable-5-2";
+
+/// The date the v4 capability pages were read (see `docs/capability-rule.md`).
+pub const ANTHROPIC_V4_READ_ON: &str = "2026-12-01";
+
+const fn vendor(url: &'static str, read_on: &'static str) -> Evidence {
+    Evidence::VendorDoc {
+        url: Cow::Borrowed(url),
+        read_on: Cow::Borrowed(read_on),
+    }
+}
+
+const fn claim(capability: Capability, url: &'static str) -> Claim {
+    Claim {
+        capability,
+        evidence: vendor(url, ANTHROPIC_V4_READ_ON),
+    }
+}
+
+/// What every Anthropic route rests on, whatever the model (caching is opt-in, a request may
+/// not end with an assistant turn), then the model's own claims.
+macro_rules! claims {
+    ($($capability:ident => $url:expr),* $(,)?) => {{
+        const CLAIMS: &[Claim] = &[
+            claim(Capability::AutoCache, ANTHROPIC_PROMPT_CACHING_DOC),
+            claim(Capability::AssistantPrefill, ANTHROPIC_PREFILL_DOC),
+            $(claim(Capability::$capability, $url),)*
+        ];
+        CLAIMS
+    }};
+}
+
+/// What one Anthropic model's pages say about it.
+struct AnthropicModel {
+    /// On the mid-conversation tool-changes list: in-history mode and prompts, and (Claude
+    /// API) inline definitions.
+    tool_changes: bool,
+    binds: bool,
+    forced_tool_choice: bool,
+    claims: &'static [Claim],
+}
+
+/// One Anthropic model: automatic caching and no prefill everywhere; in-history tool changes
+/// and prompts when the vendor lists the model for them, with inline definitions (these are
+/// Claude API routes); thinking binding and forced tool choice as its own pages say.
+const fn anthropic(model: &'static str, m: AnthropicModel) -> Route {
     Route {
         provider: Cow::Borrowed("anthropic"),
         model: Cow::Borrowed(model),
         api: WireApi::Messages,
-        tool_update: Some(ToolUpdateMode::InHistory),
-        system_prompt_in_history: true,
-        beta_always: true,
-        deferred_section_bytes: ANTHROPIC_DEFERRED_SECTION_BYTES,
-        deferred_placeholder: true,
-        evidence: Evidence::VendorDoc {
-            url: Cow::Borrowed(ANTHROPIC_TOOL_CHANGES_DOC),
-            read_on: Cow::Borrowed(ANTHROPIC_TOOL_CHANGES_READ_ON),
+        caps: Capabilities {
+            tool_update: if m.tool_changes {
+                Some(ToolUpdateMode::InHistory)
+            } else {
+                None
+            },
+            system_prompt_in_history: m.tool_changes,
+            beta_always: m.tool_changes,
+            deferred_section_bytes: if m.tool_changes {
+                ANTHROPIC_DEFERRED_SECTION_BYTES
+            } else {
+                0
+            },
+            // The inline beta accepts declarations that are all deferred, or none: no
+            // placeholder is needed there (SPEC §7).
+            deferred_placeholder: false,
+            inline_definitions: m.tool_changes,
+            binds_thinking: m.binds,
+            auto_cache: true,
+            forced_tool_choice: m.forced_tool_choice,
+            assistant_prefill: false,
         },
+        evidence: if m.tool_changes {
+            vendor(ANTHROPIC_TOOL_CHANGES_DOC, ANTHROPIC_TOOL_CHANGES_READ_ON)
+        } else {
+            Evidence::None
+        },
+        claims: Cow::Borrowed(m.claims),
+    }
+}
+
+/// On the tool-changes list; no thinking binding or forced tool choice refusal documented.
+const fn listed(claims: &'static [Claim]) -> AnthropicModel {
+    AnthropicModel {
+        tool_changes: true,
+        binds: false,
+        forced_tool_choice: true,
+        claims,
+    }
+}
+
+/// On the tool-changes list, on the prefix-check list, forced tool choice refused.
+const fn newest(claims: &'static [Claim]) -> AnthropicModel {
+    AnthropicModel {
+        tool_changes: true,
+        binds: true,
+        forced_tool_choice: false,
+        claims,
     }
 }
 
@@ -182,35 +540,121 @@ static CATALOG: &[Route] = &[
     // The original system's default entry (deepseek-harness 0.1.7-rc.2). Its real-endpoint
     // test reportedly asserts an addition followed by a cache read; a later discussion
     // reportedly says its tool_addition path breaks sessions on the official endpoint. Both
-    // are reported, neither is verified here.
+    // are reported, neither is verified here. DeepSeek caches by itself (no `cache_control`).
     Route {
         provider: Cow::Borrowed("deepseek"),
         model: Cow::Borrowed("deepseek-flash"),
         api: WireApi::Messages,
-        tool_update: Some(ToolUpdateMode::AdditionOnly),
-        system_prompt_in_history: true,
-        beta_always: false,
-        deferred_section_bytes: 0,
-        deferred_placeholder: false,
+        caps: Capabilities {
+            tool_update: Some(ToolUpdateMode::AdditionOnly),
+            system_prompt_in_history: true,
+            ..Capabilities::PLAIN
+        },
         evidence: Evidence::UpstreamDefault {
             reference: Cow::Borrowed(
                 "deepseek-harness 0.1.7-rc.2, commit bc8c0dbf40 (PR #4844): default \
                         deepseek-flash catalog entry, addition-only (reported, not verified here)",
             ),
         },
+        claims: Cow::Borrowed(&[]),
     },
     Route::plain("deepseek", "deepseek-v4-pro", WireApi::Messages),
     // The models the vendor lists for mid-conversation tool changes, by exact API id.
-    anthropic("claude-fable-5-1"),
-    anthropic("claude-mythos-5-1"),
-    anthropic("claude-fable-5"),
-    anthropic("claude-mythos-5"),
-    anthropic("claude-opus-5-5"),
-    anthropic("claude-opus-4-8"),
-    anthropic("claude-opus-5"),
-    // Generic entries: what unknown models get. No evidence, no mode.
+    anthropic(
+        "claude-fable-5-1",
+        newest(claims![
+            InlineDefinitions => ANTHROPIC_INLINE_TOOLS_DOC,
+            BindsThinking => ANTHROPIC_THINKING_PREFIX_DOC,
+            ForcedToolChoice => ANTHROPIC_FABLE_5_1_DOC,
+        ]),
+    ),
+    anthropic(
+        "claude-mythos-5-1",
+        newest(claims![
+            InlineDefinitions => ANTHROPIC_INLINE_TOOLS_DOC,
+            BindsThinking => ANTHROPIC_THINKING_PREFIX_DOC,
+            ForcedToolChoice => ANTHROPIC_FABLE_5_1_DOC,
+        ]),
+    ),
+    anthropic(
+        "claude-fable-5",
+        listed(claims![InlineDefinitions => ANTHROPIC_INLINE_TOOLS_DOC]),
+    ),
+    anthropic(
+        "claude-mythos-5",
+        listed(claims![InlineDefinitions => ANTHROPIC_INLINE_TOOLS_DOC]),
+    ),
+    anthropic(
+        "claude-opus-5-5",
+        newest(claims![
+            InlineDefinitions => ANTHROPIC_INLINE_TOOLS_DOC,
+            BindsThinking => ANTHROPIC_THINKING_PREFIX_DOC,
+            ForcedToolChoice => ANTHROPIC_INLINE_TOOLS_DOC,
+        ]),
+    ),
+    anthropic(
+        "claude-opus-4-8",
+        listed(claims![InlineDefinitions => ANTHROPIC_INLINE_TOOLS_DOC]),
+    ),
+    anthropic(
+        "claude-opus-5",
+        listed(claims![InlineDefinitions => ANTHROPIC_INLINE_TOOLS_DOC]),
+    ),
+    anthropic(
+        "claude-sonnet-5-5",
+        newest(claims![
+            InlineDefinitions => ANTHROPIC_INLINE_TOOLS_DOC,
+            BindsThinking => ANTHROPIC_THINKING_PREFIX_DOC,
+            ForcedToolChoice => ANTHROPIC_SONNET_5_5_DOC,
+        ]),
+    ),
+    anthropic(
+        "claude-haiku-5-5",
+        AnthropicModel {
+            binds: true,
+            ..listed(claims![
+                InlineDefinitions => ANTHROPIC_INLINE_TOOLS_DOC,
+                BindsThinking => ANTHROPIC_THINKING_PREFIX_DOC,
+            ])
+        },
+    ),
+    // Not on the tool-changes list (no mode), but on the prefix-check list: a tool change
+    // rewrites `tools`, so the thinking policy must act on every one.
+    anthropic(
+        "claude-fable-5-2",
+        AnthropicModel {
+            tool_changes: false,
+            ..newest(claims![
+                BindsThinking => ANTHROPIC_THINKING_PREFIX_DOC,
+                ForcedToolChoice => ANTHROPIC_FABLE_5_2_DOC,
+            ])
+        },
+    ),
+    anthropic(
+        "claude-mythos-5-2",
+        AnthropicModel {
+            tool_changes: false,
+            ..newest(claims![
+                BindsThinking => ANTHROPIC_THINKING_PREFIX_DOC,
+                ForcedToolChoice => ANTHROPIC_FABLE_5_2_DOC,
+            ])
+        },
+    ),
+    // Generic entries: what unknown models get. No evidence, no mode; an unknown Anthropic
+    // model still gets what the vendor documents for every model.
     Route::plain("deepseek", ANY_MODEL, WireApi::Messages),
-    Route::plain("anthropic", ANY_MODEL, WireApi::Messages),
+    Route {
+        provider: Cow::Borrowed("anthropic"),
+        model: Cow::Borrowed(ANY_MODEL),
+        api: WireApi::Messages,
+        caps: Capabilities {
+            auto_cache: true,
+            assistant_prefill: false,
+            ..Capabilities::PLAIN
+        },
+        evidence: Evidence::None,
+        claims: Cow::Borrowed(claims![]),
+    },
     Route::plain(OPENAI_COMPATIBLE, ANY_MODEL, WireApi::OpenAiChat),
 ];
 
@@ -226,7 +670,7 @@ static CATALOG: &[Route] = &[
 /// ```
 /// use mektpoy::{catalog, ToolUpdateMode};
 /// let flash = catalog().iter().find(|r| r.model == "deepseek-flash").unwrap();
-/// assert_eq!(flash.tool_update, Some(ToolUpdateMode::AdditionOnly));
+/// assert_eq!(flash.tool_update(), Some(ToolUpdateMode::AdditionOnly));
 /// ```
 pub fn catalog() -> &'static [Route] {
     CATALOG
@@ -242,8 +686,8 @@ pub fn catalog() -> &'static [Route] {
 ///
 /// ```
 /// use mektpoy::{route_for, ToolUpdateMode};
-/// assert_eq!(route_for("anthropic", "claude-opus-5").tool_update, Some(ToolUpdateMode::InHistory));
-/// assert_eq!(route_for("anthropic", "claude-sonnet-5").tool_update, None);
+/// assert_eq!(route_for("anthropic", "claude-opus-5").tool_update(), Some(ToolUpdateMode::InHistory));
+/// assert_eq!(route_for("anthropic", "claude-sonnet-5").tool_update(), None);
 /// assert_eq!(route_for("acme", "acme-1").provider, "openai-compatible");
 /// ```
 pub fn route_for(provider: &str, model: &str) -> Route {
@@ -278,11 +722,11 @@ mod tests {
     fn every_entry_follows_the_decision_rule() {
         for r in catalog() {
             let id = format!("{}/{}", r.provider, r.model);
-            let evidenced = r.evidence != Evidence::None;
-            match r.tool_update {
+            let evidenced = *r.evidence() != Evidence::None;
+            match r.tool_update() {
                 Some(ToolUpdateMode::InHistory) => assert!(
                     matches!(
-                        r.evidence,
+                        r.evidence(),
                         Evidence::VendorDoc { .. } | Evidence::MeasuredE2e { .. }
                     ),
                     "{id}: in-history needs vendor documentation or a measured test"
@@ -292,26 +736,26 @@ mod tests {
                 }
                 None => {}
             }
-            if r.system_prompt_in_history {
+            if r.system_prompt_in_history() {
                 assert!(evidenced, "{id}: prompts in history need evidence");
             }
-            if r.beta_always || r.deferred_placeholder {
+            if r.beta_always() || r.deferred_placeholder() {
                 assert!(
-                    r.tool_update.is_some(),
+                    r.tool_update().is_some(),
                     "{id}: beta/placeholder without a mode"
                 );
             }
-            if r.deferred_placeholder {
+            if r.deferred_placeholder() {
                 assert!(
-                    r.deferred_section_bytes > 0,
+                    r.deferred_section_bytes() > 0,
                     "{id}: placeholder for no section"
                 );
             }
             if r.model == ANY_MODEL {
-                assert_eq!(r.tool_update, None, "{id}: a generic entry has no mode");
-                assert!(!r.system_prompt_in_history, "{id}");
+                assert_eq!(r.tool_update(), None, "{id}: a generic entry has no mode");
+                assert!(!r.system_prompt_in_history(), "{id}");
             }
-            match &r.evidence {
+            match &r.evidence() {
                 Evidence::VendorDoc { url, read_on } => {
                     assert!(url.starts_with("https://"), "{id}: {url}");
                     let date: Vec<_> = read_on.split('-').collect();
@@ -356,14 +800,18 @@ mod tests {
     fn deepseek_entries() {
         let flash = route_for("deepseek", "deepseek-flash");
         assert_eq!(
-            (flash.api, flash.tool_update, flash.system_prompt_in_history),
+            (
+                flash.api,
+                flash.tool_update(),
+                flash.system_prompt_in_history()
+            ),
             (WireApi::Messages, Some(ToolUpdateMode::AdditionOnly), true)
         );
         assert_eq!(
-            (flash.beta_always, flash.deferred_section_bytes),
+            (flash.beta_always(), flash.deferred_section_bytes()),
             (false, 0)
         );
-        let Evidence::UpstreamDefault { reference } = flash.evidence else {
+        let Evidence::UpstreamDefault { reference } = flash.evidence() else {
             panic!("deepseek-flash rests on the upstream default");
         };
         for part in ["deepseek-harness", "0.1.7-rc.2", "bc8c0dbf40", "#4844"] {
@@ -372,12 +820,14 @@ mod tests {
         let pro = route_for("deepseek", "deepseek-v4-pro");
         assert_eq!(pro.model, "deepseek-v4-pro");
         assert_eq!(
-            (pro.tool_update, pro.system_prompt_in_history),
+            (pro.tool_update(), pro.system_prompt_in_history()),
             (None, false)
         );
     }
 
-    /// The vendor's list for `mid-conversation-tool-changes-2026-07-01`, by exact id.
+    /// The vendor's list for mid-conversation tool changes, by exact id (read 2026-12-01: the
+    /// current page adds Sonnet 5.5 and Haiku 5.5), then the two models only on the
+    /// prefix-check list.
     #[test]
     fn anthropic_entries_are_the_vendor_list() {
         let listed: Vec<&str> = catalog()
@@ -385,32 +835,152 @@ mod tests {
             .filter(|r| r.provider == "anthropic" && r.model != ANY_MODEL)
             .map(|r| &*r.model)
             .collect();
-        assert_eq!(
-            listed,
-            [
-                "claude-fable-5-1",
-                "claude-mythos-5-1",
-                "claude-fable-5",
-                "claude-mythos-5",
-                "claude-opus-5-5",
-                "claude-opus-4-8",
-                "claude-opus-5",
-            ]
-        );
-        for model in listed {
+        let with_mode = [
+            "claude-fable-5-1",
+            "claude-mythos-5-1",
+            "claude-fable-5",
+            "claude-mythos-5",
+            "claude-opus-5-5",
+            "claude-opus-4-8",
+            "claude-opus-5",
+            "claude-sonnet-5-5",
+            "claude-haiku-5-5",
+        ];
+        let binding_only = ["claude-fable-5-2", "claude-mythos-5-2"];
+        assert_eq!(listed, [&with_mode[..], &binding_only[..]].concat());
+        for model in with_mode {
             let r = route_for("anthropic", model);
             assert_eq!(r.model, model);
             assert_eq!(r.api, WireApi::Messages);
-            assert_eq!(r.tool_update, Some(ToolUpdateMode::InHistory), "{model}");
-            assert!(r.system_prompt_in_history && r.beta_always, "{model}");
-            assert!(r.deferred_section_bytes > 0, "{model}");
+            assert_eq!(r.tool_update(), Some(ToolUpdateMode::InHistory), "{model}");
+            assert!(r.system_prompt_in_history() && r.beta_always(), "{model}");
+            assert!(r.deferred_section_bytes() > 0, "{model}");
+            // Claude API routes: by value, so no placeholder is needed.
+            assert!(
+                r.inline_definitions() && !r.deferred_placeholder(),
+                "{model}"
+            );
             assert_eq!(
-                r.evidence,
+                *r.evidence(),
                 Evidence::VendorDoc {
                     url: ANTHROPIC_TOOL_CHANGES_DOC.into(),
                     read_on: ANTHROPIC_TOOL_CHANGES_READ_ON.into()
                 }
             );
+        }
+        for model in binding_only {
+            let r = route_for("anthropic", model);
+            assert_eq!(r.model, model);
+            assert_eq!(
+                r.tool_update(),
+                None,
+                "{model}: not on the tool-changes list"
+            );
+            assert!(r.binds_thinking() && !r.forced_tool_choice(), "{model}");
+        }
+    }
+
+    /// SPEC §6 (v4): which models bind thinking and which refuse a forced tool choice, per the
+    /// vendor pages read 2026-12-01; automatic caching and no prefill on every Anthropic route.
+    #[test]
+    fn v4_capabilities_per_anthropic_model() {
+        let binds = [
+            "claude-fable-5-2",
+            "claude-mythos-5-2",
+            "claude-fable-5-1",
+            "claude-mythos-5-1",
+            "claude-opus-5-5",
+            "claude-sonnet-5-5",
+            "claude-haiku-5-5",
+        ];
+        let refuses_forced = [
+            "claude-fable-5-1",
+            "claude-mythos-5-1",
+            "claude-opus-5-5",
+            "claude-sonnet-5-5",
+            "claude-fable-5-2",
+            "claude-mythos-5-2",
+        ];
+        for r in catalog().iter().filter(|r| r.provider == "anthropic") {
+            let id = &*r.model;
+            assert_eq!(r.binds_thinking(), binds.contains(&id), "{id}");
+            assert_eq!(
+                r.forced_tool_choice(),
+                !refuses_forced.contains(&id),
+                "{id}"
+            );
+            assert!(r.auto_cache() && !r.assistant_prefill(), "{id}");
+            for (flag, capability) in [
+                (r.inline_definitions(), Capability::InlineDefinitions),
+                (r.binds_thinking(), Capability::BindsThinking),
+                (!r.forced_tool_choice(), Capability::ForcedToolChoice),
+                (r.auto_cache(), Capability::AutoCache),
+                (!r.assistant_prefill(), Capability::AssistantPrefill),
+            ] {
+                let evidence = r.claim(capability);
+                assert_eq!(
+                    flag,
+                    evidence.is_some(),
+                    "{id}: {capability:?} and its evidence"
+                );
+                if let Some(Evidence::VendorDoc { url, read_on }) = evidence {
+                    assert!(url.starts_with("https://platform.claude.com/"), "{id}");
+                    assert_eq!(read_on, ANTHROPIC_V4_READ_ON, "{id}");
+                } else {
+                    assert!(
+                        evidence.is_none(),
+                        "{id}: {capability:?} needs a vendor page"
+                    );
+                }
+            }
+        }
+        for r in catalog().iter().filter(|r| r.provider != "anthropic") {
+            assert!(
+                !r.binds_thinking() && !r.auto_cache() && !r.inline_definitions(),
+                "{}/{}: DeepSeek caches by itself and binds nothing",
+                r.provider,
+                r.model
+            );
+            assert!(r.forced_tool_choice() && r.assistant_prefill());
+        }
+    }
+
+    #[test]
+    fn impossible_combinations_are_refused_at_construction() {
+        let b = || Route::builder("p", "m", WireApi::Messages);
+        assert_eq!(
+            b().inline_definitions(true).build(),
+            Err(RouteError::InlineWithoutInHistory)
+        );
+        assert_eq!(
+            b().tool_update(Some(ToolUpdateMode::AdditionOnly))
+                .inline_definitions(true)
+                .build(),
+            Err(RouteError::InlineWithoutInHistory)
+        );
+        assert_eq!(
+            b().deferred_placeholder(true).build(),
+            Err(RouteError::PlaceholderWithoutMode)
+        );
+        assert_eq!(
+            b().beta_always(true).build(),
+            Err(RouteError::BetaWithoutMode)
+        );
+        let ok = b()
+            .tool_update(Some(ToolUpdateMode::InHistory))
+            .inline_definitions(true)
+            .binds_thinking(true)
+            .claim(
+                Capability::BindsThinking,
+                Evidence::MeasuredE2e { test: "t".into() },
+            )
+            .build()
+            .unwrap();
+        assert!(ok.inline_definitions() && ok.binds_thinking());
+        assert_eq!(ok.claims().len(), 1);
+        // Every catalog entry passes the same check.
+        for r in catalog() {
+            assert_eq!(r.caps.check(), Ok(()), "{}/{}", r.provider, r.model);
         }
     }
 
@@ -424,10 +994,10 @@ mod tests {
                 "anthropic",
                 WireApi::Messages,
             ),
-            // Not on the vendor's list (third parties claim it; not evidence).
+            // Not on the vendor's list.
             (
                 "anthropic",
-                "claude-sonnet-5-5",
+                "claude-haiku-5",
                 "anthropic",
                 WireApi::Messages,
             ),
@@ -456,16 +1026,16 @@ mod tests {
             ("", "", OPENAI_COMPATIBLE, WireApi::OpenAiChat),
         ] {
             let r = route_for(provider, model);
-            assert_eq!(r.tool_update, None, "{provider}/{model}");
+            assert_eq!(r.tool_update(), None, "{provider}/{model}");
             assert!(
-                !r.system_prompt_in_history && !r.beta_always,
+                !r.system_prompt_in_history() && !r.beta_always(),
                 "{provider}/{model}"
             );
             assert_eq!(
                 (&*r.provider, &*r.model, r.api),
                 (expect_provider, ANY_MODEL, api)
             );
-            assert_eq!(r.evidence, Evidence::None);
+            assert_eq!(*r.evidence(), Evidence::None);
         }
     }
 
@@ -486,10 +1056,10 @@ mod tests {
             for (row, r) in rows.iter().zip(catalog()) {
                 let cell = |i: usize| row[i + 1].trim_matches('`');
                 assert_eq!((cell(0), cell(1)), (&*r.provider, &*r.model));
-                let mode = r.tool_update.map_or(none, ToolUpdateMode::as_str);
+                let mode = r.tool_update().map_or(none, ToolUpdateMode::as_str);
                 assert_eq!(cell(3), mode, "{}/{}", r.provider, r.model);
-                assert!(cell(6).starts_with(&r.deferred_section_bytes.to_string()));
-                assert_eq!(cell(8), evidence_kind(&r.evidence));
+                assert!(cell(6).starts_with(&r.deferred_section_bytes().to_string()));
+                assert_eq!(cell(8), evidence_kind(&r.evidence()));
             }
         }
     }

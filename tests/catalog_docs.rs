@@ -155,8 +155,8 @@ fn routes_md() -> String {
             WireApi::OpenAiChat => "OpenAI chat",
             _ => "other",
         };
-        let mode = r.tool_update.map_or("none", ToolUpdateMode::as_str);
-        let evidence = match &r.evidence {
+        let mode = r.tool_update().map_or("none", ToolUpdateMode::as_str);
+        let evidence = match &r.evidence() {
             Evidence::VendorDoc { url, read_on } => format!("vendor doc <{url}>, read {read_on}"),
             Evidence::MeasuredE2e { test } => format!("measured end to end: `{test}`"),
             Evidence::UpstreamDefault { reference } => format!("upstream default: {reference}"),
@@ -167,10 +167,10 @@ fn routes_md() -> String {
             "| {} | `{}` | {api} | {mode} | {} | {} | {} | {} | {evidence} |",
             r.provider,
             r.model,
-            r.system_prompt_in_history,
-            r.beta_always,
-            r.deferred_section_bytes,
-            r.deferred_placeholder
+            r.system_prompt_in_history(),
+            r.beta_always(),
+            r.deferred_section_bytes(),
+            r.deferred_placeholder()
         )
         .unwrap();
     }

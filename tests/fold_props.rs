@@ -70,14 +70,15 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn route(mode: u8) -> Route {
-    let mut r = Route::plain("deepseek", "deepseek-flash", WireApi::Messages);
-    r.tool_update = match mode {
-        0 => None,
-        1 => Some(ToolUpdateMode::InHistory),
-        _ => Some(ToolUpdateMode::AdditionOnly),
-    };
-    r.system_prompt_in_history = mode != 0;
-    r
+    Route::builder("deepseek", "deepseek-flash", WireApi::Messages)
+        .tool_update(match mode {
+            0 => None,
+            1 => Some(ToolUpdateMode::InHistory),
+            _ => Some(ToolUpdateMode::AdditionOnly),
+        })
+        .system_prompt_in_history(mode != 0)
+        .build()
+        .unwrap()
 }
 
 proptest! {

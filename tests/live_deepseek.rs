@@ -137,7 +137,10 @@ impl Conversation {
         let session = Session::new(format!("live-{run}"));
         let recorder = Recorder::attach(&session);
         let route = route_for("deepseek", "deepseek-flash");
-        assert!(route.tool_update.is_some(), "the catalog entry has a mode");
+        assert!(
+            route.tool_update().is_some(),
+            "the catalog entry has a mode"
+        );
         Conversation {
             session,
             recorder,
@@ -171,7 +174,7 @@ impl Conversation {
         let projected = project_tool_updates(
             &request.messages,
             Some(&request.tools),
-            self.route.tool_update,
+            self.route.tool_update(),
             Some(&request.tool_history),
         );
         let wire = serialize(&request.config, &projected, &self.route).expect("serialize");

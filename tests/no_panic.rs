@@ -214,7 +214,7 @@ proptest! {
                 let _ = mektpoy::serialize(&config, &raw, &route);
                 for history in [None, Some(&history)] {
                     let projected =
-                        mektpoy::project_tool_updates(&messages, tools, route.tool_update, history);
+                        mektpoy::project_tool_updates(&messages, tools, route.tool_update(), history);
                     let _ = mektpoy::serialize(&config, &projected, &route);
                 }
             }

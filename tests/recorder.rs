@@ -20,10 +20,11 @@ fn changed(name: &str) -> ToolSchema {
 }
 
 fn route(mode: Option<ToolUpdateMode>, prompts_in_history: bool) -> Route {
-    let mut r = Route::plain("deepseek", "deepseek-flash", WireApi::Messages);
-    r.tool_update = mode;
-    r.system_prompt_in_history = prompts_in_history;
-    r
+    Route::builder("deepseek", "deepseek-flash", WireApi::Messages)
+        .tool_update(mode)
+        .system_prompt_in_history(prompts_in_history)
+        .build()
+        .unwrap()
 }
 
 /// One agent loop over one session.

@@ -16,18 +16,20 @@ use serde_json::json;
 use support::golden::assert_golden;
 
 fn flash() -> Route {
-    let mut r = Route::plain("deepseek", "deepseek-flash", WireApi::Messages);
-    r.tool_update = Some(ToolUpdateMode::AdditionOnly);
-    r.system_prompt_in_history = true;
-    r
+    Route::builder("deepseek", "deepseek-flash", WireApi::Messages)
+        .tool_update(Some(ToolUpdateMode::AdditionOnly))
+        .system_prompt_in_history(true)
+        .build()
+        .unwrap()
 }
 
 fn anthropic() -> Route {
-    let mut r = Route::plain("anthropic", "claude-test", WireApi::Messages);
-    r.tool_update = Some(ToolUpdateMode::InHistory);
-    r.system_prompt_in_history = true;
-    r.beta_always = true;
-    r
+    Route::builder("anthropic", "claude-test", WireApi::Messages)
+        .tool_update(Some(ToolUpdateMode::InHistory))
+        .system_prompt_in_history(true)
+        .beta_always(true)
+        .build()
+        .unwrap()
 }
 
 fn tool(value: serde_json::Value) -> ToolSchema {

@@ -87,10 +87,10 @@ impl Lane {
         let r = route_for(provider, model);
         let shape = (
             r.api,
-            r.tool_update,
-            r.system_prompt_in_history,
-            r.beta_always,
-            r.deferred_placeholder,
+            r.tool_update(),
+            r.system_prompt_in_history(),
+            r.beta_always(),
+            r.deferred_placeholder(),
         );
         let expected = match self {
             NoMode => (WireApi::Messages, None, false, false, false),
@@ -304,7 +304,7 @@ fn run(id: &str, start: Lane, turns: &[Turn]) -> Vec<Sent> {
         let (projected, path) = project_tool_updates_traced(
             &request.messages,
             Some(&request.tools),
-            route.tool_update,
+            route.tool_update(),
             Some(&request.tool_history),
         );
         let wire = serialize(&request.config, &projected, &route)
@@ -455,7 +455,7 @@ fn keeps_prefix(prev: &Sent, cur: &Sent) -> bool {
     let section = |s: &Sent| wire_tools(s).into_iter().any(is_deferred);
     let route = cur.lane.route();
     immediate(prev) == immediate(cur)
-        && (route.deferred_section_bytes == 0 || section(prev) == section(cur))
+        && (route.deferred_section_bytes() == 0 || section(prev) == section(cur))
         && system(prev) == system(cur)
         && messages(cur).starts_with(messages(prev))
 }
@@ -559,7 +559,7 @@ fn check_invariants(label: &str, s: &Sent, previous: Option<&Sent>) {
     if is_openai(s) {
         assert_eq!(header_names, ["content-type"], "{label}");
     } else {
-        let beta = route.beta_always || all_blocks().any(is_tool_change);
+        let beta = route.beta_always() || all_blocks().any(is_tool_change);
         let mut expected = vec!["content-type", "anthropic-version"];
         if beta {
             expected.push("anthropic-beta");
@@ -577,8 +577,8 @@ fn check_invariants(label: &str, s: &Sent, previous: Option<&Sent>) {
         .iter()
         .filter(|t| tool_name(s, t) != DEFERRED_PLACEHOLDER_NAME)
         .collect();
-    let placeholder = route.deferred_placeholder
-        && route.tool_update.is_some()
+    let placeholder = route.deferred_placeholder()
+        && route.tool_update().is_some()
         && real.iter().any(|t| !is_deferred(t));
     assert_eq!(
         names.iter().position(|n| n == DEFERRED_PLACEHOLDER_NAME),
@@ -609,7 +609,7 @@ fn check_invariants(label: &str, s: &Sent, previous: Option<&Sent>) {
         }
     }
 
-    match route.tool_update {
+    match route.tool_update() {
         // §5 rule 1: no developer content, nothing deferred, the effective tools as
         // declarations; only the latest prompt is sent, as `system`.
         None => {

@@ -1,7 +1,12 @@
 //! `ToolHistory`: the immutable snapshot of tool declarations and updates (SPEC §3), and the
 //! incremental fold that produces it.
 //!
-//! Snapshots are values: `im` vectors of O(1)-clone schemas, so handing one out per request
+//! Two folds read the same log: **by reference** (`Session::tool_history`), for routes that
+//! name tools in history and must open a new declaration series for a changed definition, and
+//! **by value**, for routes that may carry a definition inside the history (a changed or
+//! returning tool never rewrites the declarations there).
+//!
+//! Snapshots are values: persistent vectors of O(1)-clone schemas, so handing one out per request
 //! costs O(1) and nothing can change it afterwards. The fold never fails: every event it sees
 //! was validated at append.
 
@@ -13,25 +18,28 @@ use serde::de::{self, Deserializer};
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 
-use crate::vocab::ToolSchema;
+use crate::vocab::{List, ToolSchema};
 
-pub(crate) use reducer::ToolFold;
 pub use reducer::fold_events;
+pub(crate) use reducer::{FoldKind, ToolFold};
 
 /// Tool declarations and updates a route may rely on (SPEC §3).
 ///
-/// JSON: `{"tools":[...],"updates":[{"messageId":...,"additions":[...]}]}`. Cloning is O(1).
+/// JSON: `{"tools":[...],"updates":[{"messageId":...,"additions":[...],"redefinitions"?:[...]}]}`
+/// (`redefinitions` only when non-empty). Cloning is O(1).
 #[derive(Clone, Default, PartialEq)]
 pub struct ToolHistory {
-    tools: im::Vector<ToolSchema>,
-    updates: im::Vector<ToolUpdate>,
+    tools: List<ToolSchema>,
+    updates: List<ToolUpdate>,
 }
 
-/// One developer message of the current declaration series and the definitions it added.
+/// One developer message of the current declaration series and the definitions it added or
+/// redefined, each resolved through the header the message named.
 #[derive(Clone, PartialEq)]
 pub struct ToolUpdate {
     message_id: String,
-    additions: im::Vector<ToolSchema>,
+    additions: List<ToolSchema>,
+    redefinitions: List<ToolSchema>,
 }
 
 impl ToolHistory {
@@ -49,18 +57,18 @@ impl ToolHistory {
 
     /// The tools of the header that opened the current declaration series, in order, with
     /// their own `deferLoading` (or, under the guard, the latest header's tools).
-    pub fn tools(&self) -> &im::Vector<ToolSchema> {
+    pub fn tools(&self) -> &List<ToolSchema> {
         &self.tools
     }
 
     /// The developer messages of the series, in log order.
-    pub fn updates(&self) -> &im::Vector<ToolUpdate> {
+    pub fn updates(&self) -> &List<ToolUpdate> {
         &self.updates
     }
 
     /// The compact JSON form.
     pub fn to_json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+        serde_json::to_string(self).expect("a snapshot has string keys and finite numbers")
     }
 }
 
@@ -73,7 +81,18 @@ impl ToolUpdate {
         ToolUpdate {
             message_id: message_id.into(),
             additions: additions.into_iter().collect(),
+            redefinitions: List::default(),
         }
+    }
+
+    /// The same update with these redefinitions (`tool-redefinition` blocks, resolved).
+    #[must_use]
+    pub fn with_redefinitions(
+        mut self,
+        redefinitions: impl IntoIterator<Item = ToolSchema>,
+    ) -> Self {
+        self.redefinitions = redefinitions.into_iter().collect();
+        self
     }
 
     /// The developer message's id.
@@ -82,8 +101,13 @@ impl ToolUpdate {
     }
 
     /// Each addition's full definition, resolved through the header the message named.
-    pub fn additions(&self) -> &im::Vector<ToolSchema> {
+    pub fn additions(&self) -> &List<ToolSchema> {
         &self.additions
+    }
+
+    /// Each redefinition's full definition, resolved through the header the message named.
+    pub fn redefinitions(&self) -> &List<ToolSchema> {
+        &self.redefinitions
     }
 }
 
@@ -102,7 +126,12 @@ impl fmt::Debug for ToolHistory {
 impl fmt::Debug for ToolUpdate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let names: Vec<_> = self.additions.iter().map(ToolSchema::name).collect();
-        write!(f, "{}{:?}", self.message_id, names)
+        write!(f, "{}{:?}", self.message_id, names)?;
+        if !self.redefinitions.is_empty() {
+            let names: Vec<_> = self.redefinitions.iter().map(ToolSchema::name).collect();
+            write!(f, "~{names:?}")?;
+        }
+        Ok(())
     }
 }
 
@@ -117,15 +146,18 @@ impl Serialize for ToolHistory {
 
 impl Serialize for ToolUpdate {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2))?;
+        let mut m = s.serialize_map(None)?;
         m.serialize_entry("messageId", &self.message_id)?;
         m.serialize_entry("additions", &Array(&self.additions))?;
+        if !self.redefinitions.is_empty() {
+            m.serialize_entry("redefinitions", &Array(&self.redefinitions))?;
+        }
         m.end()
     }
 }
 
-/// Serializes an `im::Vector` as a JSON array (im's own serde support is a feature we skip).
-struct Array<'a, T>(&'a im::Vector<T>);
+/// Serializes a `List` as a JSON array.
+struct Array<'a, T: Clone>(&'a List<T>);
 
 impl<T: Serialize + Clone> Serialize for Array<'_, T> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -153,8 +185,10 @@ impl<'de> Deserialize<'de> for ToolUpdate {
         struct Repr {
             message_id: String,
             additions: Vec<ToolSchema>,
+            #[serde(default)]
+            redefinitions: Vec<ToolSchema>,
         }
         let r = Repr::deserialize(d).map_err(de::Error::custom)?;
-        Ok(ToolUpdate::new(r.message_id, r.additions))
+        Ok(ToolUpdate::new(r.message_id, r.additions).with_redefinitions(r.redefinitions))
     }
 }

@@ -1,36 +1,61 @@
-//! The fold of SPEC §3: request headers and developer messages → `ToolHistory`.
+//! The folds of SPEC §3 and §3.1: request headers and developer messages → `ToolHistory`.
 //!
-//! All state is persistent (`im`), so the session clones the fold in O(1) to look ahead
-//! (the recorder asks what a header *would* do) and caches it between calls.
+//! One reducer, two readings of the same log ([`FoldKind`]): the by-reference fold opens a
+//! declaration series whenever a definition changes (a route that names tools in history has
+//! no other way to send the new definition); the by-value fold opens one only where a request
+//! series starts, because its routes carry changed definitions inside the history.
+//!
+//! All state is persistent (`imbl`), so the session clones a fold in O(1) to look ahead (the
+//! recorder asks what a header *would* do) and caches it between calls.
 
 use std::sync::Arc;
 
 use super::{ToolHistory, ToolUpdate};
 use crate::event::{Event, HeaderEvent, MessageEvent, Reason};
-use crate::vocab::{ContentBlock, Role, Seq, ToolSchema, by_name};
+use crate::vocab::{ContentBlock, List, Role, Seq, ToolSchema, by_name};
+
+/// Which of the two folds a [`ToolFold`] computes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum FoldKind {
+    /// SPEC §3: `Session::tool_history`, for routes that change tools by reference.
+    #[default]
+    ByReference,
+    /// SPEC §3.1: for routes with inline definitions.
+    ByValue,
+}
 
 /// Fold state after some prefix of a log.
 #[derive(Clone, Default)]
 pub(crate) struct ToolFold {
+    kind: FoldKind,
     /// Tools of every header by `Seq`, shared with the events.
-    header_tools: im::HashMap<Seq, Arc<[ToolSchema]>>,
+    header_tools: imbl::HashMap<Seq, Arc<[ToolSchema]>>,
     /// Whether a header has been folded.
     has_header: bool,
     baseline: Arc<[ToolSchema]>,
-    /// Names of the baseline tools without `deferLoading`.
-    baseline_immediate: im::HashSet<String>,
-    /// Name → latest definition in the series (baseline plus additions, removed included).
-    declared: im::HashMap<String, ToolSchema>,
+    /// Whether the baseline holds a tool without `deferLoading`.
+    baseline_has_immediate: bool,
+    /// Name → latest definition in the series (baseline, additions and redefinitions, last
+    /// wins; removed names included).
+    declared: imbl::HashMap<String, ToolSchema>,
     /// Declared names in the order they were first declared.
-    declared_order: im::Vector<String>,
-    available: im::HashSet<String>,
+    declared_order: imbl::Vector<String>,
+    available: imbl::HashSet<String>,
     active: Arc<[ToolSchema]>,
-    updates: im::Vector<ToolUpdate>,
+    updates: imbl::Vector<ToolUpdate>,
     /// Events folded so far.
     upto: usize,
 }
 
 impl ToolFold {
+    /// An empty fold of `kind`.
+    pub fn new(kind: FoldKind) -> Self {
+        ToolFold {
+            kind,
+            ..ToolFold::default()
+        }
+    }
+
     /// Number of events folded.
     pub fn upto(&self) -> usize {
         self.upto
@@ -47,19 +72,24 @@ impl ToolFold {
         }
     }
 
-    /// SPEC §3 step 2: whether a header with these properties opens a declaration series.
+    /// SPEC §3 step 2 (§3.1 for the by-value fold): whether a header with these properties
+    /// opens a declaration series.
     pub fn opens_declaration_series(&self, h: &HeaderEvent) -> bool {
+        if !self.has_header || h.reason == Reason::Series || h.starts_series {
+            return true;
+        }
+        if self.kind == FoldKind::ByValue {
+            return false;
+        }
         let tools = &h.header.tools;
-        !self.has_header
-            || h.reason == Reason::Series
-            || h.starts_series
-            || tools
-                .iter()
-                .any(|t| self.declared.get(t.name()).is_some_and(|d| !d.same_tool(t)))
-            || tools.iter().any(|t| {
-                !self.available.contains(t.name()) && self.baseline_immediate.contains(t.name())
-            })
-            || (self.baseline_immediate.is_empty() && tools.iter().any(|t| !t.defer_loading()))
+        // A name declared in the series with another definition (a removed tool returning
+        // changed included): by reference, the new definition cannot be sent otherwise.
+        tools
+            .iter()
+            .any(|t| self.declared.get(t.name()).is_some_and(|d| !d.same_tool(t)))
+            // A session that began without an immediately available tool gets a usable
+            // baseline at its first one (departure).
+            || (!self.baseline_has_immediate && tools.iter().any(|t| !t.defer_loading()))
     }
 
     fn header(&mut self, seq: Seq, h: &HeaderEvent) {
@@ -67,18 +97,14 @@ impl ToolFold {
         self.header_tools.insert(seq, Arc::clone(tools));
         if self.opens_declaration_series(h) {
             self.baseline = Arc::clone(tools);
-            self.baseline_immediate = tools
-                .iter()
-                .filter(|t| !t.defer_loading())
-                .map(|t| t.name().to_owned())
-                .collect();
+            self.baseline_has_immediate = tools.iter().any(|t| !t.defer_loading());
             self.declared = tools
                 .iter()
                 .map(|t| (t.name().to_owned(), t.clone()))
                 .collect();
             self.declared_order = tools.iter().map(|t| t.name().to_owned()).collect();
             self.available = tools.iter().map(|t| t.name().to_owned()).collect();
-            self.updates = im::Vector::new();
+            self.updates = imbl::Vector::new();
         }
         self.has_header = true;
         self.active = Arc::clone(tools);
@@ -87,47 +113,61 @@ impl ToolFold {
     fn developer(&mut self, m: &MessageEvent) {
         let header = m.header_seq.and_then(|s| self.header_tools.get(&s));
         let mut definitions = None;
-        let mut additions = im::Vector::new();
+        let mut additions = imbl::Vector::new();
+        let mut redefinitions = imbl::Vector::new();
         for block in m.message.content() {
-            match block {
-                ContentBlock::ToolAddition { tool_name } => {
-                    let def = header.and_then(|h| {
-                        definitions
-                            .get_or_insert_with(|| by_name(h))
-                            .get(tool_name.as_str())
-                            .copied()
-                    });
-                    if let Some(def) = def {
-                        if self
-                            .declared
-                            .insert(tool_name.clone(), def.clone())
-                            .is_none()
-                        {
-                            self.declared_order.push_back(tool_name.clone());
-                        }
-                        additions.push_back(def.clone());
-                    }
-                    self.available.insert(tool_name.clone());
-                }
+            let (tool_name, redefines) = match block {
+                ContentBlock::ToolAddition { tool_name } => (tool_name, false),
+                ContentBlock::ToolRedefinition { tool_name } => (tool_name, true),
                 ContentBlock::ToolRemoval { tool_name } => {
                     self.available.remove(tool_name);
+                    continue;
                 }
-                _ => {}
+                _ => continue,
+            };
+            let def = header.and_then(|h| {
+                definitions
+                    .get_or_insert_with(|| by_name(h))
+                    .get(tool_name.as_str())
+                    .copied()
+            });
+            if let Some(def) = def {
+                if self
+                    .declared
+                    .insert(tool_name.clone(), def.clone())
+                    .is_none()
+                {
+                    self.declared_order.push_back(tool_name.clone());
+                }
+                if redefines {
+                    redefinitions.push_back(def.clone());
+                } else {
+                    additions.push_back(def.clone());
+                }
+            }
+            // A redefinition leaves availability unchanged.
+            if !redefines {
+                self.available.insert(tool_name.clone());
             }
         }
         self.updates.push_back(ToolUpdate {
             message_id: m.message.id().to_owned(),
-            additions,
+            additions: List(additions),
+            redefinitions: List(redefinitions),
         });
     }
 
-    /// Whether the available names are exactly the active names (otherwise: the guard).
+    /// Whether the snapshot may be the series' (otherwise: the guard). The available names
+    /// must be exactly the active names; by value, each active tool must also be the
+    /// definition the history resolved for its name (an interrupted record of a redefinition
+    /// leaves them apart).
     fn consistent(&self) -> bool {
         self.available.len() == self.active.len()
-            && self
-                .active
-                .iter()
-                .all(|t| self.available.contains(t.name()))
+            && self.active.iter().all(|t| {
+                self.available.contains(t.name())
+                    && (self.kind == FoldKind::ByReference
+                        || self.declared.get(t.name()).is_some_and(|d| d.same_tool(t)))
+            })
     }
 
     /// The snapshot of SPEC §3 "Reading".
@@ -135,12 +175,12 @@ impl ToolFold {
         if self.consistent() {
             ToolHistory {
                 tools: self.baseline.iter().cloned().collect(),
-                updates: self.updates.clone(),
+                updates: List(self.updates.clone()),
             }
         } else {
             ToolHistory {
                 tools: self.active.iter().cloned().collect(),
-                updates: im::Vector::new(),
+                updates: List::default(),
             }
         }
     }
@@ -148,6 +188,11 @@ impl ToolFold {
     /// Whether `name` is available (offered by the current series).
     pub fn is_available(&self, name: &str) -> bool {
         self.available.contains(name)
+    }
+
+    /// The definition the series resolved for `name` (last wins), removed names included.
+    pub fn declared(&self, name: &str) -> Option<&ToolSchema> {
+        self.declared.get(name)
     }
 
     /// Available names in the order the fold declared them.
@@ -159,10 +204,18 @@ impl ToolFold {
     }
 }
 
-/// Folds a whole event sequence from scratch (the model the incremental fold is tested
-/// against, and the "full rescan" of the benchmarks).
+/// Folds a whole event sequence from scratch, by reference (the model the incremental fold
+/// is tested against, and the "full rescan" of the benchmarks).
 pub fn fold_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> ToolHistory {
-    let mut fold = ToolFold::default();
+    fold_events_as(FoldKind::ByReference, events)
+}
+
+/// Folds a whole event sequence from scratch with the fold of `kind`.
+pub(crate) fn fold_events_as<'a>(
+    kind: FoldKind,
+    events: impl IntoIterator<Item = &'a Event>,
+) -> ToolHistory {
+    let mut fold = ToolFold::new(kind);
     for e in events {
         fold.apply(e);
     }

@@ -11,12 +11,12 @@ mod state;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-pub use record::{RecordError, Recorder, Request, Step};
+pub use record::{RecordError, Recorder, Request, SeriesStart, Step};
 pub use state::AppendError;
 pub(crate) use state::LogState;
 
 use crate::event::{Event, HeaderEvent};
-use crate::history::{ToolFold, ToolHistory};
+use crate::history::{FoldKind, ToolFold, ToolHistory};
 use crate::store::JsonlWriter;
 use crate::vocab::{Message, Seq};
 
@@ -108,16 +108,22 @@ pub(crate) struct Committed {
     pub writer: Option<JsonlWriter>,
 }
 
-#[derive(Default)]
-struct Derived {
+/// One fold and its cached snapshot.
+#[derive(Clone)]
+struct Cached {
     fold: ToolFold,
     /// The snapshot of `fold`, valid while `fold.upto()` has not moved.
     snapshot: Option<ToolHistory>,
-    /// The surface's messages, keyed by `LogState::surface_version`.
-    messages: Option<(u64, Arc<[Message]>)>,
 }
 
-impl Derived {
+impl Cached {
+    fn new(kind: FoldKind) -> Self {
+        Cached {
+            fold: ToolFold::new(kind),
+            snapshot: None,
+        }
+    }
+
     /// Folds the events of `state` from where the cache stopped up to `upto`.
     /// O(new events + log n).
     fn catch_up(&mut self, state: &LogState, upto: usize) -> &ToolFold {
@@ -135,6 +141,40 @@ impl Derived {
         self.snapshot
             .get_or_insert_with(|| self.fold.snapshot())
             .clone()
+    }
+}
+
+struct Derived {
+    /// The by-reference fold (SPEC §3), folded on first use.
+    by_reference: Cached,
+    /// The by-value fold (SPEC §3.1), folded on first use by a route that needs it.
+    by_value: Option<Cached>,
+    /// The surface's messages, keyed by `LogState::surface_version`.
+    messages: Option<(u64, Arc<[Message]>)>,
+}
+
+impl Default for Derived {
+    fn default() -> Self {
+        Derived {
+            by_reference: Cached::new(FoldKind::ByReference),
+            by_value: None,
+            messages: None,
+        }
+    }
+}
+
+impl Derived {
+    fn cached(&mut self, kind: FoldKind) -> &mut Cached {
+        match kind {
+            FoldKind::ByReference => &mut self.by_reference,
+            FoldKind::ByValue => self
+                .by_value
+                .get_or_insert_with(|| Cached::new(FoldKind::ByValue)),
+        }
+    }
+
+    fn tool_history(&mut self, kind: FoldKind, state: &LogState) -> ToolHistory {
+        self.cached(kind).tool_history(state)
     }
 
     fn messages(&mut self, state: &LogState) -> Arc<[Message]> {
@@ -333,7 +373,7 @@ impl Session {
     }
 
     /// Every event in order. O(1): the vector shares its structure with the log.
-    pub fn events(&self) -> im::Vector<Event> {
+    pub fn events(&self) -> imbl::Vector<Event> {
         read(&self.log).state.events.clone()
     }
 
@@ -344,7 +384,7 @@ impl Session {
     }
 
     /// Every surface node in order, as replace ranges index them. O(1).
-    pub fn surface(&self) -> im::Vector<SurfaceNode> {
+    pub fn surface(&self) -> imbl::Vector<SurfaceNode> {
         read(&self.log).state.surface.clone()
     }
 
@@ -366,13 +406,25 @@ impl Session {
     /// instead.
     pub fn tool_history(&self) -> ToolHistory {
         let log = read(&self.log);
-        lock(&self.derived).tool_history(&log.state)
+        lock(&self.derived).tool_history(FoldKind::ByReference, &log.state)
+    }
+
+    /// The **by-value** snapshot (SPEC §3.1), for routes whose additions and redefinitions may
+    /// carry their definition ([`Route::inline_definitions`](crate::Route::inline_definitions)):
+    /// a declaration series starts only where a request series does, so a changed or
+    /// returning tool never rewrites the declarations.
+    ///
+    /// Cached and incremental like [`tool_history`](Self::tool_history): the first call folds
+    /// the whole log, later calls only the events appended since.
+    pub fn tool_history_by_value(&self) -> ToolHistory {
+        let log = read(&self.log);
+        lock(&self.derived).tool_history(FoldKind::ByValue, &log.state)
     }
 
     /// Length, header, messages, generation and snapshot from one moment.
     pub fn view(&self) -> SessionView {
         let log = read(&self.log);
-        view_of(&log.state, &mut lock(&self.derived))
+        view_of(&log.state, &mut lock(&self.derived), FoldKind::ByReference)
     }
 
     /// Whether appends are written to a file.
@@ -403,13 +455,13 @@ impl Session {
     }
 }
 
-fn view_of(state: &LogState, derived: &mut Derived) -> SessionView {
+fn view_of(state: &LogState, derived: &mut Derived, kind: FoldKind) -> SessionView {
     SessionView {
         len: state.len(),
         header: state.latest_header.clone(),
         messages: derived.messages(state),
         surface_generation: state.generation,
-        tool_history: derived.tool_history(state),
+        tool_history: derived.tool_history(kind, state),
     }
 }
 
@@ -444,31 +496,35 @@ impl Transaction<'_> {
         &self.state
     }
 
-    /// The fold as of the working copy (committed events from the cache, then the batch's
-    /// own events on a clone).
-    pub fn fold(&self) -> ToolFold {
+    /// The fold of `kind` as of the working copy (committed events from the cache, then the
+    /// batch's own events on a clone).
+    pub fn fold(&self, kind: FoldKind) -> ToolFold {
         let mut d = lock(self.derived);
-        let mut fold = d.catch_up(&self.state, self.start).clone();
+        let mut fold = d.cached(kind).catch_up(&self.state, self.start).clone();
         for e in self.state.range(fold.upto()..self.state.len()) {
             fold.apply(e);
         }
         fold
     }
 
-    /// A view of the working copy, as it will be once committed. Its caches become the
-    /// session's on commit, so the next reader does not redo the work.
-    pub fn view(&mut self) -> SessionView {
-        let fold = self.fold();
-        let messages = lock(self.derived)
-            .messages
-            .clone()
-            .filter(|(version, _)| *version == self.state.surface_version);
-        let mut d = Derived {
-            snapshot: None,
-            messages,
-            fold,
+    /// A view of the working copy, as it will be once committed, its snapshot from the fold
+    /// of `kind`. Its caches become the session's on commit, so the next reader does not redo
+    /// the work.
+    pub fn view(&mut self, kind: FoldKind) -> SessionView {
+        let mut d = {
+            let committed = lock(self.derived);
+            Derived {
+                by_reference: committed.by_reference.clone(),
+                by_value: committed.by_value.clone(),
+                messages: committed
+                    .messages
+                    .clone()
+                    .filter(|(version, _)| *version == self.state.surface_version),
+            }
         };
-        let view = view_of(&self.state, &mut d);
+        // The committed caches stop at `start` at most; catching up on the working copy folds
+        // only the batch's events.
+        let view = view_of(&self.state, &mut d, kind);
         self.computed = Some(d);
         view
     }

@@ -19,7 +19,7 @@ pub(crate) enum PromptChange {
 
 /// SPEC §4.1 over the current surface. O(surface).
 pub(crate) fn prompt_change(
-    surface: &im::Vector<SurfaceNode>,
+    surface: &imbl::Vector<SurfaceNode>,
     rendered: &str,
     in_history: bool,
     prompt_series: bool,
@@ -66,7 +66,7 @@ mod tests {
     use crate::vocab::Message;
     use PromptChange::*;
 
-    fn surface(nodes: &[(&str, &str)]) -> im::Vector<SurfaceNode> {
+    fn surface(nodes: &[(&str, &str)]) -> imbl::Vector<SurfaceNode> {
         nodes
             .iter()
             .enumerate()
@@ -87,7 +87,7 @@ mod tests {
         let two = surface(&[("s", "P1"), ("u", "hi"), ("s", "P2"), ("u", "x")]);
         type Row<'a> = (
             &'a str,
-            &'a im::Vector<SurfaceNode>,
+            &'a imbl::Vector<SurfaceNode>,
             &'a str,
             bool,
             bool,
@@ -208,7 +208,7 @@ mod tests {
             vec![crate::vocab::ContentBlock::text("summary of turns 1-9")],
             MessageSource::Other(serde_json::json!({"kind": "compaction"})),
         );
-        let s: im::Vector<SurfaceNode> = [SurfaceNode::Message(summary)].into_iter().collect();
+        let s: imbl::Vector<SurfaceNode> = [SurfaceNode::Message(summary)].into_iter().collect();
         // No prompt node is live: the prompt is appended, the summary stays.
         assert_eq!(prompt_change(&s, "P", true, true), Some(Append("P".into())));
         assert_eq!(

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::prompt::{PromptChange, prompt_change};
 use super::{AppendError, Session, Transaction};
 use crate::event::{Config, Event, HeaderEvent, MessageEvent, Reason, RequestHeader, SurfaceOp};
-use crate::history::{ToolFold, ToolHistory};
+use crate::history::{FoldKind, ToolFold, ToolHistory};
 use crate::route::Route;
 use crate::vocab::{
     ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, MessageSource, Role, Seq, ToolSchema,
@@ -43,6 +43,34 @@ pub struct Step<'a> {
     pub user_messages: &'a [Message],
 }
 
+/// Why a request opens a series (SPEC §4 step 7). The meter and the thinking policy need the
+/// difference: a series the caller opened is a loss the caller chose; one the crate's rules
+/// opened is a loss a better route could have avoided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SeriesStart {
+    /// The session's first header.
+    First,
+    /// The loop asked for a new series (`new_series` on attempt 0).
+    Asked,
+    /// A surface replace was appended since this recorder's previous record (a compaction or
+    /// a rewind by the caller).
+    Rewound,
+    /// The recorder replaced a system prompt node (SPEC §4.1).
+    PromptReplaced,
+    /// The route's fold opened a new declaration series (SPEC §3 step 2): a changed
+    /// definition on a by-reference route, a first usable tool.
+    Redeclared,
+}
+
+impl SeriesStart {
+    /// Whether the caller chose this series (asked, or a replace it appended), so that its
+    /// lost cache is not the route's fault.
+    pub fn by_caller(self) -> bool {
+        matches!(self, SeriesStart::Asked | SeriesStart::Rewound)
+    }
+}
+
 /// What a request is built from, read from the log right after `record` committed.
 #[derive(Clone, Debug)]
 pub struct Request {
@@ -59,6 +87,10 @@ pub struct Request {
     /// Whether that header opened a request series or a declaration series: a rewrite of the
     /// cached prefix by design.
     pub starts_series: bool,
+    /// Why, when `starts_series`.
+    pub series_start: Option<SeriesStart>,
+    /// Whether `tool_history` is the by-value snapshot (the route takes inline definitions).
+    pub by_value: bool,
 }
 
 /// Why `record` refused. The log, the file and the recorder are unchanged.
@@ -125,10 +157,11 @@ enum HeaderDecision {
     Keep(Arc<HeaderEvent>),
 }
 
-/// SPEC §4 step 6: the developer message's blocks, diffed against the names the fold had
-/// *available* just before the new header (which heals a log whose earlier record was cut
-/// between header and developer message). `None` when no name changed.
-fn name_diff(
+/// SPEC §4 step 6: the developer message's blocks, diffed against what the **by-value** fold
+/// had available (and had resolved for each name) just before the new header, which heals a
+/// log whose earlier record was cut between header and developer message. Additions, then
+/// removals, then redefinitions; `None` when nothing changed.
+fn tool_diff(
     tools: &[ToolSchema],
     previous: &[ToolSchema],
     fold: &ToolFold,
@@ -145,9 +178,13 @@ fn name_diff(
         .chain(fold.available_in_declared_order())
         .filter(|n| fold.is_available(n) && !kept.contains(n) && removed.insert(*n))
         .collect();
+    let redefinitions = tools.iter().filter(|t| {
+        fold.is_available(t.name()) && fold.declared(t.name()).is_some_and(|d| !d.same_tool(t))
+    });
     let content: Vec<ContentBlock> = additions
         .map(ContentBlock::addition)
         .chain(removals.into_iter().map(ContentBlock::removal))
+        .chain(redefinitions.map(|t| ContentBlock::redefinition(t.name())))
         .collect();
     (!content.is_empty()).then_some(content)
 }
@@ -232,11 +269,12 @@ impl Recorder {
             .as_ref()
             .is_some_and(|(_, h)| !same_tools(&h.header.tools, step.tools));
         let prompt_series =
-            asked || g_now != g_prev || (step.route.tool_update.is_none() && tools_changed);
+            asked || g_now != g_prev || (step.route.tool_update().is_none() && tools_changed);
+        let mut prompt_replaced = false;
         if let Some(change) = prompt_change(
             &tx.state().surface,
             step.system_prompt,
-            step.route.system_prompt_in_history,
+            step.route.system_prompt_in_history(),
             prompt_series,
         ) {
             let seq = tx.next_seq();
@@ -244,7 +282,10 @@ impl Recorder {
             let (text, op) = match change {
                 PromptChange::Append(text) => (text, SurfaceOp::Append),
                 PromptChange::Replace { index, text } => (
-                    text,
+                    {
+                        prompt_replaced = true;
+                        text
+                    },
                     SurfaceOp::Replace {
                         start: index,
                         end: index,
@@ -277,39 +318,65 @@ impl Recorder {
             Some(_) if starts_series => HeaderDecision::Append(Reason::Series),
             Some((_, h)) => HeaderDecision::Keep(Arc::clone(h)),
         };
-        let (latest, header_seq, opened) = match decision {
-            HeaderDecision::Keep(h) => (h, None, false),
+        let kind = if step.route.inline_definitions() {
+            FoldKind::ByValue
+        } else {
+            FoldKind::ByReference
+        };
+        let (latest, header_seq, series_start) = match decision {
+            HeaderDecision::Keep(h) => (h, None, None),
             HeaderDecision::Append(reason) => {
                 let event = Arc::new(HeaderEvent {
                     header,
                     reason,
                     starts_series: starts_series && reason != Reason::Series,
                 });
-                // The fold as of just before this header: its available names drive step 6.
-                let fold = tx.fold();
-                let opened = starts_series || fold.opens_declaration_series(&event);
+                // The route's fold as of just before this header says whether it redeclares;
+                // the by-value fold's availability drives step 6.
+                let by_value = tx.fold(FoldKind::ByValue);
+                let redeclares = match kind {
+                    FoldKind::ByValue => by_value.opens_declaration_series(&event),
+                    FoldKind::ByReference => tx.fold(kind).opens_declaration_series(&event),
+                };
+                let series_start = if previous.is_none() {
+                    Some(SeriesStart::First)
+                } else if asked {
+                    Some(SeriesStart::Asked)
+                } else if g_now != g_prev {
+                    Some(SeriesStart::Rewound)
+                } else if prompt_replaced {
+                    Some(SeriesStart::PromptReplaced)
+                } else if redeclares {
+                    Some(SeriesStart::Redeclared)
+                } else {
+                    None
+                };
                 let seq = tx.push(Event::Header(Arc::clone(&event)))?;
                 // 6.
                 if let (true, Some((_, prev))) = (reason != Reason::Series, &previous) {
-                    let diff = name_diff(step.tools, &prev.header.tools, &fold);
+                    let diff = tool_diff(step.tools, &prev.header.tools, &by_value);
                     if let Some(content) = diff {
-                        let has_addition = content
-                            .first()
-                            .is_some_and(|b| matches!(b, ContentBlock::ToolAddition { .. }));
+                        let names_header = content.iter().any(|b| {
+                            matches!(
+                                b,
+                                ContentBlock::ToolAddition { .. }
+                                    | ContentBlock::ToolRedefinition { .. }
+                            )
+                        });
                         let id = self.next_id(&session_id, tx.next_seq());
                         let message = Message::developer(id, content);
                         let mut event = self.stamped(message, step, true, SurfaceOp::Append);
                         if let Event::Message(m) = &mut event {
-                            m.header_seq = has_addition.then_some(seq);
+                            m.header_seq = names_header.then_some(seq);
                         }
                         tx.push(event)?;
                     }
                 }
-                (event, Some(seq), opened)
+                (event, Some(seq), series_start)
             }
         };
         // 7.
-        let view = tx.view();
+        let view = tx.view(kind);
         Ok(Outcome {
             request: Request {
                 config: latest.header.config.clone(),
@@ -317,7 +384,9 @@ impl Recorder {
                 tools: Arc::clone(&latest.header.tools),
                 tool_history: view.tool_history,
                 header_seq,
-                starts_series: opened,
+                starts_series: series_start.is_some(),
+                series_start,
+                by_value: kind == FoldKind::ByValue,
             },
             g_after,
             logged_header: header_seq.is_some(),

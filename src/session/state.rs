@@ -88,7 +88,42 @@ pub enum AppendError {
         /// The added name.
         tool: String,
     },
-    /// A tool-addition or tool-removal block outside a developer message.
+    /// A redefinition naming a tool absent from the header its message names.
+    #[error("event {seq}: message {id} redefines `{tool}`, absent from header {header}")]
+    RedefinitionNotInHeader {
+        /// The event's position.
+        seq: Seq,
+        /// The message id.
+        id: String,
+        /// The redefined name.
+        tool: String,
+        /// The header named by `headerSeq`.
+        header: Seq,
+    },
+    /// A redefinition in a developer message without `headerSeq`.
+    #[error("event {seq}: message {id} redefines `{tool}` without a headerSeq")]
+    RedefinitionWithoutHeaderSeq {
+        /// The event's position.
+        seq: Seq,
+        /// The message id.
+        id: String,
+        /// The redefined name.
+        tool: String,
+    },
+    /// A by-value addition ([`ContentBlock::InlineAddition`]): projection output, which a log
+    /// never holds (it carries a definition no header recorded).
+    #[error(
+        "event {seq}: message {id}: block {index} is a by-value addition, which only projections hold"
+    )]
+    ProjectionOnlyBlock {
+        /// The event's position.
+        seq: Seq,
+        /// The message id.
+        id: String,
+        /// 0-based block position.
+        index: usize,
+    },
+    /// A tool-change block (addition, removal, redefinition) outside a developer message.
     #[error("event {seq}: {role} message {id} holds a tool-change block")]
     ToolChangeOutsideDeveloper {
         /// The event's position.
@@ -172,6 +207,9 @@ impl AppendError {
             | UnknownHeader { seq, .. }
             | AdditionNotInHeader { seq, .. }
             | AdditionWithoutHeaderSeq { seq, .. }
+            | RedefinitionNotInHeader { seq, .. }
+            | RedefinitionWithoutHeaderSeq { seq, .. }
+            | ProjectionOnlyBlock { seq, .. }
             | ToolChangeOutsideDeveloper { seq, .. }
             | HeaderSeqOutsideDeveloper { seq, .. }
             | ToolResultWithoutCallId { seq, .. }
@@ -186,11 +224,11 @@ impl AppendError {
 /// The log and the facts validation reads, all O(1) to clone.
 #[derive(Clone, Default)]
 pub(crate) struct LogState {
-    pub events: im::Vector<Event>,
+    pub events: imbl::Vector<Event>,
     /// Exact bytes (without `\n`) of loaded lines; `None` for events made in this process.
-    pub lines: im::Vector<Option<Arc<str>>>,
-    pub message_ids: im::HashSet<Arc<str>>,
-    pub surface: im::Vector<SurfaceNode>,
+    pub lines: imbl::Vector<Option<Arc<str>>>,
+    pub message_ids: imbl::HashSet<Arc<str>>,
+    pub surface: imbl::Vector<SurfaceNode>,
     pub generation: u64,
     /// Bumped on every surface change; keys the messages cache.
     pub surface_version: u64,
@@ -205,7 +243,7 @@ impl LogState {
     }
 
     /// The events in `range`, without walking the ones before it (`iter().skip(n)` on an
-    /// `im::Vector` is O(n)). O(log n) to start, O(1) per event.
+    /// `imbl::Vector` is O(n)). O(log n) to start, O(1) per event.
     pub fn range(&self, range: std::ops::Range<usize>) -> impl Iterator<Item = &Event> {
         // `Focus::narrow` panics on an empty range.
         (!range.is_empty())
@@ -253,6 +291,17 @@ impl LogState {
                 index,
             });
         }
+        if let Some(index) = msg
+            .content()
+            .iter()
+            .position(|b| matches!(b, ContentBlock::InlineAddition(_)))
+        {
+            return Err(AppendError::ProjectionOnlyBlock {
+                seq,
+                id: id(),
+                index,
+            });
+        }
         if msg.source().is_malformed() {
             return Err(AppendError::MalformedSource { seq, id: id() });
         }
@@ -285,27 +334,46 @@ impl LogState {
             };
             let mut names = None;
             for block in msg.content() {
-                let ContentBlock::ToolAddition { tool_name } = block else {
-                    continue;
+                let (tool_name, redefines) = match block {
+                    ContentBlock::ToolAddition { tool_name } => (tool_name, false),
+                    ContentBlock::ToolRedefinition { tool_name } => (tool_name, true),
+                    _ => continue,
                 };
+                let tool = tool_name.clone();
                 match header {
+                    None if redefines => {
+                        return Err(AppendError::RedefinitionWithoutHeaderSeq {
+                            seq,
+                            id: id(),
+                            tool,
+                        });
+                    }
                     None => {
                         return Err(AppendError::AdditionWithoutHeaderSeq {
                             seq,
                             id: id(),
-                            tool: tool_name.clone(),
+                            tool,
                         });
                     }
-                    Some((h, he))
+                    Some((header, he))
                         if !names
                             .get_or_insert_with(|| by_name(&he.header.tools))
                             .contains_key(tool_name.as_str()) =>
                     {
-                        return Err(AppendError::AdditionNotInHeader {
-                            seq,
-                            id: id(),
-                            tool: tool_name.clone(),
-                            header: h,
+                        return Err(if redefines {
+                            AppendError::RedefinitionNotInHeader {
+                                seq,
+                                id: id(),
+                                tool,
+                                header,
+                            }
+                        } else {
+                            AppendError::AdditionNotInHeader {
+                                seq,
+                                id: id(),
+                                tool,
+                                header,
+                            }
                         });
                     }
                     Some(_) => {}

@@ -14,6 +14,8 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::ToolSchema;
+
 /// Who speaks a message. The event type follows from it (`tool` → `tool/result`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -180,7 +182,8 @@ const KNOWN_SOURCE_KINDS: [&str; 5] = ["user", "model", "tool", "tool-registry",
 ///
 /// JSON: `{"type":"text","text"}`, `{"type":"reasoning","text",...}`,
 /// `{"type":"tool-call","id","name","arguments"}`, `{"type":"tool-addition","toolName"}`,
-/// `{"type":"tool-removal","toolName"}`; any other `type` is kept verbatim as `Other`.
+/// `{"type":"tool-removal","toolName"}`, `{"type":"tool-redefinition","toolName"}`; any other
+/// `type` is kept verbatim as `Other`.
 /// **A known type that is malformed is an error, not `Other`.** Unknown fields on known
 /// blocks other than `reasoning` are ignored (the log line keeps them; see `docs/decisions.md`).
 #[derive(Clone, Debug, PartialEq)]
@@ -217,17 +220,57 @@ pub enum ContentBlock {
         /// The removed tool's name.
         tool_name: String,
     },
+    /// An available tool takes the definition of the header its message names (developer
+    /// messages only). Routes that take definitions by value send it as an addition carrying
+    /// the new definition; by-reference routes open a declaration series instead.
+    ToolRedefinition {
+        /// The redefined tool's name.
+        tool_name: String,
+    },
+    /// An addition carrying its definition by value: made only by the projection for routes
+    /// with inline definitions, never decoded from a log and refused by `append`.
+    InlineAddition(InlineAddition),
     /// A block of another type, kept verbatim in place.
     Other(Value),
 }
 
-const KNOWN_BLOCK_TYPES: [&str; 5] = [
+const KNOWN_BLOCK_TYPES: [&str; 6] = [
     "text",
     "reasoning",
     "tool-call",
     "tool-addition",
     "tool-removal",
+    "tool-redefinition",
 ];
+
+/// A tool addition that carries the tool's definition (`deferLoading` cleared: a by-value
+/// addition offers the tool at once).
+///
+/// Only the projection builds one (there is no public constructor), so a by-value block can
+/// never be decoded from a log; `Session::append` refuses a message holding one.
+/// JSON: `{"type":"tool-addition","toolName":N,"definition":{...}}`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InlineAddition {
+    definition: ToolSchema,
+}
+
+impl InlineAddition {
+    pub(crate) fn new(definition: &ToolSchema) -> Self {
+        InlineAddition {
+            definition: definition.with_defer_loading(false),
+        }
+    }
+
+    /// The added tool's name.
+    pub fn tool_name(&self) -> &str {
+        self.definition.name()
+    }
+
+    /// The definition sent with the addition (never deferred).
+    pub fn definition(&self) -> &ToolSchema {
+        &self.definition
+    }
+}
 
 impl ContentBlock {
     /// A text block.
@@ -249,12 +292,34 @@ impl ContentBlock {
         }
     }
 
-    /// Whether this is a tool-addition or tool-removal block.
+    /// A `tool-redefinition` block.
+    pub fn redefinition(tool_name: impl Into<String>) -> Self {
+        ContentBlock::ToolRedefinition {
+            tool_name: tool_name.into(),
+        }
+    }
+
+    /// Whether this is a tool-addition, tool-removal or tool-redefinition block (by value
+    /// included).
     pub fn is_tool_change(&self) -> bool {
         matches!(
             self,
-            ContentBlock::ToolAddition { .. } | ContentBlock::ToolRemoval { .. }
+            ContentBlock::ToolAddition { .. }
+                | ContentBlock::ToolRemoval { .. }
+                | ContentBlock::ToolRedefinition { .. }
+                | ContentBlock::InlineAddition(_)
         )
+    }
+
+    /// The tool a tool-change block names.
+    pub fn tool_change_name(&self) -> Option<&str> {
+        match self {
+            ContentBlock::ToolAddition { tool_name }
+            | ContentBlock::ToolRemoval { tool_name }
+            | ContentBlock::ToolRedefinition { tool_name } => Some(tool_name),
+            ContentBlock::InlineAddition(a) => Some(a.tool_name()),
+            _ => None,
+        }
     }
 
     /// Decodes one block.
@@ -288,7 +353,17 @@ impl ContentBlock {
                 name: field("name")?,
                 arguments: field("arguments")?,
             },
+            "tool-addition" if map.contains_key("definition") => {
+                return Err(
+                    "a `tool-addition` carrying a `definition` is projection output, \
+                            never a log block"
+                        .into(),
+                );
+            }
             "tool-addition" => ContentBlock::ToolAddition {
+                tool_name: field("toolName")?,
+            },
+            "tool-redefinition" => ContentBlock::ToolRedefinition {
                 tool_name: field("toolName")?,
             },
             "tool-removal" => ContentBlock::ToolRemoval {
@@ -348,15 +423,24 @@ impl Serialize for ContentBlock {
                 m.serialize_entry("arguments", arguments)?;
                 m.end()
             }
-            ContentBlock::ToolAddition { tool_name } | ContentBlock::ToolRemoval { tool_name } => {
-                let ty = if matches!(self, ContentBlock::ToolAddition { .. }) {
-                    "tool-addition"
-                } else {
-                    "tool-removal"
+            ContentBlock::ToolAddition { tool_name }
+            | ContentBlock::ToolRemoval { tool_name }
+            | ContentBlock::ToolRedefinition { tool_name } => {
+                let ty = match self {
+                    ContentBlock::ToolAddition { .. } => "tool-addition",
+                    ContentBlock::ToolRemoval { .. } => "tool-removal",
+                    _ => "tool-redefinition",
                 };
                 let mut m = s.serialize_map(Some(2))?;
                 m.serialize_entry("type", ty)?;
                 m.serialize_entry("toolName", tool_name)?;
+                m.end()
+            }
+            ContentBlock::InlineAddition(a) => {
+                let mut m = s.serialize_map(Some(3))?;
+                m.serialize_entry("type", "tool-addition")?;
+                m.serialize_entry("toolName", a.tool_name())?;
+                m.serialize_entry("definition", &a.definition)?;
                 m.end()
             }
             ContentBlock::Other(v) => v.serialize(s),

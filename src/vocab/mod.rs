@@ -1,6 +1,7 @@
 //! The JSON nouns of the log (SPEC §1): tools, messages, content blocks, sequence numbers.
 
 mod json;
+mod list;
 mod message;
 mod tool;
 
@@ -10,7 +11,8 @@ use serde::{Deserialize, Serialize};
 
 pub use json::json_equivalent;
 pub(crate) use json::map_equivalent;
-pub use message::{ContentBlock, Message, MessageSource, Role};
+pub use list::{Iter, List};
+pub use message::{ContentBlock, InlineAddition, Message, MessageSource, Role};
 pub use tool::{DEFERRED_PLACEHOLDER_NAME, ToolError, ToolSchema};
 pub(crate) use tool::{by_name, same_tools};
 

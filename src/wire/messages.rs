@@ -72,11 +72,11 @@ pub fn serialize_messages(
         return Err(WireError::MissingMaxTokens);
     }
     let tools = checked_tools(projected)?;
-    let conversation = Conversation::build(&projected.messages, route.system_prompt_in_history)?;
+    let conversation = Conversation::build(&projected.messages, route.system_prompt_in_history())?;
     // SPEC §7: on a mode route with the placeholder, a deferred-tools section exists from a
     // series' first request on, on the main path and on fallbacks alike, so it never toggles.
-    let placeholder = route.deferred_placeholder
-        && route.tool_update.is_some()
+    let placeholder = route.deferred_placeholder()
+        && route.tool_update().is_some()
         && tools.iter().any(|t| !t.defer_loading());
     let body = Body {
         model: &config.model,
@@ -93,7 +93,7 @@ pub fn serialize_messages(
         ("content-type".to_owned(), "application/json".to_owned()),
         ("anthropic-version".to_owned(), ANTHROPIC_VERSION.to_owned()),
     ];
-    if route.beta_always || conversation.has_tool_change {
+    if route.beta_always() || conversation.has_tool_change {
         headers.push(("anthropic-beta".to_owned(), TOOL_CHANGE_BETA.to_owned()));
     }
     Ok(WireRequest {

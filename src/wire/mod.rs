@@ -418,6 +418,8 @@ fn block_type(block: &ContentBlock) -> String {
         ContentBlock::ToolCall { .. } => "tool-call".into(),
         ContentBlock::ToolAddition { .. } => "tool-addition".into(),
         ContentBlock::ToolRemoval { .. } => "tool-removal".into(),
+        ContentBlock::ToolRedefinition { .. } => "tool-redefinition".into(),
+        ContentBlock::InlineAddition(_) => "tool-addition (by value)".into(),
         ContentBlock::Other(v) => v
             .get("type")
             .and_then(Value::as_str)

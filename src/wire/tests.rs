@@ -7,38 +7,28 @@ use indexmap::IndexMap;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::route::{Evidence, ToolUpdateMode};
+use crate::route::ToolUpdateMode;
 
 // --- fixtures ------------------------------------------------------------------------------
 
 /// `deepseek-flash` as SPEC §6 describes it: addition-only, prompts in history, no beta_always.
 fn flash() -> Route {
-    Route {
-        provider: "deepseek".into(),
-        model: "deepseek-flash".into(),
-        api: WireApi::Messages,
-        tool_update: Some(ToolUpdateMode::AdditionOnly),
-        system_prompt_in_history: true,
-        beta_always: false,
-        deferred_section_bytes: 0,
-        deferred_placeholder: false,
-        evidence: Evidence::None,
-    }
+    Route::builder("deepseek", "deepseek-flash", WireApi::Messages)
+        .tool_update(Some(ToolUpdateMode::AdditionOnly))
+        .system_prompt_in_history(true)
+        .build()
+        .unwrap()
 }
 
 /// An Anthropic-style entry: in-history, prompts in history, beta on every request.
 fn anthropic() -> Route {
-    Route {
-        provider: "anthropic".into(),
-        model: "claude-test".into(),
-        api: WireApi::Messages,
-        tool_update: Some(ToolUpdateMode::InHistory),
-        system_prompt_in_history: true,
-        beta_always: true,
-        deferred_section_bytes: 64,
-        deferred_placeholder: false,
-        evidence: Evidence::None,
-    }
+    Route::builder("anthropic", "claude-test", WireApi::Messages)
+        .tool_update(Some(ToolUpdateMode::InHistory))
+        .system_prompt_in_history(true)
+        .beta_always(true)
+        .deferred_section_bytes(64)
+        .build()
+        .unwrap()
 }
 
 /// A Messages route without a mode and without prompts in history.
@@ -691,8 +681,11 @@ fn reserved_config_keys() {
 
 #[test]
 fn reserved_placeholder_name_on_every_route() {
-    let mut with_placeholder = flash();
-    with_placeholder.deferred_placeholder = true;
+    let with_placeholder = flash()
+        .into_builder()
+        .deferred_placeholder(true)
+        .build()
+        .unwrap();
     for route in [flash(), anthropic(), plain(), chat(), with_placeholder] {
         let p = projected(
             vec![u("u1", "hi")],
@@ -1148,10 +1141,17 @@ fn serialize_dispatches_on_the_route_api() {
 #[test]
 fn deferred_placeholder_appended_exactly_on_mode_routes_with_an_immediate_tool() {
     const PLACEHOLDER: &str = r#"{"name":"mektpoy_deferred_placeholder","description":"Reserved; never call.","input_schema":{"type":"object","properties":{}},"defer_loading":true}"#;
-    let mut with = anthropic();
-    with.deferred_placeholder = true;
-    let mut no_mode = with.clone();
-    no_mode.tool_update = None;
+    let with = anthropic()
+        .into_builder()
+        .deferred_placeholder(true)
+        .build()
+        .unwrap();
+    let no_mode = with
+        .clone()
+        .into_builder()
+        .tool_update(None)
+        .beta_always(false)
+        .build_unchecked();
     let tools_of = |route: &Route, tools: Option<Vec<ToolSchema>>| -> Value {
         let p = projected(vec![u("u1", "hi")], tools);
         let body = serialize(&config(), &p, route).unwrap().body;

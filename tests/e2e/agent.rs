@@ -109,7 +109,7 @@ impl Agent {
         let (projected, path) = project_tool_updates_traced(
             &request.messages,
             Some(&request.tools),
-            self.route.tool_update,
+            self.route.tool_update(),
             Some(&request.tool_history),
         );
         // A name that is declared but not effective (removed, kept for the cache) is never
@@ -127,7 +127,7 @@ impl Agent {
         let wire = serialize(&request.config, &projected, &self.route)
             .unwrap_or_else(|e| panic!("step {turn}: serialize refused: {e}"));
         drop(projected); // it borrows `request`, which `Sent` takes
-        let answer = standin::send(&self.key, self.route.deferred_section_bytes, &wire)?;
+        let answer = standin::send(&self.key, self.route.deferred_section_bytes(), &wire)?;
 
         let row = self
             .meter

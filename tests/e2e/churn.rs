@@ -240,7 +240,7 @@ fn run(key: &str, route: Route) -> Vec<Row> {
         // The top-level `system`: P1 until 11; then P2 where prompts are not kept in history
         // (node 0 replaced) but still P1 where they are (P2 appended), until the compaction at
         // 29 drops the P2 node and §4.1 replaces node 0 with it.
-        let system = if step < 11 || (step < 29 && agent.route.system_prompt_in_history) {
+        let system = if step < 11 || (step < 29 && agent.route.system_prompt_in_history()) {
             P1
         } else {
             P2
@@ -350,8 +350,11 @@ fn churn_on_deepseek_flash_loses_only_at_series_starts_offered_names_leaving_or_
 #[test]
 fn churn_on_anthropic_in_history_without_placeholder_loses_at_series_starts_and_first_deferred_declarations()
  {
-    let mut route = route_for("anthropic", "claude-opus-5");
-    route.deferred_placeholder = false;
+    let route = route_for("anthropic", "claude-opus-5")
+        .into_builder()
+        .deferred_placeholder(false)
+        .build()
+        .unwrap();
     let rows = run("churn/claude-opus-5/no-placeholder", route);
     let t = table(&rows);
     assert_eq!(
@@ -374,7 +377,7 @@ fn churn_on_anthropic_in_history_without_placeholder_loses_at_series_starts_and_
 #[test]
 fn churn_on_anthropic_in_history_with_placeholder_loses_only_at_series_starts() {
     let route = route_for("anthropic", "claude-opus-5");
-    assert!(route.deferred_placeholder, "the catalog entry as is");
+    assert!(route.deferred_placeholder(), "the catalog entry as is");
     let rows = run("churn/claude-opus-5", route);
     let t = table(&rows);
     assert_eq!(
@@ -410,7 +413,7 @@ fn churn_on_anthropic_in_history_with_placeholder_loses_only_at_series_starts() 
 #[test]
 fn churn_on_deepseek_v4_pro_without_mode_loses_at_every_tool_change_prompt_change_and_compaction() {
     let route = route_for("deepseek", "deepseek-v4-pro");
-    assert_eq!(route.tool_update, None);
+    assert_eq!(route.tool_update(), None);
     let rows = run("churn/deepseek-v4-pro", route);
     let t = table(&rows);
     eprintln!("deepseek-v4-pro (no mode), SPEC §9 bytes; tokens estimated as ⌈bytes / 4⌉\n{t}");

@@ -169,8 +169,11 @@ fn random_churn_on_deepseek_flash_and_in_history_without_placeholder_is_accepted
             route_for("deepseek", "deepseek-flash"),
             seed,
         );
-        let mut route = route_for("anthropic", "claude-opus-5");
-        route.deferred_placeholder = false;
+        let route = route_for("anthropic", "claude-opus-5")
+            .into_builder()
+            .deferred_placeholder(false)
+            .build()
+            .unwrap();
         run(
             &format!("random/{seed}/claude-opus-5/no-placeholder"),
             route,
