@@ -57,7 +57,7 @@ pub mod wire;
 pub use error::Error;
 pub use event::{
     Config, DecodeError, Event, HeaderEvent, MessageEvent, OpaqueEvent, Reason, RequestHeader,
-    SurfaceOp,
+    SurfaceOp, ThinkingPolicy,
 };
 pub use history::{ToolHistory, ToolUpdate};
 pub use meter::{Meter, MeterError, MeterReport, MeterRow, Price};
@@ -80,7 +80,10 @@ pub use vocab::{
     ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message, MessageSource, Role,
     Seq, ToolError, ToolSchema, json_equivalent,
 };
-pub use wire::{WireError, WireRequest, serialize, serialize_messages, serialize_openai_chat};
+pub use wire::{
+    Rewrite, ThinkingPlan, WireContext, WireError, WireReport, WireRequest, serialize,
+    serialize_messages, serialize_openai_chat, serialize_with,
+};
 
 /// The READMEs' Rust examples run as doctests.
 #[cfg(doctest)]

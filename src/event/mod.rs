@@ -112,6 +112,47 @@ impl PartialEq for Config {
     }
 }
 
+/// How signed thinking blocks produced before a rewrite of the conversation are sent on a
+/// route that binds thinking to the conversation before it (SPEC §7). Chosen once per
+/// session and recorded in its log, so a resumed loop applies the same policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ThinkingPolicy {
+    /// Leave those blocks out of every later request of the route (the vendor accepts a
+    /// history whose oldest thinking blocks are gone) and report how many were left out.
+    #[default]
+    StripThinking,
+    /// Send them with `thinking.block_binding.prefix_mismatch_behavior: "drop_block"` and the
+    /// `thinking-binding-controls-2026-08-01` beta. **Costly**: the vendor drops the failing
+    /// block *and every thinking block after it*, so while a pre-floor block stays in the
+    /// history every newer block is dropped too.
+    DropBlock,
+    /// Refuse the request with a typed error naming what the rewrite changed.
+    Refuse,
+}
+
+impl ThinkingPolicy {
+    /// The JSON spelling (`"strip-thinking"`, `"drop-block"`, `"refuse"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThinkingPolicy::StripThinking => "strip-thinking",
+            ThinkingPolicy::DropBlock => "drop-block",
+            ThinkingPolicy::Refuse => "refuse",
+        }
+    }
+
+    /// The policy of a JSON spelling.
+    pub fn from_str_opt(s: &str) -> Option<Self> {
+        [
+            ThinkingPolicy::StripThinking,
+            ThinkingPolicy::DropBlock,
+            ThinkingPolicy::Refuse,
+        ]
+        .into_iter()
+        .find(|p| p.as_str() == s)
+    }
+}
+
 /// Why a header was logged (`reason`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Reason {

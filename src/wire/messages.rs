@@ -16,8 +16,8 @@ use serde_json::{Map, Value};
 
 use super::canonical::{Canonical, CanonicalObject};
 use super::{
-    Body, Calls, WireError, WireRequest, block_type, check_system_without_history, checked_tools,
-    latest_prompt, sorted_options, system_text, unsupported,
+    Body, Calls, WireContext, WireError, WireRequest, block_type, check_system_without_history,
+    checked_tools, latest_prompt, sorted_options, system_text, unsupported,
 };
 use crate::event::Config;
 use crate::project::ProjectedToolUpdates;
@@ -67,6 +67,16 @@ pub fn serialize_messages(
     projected: &ProjectedToolUpdates<'_>,
     route: &Route,
 ) -> Result<WireRequest, WireError> {
+    serialize_messages_with(config, projected, route, &WireContext::default())
+}
+
+/// [`serialize_messages`] with the route's previous request and thinking floor.
+pub(crate) fn serialize_messages_with(
+    config: &Config,
+    projected: &ProjectedToolUpdates<'_>,
+    route: &Route,
+    _context: &WireContext<'_>,
+) -> Result<WireRequest, WireError> {
     let options = sorted_options(config)?;
     if !config.extra.contains_key("max_tokens") {
         return Err(WireError::MissingMaxTokens);
@@ -96,10 +106,7 @@ pub fn serialize_messages(
     if route.beta_always() || conversation.has_tool_change {
         headers.push(("anthropic-beta".to_owned(), TOOL_CHANGE_BETA.to_owned()));
     }
-    Ok(WireRequest {
-        body: body.to_json(),
-        headers,
-    })
+    Ok(WireRequest::new(body.to_json(), headers))
 }
 
 /// `{name, description, input_schema, defer_loading?}`; unknown tool fields are not sent (the

@@ -45,14 +45,94 @@ pub use crate::vocab::DEFERRED_PLACEHOLDER_NAME;
 /// `body` is compact JSON in the key order of SPEC §7. `headers` hold lowercase names in a
 /// fixed order; the endpoint URL and authentication are the caller's (no HTTP here).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WireRequest {
     /// The request body: compact JSON.
     pub body: String,
     /// `(name, value)` pairs, names lowercase, in the order they should be sent.
     pub headers: Vec<(String, String)>,
+    /// What the serializer left out or added, and why (thinking policy, unverifiable
+    /// reasoning, cache breakpoints).
+    pub report: WireReport,
+}
+
+/// What a serializer did to a request beyond writing it out.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WireReport {
+    /// Signed `thinking` and `redacted_thinking` blocks the `StripThinking` policy left out
+    /// (they were produced before the route's thinking floor).
+    pub thinking_left_out: usize,
+    /// Reasoning blocks left out because the provider could not verify them (no signature,
+    /// or produced by another provider).
+    pub unverifiable_reasoning_left_out: usize,
+    /// Whether the `DropBlock` policy acted (`block_binding` and its beta were sent).
+    pub drop_block: bool,
+    /// The 0-based index, over the content blocks of the wire messages in order, of the block
+    /// that got an explicit `cache_control` because 20 or more blocks follow the last block
+    /// of the previous request (the automatic-caching lookback).
+    pub lookback_breakpoint: Option<usize>,
+}
+
+/// How the serializer treats signed thinking blocks produced before a rewrite of the
+/// conversation on a route that binds thinking ([`Route::binds_thinking`]). Chosen once per
+/// session and recorded in its log; `StripThinking` is the default.
+pub use crate::event::ThinkingPolicy;
+
+/// What the serializer needs to know beyond the projected request: the previous request of
+/// the route and the session's thinking floor. [`serialize`] uses the default (a first
+/// request: no lookback, no floor).
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct WireContext<'a> {
+    /// Content blocks (over the wire messages, in order) of the previous request of this
+    /// route, when this request extends it; `None` for a first request or after a rewrite.
+    pub previous_blocks: Option<usize>,
+    /// The thinking policy and the messages it applies to; `None` on a route that does not
+    /// bind thinking, or when no floor exists.
+    pub thinking: Option<ThinkingPlan<'a>>,
+}
+
+/// The thinking policy of a session and the assistant messages it applies to.
+#[derive(Clone, Debug)]
+pub struct ThinkingPlan<'a> {
+    /// The session's policy.
+    pub policy: ThinkingPolicy,
+    /// Ids of the messages appended before the route's thinking floor: each signed reasoning
+    /// block and each `redacted_thinking` block in these assistant messages is subject to
+    /// the policy.
+    pub before_floor: &'a HashSet<String>,
+    /// What the rewrite that set the floor changed, for [`ThinkingPolicy::Refuse`].
+    pub rewrite: Rewrite,
+}
+
+/// What a rewriting request changed against the previous request of its route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Rewrite {
+    /// The serialized `tools`.
+    Tools,
+    /// The top-level `system`.
+    System,
+    /// The messages: the previous request's messages (thinking blocks ignored) are not a
+    /// prefix of this one's; `message` is the 0-based index of the first wire message that
+    /// differs.
+    History {
+        /// First differing wire message.
+        message: usize,
+    },
 }
 
 impl WireRequest {
+    /// A request from its body and headers, with an empty report.
+    pub fn new(body: impl Into<String>, headers: Vec<(String, String)>) -> Self {
+        WireRequest {
+            body: body.into(),
+            headers,
+            report: WireReport::default(),
+        }
+    }
+
     /// The value of header `name` (ASCII case-insensitive), if present.
     ///
     /// ```
@@ -247,8 +327,24 @@ pub fn serialize(
     projected: &ProjectedToolUpdates<'_>,
     route: &Route,
 ) -> Result<WireRequest, WireError> {
+    serialize_with(config, projected, route, &WireContext::default())
+}
+
+/// [`serialize`] with what the route's previous request and the session's thinking floor say
+/// (the automatic-caching lookback, the thinking policy). [`Request::to_wire`] supplies it.
+///
+/// # Errors
+/// As [`serialize`], plus the thinking policy's refusals.
+///
+/// [`Request::to_wire`]: crate::Request::to_wire
+pub fn serialize_with(
+    config: &Config,
+    projected: &ProjectedToolUpdates<'_>,
+    route: &Route,
+    context: &WireContext<'_>,
+) -> Result<WireRequest, WireError> {
     match route.api {
-        WireApi::Messages => serialize_messages(config, projected, route),
+        WireApi::Messages => messages::serialize_messages_with(config, projected, route, context),
         WireApi::OpenAiChat => serialize_openai_chat(config, projected),
     }
 }

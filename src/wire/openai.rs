@@ -60,10 +60,10 @@ pub fn serialize_openai_chat(
         tools: tools.iter().map(FunctionTool).collect(),
         messages,
     };
-    Ok(WireRequest {
-        body: body.to_json(),
-        headers: vec![("content-type".to_owned(), "application/json".to_owned())],
-    })
+    Ok(WireRequest::new(
+        body.to_json(),
+        vec![("content-type".to_owned(), "application/json".to_owned())],
+    ))
 }
 
 fn chat_messages(messages: &[Message]) -> Result<Vec<ChatMessage<'_>>, WireError> {

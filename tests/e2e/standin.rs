@@ -697,10 +697,7 @@ mod tests {
     }
 
     fn wire(body: &Value, beta: bool) -> mektpoy::WireRequest {
-        mektpoy::WireRequest {
-            body: body.to_string(),
-            headers: headers(beta),
-        }
+        mektpoy::WireRequest::new(body.to_string(), headers(beta))
     }
 
     /// Over HTTP: a refusal is a 400 that leaves the session's cache state alone; sessions do
