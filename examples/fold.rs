@@ -1,10 +1,12 @@
-//! Prints the `tool_history()` snapshot of a session log as one line of compact JSON.
+//! Prints the tool snapshot of a session log as one line of compact JSON: by reference
+//! (`Session::tool_history`), or with `--by-value` the by-value snapshot that routes with
+//! inline definitions read (`Session::tool_history_by_value`).
 //!
 //! ```text
-//! cargo run --example fold -- LOG.jsonl
+//! cargo run --example fold -- [--by-value] LOG.jsonl
 //! ```
 //!
-//! Output (SPEC §3): `{"tools":[...],"updates":[{"messageId":...,"additions":[...]}]}`.
+//! Output: `{"tools":[...],"updates":[{"messageId":...,"additions":[...],"redefinitions"?:[...]}]}`.
 //! A torn final line is dropped with a warning on stderr (exit 0); an invalid log exits 1
 //! with the typed error and its source chain on stderr; a usage error exits 2. Other
 //! languages can drive the fold through this command.
@@ -17,11 +19,15 @@ use mektpoy::{LoadError, Session};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [path] = args.as_slice() else {
-        eprintln!("usage: fold LOG.jsonl");
-        return ExitCode::from(2);
+    let (by_value, path) = match args.as_slice() {
+        [path] if !path.starts_with("--") => (false, path),
+        [flag, path] if flag == "--by-value" => (true, path),
+        _ => {
+            eprintln!("usage: fold [--by-value] LOG.jsonl");
+            return ExitCode::from(2);
+        }
     };
-    match run(path) {
+    match run(path, by_value) {
         Ok(out) => {
             for warning in &out.warnings {
                 eprintln!("warning: {warning}");
@@ -47,8 +53,8 @@ struct Folded {
     warnings: Vec<String>,
 }
 
-/// Loads `path` and folds it.
-fn run(path: &str) -> Result<Folded, LoadError> {
+/// Loads `path` and folds it, by value when asked.
+fn run(path: &str, by_value: bool) -> Result<Folded, LoadError> {
     let loaded = Session::load(path)?;
     let mut warnings = Vec::new();
     if let Some(torn) = loaded.torn_tail {
@@ -57,8 +63,13 @@ fn run(path: &str) -> Result<Folded, LoadError> {
             torn.len, torn.offset
         ));
     }
+    let snapshot = if by_value {
+        loaded.session.tool_history_by_value()
+    } else {
+        loaded.session.tool_history()
+    };
     Ok(Folded {
-        snapshot: loaded.session.tool_history().to_json(),
+        snapshot: snapshot.to_json(),
         warnings,
     })
 }

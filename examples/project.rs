@@ -1,5 +1,5 @@
-//! Projects one request for a route (SPEC §5), reading JSON on stdin and writing JSON on
-//! stdout, so that other languages can drive the projection.
+//! Projects one request for a route, reading JSON on stdin and writing JSON on stdout, so
+//! that other languages can drive the projection.
 //!
 //! ```text
 //! echo '{"messages":[...],"tools":[...],"mode":"in-history","history":{...}}' \
@@ -7,15 +7,21 @@
 //! ```
 //!
 //! Input: one object `{"messages":[...],"tools":[...]|null,"mode":"in-history"|
-//! "addition-only"|null,"history":{"tools":[...],"updates":[...]}|null}`; an absent key
-//! reads as `null`, an unknown key is an error. Output: one line
-//! `{"messages":[...],"tools":[...]|null}`, tools with `deferLoading` only when true.
+//! "addition-only"|null,"history":{"tools":[...],"updates":[...]}|null,"inline"?:bool}`; an
+//! absent key reads as `null`, an unknown key is an error. With `"inline": true` the route
+//! takes definitions by value: `mode` must be `"in-history"` and `history` is a by-value
+//! snapshot. Output: one line `{"messages":[...],"tools":[...]|null}`, tools with
+//! `deferLoading` only when true, a by-value addition as
+//! `{"type":"tool-addition","toolName":N,"definition":{...}}`.
 //! Malformed input exits 1 with a message on stderr naming the fault.
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
-use mektpoy::{Message, ToolHistory, ToolSchema, ToolUpdateMode, project_tool_updates};
+use mektpoy::{
+    Message, ToolHistory, ToolSchema, ToolUpdateMode, project_tool_updates,
+    project_tool_updates_inline,
+};
 use serde::Deserialize;
 
 /// The request to project.
@@ -29,6 +35,8 @@ struct Input {
     mode: Option<ToolUpdateMode>,
     #[serde(default)]
     history: Option<ToolHistory>,
+    #[serde(default)]
+    inline: bool,
 }
 
 fn main() -> ExitCode {
@@ -55,11 +63,22 @@ fn main() -> ExitCode {
 /// Projects the request in `text` and returns the output line (without `\n`).
 fn run(text: &str) -> Result<String, String> {
     let input: Input = serde_json::from_str(text).map_err(|e| format!("malformed input: {e}"))?;
-    let out = project_tool_updates(
-        &input.messages,
-        input.tools.as_deref(),
-        input.mode,
-        input.history.as_ref(),
-    );
+    let out = if input.inline {
+        if input.mode != Some(ToolUpdateMode::InHistory) {
+            return Err("`inline` needs `\"mode\": \"in-history\"`".into());
+        }
+        project_tool_updates_inline(
+            &input.messages,
+            input.tools.as_deref(),
+            input.history.as_ref(),
+        )
+    } else {
+        project_tool_updates(
+            &input.messages,
+            input.tools.as_deref(),
+            input.mode,
+            input.history.as_ref(),
+        )
+    };
     serde_json::to_string(&out).map_err(|e| format!("cannot write the projection: {e}"))
 }
