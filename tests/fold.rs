@@ -1,5 +1,6 @@
-//! Every F row of `EXAMPLES.md` (SPEC §3), appended through `Session::append`, read through
-//! `tool_history()`, and checked against the from-scratch fold.
+//! Every F row of the worked examples, appended through `Session::append`, read through
+//! `tool_history()` (by reference) and `tool_history_by_value()`, and checked against the
+//! from-scratch fold.
 
 use mektpoy::history::fold_events;
 use mektpoy::{
@@ -45,6 +46,7 @@ fn d(id: &str, blocks: &[&str], header: Option<u64>) -> Event {
         .map(|b| match b.split_at(1) {
             ("+", n) => ContentBlock::addition(n),
             ("-", n) => ContentBlock::removal(n),
+            ("~", n) => ContentBlock::redefinition(n),
             _ => ContentBlock::text(*b),
         })
         .collect();
@@ -63,7 +65,12 @@ fn snapshot(h: &ToolHistory) -> String {
         .iter()
         .map(|u| {
             let a: Vec<_> = u.additions().iter().map(name).collect();
-            format!("[{},[{}]]", u.message_id(), a.join(","))
+            let r: Vec<_> = u.redefinitions().iter().map(name).collect();
+            if r.is_empty() {
+                format!("[{},[{}]]", u.message_id(), a.join(","))
+            } else {
+                format!("[{},[{}],~[{}]]", u.message_id(), a.join(","), r.join(","))
+            }
         })
         .collect();
     format!("{{[{}], [{}]}}", tools.join(","), updates.join(","))
@@ -215,7 +222,7 @@ fn f_rows() {
                 h(&["A", "B"], Change, false),
                 d("d2", &["+A"], Some(3)),
             ],
-            "{[A,B], [[d2,[A]]]}",
+            "{[A,B], [[d1,[]],[d2,[A]]]}",
         ),
         (
             "F19",
@@ -284,6 +291,144 @@ fn f_rows() {
             "{name}: incremental = from scratch"
         );
     }
+}
+
+/// The rows whose by-value snapshot (SPEC §3.1) is worked out: F20–F22 and the rows where the
+/// by-value fold differs because it opens a series only where a request series starts.
+#[test]
+fn f_rows_by_value() {
+    let f22 = vec![
+        h(&["A"], Initial, false),
+        h(&["A", "B"], Change, false),
+        d("d1", &["+B"], Some(1)),
+        h(&["A"], Change, false),
+        d("d2", &["-B"], None),
+        h(&["A", "B2"], Change, false),
+        d("d3", &["+B"], Some(5)),
+    ];
+    let rows: Vec<(&str, Vec<Event>, &str, &str)> = vec![
+        (
+            "F20 a redefinition",
+            vec![
+                h(&["A", "B"], Initial, false),
+                h(&["A", "B2"], Change, false),
+                d("d1", &["~B"], Some(1)),
+            ],
+            "{[A,B2], [[d1,[],~[B2]]]}",
+            "{[A,B], [[d1,[],~[B2]]]}",
+        ),
+        (
+            "F21 died before the developer message: the by-value guard",
+            vec![
+                h(&["A", "B"], Initial, false),
+                h(&["A", "B2"], Change, false),
+            ],
+            "{[A,B2], []}",
+            "{[A,B2], []}",
+        ),
+        (
+            "F22 a removed tool returns changed",
+            f22.clone(),
+            "{[A,B2], [[d3,[B2]]]}",
+            "{[A], [[d1,[B]],[d2,[]],[d3,[B2]]]}",
+        ),
+        (
+            "F17 by value: no series at the first usable tool",
+            vec![
+                h(&[], Initial, false),
+                h(&["B"], Change, false),
+                d("d1", &["+B"], Some(1)),
+            ],
+            "{[B], [[d1,[B]]]}",
+            "{[], [[d1,[B]]]}",
+        ),
+        (
+            "F13 by value: a definition change without its redefinition block is the guard",
+            vec![
+                h(&["A", "B"], Initial, false),
+                h(&["A2", "B"], Change, false),
+            ],
+            "{[A2,B], []}",
+            "{[A2,B], []}",
+        ),
+        (
+            "F5 an explicit series resets both folds",
+            with(f3(), vec![h(&["A", "B"], Series, false)]),
+            "{[A,B], []}",
+            "{[A,B], []}",
+        ),
+        (
+            "F6 startsSeries resets both folds",
+            with(
+                f3(),
+                vec![h(&["A", "B", "C"], Change, true), d("d2", &["+C"], Some(3))],
+            ),
+            "{[A,B,C], [[d2,[C]]]}",
+            "{[A,B,C], [[d2,[C]]]}",
+        ),
+        (
+            "a redefinition leaves availability unchanged",
+            vec![
+                h(&["A", "B"], Initial, false),
+                h(&["A"], Change, false),
+                d("d1", &["-B"], None),
+                h(&["A2"], Change, false),
+                d("d2", &["~A"], Some(3)),
+            ],
+            "{[A2], [[d2,[],~[A2]]]}",
+            "{[A,B], [[d1,[]],[d2,[],~[A2]]]}",
+        ),
+    ];
+    for (name, events, by_reference, by_value) in rows {
+        let session = Session::new("s");
+        let mut incremental = None;
+        for e in &events {
+            session
+                .append(e.clone())
+                .unwrap_or_else(|err| panic!("{name}: {err}"));
+            // Read after every append: the by-value cache folds incrementally.
+            incremental = Some(session.tool_history_by_value());
+        }
+        assert_eq!(snapshot(&session.tool_history()), by_reference, "{name}");
+        let got = session.tool_history_by_value();
+        assert_eq!(snapshot(&got), by_value, "{name} by value");
+        assert_eq!(Some(&got), incremental.as_ref(), "{name}");
+        // A fresh session folds the same log from scratch.
+        let fresh = Session::fork(&session, session.len() as u64, "f").unwrap();
+        assert_eq!(
+            fresh.tool_history_by_value(),
+            got,
+            "{name}: incremental = from scratch"
+        );
+    }
+}
+
+#[test]
+fn redefinitions_need_a_header_that_holds_the_tool() {
+    let session = Session::new("s");
+    session.append(h(&["A", "B"], Initial, false)).unwrap();
+    session.append(h(&["A", "B2"], Change, false)).unwrap();
+    let err = session.append(d("d1", &["~B"], None)).unwrap_err();
+    assert!(
+        matches!(&err, AppendError::RedefinitionWithoutHeaderSeq { seq: Seq(2), tool, .. } if tool == "B"),
+        "{err}"
+    );
+    let err = session.append(d("d1", &["~C"], Some(1))).unwrap_err();
+    assert!(
+        matches!(&err, AppendError::RedefinitionNotInHeader { seq: Seq(2), tool, header: Seq(1), .. } if tool == "C"),
+        "{err}"
+    );
+    let err = session
+        .append(Event::append(
+            Message::user("u1", "hi").with_content(vec![ContentBlock::redefinition("B")]),
+        ))
+        .unwrap_err();
+    assert!(
+        matches!(err, AppendError::ToolChangeOutsideDeveloper { .. }),
+        "{err}"
+    );
+    assert_eq!(session.len(), 2, "nothing was appended");
+    session.append(d("d1", &["~B"], Some(1))).unwrap();
 }
 
 #[test]

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use mektpoy::{
     AppendError, Config, ContentBlock, Event, Message, RecordError, Recorder, Request, Route,
-    Session, Step, SurfaceNode, SurfaceOp, ToolHistory, ToolSchema, ToolUpdateMode, WireApi,
+    SeriesStart, Session, Step, SurfaceNode, SurfaceOp, ToolHistory, ToolSchema, ToolUpdateMode,
+    WireApi,
 };
 use serde_json::json;
 
@@ -171,6 +172,7 @@ fn blocks(content: &[ContentBlock]) -> String {
         .map(|b| match b {
             ContentBlock::ToolAddition { tool_name } => format!("+{tool_name}"),
             ContentBlock::ToolRemoval { tool_name } => format!("-{tool_name}"),
+            ContentBlock::ToolRedefinition { tool_name } => format!("~{tool_name}"),
             _ => "text".into(),
         })
         .collect::<Vec<_>>()
@@ -246,17 +248,19 @@ fn unchanged_restore_of_an_added_tool_continues_the_series() {
 }
 
 #[test]
-fn f18_returning_baseline_tool_opens_a_declaration_series() {
+fn f18_returning_baseline_tool_continues_the_series() {
     let mut l = Loop::addition_only();
     l.step(&[tool("A"), tool("B")]);
-    l.step(&[tool("B")]);
+    let (_, ev) = l.step(&[tool("B")]);
+    assert_eq!(ev, ["U", "H(change)[B]", "D([-A])"]);
     let (req, ev) = l.step(&[tool("A"), tool("B")]);
     assert_eq!(ev, ["U", "H(change)[A,B]", "D([+A],h6)"]);
     assert!(
-        req.starts_series,
-        "a declaration series starts at the header"
+        !req.starts_series,
+        "its recorded addition re-offers it: no declaration series"
     );
-    assert_eq!(l.snapshot(), "{[A,B], [[s:7,[A]]]}");
+    assert_eq!(req.series_start, None);
+    assert_eq!(l.snapshot(), "{[A,B], [[s:4,[]],[s:7,[A]]]}");
 }
 
 #[test]
@@ -286,13 +290,59 @@ fn changed_restore_opens_a_declaration_series() {
 }
 
 #[test]
-fn l5_definition_only_change_opens_a_series_without_developer_message() {
+fn l5_definition_change_is_recorded_as_a_redefinition() {
     let mut l = Loop::addition_only();
     l.step(&[tool("A"), tool("B")]);
     let (req, ev) = l.step(&[changed("A"), tool("B")]);
-    assert_eq!(ev, ["U", "H(change)[A,B]"]);
-    assert!(req.starts_series);
-    assert_eq!(l.snapshot(), "{[A,B], []}");
+    assert_eq!(ev, ["U", "H(change)[A,B]", "D([~A],h3)"]);
+    assert!(req.starts_series, "by reference, a new declaration series");
+    assert_eq!(req.series_start, Some(SeriesStart::Redeclared));
+    assert_eq!(l.snapshot(), "{[A,B], [[s:4,[]]]}");
+    assert_eq!(
+        l.session.tool_history().updates()[0].redefinitions()[0].description(),
+        "A2"
+    );
+}
+
+#[test]
+fn l5_prime_additions_then_removals_then_redefinitions() {
+    let mut l = Loop::addition_only();
+    l.step(&[tool("A"), tool("B")]);
+    let (_, ev) = l.step(&[changed("B"), tool("C")]);
+    assert_eq!(ev, ["U", "H(change)[B,C]", "D([+C,-A,~B],h3)"]);
+}
+
+#[test]
+fn on_an_inline_route_a_definition_change_keeps_the_series_and_returns_the_by_value_snapshot() {
+    let route = Route::builder("anthropic", "claude-test", WireApi::Messages)
+        .tool_update(Some(ToolUpdateMode::InHistory))
+        .inline_definitions(true)
+        .build()
+        .unwrap();
+    let mut l = Loop::new(route);
+    let (first, _) = l.step(&[tool("A"), tool("B")]);
+    assert_eq!(first.series_start, Some(SeriesStart::First));
+    assert!(first.by_value);
+    let (req, ev) = l.step(&[tool("A"), changed("B")]);
+    assert_eq!(ev, ["U", "H(change)[A,B]", "D([~B],h3)"]);
+    assert!(!req.starts_series, "by value, no declaration series");
+    assert_eq!(req.series_start, None);
+    assert_eq!(snapshot(&req.tool_history), "{[A,B], [[s:4,[]]]}");
+    assert_eq!(req.tool_history, l.session.tool_history_by_value());
+    assert_eq!(
+        req.tool_history.updates()[0].redefinitions()[0].description(),
+        "B2"
+    );
+    // Removed, then back changed: an addition carrying the new definition, no series.
+    l.step(&[tool("A")]);
+    let (req, ev) = l.step(&[tool("A"), tool("B")]);
+    assert_eq!(ev, ["U", "H(change)[A,B]", "D([+B],h9)"]);
+    assert!(!req.starts_series);
+    assert_eq!(
+        req.tool_history.tools().len(),
+        2,
+        "the baseline is untouched"
+    );
 }
 
 #[test]
