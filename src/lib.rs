@@ -57,7 +57,7 @@ pub mod wire;
 pub use error::Error;
 pub use event::{
     Config, DecodeError, Event, HeaderEvent, MessageEvent, OpaqueEvent, Reason, RequestHeader,
-    SurfaceOp, ThinkingPolicy,
+    Rewrite, SurfaceOp, ThinkingEvent, ThinkingFloor, ThinkingPolicy,
 };
 pub use history::{ToolHistory, ToolUpdate};
 pub use meter::{Meter, MeterError, MeterReport, MeterRow, Price};
@@ -81,8 +81,8 @@ pub use vocab::{
     Seq, ToolError, ToolSchema, json_equivalent,
 };
 pub use wire::{
-    Rewrite, ThinkingPlan, WireContext, WireError, WireReport, WireRequest, serialize,
-    serialize_messages, serialize_openai_chat, serialize_with,
+    ThinkingPlan, WireContext, WireError, WireReport, WireRequest, serialize, serialize_messages,
+    serialize_openai_chat, serialize_with,
 };
 
 /// The READMEs' Rust examples run as doctests.

@@ -9,8 +9,8 @@ use std::path::Path;
 
 use mektpoy::{
     Config, ContentBlock, Event, Evidence, HeaderEvent, Message, MessageEvent, MessageSource,
-    OpaqueEvent, Reason, RequestHeader, Role, Seq, SurfaceOp, ToolSchema, ToolUpdateMode, WireApi,
-    catalog,
+    OpaqueEvent, Reason, RequestHeader, Rewrite, Role, Seq, SurfaceOp, ThinkingEvent,
+    ThinkingFloor, ThinkingPolicy, ToolSchema, ToolUpdateMode, WireApi, catalog,
 };
 
 const HEADER: &str =
@@ -36,6 +36,7 @@ fn events_md() -> String {
                 vec![
                     ContentBlock::addition("read"),
                     ContentBlock::removal("grep"),
+                    ContentBlock::redefinition("edit"),
                 ],
             ),
             Some(SurfaceOp::Append),
@@ -54,7 +55,7 @@ fn events_md() -> String {
         ),
         (
             developer,
-            "`turn`?, `step`?, `message` (role `developer`), `headerSeq`? (the header the additions name)",
+            "`turn`?, `step`?, `message` (role `developer`), `headerSeq`? (the header the additions and redefinitions name)",
         ),
         (
             with_turn(
@@ -94,6 +95,20 @@ fn events_md() -> String {
             "`turn`?, `step`?, `message` (role `tool`, source `{\"kind\":\"tool\",\"callId\"}`)",
         ),
         (
+            Event::Thinking(std::sync::Arc::new(ThinkingEvent::Policy(
+                ThinkingPolicy::DropBlock,
+            ))),
+            "`policy` (`strip-thinking` \\| `drop-block` \\| `refuse`): at most once, before any floor; absent = `strip-thinking`",
+        ),
+        (
+            Event::Thinking(std::sync::Arc::new(ThinkingEvent::Floor(ThinkingFloor {
+                provider: "anthropic".into(),
+                model: "claude-fable-5-1".into(),
+                rewrite: Rewrite::History { message: 2 },
+            }))),
+            "`provider`, `model` (the route), `rewrite` (`tools` \\| `system` \\| `history`), `message`? (with `history`: the first wire message that differs). Signed thinking of assistant messages before this event is subject to the policy on every later request of the route",
+        ),
+        (
             Event::Opaque(std::sync::Arc::new(OpaqueEvent {
                 event_type: "plugin/note".into(),
                 fields: [("data".to_owned(), serde_json::json!({"any": "shape"}))]
@@ -113,7 +128,7 @@ fn events_md() -> String {
     );
     for (event, fields) in &examples {
         let surface = match event {
-            Event::Header(_) => "never",
+            Event::Header(_) | Event::Thinking(_) => "never",
             Event::Opaque(_) => "optional",
             _ => {
                 "optional: `\"append\"` or `{\"op\":\"replace\",\"start\",\"end\"}`; absent = log-only"
@@ -147,8 +162,8 @@ fn routes_md() -> String {
     let mut out = String::from(HEADER);
     out.push_str("# Route catalog\n\nThe built-in routes of `mektpoy::catalog()` (SPEC §6). The \
                   decision rule is in [capability-rule.md](../capability-rule.md).\n\n\
-                  | provider | model | api | mode | prompts in history | beta always | deferred section bytes | placeholder | evidence |\n\
-                  |---|---|---|---|---|---|---|---|---|\n");
+                  | provider | model | api | mode | prompts in history | beta always | deferred section bytes | placeholder | inline definitions | binds thinking | auto cache | forced tool choice | prefill | evidence |\n\
+                  |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in catalog() {
         let api = match r.api {
             WireApi::Messages => "Messages",
@@ -164,15 +179,39 @@ fn routes_md() -> String {
         };
         writeln!(
             out,
-            "| {} | `{}` | {api} | {mode} | {} | {} | {} | {} | {evidence} |",
+            "| {} | `{}` | {api} | {mode} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {evidence} |",
             r.provider,
             r.model,
             r.system_prompt_in_history(),
             r.beta_always(),
             r.deferred_section_bytes(),
-            r.deferred_placeholder()
+            r.deferred_placeholder(),
+            r.inline_definitions(),
+            r.binds_thinking(),
+            r.auto_cache(),
+            r.forced_tool_choice(),
+            r.assistant_prefill(),
         )
         .unwrap();
+    }
+    out.push_str("\n## Capability evidence\n\nEach v4 capability a route claims, with the page it rests on.\n\n| provider | model | capability | evidence |\n|---|---|---|---|\n");
+    for r in catalog() {
+        for claim in r.claims() {
+            let evidence = match &claim.evidence {
+                Evidence::VendorDoc { url, read_on } => {
+                    format!("vendor doc <{url}>, read {read_on}")
+                }
+                Evidence::MeasuredE2e { test } => format!("measured end to end: `{test}`"),
+                Evidence::UpstreamDefault { reference } => format!("upstream default: {reference}"),
+                _ => "none".to_owned(),
+            };
+            writeln!(
+                out,
+                "| {} | `{}` | {:?} | {evidence} |",
+                r.provider, r.model, claim.capability
+            )
+            .unwrap();
+        }
     }
     out
 }

@@ -6,7 +6,8 @@ use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
 use super::{
-    Config, Event, HeaderEvent, MessageEvent, OpaqueEvent, Reason, RequestHeader, SurfaceOp,
+    Config, Event, HeaderEvent, MessageEvent, OpaqueEvent, Reason, RequestHeader, Rewrite,
+    SurfaceOp, ThinkingEvent, ThinkingFloor, ThinkingPolicy,
 };
 use crate::vocab::{ContentBlock, Message, MessageSource, Role, Seq, ToolError, ToolSchema};
 
@@ -57,6 +58,12 @@ pub enum DecodeError {
     /// A `surfaceOp` on a `request/header`.
     #[error("a request/header cannot carry a surfaceOp")]
     SurfaceOpOnHeader,
+    /// A `surfaceOp` on a log-only event (`thinking/policy`, `thinking/floor`).
+    #[error("a {event_type} event cannot carry a surfaceOp")]
+    SurfaceOpOnLogEvent {
+        /// The event type.
+        event_type: String,
+    },
     /// A `surfaceOp` that is neither `"append"` nor `{"op":"replace","start":i,"end":j}` with
     /// `i <= j`.
     #[error("invalid surfaceOp {0}")]
@@ -113,6 +120,16 @@ pub(super) fn event(value: Value) -> Result<Event, DecodeError> {
         let data = data(&mut obj, &event_type)?;
         return Ok(Event::Header(Arc::new(header_event(data)?)));
     }
+    if matches!(event_type.as_str(), "thinking/policy" | "thinking/floor") {
+        if surface_op.is_some() {
+            return Err(DecodeError::SurfaceOpOnLogEvent { event_type });
+        }
+        let data = data(&mut obj, &event_type)?;
+        return Ok(Event::Thinking(Arc::new(thinking_event(
+            &event_type,
+            &data,
+        )?)));
+    }
     if let Some(role) = Role::for_event_type(&event_type) {
         let data = data(&mut obj, &event_type)?;
         return Ok(Event::Message(message_event(
@@ -129,6 +146,45 @@ pub(super) fn event(value: Value) -> Result<Event, DecodeError> {
         fields,
         surface_op,
     })))
+}
+
+fn thinking_event(event_type: &str, data: &Obj) -> Result<ThinkingEvent, DecodeError> {
+    let text = |key: &str, what: &'static str| {
+        data.get(key)
+            .and_then(Value::as_str)
+            .ok_or(DecodeError::Field { what })
+    };
+    if event_type == "thinking/policy" {
+        let policy = text("policy", "data.policy")?;
+        return ThinkingPolicy::from_str_opt(policy)
+            .map(ThinkingEvent::Policy)
+            .ok_or(DecodeError::Field {
+                what: "data.policy",
+            });
+    }
+    let rewrite = match text("rewrite", "data.rewrite")? {
+        "tools" => Rewrite::Tools,
+        "system" => Rewrite::System,
+        "history" => Rewrite::History {
+            message: data
+                .get("message")
+                .and_then(Value::as_u64)
+                .and_then(|m| usize::try_from(m).ok())
+                .ok_or(DecodeError::Field {
+                    what: "data.message",
+                })?,
+        },
+        _ => {
+            return Err(DecodeError::Field {
+                what: "data.rewrite",
+            });
+        }
+    };
+    Ok(ThinkingEvent::Floor(ThinkingFloor {
+        provider: text("provider", "data.provider")?.to_owned(),
+        model: text("model", "data.model")?.to_owned(),
+        rewrite,
+    }))
 }
 
 fn data(obj: &mut Obj, event_type: &str) -> Result<Obj, DecodeError> {

@@ -6,11 +6,13 @@
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
-use super::{Config, Event, HeaderEvent, MessageEvent, RequestHeader, SurfaceOp};
+use super::{
+    Config, Event, HeaderEvent, MessageEvent, RequestHeader, Rewrite, SurfaceOp, ThinkingEvent,
+};
 
 pub(super) fn event(e: &Event) -> String {
     // Serializing owned strings, numbers and maps of them into a `Vec` cannot fail.
-    serde_json::to_string(&Line(e)).unwrap_or_default()
+    serde_json::to_string(&Line(e)).expect("an event has string keys and finite numbers")
 }
 
 struct Line<'a>(&'a Event);
@@ -22,6 +24,7 @@ impl Serialize for Line<'_> {
         match self.0 {
             Event::Header(h) => m.serialize_entry("data", &HeaderData(h))?,
             Event::Message(me) => m.serialize_entry("data", &MessageData(me))?,
+            Event::Thinking(t) => m.serialize_entry("data", &ThinkingData(t))?,
             Event::Opaque(o) => {
                 for (k, v) in &o.fields {
                     m.serialize_entry(k, v)?;
@@ -30,6 +33,26 @@ impl Serialize for Line<'_> {
         }
         if let Some(op) = self.0.surface_op() {
             m.serialize_entry("surfaceOp", &op)?;
+        }
+        m.end()
+    }
+}
+
+struct ThinkingData<'a>(&'a ThinkingEvent);
+
+impl Serialize for ThinkingData<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        match self.0 {
+            ThinkingEvent::Policy(p) => m.serialize_entry("policy", p.as_str())?,
+            ThinkingEvent::Floor(f) => {
+                m.serialize_entry("provider", &f.provider)?;
+                m.serialize_entry("model", &f.model)?;
+                m.serialize_entry("rewrite", f.rewrite.as_str())?;
+                if let Rewrite::History { message } = f.rewrite {
+                    m.serialize_entry("message", &message)?;
+                }
+            }
         }
         m.end()
     }
@@ -124,6 +147,9 @@ mod tests {
             r#"{"type":"user/message","data":{"message":{"id":"u1","role":"user","content":[],"source":{"kind":"user"}}},"surfaceOp":{"op":"replace","start":0,"end":2}}"#,
             r#"{"type":"tool/result","data":{"message":{"id":"t1","role":"tool","content":[{"type":"text","text":"ok"}],"source":{"kind":"tool","callId":"c"},"isError":false}}}"#,
             r#"{"type":"note/x","data":{"a":1},"surfaceOp":"append"}"#,
+            r#"{"type":"thinking/policy","data":{"policy":"drop-block"}}"#,
+            r#"{"type":"thinking/floor","data":{"provider":"anthropic","model":"m","rewrite":"tools"}}"#,
+            r#"{"type":"thinking/floor","data":{"provider":"anthropic","model":"m","rewrite":"history","message":3}}"#,
         ];
         for line in lines {
             let e = Event::from_json(line).unwrap();

@@ -29,8 +29,77 @@ pub enum Event {
     /// `system/message`, `developer/message`, `user/message`, `assistant/message` or
     /// `tool/result`, by the message's role.
     Message(MessageEvent),
+    /// `thinking/policy` or `thinking/floor`: how this session treats signed thinking blocks
+    /// after a rewrite, and where each route's latest rewrite is. Log-only.
+    Thinking(Arc<ThinkingEvent>),
     /// An event of a type this crate does not know, kept verbatim.
     Opaque(Arc<OpaqueEvent>),
+}
+
+/// The data of a `thinking/policy` or `thinking/floor` event.
+///
+/// JSON: `{"type":"thinking/policy","data":{"policy":"drop-block"}}` (at most once per session,
+/// before any floor) and `{"type":"thinking/floor","data":{"provider","model","rewrite":
+/// "tools"|"system"|"history","message"?:N}}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ThinkingEvent {
+    /// The session's thinking policy (the default, `StripThinking`, when absent).
+    Policy(ThinkingPolicy),
+    /// The route's latest rewriting request: signed thinking blocks of assistant messages
+    /// appended before this event are subject to the policy on every later request of the
+    /// route.
+    Floor(ThinkingFloor),
+}
+
+/// Where a route's conversation was last rewritten before signed thinking blocks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThinkingFloor {
+    /// The route's provider.
+    pub provider: String,
+    /// The route's model.
+    pub model: String,
+    /// What the rewriting request changed.
+    pub rewrite: Rewrite,
+}
+
+/// What a rewriting request changed against the previous request of its route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Rewrite {
+    /// The serialized `tools`.
+    Tools,
+    /// The top-level `system`.
+    System,
+    /// The messages: the previous request's messages (thinking blocks ignored) are not a
+    /// prefix of this one's.
+    History {
+        /// 0-based index of the first wire message that differs.
+        message: usize,
+    },
+}
+
+impl Rewrite {
+    /// The JSON spelling of the kind (`"tools"`, `"system"`, `"history"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rewrite::Tools => "tools",
+            Rewrite::System => "system",
+            Rewrite::History { .. } => "history",
+        }
+    }
+}
+
+impl std::fmt::Display for Rewrite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rewrite::Tools => f.write_str("the tools changed"),
+            Rewrite::System => f.write_str("the system prompt changed"),
+            Rewrite::History { message } => {
+                write!(f, "the history changed from wire message {message}")
+            }
+        }
+    }
 }
 
 /// The data of a `request/header` event.
@@ -256,6 +325,10 @@ impl Event {
         match self {
             Event::Header(_) => "request/header",
             Event::Message(m) => m.message.role().event_type(),
+            Event::Thinking(t) => match **t {
+                ThinkingEvent::Policy(_) => "thinking/policy",
+                ThinkingEvent::Floor(_) => "thinking/floor",
+            },
             Event::Opaque(o) => &o.event_type,
         }
     }
@@ -263,7 +336,7 @@ impl Event {
     /// The event's surface operation, if it is a surface node.
     pub fn surface_op(&self) -> Option<SurfaceOp> {
         match self {
-            Event::Header(_) => None,
+            Event::Header(_) | Event::Thinking(_) => None,
             Event::Message(m) => m.surface_op,
             Event::Opaque(o) => o.surface_op,
         }

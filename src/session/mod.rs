@@ -4,6 +4,7 @@
 //! and the surface's messages). Lock order is always log, then caches, so readers never see
 //! messages and a snapshot from two different moments.
 
+mod continuity;
 mod prompt;
 mod record;
 mod state;
@@ -15,7 +16,7 @@ pub use record::{RecordError, Recorder, Request, SeriesStart, Step};
 pub use state::AppendError;
 pub(crate) use state::LogState;
 
-use crate::event::{Event, HeaderEvent};
+use crate::event::{Event, HeaderEvent, Rewrite, ThinkingEvent, ThinkingPolicy};
 use crate::history::{FoldKind, ToolFold, ToolHistory};
 use crate::store::JsonlWriter;
 use crate::vocab::{Message, Seq};
@@ -317,6 +318,7 @@ impl Session {
     ) -> Result<R, E> {
         let mut committed = write(&self.log);
         let mut tx = Transaction {
+            before: committed.state.clone(),
             state: committed.state.clone(),
             start: committed.state.len(),
             derived: &self.derived,
@@ -427,6 +429,43 @@ impl Session {
         view_of(&log.state, &mut lock(&self.derived), FoldKind::ByReference)
     }
 
+    /// The session's thinking policy: the one its log records, else the default
+    /// ([`ThinkingPolicy::StripThinking`]).
+    pub fn thinking_policy(&self) -> ThinkingPolicy {
+        read(&self.log).state.thinking_policy.unwrap_or_default()
+    }
+
+    /// Chooses the session's thinking policy, recorded in its log (a `thinking/policy`
+    /// event), so that a resumed loop applies the same one. Once per session, before any
+    /// route's thinking floor exists.
+    ///
+    /// ```
+    /// use mektpoy::{Session, ThinkingPolicy};
+    /// let session = Session::new("s");
+    /// assert_eq!(session.thinking_policy(), ThinkingPolicy::StripThinking);
+    /// session.set_thinking_policy(ThinkingPolicy::DropBlock)?;
+    /// assert_eq!(session.thinking_policy(), ThinkingPolicy::DropBlock);
+    /// assert!(session.set_thinking_policy(ThinkingPolicy::Refuse).is_err());
+    /// # Ok::<(), mektpoy::AppendError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`AppendError::ThinkingPolicyChosen`] when the log already records a policy or a
+    /// floor; [`AppendError::Write`] when the event could not be persisted.
+    pub fn set_thinking_policy(&self, policy: ThinkingPolicy) -> Result<Seq, AppendError> {
+        self.append(Event::Thinking(Arc::new(ThinkingEvent::Policy(policy))))
+    }
+
+    /// The `Seq` of the route's latest thinking floor (its latest rewriting request on a
+    /// route that binds thinking), and what that request rewrote.
+    pub fn thinking_floor(&self, provider: &str, model: &str) -> Option<(Seq, Rewrite)> {
+        read(&self.log)
+            .state
+            .thinking_floors
+            .get(&(Arc::from(provider), Arc::from(model)))
+            .copied()
+    }
+
     /// Whether appends are written to a file.
     pub fn is_persisting(&self) -> bool {
         read(&self.log).writer.is_some()
@@ -467,6 +506,8 @@ fn view_of(state: &LogState, derived: &mut Derived, kind: FoldKind) -> SessionVi
 
 /// A batch in progress: a working copy of the log under the session's write lock.
 pub(crate) struct Transaction<'s> {
+    /// The committed log, as the batch found it.
+    pub(crate) before: LogState,
     state: LogState,
     start: usize,
     derived: &'s Mutex<Derived>,
@@ -494,6 +535,12 @@ impl Transaction<'_> {
 
     pub fn state(&self) -> &LogState {
         &self.state
+    }
+
+    /// A view of the committed log as the batch found it, its snapshot from the fold of
+    /// `kind`. The session's caches describe that state already, so this is cheap.
+    pub fn view_before(&self, kind: FoldKind) -> SessionView {
+        view_of(&self.before, &mut lock(self.derived), kind)
     }
 
     /// The fold of `kind` as of the working copy (committed events from the cache, then the

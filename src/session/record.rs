@@ -8,15 +8,19 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
+use super::continuity::{self, Memory, Prepared, RouteKey};
 use super::prompt::{PromptChange, prompt_change};
 use super::{AppendError, Session, Transaction};
-use crate::event::{Config, Event, HeaderEvent, MessageEvent, Reason, RequestHeader, SurfaceOp};
+use crate::event::{
+    Config, Event, HeaderEvent, MessageEvent, Reason, RequestHeader, Rewrite, SurfaceOp,
+};
 use crate::history::{FoldKind, ToolFold, ToolHistory};
 use crate::route::Route;
 use crate::vocab::{
     ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, MessageSource, Role, Seq, ToolSchema,
     same_tools,
 };
+use crate::wire::Fingerprint;
 
 /// One attempt of one loop step, as the loop sees it.
 ///
@@ -63,6 +67,16 @@ pub enum SeriesStart {
     Redeclared,
 }
 
+impl Request {
+    /// The wire request `record` prepared, when `route` is the step's route.
+    pub(crate) fn prepared_for(&self, route: &Route) -> Option<&crate::wire::WireRequest> {
+        self.prepared
+            .as_ref()
+            .filter(|p| p.route == *route)
+            .map(|p| &p.wire)
+    }
+}
+
 impl SeriesStart {
     /// Whether the caller chose this series (asked, or a replace it appended), so that its
     /// lost cache is not the route's fault.
@@ -91,6 +105,12 @@ pub struct Request {
     pub series_start: Option<SeriesStart>,
     /// Whether `tool_history` is the by-value snapshot (the route takes inline definitions).
     pub by_value: bool,
+    /// What this request rewrote against the previous request of its route (`tools`,
+    /// `system`, or the history), when it did: where the cached prefix ends, and, on a route
+    /// that binds thinking, where the thinking floor moved. Messages-API routes only.
+    pub rewrite: Option<Rewrite>,
+    /// The wire request prepared for the step's route.
+    pub(crate) prepared: Option<Prepared>,
 }
 
 /// Why `record` refused. The log, the file and the recorder are unchanged.
@@ -139,6 +159,8 @@ pub struct Recorder {
     generation: u64,
     logged_header: bool,
     ids: Option<IdGenerator>,
+    /// Each route's previous request, for rewrite detection and the caching lookback.
+    memory: Memory,
 }
 
 impl fmt::Debug for Recorder {
@@ -195,6 +217,7 @@ struct Outcome {
     request: Request,
     g_after: u64,
     logged_header: bool,
+    fingerprint: Option<(RouteKey, Fingerprint)>,
 }
 
 impl Recorder {
@@ -207,6 +230,7 @@ impl Recorder {
             generation: session.surface_generation(),
             logged_header: false,
             ids: None,
+            memory: Memory::default(),
         }
     }
 
@@ -246,6 +270,9 @@ impl Recorder {
         let outcome = session.transact(|tx| self.batch(tx, &step))?;
         self.generation = outcome.g_after;
         self.logged_header |= outcome.logged_header;
+        if let Some((key, fp)) = outcome.fingerprint {
+            self.memory.0.insert(key, fp);
+        }
         Ok(outcome.request)
     }
 
@@ -377,19 +404,27 @@ impl Recorder {
         };
         // 7.
         let view = tx.view(kind);
+        let mut request = Request {
+            config: latest.header.config.clone(),
+            messages: view.messages,
+            tools: Arc::clone(&latest.header.tools),
+            tool_history: view.tool_history,
+            header_seq,
+            starts_series: series_start.is_some(),
+            series_start,
+            by_value: kind == FoldKind::ByValue,
+            rewrite: None,
+            prepared: None,
+        };
+        let remembered = self.memory.0.get(&continuity::key(step.route));
+        let c = continuity::prepare(tx, step.route, kind, &request, remembered);
+        request.rewrite = c.rewrite;
+        request.prepared = c.prepared;
         Ok(Outcome {
-            request: Request {
-                config: latest.header.config.clone(),
-                messages: view.messages,
-                tools: Arc::clone(&latest.header.tools),
-                tool_history: view.tool_history,
-                header_seq,
-                starts_series: series_start.is_some(),
-                series_start,
-                by_value: kind == FoldKind::ByValue,
-            },
+            request,
             g_after,
             logged_header: header_seq.is_some(),
+            fingerprint: c.fingerprint,
         })
     }
 

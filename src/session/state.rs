@@ -7,7 +7,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::SurfaceNode;
-use crate::event::{DecodeError, Event, HeaderEvent, MessageEvent, SurfaceOp};
+use crate::event::{
+    DecodeError, Event, HeaderEvent, MessageEvent, Rewrite, SurfaceOp, ThinkingEvent,
+    ThinkingPolicy,
+};
 use crate::store::WriteError;
 use crate::vocab::{ContentBlock, MessageSource, Role, Seq, by_name};
 
@@ -183,6 +186,15 @@ pub enum AppendError {
         /// The shadowing key.
         key: String,
     },
+    /// A second `thinking/policy` event, or one after a floor (the policy is chosen once per
+    /// session, before it acts).
+    #[error("event {seq}: the session's thinking policy is already {chosen}")]
+    ThinkingPolicyChosen {
+        /// The event's position.
+        seq: Seq,
+        /// The policy in force.
+        chosen: &'static str,
+    },
     /// The batch could not be written to the session's file; nothing was committed.
     #[error("event {seq}: the batch was not persisted")]
     Write {
@@ -216,6 +228,7 @@ impl AppendError {
             | ReplaceOutOfRange { seq, .. }
             | OpaqueKnownType { seq, .. }
             | ReservedKey { seq, .. }
+            | ThinkingPolicyChosen { seq, .. }
             | Write { seq, .. } => *seq,
         }
     }
@@ -227,7 +240,12 @@ pub(crate) struct LogState {
     pub events: imbl::Vector<Event>,
     /// Exact bytes (without `\n`) of loaded lines; `None` for events made in this process.
     pub lines: imbl::Vector<Option<Arc<str>>>,
-    pub message_ids: imbl::HashSet<Arc<str>>,
+    /// Every message id and the `Seq` of the event that holds it.
+    pub message_ids: imbl::HashMap<Arc<str>, Seq>,
+    /// The `thinking/policy` event, if any.
+    pub thinking_policy: Option<ThinkingPolicy>,
+    /// Each route's latest `thinking/floor`, by (provider, model).
+    pub thinking_floors: imbl::HashMap<(Arc<str>, Arc<str>), (Seq, Rewrite)>,
     pub surface: imbl::Vector<SurfaceNode>,
     pub generation: u64,
     /// Bumped on every surface change; keys the messages cache.
@@ -235,6 +253,8 @@ pub(crate) struct LogState {
     pub latest_header: Option<(Seq, Arc<HeaderEvent>)>,
     /// The loaded file's last line had no `\n` and nothing was appended since.
     pub unterminated_tail: bool,
+    /// The latest surface replace.
+    pub last_replace: Option<Seq>,
 }
 
 impl LogState {
@@ -275,13 +295,24 @@ impl LogState {
             }
             Event::Message(m) => self.check_message(seq, m),
             Event::Opaque(o) => self.check_surface_op(seq, o.surface_op),
+            Event::Thinking(t) => match **t {
+                ThinkingEvent::Policy(_)
+                    if self.thinking_policy.is_some() || !self.thinking_floors.is_empty() =>
+                {
+                    Err(AppendError::ThinkingPolicyChosen {
+                        seq,
+                        chosen: self.thinking_policy.unwrap_or_default().as_str(),
+                    })
+                }
+                _ => Ok(()),
+            },
         }
     }
 
     fn check_message(&self, seq: Seq, m: &MessageEvent) -> Result<(), AppendError> {
         let msg = &m.message;
         let id = || msg.id().to_owned();
-        if self.message_ids.contains(msg.id()) {
+        if self.message_ids.contains_key(msg.id()) {
             return Err(AppendError::DuplicateMessageId { seq, id: id() });
         }
         if let Some(index) = msg.content().iter().position(ContentBlock::is_malformed) {
@@ -406,11 +437,23 @@ impl LogState {
                 None
             }
             Event::Message(m) => {
-                self.message_ids.insert(Arc::from(m.message.id()));
+                self.message_ids.insert(Arc::from(m.message.id()), seq);
                 m.surface_op
                     .map(|op| (op, SurfaceNode::Message(m.message.clone())))
             }
             Event::Opaque(o) => o.surface_op.map(|op| (op, SurfaceNode::Opaque(seq))),
+            Event::Thinking(t) => {
+                match &**t {
+                    ThinkingEvent::Policy(p) => self.thinking_policy = Some(*p),
+                    ThinkingEvent::Floor(f) => {
+                        self.thinking_floors.insert(
+                            (Arc::from(f.provider.as_str()), Arc::from(f.model.as_str())),
+                            (seq, f.rewrite),
+                        );
+                    }
+                }
+                None
+            }
         };
         if let Some((op, node)) = node {
             self.surface_version += 1;
@@ -422,6 +465,7 @@ impl LogState {
                     self.surface.push_back(node);
                     self.surface.append(tail);
                     self.generation += 1;
+                    self.last_replace = Some(seq);
                 }
             }
         }
@@ -447,7 +491,11 @@ fn check_encodable(seq: Seq, event: &Event) -> Result<(), AppendError> {
         Event::Header(h) => reserved(h.header.config.extra.keys(), &["provider", "model"])
             .or_else(|| reserved(h.header.extra.keys(), &["config", "tools"])),
         Event::Opaque(o) => {
-            if o.event_type == "request/header" || Role::for_event_type(&o.event_type).is_some() {
+            if matches!(
+                o.event_type.as_str(),
+                "request/header" | "thinking/policy" | "thinking/floor"
+            ) || Role::for_event_type(&o.event_type).is_some()
+            {
                 return Err(AppendError::OpaqueKnownType {
                     seq,
                     event_type: o.event_type.clone(),
@@ -459,6 +507,7 @@ fn check_encodable(seq: Seq, event: &Event) -> Result<(), AppendError> {
             ContentBlock::Reasoning { extra, .. } => reserved(extra.keys(), &["type", "text"]),
             _ => None,
         }),
+        Event::Thinking(_) => None,
     };
     fault.map_or(Ok(()), Err)
 }

@@ -16,6 +16,7 @@
 //! block index or tool, never sent in a form the provider would reject or misread.
 
 mod canonical;
+mod fingerprint;
 mod messages;
 mod openai;
 
@@ -34,6 +35,7 @@ use crate::route::{Route, WireApi};
 use crate::vocab::{ContentBlock, Message, MessageSource, Role, ToolSchema};
 
 use canonical::Canonical;
+pub(crate) use fingerprint::Fingerprint;
 
 pub use messages::serialize_messages;
 pub use openai::serialize_openai_chat;
@@ -106,22 +108,7 @@ pub struct ThinkingPlan<'a> {
     pub rewrite: Rewrite,
 }
 
-/// What a rewriting request changed against the previous request of its route.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Rewrite {
-    /// The serialized `tools`.
-    Tools,
-    /// The top-level `system`.
-    System,
-    /// The messages: the previous request's messages (thinking blocks ignored) are not a
-    /// prefix of this one's; `message` is the 0-based index of the first wire message that
-    /// differs.
-    History {
-        /// First differing wire message.
-        message: usize,
-    },
-}
+pub use crate::event::Rewrite;
 
 impl WireRequest {
     /// A request from its body and headers, with an empty report.
@@ -137,10 +124,7 @@ impl WireRequest {
     ///
     /// ```
     /// use mektpoy::WireRequest;
-    /// let req = WireRequest {
-    ///     body: "{}".into(),
-    ///     headers: vec![("content-type".into(), "application/json".into())],
-    /// };
+    /// let req = WireRequest::new("{}", vec![("content-type".into(), "application/json".into())]);
     /// assert_eq!(req.header("Content-Type"), Some("application/json"));
     /// assert_eq!(req.header("anthropic-beta"), None);
     /// ```
@@ -372,6 +356,11 @@ impl crate::session::Request {
     /// # Ok::<(), mektpoy::Error>(())
     /// ```
     pub fn to_wire(&self, route: &Route) -> Result<WireRequest, WireError> {
+        // The recorder prepared the step's route against its previous request (lookback,
+        // thinking floor); any other route gets a first request of a series.
+        if let Some(p) = self.prepared_for(route) {
+            return Ok(p.clone());
+        }
         serialize(&self.config, &self.project(route), route)
     }
 }
