@@ -89,7 +89,7 @@ fn main() -> Result<(), Error> {
             )?;
             // Project for the route and serialize: what the loop would send.
             let wire = request.to_wire(&route)?;
-            meter.observe(&wire.body, request.starts_series)?;
+            meter.observe(&wire.body, request.series_start)?;
             let reply = Message::assistant(format!("a{step}"), ANSWER, provider, model);
             session.append(Event::append(reply))?;
         }

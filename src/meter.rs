@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::route::Route;
+use crate::session::SeriesStart;
 
 /// Prices for one route, each with where it was read. The meter shows tokens only without one.
 #[derive(Clone, Debug, PartialEq)]
@@ -32,15 +33,19 @@ pub struct Price {
 
 /// One metered request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MeterRow {
     /// Bytes of the request's segments.
     pub total_bytes: u64,
-    /// Bytes shared, as a prefix, with the previous request of the route.
+    /// Bytes the provider would serve from its cache: the common prefix with the previous
+    /// request of the route, or 0 when the route caches only when asked and the body does
+    /// not ask, when the previous entry is out of the automatic-caching lookback, or when
+    /// the prefix is below the model's minimum cacheable length.
     pub cached_bytes: u64,
     /// Bytes the best possible client would have had cached.
     pub best_bytes: u64,
-    /// Whether the request opened a series (a rewrite by design).
-    pub starts_series: bool,
+    /// Why the request opened a series, if it did.
+    pub series_start: Option<SeriesStart>,
 }
 
 impl MeterRow {
@@ -100,10 +105,33 @@ pub enum MeterError {
 #[derive(Clone, Debug)]
 pub struct Meter {
     deferred_section_bytes: u32,
+    auto_cache: bool,
+    min_cache_tokens: u32,
     price: Option<Price>,
-    previous: Option<Vec<u8>>,
+    previous: Option<Previous>,
     rows: Vec<MeterRow>,
 }
+
+/// What the meter keeps of the previous request.
+#[derive(Clone, Debug)]
+struct Previous {
+    bytes: Vec<u8>,
+    /// Content blocks over its messages.
+    blocks: usize,
+}
+
+/// A body cut into the provider's caching order, with what caching needs to know of it.
+struct Cut {
+    bytes: Vec<u8>,
+    blocks: usize,
+    /// Whether the body asks for caching (a `cache_control` anywhere).
+    asks: bool,
+    /// Whether a content block carries an explicit breakpoint.
+    block_breakpoint: bool,
+}
+
+/// How far back the provider's automatic caching looks for an earlier entry, in blocks.
+const LOOKBACK_BLOCKS: usize = 20;
 
 #[derive(Deserialize)]
 struct Body<'a> {
@@ -113,6 +141,40 @@ struct Body<'a> {
     system: Option<&'a RawValue>,
     #[serde(borrow)]
     messages: Vec<&'a RawValue>,
+}
+
+/// A message's content blocks, kept raw.
+#[derive(Deserialize)]
+struct Content<'a> {
+    #[serde(borrow, default)]
+    content: Option<Vec<&'a RawValue>>,
+}
+
+/// The key the serializers write for a cache breakpoint.
+const MARKER: &str = "\"cache_control\":";
+
+/// `text` without its `,"cache_control":{...}` entries. A quote inside a JSON string is
+/// escaped, so the unescaped key can only be a key; its value is a flat object.
+fn without_markers(text: &str) -> Cow<'_, str> {
+    let needle = ",\"cache_control\":{";
+    if !text.contains(needle) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(needle) {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + needle.len()..];
+        match after.find('}') {
+            Some(j) => rest = &after[j + 1..],
+            None => {
+                out.push_str(&rest[i..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
 }
 
 #[derive(Deserialize)]
@@ -127,6 +189,8 @@ impl Meter {
     pub fn new(route: &Route) -> Self {
         Meter {
             deferred_section_bytes: route.deferred_section_bytes(),
+            auto_cache: route.auto_cache(),
+            min_cache_tokens: route.min_cache_tokens(),
             price: None,
             previous: None,
             rows: Vec::new(),
@@ -140,20 +204,26 @@ impl Meter {
         self
     }
 
-    /// The segments of a body, concatenated in the provider's caching order.
+    /// The segments of a body, concatenated in the provider's caching order, with each
+    /// block's `cache_control` marker left out (a breakpoint moves from request to request
+    /// without changing the prompt).
     ///
     /// # Errors
     /// [`MeterError::Body`] when `body` is not an object with a `messages` array.
     pub fn prefix_bytes(&self, body: &str) -> Result<Vec<u8>, MeterError> {
-        let body: Body<'_> = serde_json::from_str(body).map_err(MeterError::Body)?;
-        let mut out = Vec::with_capacity(body.messages.iter().map(|m| m.get().len()).sum());
+        Ok(self.cut(body)?.bytes)
+    }
+
+    fn cut(&self, body: &str) -> Result<Cut, MeterError> {
+        let parsed: Body<'_> = serde_json::from_str(body).map_err(MeterError::Body)?;
+        let mut out = Vec::with_capacity(parsed.messages.iter().map(|m| m.get().len()).sum());
         let mut deferred = false;
-        for tool in &body.tools {
+        for tool in &parsed.tools {
             let flags: ToolFlags = serde_json::from_str(tool.get()).map_err(MeterError::Body)?;
             if flags.defer_loading {
                 deferred = true;
             } else {
-                out.extend_from_slice(tool.get().as_bytes());
+                out.extend_from_slice(without_markers(tool.get()).as_bytes());
             }
         }
         if deferred {
@@ -163,31 +233,74 @@ impl Meter {
                 self.deferred_section_bytes as usize,
             ));
         }
-        if let Some(system) = body.system {
+        if let Some(system) = parsed.system {
             out.extend_from_slice(system.get().as_bytes());
         }
-        for m in &body.messages {
-            out.extend_from_slice(m.get().as_bytes());
+        let mut blocks = 0;
+        let mut block_breakpoint = false;
+        for m in &parsed.messages {
+            let text = m.get();
+            if let Ok(content) = serde_json::from_str::<Content<'_>>(text)
+                && let Some(content) = content.content
+            {
+                blocks += content.len();
+                block_breakpoint |= content.iter().any(|b| b.get().contains(MARKER));
+            }
+            out.extend_from_slice(without_markers(text).as_bytes());
         }
-        Ok(out)
+        Ok(Cut {
+            bytes: out,
+            blocks,
+            asks: body.contains(MARKER),
+            block_breakpoint,
+        })
     }
 
-    /// Meters the next request of the route; `starts_series` comes from
-    /// `Request::starts_series`.
+    /// Meters the next request of the route; `series_start` comes from
+    /// `Request::series_start`.
+    ///
+    /// Best possible: 0 for the first request; the actual cached amount when the caller
+    /// opened the series (asked, or a replace it appended); otherwise (a prompt the recorder
+    /// replaced and every declaration series included) the smaller of the previous request
+    /// and this one, so that a loss a route's rules impose shows as a miss.
     ///
     /// # Errors
     /// [`MeterError::Body`] for a body that is not a request body; the meter is unchanged.
-    pub fn observe(&mut self, body: &str, starts_series: bool) -> Result<MeterRow, MeterError> {
-        let bytes = self.prefix_bytes(body)?;
+    pub fn observe(
+        &mut self,
+        body: &str,
+        series_start: Option<SeriesStart>,
+    ) -> Result<MeterRow, MeterError> {
+        let cut = self.cut(body)?;
+        let bytes = &cut.bytes;
         let total = bytes.len() as u64;
         let (cached, best) = match &self.previous {
             None => (0, 0),
             Some(prev) => {
-                let cached = prev.iter().zip(&bytes).take_while(|(a, b)| a == b).count() as u64;
-                let best = if starts_series {
+                let common = prev
+                    .bytes
+                    .iter()
+                    .zip(bytes)
+                    .take_while(|(a, b)| a == b)
+                    .count() as u64;
+                // Automatic caching finds the previous entry only within the lookback
+                // window, unless a block breakpoint marks it.
+                let in_window = cut.blocks < prev.blocks + LOOKBACK_BLOCKS || cut.block_breakpoint;
+                let long_enough = |n: u64| {
+                    if n.div_ceil(4) >= u64::from(self.min_cache_tokens) {
+                        n
+                    } else {
+                        0
+                    }
+                };
+                let asked = !self.auto_cache || (cut.asks && in_window);
+                let cached = if asked { long_enough(common) } else { 0 };
+                // The best client asks for caching and marks the lookback; nothing beats the
+                // minimum length.
+                let best = if series_start.is_some_and(SeriesStart::by_caller) {
                     cached
                 } else {
-                    (prev.len() as u64).min(total)
+                    long_enough((prev.bytes.len() as u64).min(total))
                 };
                 (cached, best)
             }
@@ -196,9 +309,12 @@ impl Meter {
             total_bytes: total,
             cached_bytes: cached,
             best_bytes: best,
-            starts_series,
+            series_start,
         };
-        self.previous = Some(bytes);
+        self.previous = Some(Previous {
+            bytes: cut.bytes,
+            blocks: cut.blocks,
+        });
         self.rows.push(row);
         Ok(row)
     }
@@ -270,17 +386,17 @@ mod tests {
         let one = r#"{"messages":[{"a":1}]}"#;
         let two = r#"{"messages":[{"a":1},{"b":2}]}"#;
         let rewritten = r#"{"messages":[{"a":9},{"b":2}]}"#;
-        let r1 = m.observe(one, true).unwrap();
+        let r1 = m.observe(one, Some(SeriesStart::Asked)).unwrap();
         assert_eq!((r1.cached_bytes, r1.best_bytes), (0, 0));
-        let r2 = m.observe(two, false).unwrap();
+        let r2 = m.observe(two, None).unwrap();
         assert_eq!((r2.total_bytes, r2.cached_bytes, r2.best_bytes), (14, 7, 7));
-        let r3 = m.observe(rewritten, false).unwrap();
+        let r3 = m.observe(rewritten, None).unwrap();
         assert_eq!(
             (r3.cached_bytes, r3.best_bytes),
             (5, 14),
             "a loss the design did not plan"
         );
-        let r4 = m.observe(one, true).unwrap();
+        let r4 = m.observe(one, Some(SeriesStart::Asked)).unwrap();
         assert_eq!(
             (r4.cached_bytes, r4.best_bytes),
             (5, 5),
@@ -291,11 +407,106 @@ mod tests {
         assert_eq!(report.cached_bytes, 17);
         assert_eq!(report.total_tokens, 2 + 4 + 4 + 2);
         assert_eq!(report.cost, None);
-        assert!(m.observe("[]", false).is_err());
+        assert!(m.observe("[]", None).is_err());
         assert_eq!(
             m.rows().len(),
             4,
             "a refused body leaves the meter unchanged"
+        );
+    }
+
+    fn anthropic_like(min_cache_tokens: u32) -> Meter {
+        Meter::new(
+            &Route::builder("anthropic", "m", WireApi::Messages)
+                .auto_cache(true)
+                .min_cache_tokens(min_cache_tokens)
+                .build()
+                .unwrap(),
+        )
+    }
+
+    fn body(blocks: usize, marker_on: Option<usize>, top_level: bool) -> String {
+        let blocks: Vec<String> = (0..blocks)
+            .map(|i| {
+                let mark = if marker_on == Some(i) {
+                    r#","cache_control":{"type":"ephemeral"}"#
+                } else {
+                    ""
+                };
+                format!(r#"{{"type":"text","text":"block {i} with some words"{mark}}}"#)
+            })
+            .collect();
+        let top = if top_level {
+            r#""cache_control":{"type":"ephemeral"},"#
+        } else {
+            ""
+        };
+        format!(
+            r#"{{"model":"m",{top}"messages":[{{"role":"user","content":[{}]}}]}}"#,
+            blocks.join(",")
+        )
+    }
+
+    #[test]
+    fn an_opt_in_cache_reads_nothing_unless_asked() {
+        let mut m = anthropic_like(0);
+        m.observe(&body(2, None, false), Some(SeriesStart::First))
+            .unwrap();
+        let row = m.observe(&body(3, None, false), None).unwrap();
+        assert_eq!(row.cached_bytes, 0, "no cache_control: nothing cached");
+        assert!(row.best_bytes > 0, "the best client asks: a miss");
+        let row = m.observe(&body(4, None, true), None).unwrap();
+        assert!(row.cached_bytes > 0, "asked: the common prefix");
+    }
+
+    #[test]
+    fn automatic_caching_looks_back_twenty_blocks_unless_a_breakpoint_marks_the_entry() {
+        let mut m = anthropic_like(0);
+        m.observe(&body(2, None, true), Some(SeriesStart::First))
+            .unwrap();
+        let within = m.observe(&body(21, None, true), None).unwrap();
+        assert!(within.cached_bytes > 0, "19 new blocks: found");
+        let beyond = m.observe(&body(41, None, true), None).unwrap();
+        assert_eq!(beyond.cached_bytes, 0, "20 new blocks: out of the window");
+        assert!(beyond.best_bytes > 0);
+        let marked = m.observe(&body(61, Some(40), true), None).unwrap();
+        assert!(marked.cached_bytes > 0, "the previous last block is marked");
+        // The marker itself is not part of the prompt: the next request still extends it.
+        let next = m.observe(&body(62, None, true), None).unwrap();
+        // Everything up to the message's closing `]}` is shared.
+        assert_eq!(next.cached_bytes, marked.total_bytes - 2);
+    }
+
+    #[test]
+    fn below_the_minimum_cacheable_length_nothing_is_cached() {
+        let mut m = anthropic_like(512);
+        m.observe(&body(2, None, true), Some(SeriesStart::First))
+            .unwrap();
+        let row = m.observe(&body(3, None, true), None).unwrap();
+        assert_eq!((row.cached_bytes, row.best_bytes), (0, 0));
+        let mut m = anthropic_like(10);
+        m.observe(&body(2, None, true), Some(SeriesStart::First))
+            .unwrap();
+        assert!(m.observe(&body(3, None, true), None).unwrap().cached_bytes > 0);
+    }
+
+    #[test]
+    fn only_a_series_the_caller_opened_excuses_a_loss() {
+        let mut m = meter(0);
+        m.observe(r#"{"messages":[{"a":1}]}"#, None).unwrap();
+        let redeclared = m
+            .observe(r#"{"messages":[{"a":2}]}"#, Some(SeriesStart::Redeclared))
+            .unwrap();
+        assert!(
+            redeclared.best_bytes > redeclared.cached_bytes,
+            "a rule's loss is a miss"
+        );
+        let rewound = m
+            .observe(r#"{"messages":[{"a":3}]}"#, Some(SeriesStart::Rewound))
+            .unwrap();
+        assert_eq!(
+            rewound.best_bytes, rewound.cached_bytes,
+            "the caller's choice"
         );
     }
 
@@ -309,8 +520,8 @@ mod tests {
             source: "test".into(),
         });
         let body = format!(r#"{{"messages":["{}"]}}"#, "x".repeat(3998)); // 4000 bytes
-        m.observe(&body, true).unwrap();
-        m.observe(&body, false).unwrap();
+        m.observe(&body, Some(SeriesStart::First)).unwrap();
+        m.observe(&body, None).unwrap();
         let cost = m.report().cost.unwrap();
         let expected = (1000.0 * 4.0 * 1.25 + 1000.0 * 0.4) / 1e6;
         assert!((cost - expected).abs() < 1e-12, "{cost} vs {expected}");

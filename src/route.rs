@@ -98,6 +98,7 @@ struct Capabilities {
     auto_cache: bool,
     forced_tool_choice: bool,
     assistant_prefill: bool,
+    min_cache_tokens: u32,
 }
 
 impl Capabilities {
@@ -113,6 +114,7 @@ impl Capabilities {
         auto_cache: false,
         forced_tool_choice: true,
         assistant_prefill: true,
+        min_cache_tokens: 0,
     };
 
     const fn check(&self) -> Result<(), RouteError> {
@@ -143,6 +145,8 @@ pub enum Capability {
     ForcedToolChoice,
     /// [`Route::assistant_prefill`] (the claim is usually that it is refused).
     AssistantPrefill,
+    /// [`Route::min_cache_tokens`].
+    MinCacheTokens,
 }
 
 /// One capability and the evidence it rests on.
@@ -283,6 +287,12 @@ impl Route {
         self.caps.assistant_prefill
     }
 
+    /// The shortest prefix, in tokens, the provider caches (0 where none is documented): the
+    /// meter counts no cache read below it.
+    pub fn min_cache_tokens(&self) -> u32 {
+        self.caps.min_cache_tokens
+    }
+
     /// What the tool-update mode and prompts in history rest on.
     pub fn evidence(&self) -> &Evidence {
         &self.evidence
@@ -341,6 +351,8 @@ impl RouteBuilder {
         forced_tool_choice: bool,
         /// See [`Route::assistant_prefill`].
         assistant_prefill: bool,
+        /// See [`Route::min_cache_tokens`].
+        min_cache_tokens: u32,
     }
 
     /// What the mode and prompts in history rest on.
@@ -461,6 +473,7 @@ macro_rules! claims {
         const CLAIMS: &[Claim] = &[
             claim(Capability::AutoCache, ANTHROPIC_PROMPT_CACHING_DOC),
             claim(Capability::AssistantPrefill, ANTHROPIC_PREFILL_DOC),
+            claim(Capability::MinCacheTokens, ANTHROPIC_PROMPT_CACHING_DOC),
             $(claim(Capability::$capability, $url),)*
         ];
         CLAIMS
@@ -474,6 +487,8 @@ struct AnthropicModel {
     tool_changes: bool,
     binds: bool,
     forced_tool_choice: bool,
+    /// The vendor's minimum cacheable prompt length (512 on most current models).
+    min_cache_tokens: u32,
     claims: &'static [Claim],
 }
 
@@ -506,6 +521,7 @@ const fn anthropic(model: &'static str, m: AnthropicModel) -> Route {
             auto_cache: true,
             forced_tool_choice: m.forced_tool_choice,
             assistant_prefill: false,
+            min_cache_tokens: m.min_cache_tokens,
         },
         evidence: if m.tool_changes {
             vendor(ANTHROPIC_TOOL_CHANGES_DOC, ANTHROPIC_TOOL_CHANGES_READ_ON)
@@ -522,6 +538,7 @@ const fn listed(claims: &'static [Claim]) -> AnthropicModel {
         tool_changes: true,
         binds: false,
         forced_tool_choice: true,
+        min_cache_tokens: 512,
         claims,
     }
 }
@@ -532,9 +549,17 @@ const fn newest(claims: &'static [Claim]) -> AnthropicModel {
         tool_changes: true,
         binds: true,
         forced_tool_choice: false,
+        min_cache_tokens: 512,
         claims,
     }
 }
+
+/// What an unknown Anthropic model still rests on: vendor-wide facts only (its minimum
+/// cacheable length is not known, so the meter assumes none).
+const GENERIC_ANTHROPIC_CLAIMS: &[Claim] = &[
+    claim(Capability::AutoCache, ANTHROPIC_PROMPT_CACHING_DOC),
+    claim(Capability::AssistantPrefill, ANTHROPIC_PREFILL_DOC),
+];
 
 static CATALOG: &[Route] = &[
     // The original system's default entry (deepseek-harness 0.1.7-rc.2). Its real-endpoint
@@ -594,7 +619,10 @@ static CATALOG: &[Route] = &[
     ),
     anthropic(
         "claude-opus-4-8",
-        listed(claims![InlineDefinitions => ANTHROPIC_INLINE_TOOLS_DOC]),
+        AnthropicModel {
+            min_cache_tokens: 1024,
+            ..listed(claims![InlineDefinitions => ANTHROPIC_INLINE_TOOLS_DOC])
+        },
     ),
     anthropic(
         "claude-opus-5",
@@ -653,7 +681,7 @@ static CATALOG: &[Route] = &[
             ..Capabilities::PLAIN
         },
         evidence: Evidence::None,
-        claims: Cow::Borrowed(claims![]),
+        claims: Cow::Borrowed(GENERIC_ANTHROPIC_CLAIMS),
     },
     Route::plain(OPENAI_COMPATIBLE, ANY_MODEL, WireApi::OpenAiChat),
 ];
@@ -916,6 +944,7 @@ mod tests {
                 (!r.forced_tool_choice(), Capability::ForcedToolChoice),
                 (r.auto_cache(), Capability::AutoCache),
                 (!r.assistant_prefill(), Capability::AssistantPrefill),
+                (r.min_cache_tokens() > 0, Capability::MinCacheTokens),
             ] {
                 let evidence = r.claim(capability);
                 assert_eq!(
@@ -1059,7 +1088,7 @@ mod tests {
                 let mode = r.tool_update().map_or(none, ToolUpdateMode::as_str);
                 assert_eq!(cell(3), mode, "{}/{}", r.provider, r.model);
                 assert!(cell(6).starts_with(&r.deferred_section_bytes().to_string()));
-                assert_eq!(cell(8), evidence_kind(&r.evidence()));
+                assert_eq!(cell(8), evidence_kind(r.evidence()));
             }
         }
     }

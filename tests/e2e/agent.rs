@@ -131,7 +131,7 @@ impl Agent {
 
         let row = self
             .meter
-            .observe(&wire.body, request.starts_series)
+            .observe(&wire.body, request.series_start)
             .expect("a Messages body");
         assert_eq!(
             (row.total_bytes, row.cached_bytes),
