@@ -1,0 +1,277 @@
+//! The thinking floor on routes that bind signed thinking to the conversation before it: which
+//! requests rewrite, where the floor goes, that it is written with the batch that caused it
+//! and survives a reopen, and that the policy is chosen once per session.
+
+use mektpoy::{
+    AppendError, Config, ContentBlock, Event, Message, MessageSource, Recorder, Request, Rewrite,
+    Role, Route, Session, Step, ThinkingEvent, ThinkingPolicy, ToolSchema, route_for,
+};
+use serde_json::json;
+
+fn tool(name: &str) -> ToolSchema {
+    ToolSchema::from_value(json!({
+        "name": name, "description": name, "parameters": {"type": "object"}
+    }))
+    .unwrap()
+}
+
+fn config(model: &str) -> Config {
+    Config::new("anthropic", model).with("max_tokens", 1024.into())
+}
+
+/// An answer with a signed thinking block, as the provider returns it.
+fn signed_answer(id: &str, model: &str) -> Message {
+    let mut extra = indexmap::IndexMap::new();
+    extra.insert("signature".to_owned(), json!(format!("sig-{id}")));
+    Message::new(
+        id,
+        Role::Assistant,
+        vec![
+            ContentBlock::Reasoning {
+                text: "let me think".into(),
+                extra,
+            },
+            ContentBlock::text("done"),
+        ],
+        MessageSource::Model {
+            provider: "anthropic".into(),
+            model: model.into(),
+        },
+    )
+}
+
+struct Loop {
+    session: Session,
+    recorder: Recorder,
+    route: Route,
+    config: Config,
+    turn: u64,
+}
+
+impl Loop {
+    fn new(session: Session, model: &str) -> Self {
+        Loop {
+            recorder: Recorder::attach(&session),
+            session,
+            route: route_for("anthropic", model),
+            config: config(model),
+            turn: 0,
+        }
+    }
+
+    fn step(&mut self, tools: &[ToolSchema], new_series: bool) -> Request {
+        self.turn += 1;
+        let user = [Message::user(format!("u{}", self.turn), "go on")];
+        self.recorder
+            .record(
+                &self.session,
+                Step {
+                    config: &self.config,
+                    system_prompt: "Be brief.",
+                    tools,
+                    route: &self.route,
+                    new_series,
+                    turn: self.turn,
+                    step: 0,
+                    attempt: 0,
+                    user_messages: &user,
+                },
+            )
+            .unwrap()
+    }
+
+    fn answer(&mut self) {
+        let id = format!("a{}", self.turn);
+        let model = self.config.model.clone();
+        self.session
+            .append(Event::append(signed_answer(&id, &model)))
+            .unwrap();
+    }
+
+    fn floors(&self) -> usize {
+        self.session
+            .events()
+            .iter()
+            .filter(|e| matches!(e, Event::Thinking(t) if matches!(**t, ThinkingEvent::Floor(_))))
+            .count()
+    }
+}
+
+/// A no-mode route that binds thinking: every tool change rewrites `tools`.
+const BINDING_NO_MODE: &str = "claude-fable-5-2";
+/// An inline route that binds thinking: tool changes never rewrite.
+const BINDING_INLINE: &str = "claude-fable-5-1";
+
+#[test]
+fn a_tools_rewrite_before_signed_thinking_sets_the_floor_in_the_same_batch() {
+    let mut l = Loop::new(Session::new("s"), BINDING_NO_MODE);
+    let first = l.step(&[tool("read")], false);
+    assert_eq!(first.rewrite, None, "a first request rewrites nothing");
+    l.answer();
+    let same = l.step(&[tool("read")], false);
+    assert_eq!(same.rewrite, None);
+    assert_eq!(l.floors(), 0);
+    let before = l.session.len();
+    let changed = l.step(&[tool("read"), tool("grep")], false);
+    assert_eq!(changed.rewrite, Some(Rewrite::Tools));
+    assert_eq!(l.floors(), 1);
+    // The floor is the last event of the batch that rewrote.
+    let (floor, rewrite) = l
+        .session
+        .thinking_floor("anthropic", BINDING_NO_MODE)
+        .unwrap();
+    assert_eq!(rewrite, Rewrite::Tools);
+    assert_eq!(floor.index(), l.session.len() - 1);
+    assert!(floor.index() >= before);
+    // Another rewrite with no signed thinking since the floor moves nothing.
+    l.step(&[tool("read")], false);
+    assert_eq!(l.floors(), 1, "no thinking after the floor: no new floor");
+    l.answer();
+    l.step(&[tool("read"), tool("grep")], false);
+    assert_eq!(
+        l.floors(),
+        2,
+        "signed thinking after the floor: the floor moves"
+    );
+}
+
+#[test]
+fn on_an_inline_route_tool_churn_never_rewrites() {
+    let mut l = Loop::new(Session::new("s"), BINDING_INLINE);
+    l.step(&[tool("read"), tool("shell")], false);
+    for tools in [
+        vec![tool("read")],
+        vec![tool("read"), tool("shell")],
+        vec![tool("read"), tool("shell"), tool("grep")],
+    ] {
+        l.answer();
+        let r = l.step(&tools, false);
+        assert_eq!(r.rewrite, None, "{:?}", r.tools);
+    }
+    assert_eq!(l.floors(), 0);
+}
+
+#[test]
+fn a_series_start_that_changes_no_byte_is_not_a_rewrite() {
+    let mut l = Loop::new(Session::new("s"), BINDING_NO_MODE);
+    l.step(&[tool("read")], false);
+    l.answer();
+    let r = l.step(&[tool("read")], true);
+    assert!(r.starts_series, "a `series` header was logged");
+    assert_eq!(r.rewrite, None);
+    assert_eq!(l.floors(), 0);
+}
+
+#[test]
+fn a_compaction_is_a_history_rewrite() {
+    let mut l = Loop::new(Session::new("s"), BINDING_NO_MODE);
+    l.step(&[tool("read")], false);
+    l.answer();
+    l.step(&[tool("read")], false);
+    l.answer();
+    // Replace the first user turn (node 1, after the prompt node) with a summary.
+    l.session
+        .append(Event::replace(Message::user("sum", "summary"), 1, 1))
+        .unwrap();
+    let r = l.step(&[tool("read")], false);
+    assert!(
+        matches!(r.rewrite, Some(Rewrite::History { .. })),
+        "{:?}",
+        r.rewrite
+    );
+    assert_eq!(l.floors(), 1, "signed answers remain after the summary");
+}
+
+#[test]
+fn the_floor_survives_a_reopen_and_a_resumed_loop_sends_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let copy = dir.path().join("copy.jsonl");
+    let tools = [tool("read"), tool("grep")];
+    let mut a = Loop::new(Session::create(&path, "s").unwrap(), BINDING_NO_MODE);
+    a.step(&tools[..1], false);
+    a.answer();
+    a.step(&tools, false);
+    a.answer();
+    assert_eq!(a.floors(), 1);
+    // The file as a process killed right here left it.
+    std::fs::copy(&path, &copy).unwrap();
+    let continued = a.step(&tools, false).to_wire(&a.route).unwrap();
+
+    let mut b = Loop::new(Session::open(&copy).unwrap().session, BINDING_NO_MODE);
+    b.turn = 2;
+    assert!(
+        b.session
+            .thinking_floor("anthropic", BINDING_NO_MODE)
+            .is_some(),
+        "the floor comes from the log"
+    );
+    let resumed = b.step(&tools, false);
+    assert_eq!(
+        resumed.rewrite, None,
+        "nothing changed since the dead process's request"
+    );
+    assert_eq!(resumed.to_wire(&b.route).unwrap().body, continued.body);
+    assert_eq!(b.floors(), 1);
+}
+
+#[test]
+fn a_replace_the_dead_process_appended_after_its_last_record_is_a_rewrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let mut a = Loop::new(Session::create(&path, "s").unwrap(), BINDING_NO_MODE);
+    a.step(&[tool("read")], false);
+    a.answer();
+    a.step(&[tool("read")], false);
+    a.answer();
+    // A compaction, then the process dies before its next record.
+    a.session
+        .append(Event::replace(Message::user("sum", "summary"), 1, 1))
+        .unwrap();
+    drop(a);
+    let mut b = Loop::new(Session::open(&path).unwrap().session, BINDING_NO_MODE);
+    b.turn = 2;
+    let r = b.step(&[tool("read")], false);
+    assert_eq!(r.rewrite, Some(Rewrite::History { message: 0 }));
+    assert_eq!(b.floors(), 1);
+}
+
+#[test]
+fn the_policy_is_chosen_once_before_any_floor_and_is_logged() {
+    let session = Session::new("s");
+    assert_eq!(session.thinking_policy(), ThinkingPolicy::StripThinking);
+    session
+        .set_thinking_policy(ThinkingPolicy::DropBlock)
+        .unwrap();
+    let err = session
+        .set_thinking_policy(ThinkingPolicy::Refuse)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            AppendError::ThinkingPolicyChosen {
+                chosen: "drop-block",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // The policy round-trips through the file.
+    let reread = Session::load_bytes(session.to_jsonl().as_bytes())
+        .unwrap()
+        .session;
+    assert_eq!(reread.thinking_policy(), ThinkingPolicy::DropBlock);
+
+    // After a floor the default has acted: choosing now is refused.
+    let mut l = Loop::new(Session::new("t"), BINDING_NO_MODE);
+    l.step(&[tool("read")], false);
+    l.answer();
+    l.step(&[tool("read"), tool("grep")], false);
+    assert!(matches!(
+        l.session.set_thinking_policy(ThinkingPolicy::DropBlock),
+        Err(AppendError::ThinkingPolicyChosen {
+            chosen: "strip-thinking",
+            ..
+        })
+    ));
+}
