@@ -1,11 +1,14 @@
-//! The newcomer's demo: one agent loop whose tool set changes mid-conversation, run on three
-//! routes, with the prefix-cache meter showing what each route keeps cached.
+//! The newcomer's demo: one agent loop whose tool set changes mid-conversation, run on four
+//! routes, with the prefix-cache meter showing what each route keeps cached and which requests
+//! rewrote the cached prefix, and why.
 //!
 //! Run: `cargo run --release --example demo`
 
 use mektpoy::{
-    Config, Error, Event, Message, Meter, Recorder, Session, Step, ToolSchema, route_for,
+    Config, ContentBlock, Error, Event, Message, MessageSource, Meter, Price, Recorder, Request,
+    Role, Route, Session, Step, ToolSchema, route_for,
 };
+use serde_json::json;
 
 /// A paragraph-sized answer, so the history outweighs the tool list as in real sessions.
 const ANSWER: &str = "I read the relevant files, applied the change to the parser and ran the \
@@ -13,117 +16,221 @@ const ANSWER: &str = "I read the relevant files, applied the change to the parse
     line. Everything passes. Next I would look at the retry logic in the client, which still \
     swallows the cause of a failed request.";
 
-fn tool(name: &str, description: &str) -> Result<ToolSchema, Error> {
-    Ok(ToolSchema::from_value(serde_json::json!({
+const STEPS: usize = 14;
+const MCP_CONNECTS: usize = 3;
+const PLUGIN_OFF: usize = 6;
+const SCHEMA_CHANGES: usize = 8;
+const PLUGIN_ON: usize = 9;
+const COMPACTION: usize = 11;
+
+fn tool(name: &str, description: &str, properties: serde_json::Value) -> Result<ToolSchema, Error> {
+    Ok(ToolSchema::from_value(json!({
         "name": name,
         "description": description,
-        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+        "parameters": {"type": "object", "properties": properties},
     }))?)
 }
 
-/// The tools in effect at each step: an MCP server connects at step 4, a plugin is disabled
-/// at step 7 and enabled again at step 10.
-fn tools_at(step: usize, base: &[ToolSchema], mcp: &ToolSchema) -> Vec<ToolSchema> {
-    let mut tools: Vec<ToolSchema> = base
-        .iter()
-        .filter(|t| !(t.name() == "shell" && (7..10).contains(&step)))
-        .cloned()
-        .collect();
-    if step >= 4 {
-        tools.push(mcp.clone());
+/// The tools in effect at each step: an MCP server connects, a plugin (`shell`) is disabled
+/// and enabled again, and `edit` gains a parameter.
+fn tools_at(step: usize) -> Result<Vec<ToolSchema>, Error> {
+    let query = json!({"query": {"type": "string"}});
+    let mut tools = vec![tool("read", "Read a file of the workspace", query.clone())?];
+    tools.push(if step >= SCHEMA_CHANGES {
+        tool(
+            "edit",
+            "Apply an edit to a file",
+            json!({"query": {"type": "string"}, "dry_run": {"type": "boolean"}}),
+        )?
+    } else {
+        tool("edit", "Apply an edit to a file", query.clone())?
+    });
+    if !(PLUGIN_OFF..PLUGIN_ON).contains(&step) {
+        tools.push(tool("shell", "Run a shell command (plugin)", query.clone())?);
     }
-    tools
+    if step >= MCP_CONNECTS {
+        tools.push(tool(
+            "mcp_search",
+            "Search the web (an MCP server connected mid-session)",
+            query,
+        )?);
+    }
+    Ok(tools)
+}
+
+/// The model's answer; Anthropic models sign their thinking.
+fn answer(step: usize, route: &Route) -> Message {
+    let mut content = Vec::new();
+    if route.provider == "anthropic" {
+        let mut extra = indexmap::IndexMap::new();
+        extra.insert("signature".to_owned(), json!(format!("sig-{step}")));
+        content.push(ContentBlock::Reasoning {
+            text: "Check the failing test first.".into(),
+            extra,
+        });
+    }
+    content.push(ContentBlock::text(ANSWER));
+    Message::new(
+        format!("a{step}"),
+        Role::Assistant,
+        content,
+        MessageSource::Model {
+            provider: route.provider.to_string(),
+            model: route.model.to_string(),
+        },
+    )
+}
+
+/// Why a request rewrote the cached prefix, in a few words.
+fn why(request: &Request) -> Option<String> {
+    let rewrite = request.rewrite?;
+    Some(match request.series_start {
+        Some(start) => format!("{rewrite} ({start:?})"),
+        None => rewrite.to_string(),
+    })
+}
+
+struct Run {
+    label: String,
+    meter: Meter,
+    rewrites: Vec<(usize, String)>,
+    stripped: Vec<(usize, usize)>,
+}
+
+fn run(label: &str, route: Route) -> Result<(Run, Session), Error> {
+    let config = Config::new(route.provider.to_string(), route.model.to_string())
+        .with("max_tokens", 1024.into());
+    let session = Session::new("demo");
+    let mut recorder = Recorder::attach(&session);
+    let mut meter = Meter::new(&route);
+    if let Some(price) = Price::for_route(&route) {
+        meter = meter.with_price(price);
+    }
+    let mut out = Run {
+        label: label.to_owned(),
+        meter,
+        rewrites: Vec::new(),
+        stripped: Vec::new(),
+    };
+    for step in 0..STEPS {
+        if step == COMPACTION {
+            // Compaction: the first four turns become one summary.
+            let summary = Message::user("summary", "Summary: we fixed the parser together.");
+            session.append(Event::replace(summary, 1, 8))?;
+        }
+        let tools = tools_at(step)?;
+        let user = [Message::user(format!("u{step}"), format!("Step {step}: carry on."))];
+        let request = recorder.record(
+            &session,
+            Step {
+                config: &config,
+                system_prompt: "You are a careful coding assistant.",
+                tools: &tools,
+                route: &route,
+                new_series: false,
+                turn: step as u64,
+                step: 0,
+                attempt: 0,
+                user_messages: &user,
+            },
+        )?;
+        // What the loop would send: projected for the route, serialized, thinking policy
+        // applied. The meter observes it after the provider accepted it.
+        let wire = request.to_wire(&route)?;
+        out.meter.observe(&wire.body, request.series_start)?;
+        if let Some(why) = why(&request) {
+            out.rewrites.push((step, why));
+        }
+        if wire.report.thinking_left_out > 0 {
+            out.stripped.push((step, wire.report.thinking_left_out));
+        }
+        session.append(Event::append(answer(step, &route)))?;
+    }
+    Ok((out, session))
 }
 
 fn main() -> Result<(), Error> {
-    let base = [
-        tool("read", "Read a file of the workspace")?,
-        tool("edit", "Apply an edit to a file")?,
-        tool("shell", "Run a shell command (plugin)")?,
-    ];
-    let mcp = tool(
-        "mcp_search",
-        "Search the web (an MCP server connected mid-session)",
-    )?;
-    let path = std::env::temp_dir().join(format!("mektpoy-demo-{}.jsonl", std::process::id()));
-
-    println!("12 steps; tools change at steps 4 (+mcp_search), 7 (-shell) and 10 (+shell).");
-    println!("Token figures are estimates: ceil(bytes / 4).\n");
     println!(
-        "{:<34} {:>8} {:>8} {:>7} {:>9} {:>14}",
-        "route (mode)", "input", "cached", "hit", "best hit", "missed cache"
+        "{STEPS} steps: +mcp_search at step {MCP_CONNECTS}, the shell plugin off at {PLUGIN_OFF} \
+         and on again at {PLUGIN_ON},\n`edit` gains a parameter at {SCHEMA_CHANGES}, a \
+         compaction at {COMPACTION}. Token figures are estimates: ceil(bytes / 4).\n"
     );
-    for (provider, model) in [
-        ("deepseek", "deepseek-v4-pro"),
-        ("deepseek", "deepseek-flash"),
-        ("anthropic", "claude-opus-5"),
-    ] {
-        let route = route_for(provider, model);
-        let config = Config::new(provider, model).with("max_tokens", 1024.into());
-        let session = if model == "deepseek-flash" {
-            Session::create(&path, "demo")?
-        } else {
-            Session::new("demo")
-        };
-        let mut recorder = Recorder::attach(&session);
-        let mut meter = Meter::new(&route);
-        for step in 0..12 {
-            let tools = tools_at(step, &base, &mcp);
-            let user = [Message::user(
-                format!("u{step}"),
-                format!("Step {step}: carry on."),
-            )];
-            let request = recorder.record(
-                &session,
-                Step {
-                    config: &config,
-                    system_prompt: "You are a careful coding assistant.",
-                    tools: &tools,
-                    route: &route,
-                    new_series: false,
-                    turn: step as u64,
-                    step: 0,
-                    attempt: 0,
-                    user_messages: &user,
-                },
-            )?;
-            // Project for the route and serialize: what the loop would send.
-            let wire = request.to_wire(&route)?;
-            meter.observe(&wire.body, request.series_start)?;
-            let reply = Message::assistant(format!("a{step}"), ANSWER, provider, model);
-            session.append(Event::append(reply))?;
+    // The by-reference Anthropic route: claude-opus-5 as Bedrock or Google Cloud serve it
+    // (tools named by reference only, the deferred placeholder keeping the section stable).
+    let by_reference = route_for("anthropic", "claude-opus-5")
+        .into_builder()
+        .inline_definitions(false)
+        .deferred_placeholder(true)
+        .build()?;
+    let routes = [
+        ("deepseek-v4-pro (no mode)", route_for("deepseek", "deepseek-v4-pro")),
+        ("deepseek-flash (addition-only)", route_for("deepseek", "deepseek-flash")),
+        ("claude-opus-5 (in-history, by reference)", by_reference),
+        ("claude-fable-5-1 (in-history, inline)", route_for("anthropic", "claude-fable-5-1")),
+    ];
+    let mut runs = Vec::new();
+    let mut inline_session = None;
+    for (label, route) in routes {
+        let inline = route.inline_definitions();
+        let (r, session) = run(label, route)?;
+        if inline {
+            inline_session = Some(session);
         }
-        let r = meter.report();
-        let mode = route.tool_update().map_or("no mode", |m| m.as_str());
+        runs.push(r);
+    }
+
+    println!(
+        "{:<42} {:>7} {:>7} {:>7} {:>9} {:>7} {:>10}",
+        "route (mode)", "input", "cached", "hit", "best hit", "missed", "est. cost"
+    );
+    for r in &runs {
+        let rep = r.meter.report();
+        let cost = rep.cost.map_or("-".to_owned(), |c| format!("${c:.4}"));
         println!(
-            "{:<34} {:>8} {:>8} {:>6.1}% {:>8.1}% {:>14}",
-            format!("{model} ({mode})"),
-            r.total_tokens,
-            r.cached_tokens,
-            100.0 * r.hit_ratio(),
-            100.0 * r.best_ratio(),
-            r.best_tokens.saturating_sub(r.cached_tokens)
+            "{:<42} {:>7} {:>7} {:>6.1}% {:>8.1}% {:>7} {:>10}",
+            r.label,
+            rep.total_tokens,
+            rep.cached_tokens,
+            100.0 * rep.hit_ratio(),
+            100.0 * rep.best_ratio(),
+            rep.best_tokens.saturating_sub(rep.cached_tokens),
+            cost
         );
     }
 
-    let loaded = Session::load(&path)?;
-    println!(
-        "\nThe deepseek-flash session was written to {} ({} events).",
-        path.display(),
-        loaded.session.len()
-    );
-    println!(
-        "Its ToolHistory: {}",
-        loaded.session.tool_history().to_json()
-    );
-    println!("\nIts tool changes, as durable developer messages:");
-    for event in loaded.session.events() {
-        if let Event::Message(m) = &event
-            && m.message.role() == mektpoy::Role::Developer
-        {
-            println!("  {}", event.to_json());
+    println!("\nRequests that rewrote the cached prefix, and why:");
+    for r in &runs {
+        let list: Vec<String> = r
+            .rewrites
+            .iter()
+            .map(|(step, why)| format!("step {step}: {why}"))
+            .collect();
+        let list = if list.is_empty() { "none".to_owned() } else { list.join("; ") };
+        println!("  {:<42} {list}", r.label);
+    }
+    println!("\nThe thinking policy (StripThinking, the default) on routes that bind thinking:");
+    for r in runs.iter().filter(|r| !r.stripped.is_empty()) {
+        for (step, n) in &r.stripped {
+            println!(
+                "  {}: step {step} left out {n} signed thinking block(s) produced before the rewrite",
+                r.label
+            );
         }
     }
-    let _ = std::fs::remove_file(&path);
+
+    if let Some(session) = inline_session {
+        println!("\nOn the inline route, the tool changes are durable developer messages:");
+        for event in session.events().iter() {
+            if let Event::Message(m) = event
+                && m.message.role() == Role::Developer
+            {
+                println!("  {}", event.to_json());
+            }
+        }
+        println!(
+            "Its by-value ToolHistory: {}",
+            session.tool_history_by_value().to_json()
+        );
+    }
     Ok(())
 }

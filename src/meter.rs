@@ -31,6 +31,54 @@ pub struct Price {
     pub source: Cow<'static, str>,
 }
 
+/// The vendor's pricing page for Claude models (input, cache-write and cache-read prices
+/// per model).
+pub const ANTHROPIC_PRICING_DOC: &str = "https://platform.claude.com/docs/en/about-claude/pricing";
+
+impl Price {
+    /// The published price of a built-in route's model, read 2026-12-01, with a 5-minute
+    /// cache write (1.25× input). `None` where no price was verified on the vendor's page
+    /// (DeepSeek, Claude Fable 5.2 / Mythos 5.2, Claude Haiku 5.5, unknown models): the
+    /// meter then shows tokens only.
+    ///
+    /// ```
+    /// use mektpoy::{Price, route_for};
+    /// let p = Price::for_route(&route_for("anthropic", "claude-opus-5-5")).unwrap();
+    /// assert_eq!((p.input_per_mtok, p.cache_read_per_mtok), (4.0, 0.2));
+    /// assert!(Price::for_route(&route_for("deepseek", "deepseek-flash")).is_none());
+    /// ```
+    pub fn for_route(route: &Route) -> Option<Price> {
+        if route.provider != "anthropic" {
+            return None;
+        }
+        // (input, cache read) in USD per million tokens. Cache reads are 0.1× input on most
+        // models, 0.025× on Fable 5.1 / Mythos 5.1 and 0.05× on Opus 5.5.
+        let (input, read, page) = match &*route.model {
+            "claude-fable-5-1" | "claude-mythos-5-1" => (10.0, 0.25, ANTHROPIC_PRICING_DOC),
+            "claude-fable-5" | "claude-mythos-5" => (10.0, 1.0, ANTHROPIC_PRICING_DOC),
+            "claude-opus-5" | "claude-opus-4-8" => (5.0, 0.5, ANTHROPIC_PRICING_DOC),
+            "claude-opus-5-5" => (
+                4.0,
+                0.2,
+                "https://platform.claude.com/docs/en/models/opus-5-5/overview",
+            ),
+            "claude-sonnet-5-5" => (
+                2.0,
+                0.2,
+                "https://platform.claude.com/docs/en/models/sonnet-5-5/overview",
+            ),
+            _ => return None,
+        };
+        Some(Price {
+            input_per_mtok: input,
+            cache_read_per_mtok: read,
+            cache_write_multiplier: 1.25,
+            currency: "USD".into(),
+            source: format!("{page}, read 2026-12-01").into(),
+        })
+    }
+}
+
 /// One metered request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
