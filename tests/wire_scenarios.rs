@@ -50,7 +50,9 @@ const TOOL_CHANGE_BETA: &str = "mid-conversation-tool-changes-2026-07-01";
 enum Lane {
     /// `deepseek-v4-pro`: no mode, prompts not in history.
     NoMode,
-    /// `claude-opus-5`: in-history, prompts in history, `beta_always`, the placeholder.
+    /// `claude-opus-5` by reference (as Bedrock and Google Cloud serve it: the catalog's
+    /// Claude API entry takes definitions by value): in-history, prompts in history,
+    /// `beta_always`, the placeholder.
     InHistory,
     /// `deepseek-flash`: addition-only, prompts in history.
     AdditionOnly,
@@ -84,7 +86,15 @@ impl Lane {
     /// The catalog's route, checked to have the capabilities this lane stands for.
     fn route(self) -> Route {
         let (provider, model) = self.provider_model();
-        let r = route_for(provider, model);
+        let mut r = route_for(provider, model);
+        if self == InHistory {
+            r = r
+                .into_builder()
+                .inline_definitions(false)
+                .deferred_placeholder(true)
+                .build()
+                .unwrap();
+        }
         let shape = (
             r.api,
             r.tool_update(),
