@@ -46,7 +46,11 @@ fn tools_at(step: usize) -> Result<Vec<ToolSchema>, Error> {
         tool("edit", "Apply an edit to a file", query.clone())?
     });
     if !(PLUGIN_OFF..PLUGIN_ON).contains(&step) {
-        tools.push(tool("shell", "Run a shell command (plugin)", query.clone())?);
+        tools.push(tool(
+            "shell",
+            "Run a shell command (plugin)",
+            query.clone(),
+        )?);
     }
     if step >= MCP_CONNECTS {
         tools.push(tool(
@@ -119,7 +123,10 @@ fn run(label: &str, route: Route) -> Result<(Run, Session), Error> {
             session.append(Event::replace(summary, 1, 8))?;
         }
         let tools = tools_at(step)?;
-        let user = [Message::user(format!("u{step}"), format!("Step {step}: carry on."))];
+        let user = [Message::user(
+            format!("u{step}"),
+            format!("Step {step}: carry on."),
+        )];
         let request = recorder.record(
             &session,
             Step {
@@ -163,10 +170,19 @@ fn main() -> Result<(), Error> {
         .deferred_placeholder(true)
         .build()?;
     let routes = [
-        ("deepseek-v4-pro (no mode)", route_for("deepseek", "deepseek-v4-pro")),
-        ("deepseek-flash (addition-only)", route_for("deepseek", "deepseek-flash")),
+        (
+            "deepseek-v4-pro (no mode)",
+            route_for("deepseek", "deepseek-v4-pro"),
+        ),
+        (
+            "deepseek-flash (addition-only)",
+            route_for("deepseek", "deepseek-flash"),
+        ),
         ("claude-opus-5 (in-history, by reference)", by_reference),
-        ("claude-fable-5-1 (in-history, inline)", route_for("anthropic", "claude-fable-5-1")),
+        (
+            "claude-fable-5-1 (in-history, inline)",
+            route_for("anthropic", "claude-fable-5-1"),
+        ),
     ];
     let mut runs = Vec::new();
     let mut inline_session = None;
@@ -205,7 +221,11 @@ fn main() -> Result<(), Error> {
             .iter()
             .map(|(step, why)| format!("step {step}: {why}"))
             .collect();
-        let list = if list.is_empty() { "none".to_owned() } else { list.join("; ") };
+        let list = if list.is_empty() {
+            "none".to_owned()
+        } else {
+            list.join("; ")
+        };
         println!("  {:<42} {list}", r.label);
     }
     println!("\nThe thinking policy (StripThinking, the default) on routes that bind thinking:");

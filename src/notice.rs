@@ -1,7 +1,7 @@
 //! Localized notices for tool changes (SPEC §8), for chat and trajectory views.
 //!
-//! A view shows a developer message as a context node; when that message only adds and removes
-//! tools, [`notice`] gives it a short title: the tool's name for a single change, a count and an
+//! A view shows a developer message as a context node; when that message only adds, removes
+//! and redefines tools, [`notice`] gives it a short title: the tool's name for a single change, a count and an
 //! expandable list of names for several. The strings are fixed per [`Locale`]; "Tools updated"
 //! is sentence case on purpose.
 
@@ -22,8 +22,9 @@ pub enum Locale {
 /// What a view shows for a tool-change developer message.
 ///
 /// One change: a `title` naming the tool, no `summary`, no `details`. Several: the title
-/// "Tools updated", a `summary` counting additions and removals, and one `details` line per
-/// kind listing the names in block order. `Display` writes `title · summary`.
+/// "Tools updated", a `summary` counting additions, removals and redefinitions (in that
+/// order, kinds without a change left out), and one `details` line per kind listing the
+/// names in block order. `Display` writes `title · summary`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Notice {
@@ -47,7 +48,7 @@ impl fmt::Display for Notice {
 }
 
 /// Whether `message` is a *tool notice*: a developer message that has blocks, every one of them
-/// a tool addition or removal.
+/// a tool addition, removal or redefinition.
 ///
 /// ```
 /// use mektpoy::{is_tool_notice, ContentBlock, Message};
@@ -80,56 +81,55 @@ pub fn notice(message: &Message, locale: Locale) -> Option<Notice> {
         return None;
     }
     let s = Strings::of(locale);
+    // Kind of each block: 0 added, 1 removed, 2 updated (redefined).
+    let kind = |b: &ContentBlock| match b {
+        ContentBlock::ToolAddition { .. } | ContentBlock::InlineAddition(_) => 0,
+        ContentBlock::ToolRemoval { .. } => 1,
+        _ => 2,
+    };
     if let [only] = message.content() {
-        let title = match only {
-            ContentBlock::ToolAddition { tool_name } => format!("{}{tool_name}", s.added_one),
-            ContentBlock::ToolRemoval { tool_name } => format!("{}{tool_name}", s.removed_one),
-            _ => return None,
-        };
+        let name = only.tool_change_name()?;
+        let prefix = [s.added_one, s.removed_one, s.updated_one][kind(only)];
         return Some(Notice {
-            title,
+            title: format!("{prefix}{name}"),
             summary: None,
             details: Vec::new(),
         });
     }
-    let mut added = Vec::new();
-    let mut removed = Vec::new();
+    let mut names: [Vec<&str>; 3] = Default::default();
     for block in message.content() {
-        match block {
-            ContentBlock::ToolAddition { tool_name } => added.push(tool_name.as_str()),
-            ContentBlock::ToolRemoval { tool_name } => removed.push(tool_name.as_str()),
-            _ => return None,
-        }
+        names[kind(block)].push(block.tool_change_name()?);
     }
-    let summary = match (added.len(), removed.len()) {
-        (a, 0) => (s.count_added)(a),
-        (0, r) => (s.count_removed)(r),
-        (a, r) => (s.count_both)(a, r),
-    };
-    let mut details = Vec::with_capacity(2);
-    if !added.is_empty() {
-        details.push(format!("{}{}", s.added_list, added.join(", ")));
-    }
-    if !removed.is_empty() {
-        details.push(format!("{}{}", s.removed_list, removed.join(", ")));
-    }
+    let counts: Vec<String> = names
+        .iter()
+        .zip(s.counts)
+        .filter(|(n, _)| !n.is_empty())
+        .map(|(n, count)| count(n.len()))
+        .collect();
+    let details = names
+        .iter()
+        .zip(s.lists)
+        .filter(|(n, _)| !n.is_empty())
+        .map(|(n, list)| format!("{list}{}", n.join(", ")))
+        .collect();
     Some(Notice {
         title: s.updated.to_owned(),
-        summary: Some(summary),
+        summary: Some(counts.join(s.separator)),
         details,
     })
 }
 
-/// The fixed strings of one locale (SPEC §8).
+/// The fixed strings of one locale.
 struct Strings {
     added_one: &'static str,
     removed_one: &'static str,
+    updated_one: &'static str,
     updated: &'static str,
-    count_added: fn(usize) -> String,
-    count_removed: fn(usize) -> String,
-    count_both: fn(usize, usize) -> String,
-    added_list: &'static str,
-    removed_list: &'static str,
+    /// `N added`, `N removed`, `N updated`.
+    counts: [fn(usize) -> String; 3],
+    separator: &'static str,
+    /// `Added: `, `Removed: `, `Updated: `.
+    lists: [&'static str; 3],
 }
 
 impl Strings {
@@ -138,22 +138,28 @@ impl Strings {
             Locale::En => Strings {
                 added_one: "Tool added: ",
                 removed_one: "Tool removed: ",
+                updated_one: "Tool updated: ",
                 updated: "Tools updated",
-                count_added: |n| format!("{n} added"),
-                count_removed: |n| format!("{n} removed"),
-                count_both: |a, r| format!("{a} added, {r} removed"),
-                added_list: "Added: ",
-                removed_list: "Removed: ",
+                counts: [
+                    |n| format!("{n} added"),
+                    |n| format!("{n} removed"),
+                    |n| format!("{n} updated"),
+                ],
+                separator: ", ",
+                lists: ["Added: ", "Removed: ", "Updated: "],
             },
             Locale::Zh => Strings {
                 added_one: "已添加工具：",
                 removed_one: "已移除工具：",
+                updated_one: "已更新工具：",
                 updated: "工具已更新",
-                count_added: |n| format!("新增 {n} 个"),
-                count_removed: |n| format!("移除 {n} 个"),
-                count_both: |a, r| format!("新增 {a} 个，移除 {r} 个"),
-                added_list: "新增：",
-                removed_list: "移除：",
+                counts: [
+                    |n| format!("新增 {n} 个"),
+                    |n| format!("移除 {n} 个"),
+                    |n| format!("更新 {n} 个"),
+                ],
+                separator: "，",
+                lists: ["新增：", "移除：", "更新："],
             },
         }
     }
@@ -171,6 +177,7 @@ mod tests {
             .map(|b| match b.split_at(1) {
                 ("+", name) => ContentBlock::addition(name),
                 ("-", name) => ContentBlock::removal(name),
+                ("~", name) => ContentBlock::redefinition(name),
                 _ => ContentBlock::text(*b),
             })
             .collect();
@@ -245,6 +252,40 @@ mod tests {
                     "工具已更新",
                     Some("新增 3 个，移除 2 个"),
                     &["新增：c, d, e", "移除：x, y"],
+                ),
+            ),
+            // N5
+            (
+                vec!["~a"],
+                row("Tool updated: a", None, &[]),
+                row("已更新工具：a", None, &[]),
+            ),
+            // N6
+            (
+                vec!["+a", "~b"],
+                row(
+                    "Tools updated",
+                    Some("1 added, 1 updated"),
+                    &["Added: a", "Updated: b"],
+                ),
+                row(
+                    "工具已更新",
+                    Some("新增 1 个，更新 1 个"),
+                    &["新增：a", "更新：b"],
+                ),
+            ),
+            // All three kinds, in the fixed order added, removed, updated.
+            (
+                vec!["~c", "-b", "+a"],
+                row(
+                    "Tools updated",
+                    Some("1 added, 1 removed, 1 updated"),
+                    &["Added: a", "Removed: b", "Updated: c"],
+                ),
+                row(
+                    "工具已更新",
+                    Some("新增 1 个，移除 1 个，更新 1 个"),
+                    &["新增：a", "移除：b", "更新：c"],
                 ),
             ),
             // N4
