@@ -13,7 +13,7 @@ use std::collections::{BTreeSet, HashSet};
 use mektpoy::{
     Config, ContentBlock, Event, Message, ProjectedToolUpdates, ProjectionPath, Reason,
     RequestHeader, Role, Seq, Session, ToolSchema, ToolUpdateMode, project_tool_updates,
-    project_tool_updates_traced,
+    project_tool_updates_inline_traced, project_tool_updates_traced,
 };
 use proptest::prelude::*;
 use support::recorded::{Change, NAMES, Request, StepOp, build_session};
@@ -207,6 +207,117 @@ fn check_prefix(requests: &[Request]) -> Result<usize, TestCaseError> {
     Ok(checked)
 }
 
+/// SPEC §5.1 on one request: the declarations are the by-value snapshot's tools, and replaying
+/// the kept blocks from the non-deferred declarations offers exactly the effective tools, each
+/// with its effective definition (minus deferred baseline tools no addition activated).
+fn check_inline(r: &Request) -> Result<(), TestCaseError> {
+    let (out, path) =
+        project_tool_updates_inline_traced(&r.messages, Some(&r.tools), Some(&r.by_value));
+    if !path.is_main() {
+        return Ok(());
+    }
+    let declared = out.tools.as_deref().expect("tools were given");
+    prop_assert_eq!(declared.len(), r.by_value.tools().len());
+    for (d, s) in declared.iter().zip(r.by_value.tools()) {
+        prop_assert!(d.same_tool(s), "the declarations are the snapshot's");
+    }
+    let mut offered: std::collections::BTreeMap<&str, ToolSchema> = declared
+        .iter()
+        .filter(|t| !t.defer_loading())
+        .map(|t| (t.name(), t.clone()))
+        .collect();
+    let mut activated = HashSet::new();
+    for block in developer_blocks(&out.messages) {
+        match block {
+            ContentBlock::ToolAddition { tool_name } => {
+                let def = declared.iter().find(|t| t.name() == tool_name);
+                prop_assert!(def.is_some(), "{tool_name} by reference but not declared");
+                let def = def.unwrap().with_defer_loading(false);
+                prop_assert!(
+                    offered.insert(tool_name, def).is_none(),
+                    "{tool_name} offered twice"
+                );
+                activated.insert(tool_name.as_str());
+            }
+            ContentBlock::InlineAddition(a) => {
+                prop_assert!(!a.definition().defer_loading());
+                offered.insert(a.tool_name(), a.definition().clone());
+                activated.insert(a.tool_name());
+            }
+            ContentBlock::ToolRemoval { tool_name } => {
+                prop_assert!(
+                    offered.remove(tool_name.as_str()).is_some(),
+                    "{tool_name} not offered"
+                );
+            }
+            ContentBlock::ToolRedefinition { .. } => {
+                prop_assert!(false, "a redefinition reached the wire unconverted")
+            }
+            _ => {}
+        }
+    }
+    let dormant: HashSet<&str> = r
+        .by_value
+        .tools()
+        .iter()
+        .filter(|t| t.defer_loading() && !activated.contains(t.name()))
+        .map(ToolSchema::name)
+        .collect();
+    let expected: std::collections::BTreeMap<&str, ToolSchema> = r
+        .tools
+        .iter()
+        .filter(|t| !dormant.contains(t.name()))
+        .map(|t| (t.name(), t.with_defer_loading(false)))
+        .collect();
+    prop_assert_eq!(
+        offered.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>()
+    );
+    for (name, def) in &expected {
+        prop_assert!(
+            offered[name].with_defer_loading(false).same_tool(def),
+            "{name} is offered with a stale definition"
+        );
+    }
+    Ok(())
+}
+
+/// SPEC §5.1's cache property: within a request series every tool change keeps `tools`
+/// unchanged and the messages extended. Returns how many pairs it checked.
+fn check_inline_prefix(requests: &[Request]) -> Result<usize, TestCaseError> {
+    let mut checked = 0;
+    for pair in requests.windows(2) {
+        let (n, next) = (&pair[0], &pair[1]);
+        if next.starts_series {
+            continue;
+        }
+        let (before, p1) =
+            project_tool_updates_inline_traced(&n.messages, Some(&n.tools), Some(&n.by_value));
+        let (after, p2) = project_tool_updates_inline_traced(
+            &next.messages,
+            Some(&next.tools),
+            Some(&next.by_value),
+        );
+        if !(p1.is_main() && p2.is_main()) {
+            continue;
+        }
+        let (b, a) = (
+            before.tools.as_deref().unwrap_or_default(),
+            after.tools.as_deref().unwrap_or_default(),
+        );
+        prop_assert!(
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_tool(y)),
+            "tools changed within a request series"
+        );
+        prop_assert!(
+            after.messages.starts_with(&before.messages),
+            "messages lost their prefix"
+        );
+        checked += 1;
+    }
+    Ok(checked)
+}
+
 fn change() -> impl Strategy<Value = Change> {
     let name = 0..NAMES.len();
     prop_oneof![
@@ -264,6 +375,40 @@ proptest! {
         let (_, requests) = build_session(&ops);
         check_prefix(&requests)?;
     }
+
+    #[test]
+    fn inline_projections_offer_the_effective_definitions(ops in session_ops()) {
+        let (_, requests) = build_session(&ops);
+        for r in &requests {
+            check_inline(r)?;
+        }
+    }
+
+    #[test]
+    fn inline_requests_of_one_series_keep_their_prefix_through_every_tool_change(ops in session_ops()) {
+        let (_, requests) = build_session(&ops);
+        check_inline_prefix(&requests)?;
+    }
+}
+
+/// The inline prefix check is not vacuous: a session with additions, a removal, a return and
+/// a redefinition keeps the prefix at every step.
+#[test]
+fn inline_prefix_property_is_exercised() {
+    let ops = steps(&[
+        &[add(0), add(1)],
+        &[add(2)],
+        &[Change::Remove { name: 1 }],
+        &[add(1)],
+        &[Change::Redefine { name: 0 }],
+        &[Change::Remove { name: 2 }],
+        &[add(2), Change::Redefine { name: 2 }],
+    ]);
+    let (_, requests) = build_session(&ops);
+    for r in &requests {
+        check_inline(r).unwrap();
+    }
+    assert_eq!(check_inline_prefix(&requests).unwrap(), requests.len() - 1);
 }
 
 fn add(name: usize) -> Change {

@@ -1030,3 +1030,39 @@ fn accepted_edge_cases() {
     assert_eq!(s.surface().len(), 1);
     assert_eq!(s.messages()[0].id(), "all");
 }
+
+/// A by-value addition exists only in projections: appending a projected message is refused,
+/// and its JSON does not decode back into a log block.
+#[test]
+fn a_by_value_addition_never_reaches_a_log() {
+    use mektpoy::{ToolHistory, ToolSchema, ToolUpdate, project_tool_updates_inline};
+    let a = ToolSchema::new("a", "a", serde_json::Map::new());
+    let b = ToolSchema::new("b", "b", serde_json::Map::new());
+    let messages = [
+        Message::user("u1", "hi"),
+        Message::developer("d1", vec![ContentBlock::addition("b")]),
+    ];
+    let history = ToolHistory::new([a.clone()], [ToolUpdate::new("d1", [b.clone()])]);
+    let tools = [a, b];
+    let out = project_tool_updates_inline(&messages, Some(&tools), Some(&history));
+    let projected = out.messages[1].clone();
+    assert!(matches!(
+        projected.content()[0],
+        ContentBlock::InlineAddition(_)
+    ));
+    let session = Session::new("s");
+    let err = session
+        .append(Event::developer(projected.clone(), None))
+        .unwrap_err();
+    assert!(
+        matches!(err, AppendError::ProjectionOnlyBlock { index: 0, .. }),
+        "{err}"
+    );
+    assert!(session.is_empty());
+    let json = serde_json::to_value(&projected).unwrap();
+    assert_eq!(
+        json["content"][0],
+        serde_json::json!({"type":"tool-addition","toolName":"b","definition":{"name":"b","description":"b","parameters":{}}})
+    );
+    assert!(serde_json::from_value::<Message>(json).is_err());
+}

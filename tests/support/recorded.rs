@@ -53,6 +53,8 @@ pub struct Request {
     pub tools: Vec<ToolSchema>,
     /// `tool_history()` after the batch.
     pub snapshot: ToolHistory,
+    /// `tool_history_by_value()` after the batch.
+    pub by_value: ToolHistory,
     /// A request series starts at this request (a header with `startsSeries` or reason
     /// `series`).
     pub starts_series: bool,
@@ -135,6 +137,7 @@ pub fn build_session(ops: &[StepOp]) -> (Session, Vec<Request>) {
             messages: Arc::clone(&recorded.messages),
             tools: recorded.tools.to_vec(),
             snapshot: snapshot.clone(),
+            by_value: session.tool_history_by_value(),
             starts_series,
             new_declaration_series,
         });
