@@ -1,4 +1,5 @@
-//! Incremental `tool_history()` against a full rescan of the same log.
+//! Incremental `tool_history()` (by reference) and `tool_history_by_value()` against a full
+//! rescan of the same log.
 //!
 //! Run: `cargo bench --bench fold`. Figures in `docs/benchmarks.md`.
 
@@ -37,6 +38,34 @@ fn fold(c: &mut Criterion) {
         let log = s.events();
         group.bench_with_input(BenchmarkId::new("full_rescan", events), &log, |b, log| {
             b.iter(|| black_box(fold_events(log.iter())))
+        });
+        // The by-value fold: incremental after one append, and from scratch (the first call
+        // on a fresh fork folds the whole log).
+        group.bench_function(BenchmarkId::new("by_value_incremental", events), |b| {
+            b.iter_batched(
+                || {
+                    let f = Session::fork(&s, events as u64, "f").expect("fork");
+                    let _ = f.tool_history_by_value();
+                    f.append(Event::append(Message::user("x", "more")))
+                        .expect("append");
+                    f
+                },
+                |f| {
+                    let history = black_box(f.tool_history_by_value());
+                    (f, history)
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        group.bench_function(BenchmarkId::new("by_value_full_rescan", events), |b| {
+            b.iter_batched(
+                || Session::fork(&s, events as u64, "f").expect("fork"),
+                |f| {
+                    let history = black_box(f.tool_history_by_value());
+                    (f, history)
+                },
+                BatchSize::SmallInput,
+            )
         });
     }
     group.finish();

@@ -5,12 +5,14 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use mektpoy::{ToolUpdateMode, project_tool_updates, route_for, serialize};
+use mektpoy::{
+    ToolUpdateMode, project_tool_updates, project_tool_updates_inline, route_for, serialize,
+};
 
 mod common;
 
 fn project(c: &mut Criterion) {
-    let (_, request) = common::session_with_churn("deepseek-flash", 500, 5);
+    let (session, request) = common::session_with_churn("deepseek-flash", 500, 5);
     let mut group = c.benchmark_group("project_tool_updates");
     for (name, mode) in [
         ("none", None),
@@ -32,6 +34,17 @@ fn project(c: &mut Criterion) {
             },
         );
     }
+    // The same request on an inline-definition route reads the by-value snapshot.
+    let by_value = session.tool_history_by_value();
+    group.bench_function(BenchmarkId::new("inline", request.messages.len()), |b| {
+        b.iter(|| {
+            black_box(project_tool_updates_inline(
+                &request.messages,
+                Some(&request.tools),
+                Some(&by_value),
+            ))
+        })
+    });
     group.finish();
 
     let route = route_for("deepseek", "deepseek-flash");
