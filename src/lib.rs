@@ -81,7 +81,7 @@ pub use vocab::{
     Seq, ToolError, ToolSchema, json_equivalent,
 };
 pub use wire::{
-    Rewrite, ThinkingPlan, WireContext, WireError, WireReport, WireRequest, serialize,
+    Rewrite, ThinkingPlan, ToolLimit, WireContext, WireError, WireReport, WireRequest, serialize,
     serialize_messages, serialize_openai_chat, serialize_with,
 };
 

@@ -1059,7 +1059,7 @@ mod tests {
                 let mode = r.tool_update().map_or(none, ToolUpdateMode::as_str);
                 assert_eq!(cell(3), mode, "{}/{}", r.provider, r.model);
                 assert!(cell(6).starts_with(&r.deferred_section_bytes().to_string()));
-                assert_eq!(cell(8), evidence_kind(&r.evidence()));
+                assert_eq!(cell(8), evidence_kind(r.evidence()));
             }
         }
     }

@@ -68,12 +68,22 @@ fn fetch_tool() -> ToolSchema {
 }
 
 fn assistant(id: &str, content: Vec<ContentBlock>) -> Message {
+    from_model(id, content, "test")
+}
+
+/// An assistant message produced on the Anthropic route: its signed thinking can be sent back
+/// (reasoning from another provider is left out).
+fn claude(id: &str, content: Vec<ContentBlock>) -> Message {
+    from_model(id, content, "anthropic")
+}
+
+fn from_model(id: &str, content: Vec<ContentBlock>, provider: &str) -> Message {
     Message::new(
         id,
         Role::Assistant,
         content,
         MessageSource::Model {
-            provider: "test".into(),
+            provider: provider.into(),
             model: "test".into(),
         },
     )
@@ -160,7 +170,7 @@ fn messages_anthropic_in_history() {
         vec![
             Message::system("s0", "Be terse."),
             Message::user("u1", "Fetch example.com"),
-            assistant(
+            claude(
                 "a1",
                 vec![
                     reasoning("The user wants a page.", "c2lnbmF0dXJl"),
@@ -176,7 +186,7 @@ fn messages_anthropic_in_history() {
                     ContentBlock::text("fetch is gone; use search"),
                 ],
             ),
-            assistant(
+            claude(
                 "a2",
                 vec![ContentBlock::text("Fetch failed; I will search.")],
             ),

@@ -1,4 +1,4 @@
-//! Wire serialization (SPEC §7): a projected request → the bytes one provider endpoint receives.
+//! Wire serialization: a projected request → the bytes one provider endpoint receives.
 //!
 //! [`serialize`] dispatches on [`Route::api`] to [`serialize_messages`] (the Messages API of
 //! DeepSeek's Anthropic-compatible endpoint and of Anthropic) or [`serialize_openai_chat`]. All
@@ -16,8 +16,10 @@
 //! block index or tool, never sent in a form the provider would reject or misread.
 
 mod canonical;
+mod limits;
 mod messages;
 mod openai;
+mod thinking;
 
 #[cfg(test)]
 mod tests;
@@ -42,7 +44,7 @@ pub use crate::vocab::DEFERRED_PLACEHOLDER_NAME;
 
 /// One serialized request: the exact body bytes and the HTTP headers that go with them.
 ///
-/// `body` is compact JSON in the key order of SPEC §7. `headers` hold lowercase names in a
+/// `body` is compact JSON in a fixed key order (see [`serialize_messages`]). `headers` hold lowercase names in a
 /// fixed order; the endpoint URL and authentication are the caller's (no HTTP here).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -123,6 +125,88 @@ pub enum Rewrite {
     },
 }
 
+impl std::fmt::Display for Rewrite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rewrite::Tools => f.write_str("the `tools` changed"),
+            Rewrite::System => f.write_str("the top-level `system` changed"),
+            Rewrite::History { message } => {
+                write!(f, "the history changed at wire message {message}")
+            }
+        }
+    }
+}
+
+/// One of the provider's limits on the tools a request makes available (its answer when one is
+/// exceeded is `available_tools_limit_exceeded`). See [`WireError::ToolLimitExceeded`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ToolLimit {
+    /// At most [`ToolLimit::MAX_TOOLS`] tools defined by value in the conversation may be
+    /// available at once.
+    ByValueTools,
+    /// The by-value definitions available at once may total at most
+    /// [`ToolLimit::MAX_DEFINITION_BYTES`] bytes (as sent).
+    ByValueBytes,
+    /// At most [`ToolLimit::MAX_TOOLS`] deferred declarations may be available.
+    DeferredTools,
+}
+
+impl ToolLimit {
+    /// The tool-count limit (by-value tools, deferred declarations).
+    pub const MAX_TOOLS: usize = 10_000;
+    /// The size limit of the by-value definitions available at once: 4 MB.
+    pub const MAX_DEFINITION_BYTES: usize = 4 * 1024 * 1024;
+
+    /// The limit's value.
+    #[must_use]
+    pub fn max(self) -> usize {
+        match self {
+            ToolLimit::ByValueTools | ToolLimit::DeferredTools => Self::MAX_TOOLS,
+            ToolLimit::ByValueBytes => Self::MAX_DEFINITION_BYTES,
+        }
+    }
+}
+
+impl std::fmt::Display for ToolLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ToolLimit::ByValueTools => write!(
+                f,
+                "at most {} tools defined by value may be available",
+                Self::MAX_TOOLS
+            ),
+            ToolLimit::ByValueBytes => write!(
+                f,
+                "the available tools defined by value may total at most {} bytes",
+                Self::MAX_DEFINITION_BYTES
+            ),
+            ToolLimit::DeferredTools => write!(
+                f,
+                "at most {} deferred declarations may be available",
+                Self::MAX_TOOLS
+            ),
+        }
+    }
+}
+
+/// ` (message m, block i)` or ` (in `tools`)`, for errors about a tool definition.
+fn definition_site(message_id: &Option<String>, index: &Option<usize>) -> String {
+    match (message_id, index) {
+        (Some(m), Some(i)) => format!("defined by value in message {m}, block {i}"),
+        (Some(m), None) => format!("defined by value in message {m}"),
+        _ => "declared in `tools`".to_owned(),
+    }
+}
+
+/// `, after message m` when known.
+fn after_message(message_id: &Option<String>) -> String {
+    message_id
+        .as_ref()
+        .map(|m| format!(" after message {m}"))
+        .unwrap_or_default()
+}
+
 impl WireRequest {
     /// A request from its body and headers, with an empty report.
     pub fn new(body: impl Into<String>, headers: Vec<(String, String)>) -> Self {
@@ -137,10 +221,7 @@ impl WireRequest {
     ///
     /// ```
     /// use mektpoy::WireRequest;
-    /// let req = WireRequest {
-    ///     body: "{}".into(),
-    ///     headers: vec![("content-type".into(), "application/json".into())],
-    /// };
+    /// let req = WireRequest::new("{}", vec![("content-type".into(), "application/json".into())]);
     /// assert_eq!(req.header("Content-Type"), Some("application/json"));
     /// assert_eq!(req.header("anthropic-beta"), None);
     /// ```
@@ -298,6 +379,107 @@ pub enum WireError {
     SystemMessageNotPrompt {
         /// The system message.
         message_id: String,
+    },
+    /// A tool addition carrying its definition by value on a route without
+    /// [`inline_definitions`](Route::inline_definitions): the projection for that route never
+    /// builds one, so the request was projected for another route.
+    #[error(
+        "message {message_id}: block {index} defines tool `{tool}` by value, which this route \
+         cannot send (no inline definitions)"
+    )]
+    InlineDefinitionUnsupported {
+        /// The developer message.
+        message_id: String,
+        /// 0-based index of the block.
+        index: usize,
+        /// The tool it defines.
+        tool: String,
+    },
+    /// On an Anthropic route, a tool's `parameters` has no `"type": "object"` at its root (the
+    /// API answers `input_schema.type: Field required`).
+    #[error(
+        "tool `{tool}` ({}): its `parameters` must be a JSON object with \
+         `\"type\": \"object\"` at its root",
+        definition_site(.message_id, .index)
+    )]
+    SchemaRootNotObject {
+        /// The tool.
+        tool: String,
+        /// The developer message that defines it by value; `None` for a `tools` entry.
+        message_id: Option<String>,
+        /// 0-based index of the by-value block in that message; `None` for a `tools` entry.
+        index: Option<usize>,
+    },
+    /// One of the provider's limits on available tools would be exceeded. Open a request
+    /// series: it starts from the declarations with no by-value definitions in history.
+    #[error(
+        "{limit}, and this request makes {found} available{}; open a request series",
+        after_message(.message_id)
+    )]
+    ToolLimitExceeded {
+        /// Which limit.
+        limit: ToolLimit,
+        /// How many tools (or bytes) the request makes available at its peak.
+        found: usize,
+        /// The developer message whose definition went over the limit (`None` for the
+        /// deferred declarations, which are counted in `tools`).
+        message_id: Option<String>,
+    },
+    /// A forced `tool_choice` (`any` or `tool`) on a route whose model refuses it.
+    #[error(
+        "config `tool_choice` of type `{choice_type}` is refused by this model: use \
+         `{{\"type\":\"auto\"}}` with `strict: true` tools instead"
+    )]
+    ForcedToolChoice {
+        /// The refused `tool_choice.type`.
+        choice_type: String,
+    },
+    /// The request would end with an assistant turn on a route whose model refuses assistant
+    /// prefill (the conversation must end with a user message).
+    #[error(
+        "message {message_id}: the request ends with this assistant turn, and this model \
+         refuses assistant prefill (the conversation must end with a user message)"
+    )]
+    AssistantPrefill {
+        /// The assistant message that opened the final turn.
+        message_id: String,
+    },
+    /// An assistant turn holds no content once the reasoning it may not send is left out
+    /// (unverifiable reasoning, or thinking the `StripThinking` policy leaves out); the API
+    /// refuses an empty assistant turn.
+    #[error(
+        "message {message_id}: its assistant turn has no content once {left_out} reasoning \
+         block(s) are left out"
+    )]
+    AssistantTurnLeftEmpty {
+        /// The assistant message that opened the turn.
+        message_id: String,
+        /// How many blocks were left out of the turn.
+        left_out: usize,
+    },
+    /// The session's thinking policy is [`ThinkingPolicy::Refuse`] and the request would send
+    /// back a thinking block produced before a rewrite of the conversation.
+    #[error(
+        "message {message_id}: block {index} is thinking produced before a rewrite ({rewrite}), \
+         and the thinking policy refuses to send it"
+    )]
+    ThinkingRewrite {
+        /// The assistant message.
+        message_id: String,
+        /// 0-based index of the block in that message.
+        index: usize,
+        /// What the rewrite changed.
+        rewrite: Rewrite,
+    },
+    /// The `DropBlock` policy must add `block_binding` to the config's `thinking`, which the
+    /// provider accepts only with `thinking.type` `adaptive` or `enabled`.
+    #[error(
+        "config `thinking.type` is {found}, which `block_binding` cannot go with (only \
+         `adaptive` or `enabled`); use the StripThinking policy"
+    )]
+    DropBlockThinkingType {
+        /// What the config holds instead (the type, quoted, or a description).
+        found: String,
     },
 }
 
@@ -552,7 +734,7 @@ fn system_text(message: &Message) -> Result<String, WireError> {
     Ok(message.text())
 }
 
-/// Whether `message` is a prompt node (SPEC §4.1: a system message with source
+/// Whether `message` is a prompt node (a system message with source
 /// `system-prompt`).
 fn is_prompt(message: &Message) -> bool {
     message.role() == Role::System && *message.source() == MessageSource::SystemPrompt

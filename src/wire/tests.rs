@@ -1,4 +1,4 @@
-//! Table-driven tests of both serializers: the W rows of EXAMPLES.md, one test per
+//! Table-driven tests of both serializers: the worked W rows, one test per
 //! `WireError` variant, key order, and the mapping of every block kind.
 
 use std::borrow::Cow;
@@ -11,7 +11,7 @@ use crate::route::ToolUpdateMode;
 
 // --- fixtures ------------------------------------------------------------------------------
 
-/// `deepseek-flash` as SPEC §6 describes it: addition-only, prompts in history, no beta_always.
+/// `deepseek-flash` as the catalog describes it: addition-only, prompts in history, no beta_always.
 fn flash() -> Route {
     Route::builder("deepseek", "deepseek-flash", WireApi::Messages)
         .tool_update(Some(ToolUpdateMode::AdditionOnly))
@@ -50,6 +50,18 @@ fn tool(name: &str) -> ToolSchema {
 
 fn deferred(name: &str) -> ToolSchema {
     tool(name).with_defer_loading(true)
+}
+
+/// A tool as the worked rows write `A`: `parameters` `{"type":"object"}` (what Anthropic routes
+/// require at the root).
+fn otool(name: &str) -> ToolSchema {
+    let mut parameters = serde_json::Map::new();
+    parameters.insert("type".into(), json!("object"));
+    ToolSchema::new(name, name, parameters)
+}
+
+fn odeferred(name: &str) -> ToolSchema {
+    otool(name).with_defer_loading(true)
 }
 
 fn u(id: &str, text: &str) -> Message {
@@ -164,7 +176,7 @@ fn removal(name: &str) -> Value {
     json!({"type": "tool_removal", "tool": {"type": "tool_reference", "name": name}})
 }
 
-// --- EXAMPLES.md W rows ---------------------------------------------------------------------
+// --- worked W rows ---------------------------------------------------------------------------
 
 #[test]
 fn examples_w1_to_w8() {
@@ -766,7 +778,9 @@ fn misplaced_tool_change() {
 
 #[test]
 fn unsupported_blocks() {
+    // Signed, so that it would be sent (unsigned reasoning is left out, never refused).
     let mut clashing = IndexMap::new();
+    clashing.insert("signature".to_owned(), json!("sig"));
     clashing.insert("thinking".to_owned(), json!("x"));
     let reasoning = || ContentBlock::Reasoning {
         text: "r".into(),
@@ -797,11 +811,19 @@ fn unsupported_blocks() {
             "reasoning",
         ),
         (
-            vec![flash(), chat()],
+            // The Messages API sends `redacted_thinking` back (see `redacted_thinking_*`).
+            vec![chat()],
             Role::Assistant,
             vec![other("redacted_thinking")],
             0,
             "redacted_thinking",
+        ),
+        (
+            vec![flash()],
+            Role::Assistant,
+            vec![text("a"), other("image")],
+            1,
+            "image",
         ),
         (
             vec![flash(), chat()],
@@ -1158,7 +1180,7 @@ fn deferred_placeholder_appended_exactly_on_mode_routes_with_an_immediate_tool()
         serde_json::from_str::<Value>(&body).unwrap()["tools"].clone()
     };
     // Main path and fallbacks alike: any projection holding a non-deferred tool.
-    for tools in [vec![tool("A")], vec![tool("A"), deferred("B")]] {
+    for tools in [vec![otool("A")], vec![otool("A"), odeferred("B")]] {
         let n = tools.len();
         let got = tools_of(&with, Some(tools.clone()));
         assert_eq!(got.as_array().unwrap().len(), n + 1);
@@ -1180,7 +1202,7 @@ fn deferred_placeholder_appended_exactly_on_mode_routes_with_an_immediate_tool()
     }
     // Without a non-deferred tool (or without tools) there is nothing to keep stable.
     assert_eq!(
-        tools_of(&with, Some(vec![deferred("B")]))
+        tools_of(&with, Some(vec![odeferred("B")]))
             .as_array()
             .unwrap()
             .len(),
@@ -1229,6 +1251,7 @@ fn system_messages_that_are_not_prompts() {
 fn thinking_extra_fields_are_written_in_sorted_order() {
     let mut extra = IndexMap::new();
     extra.insert("zeta".to_owned(), json!(1));
+    extra.insert("signature".to_owned(), json!("sig"));
     extra.insert("alpha".to_owned(), json!({"y": 2, "b": 1}));
     let reasoning = ContentBlock::Reasoning {
         text: "t".into(),
@@ -1242,7 +1265,9 @@ fn thinking_extra_fields_are_written_in_sorted_order() {
         .unwrap()
         .body;
     assert!(
-        body.contains(r#"{"type":"thinking","thinking":"t","alpha":{"b":1,"y":2},"zeta":1}"#),
+        body.contains(
+            r#"{"type":"thinking","thinking":"t","alpha":{"b":1,"y":2},"signature":"sig","zeta":1}"#
+        ),
         "{body}"
     );
 }
