@@ -72,7 +72,9 @@ pub struct WireReport {
     pub drop_block: bool,
     /// The 0-based index, over the content blocks of the wire messages in order, of the block
     /// that got an explicit `cache_control` because 20 or more blocks follow the last block
-    /// of the previous request (the automatic-caching lookback).
+    /// of the previous request (the automatic-caching lookback; the 20-block window is a
+    /// third-party-quoted figure). That is the previous request's last block, or, when it is
+    /// a thinking block (which cannot carry one), the nearest block before it that can.
     pub lookback_breakpoint: Option<usize>,
 }
 
