@@ -26,6 +26,8 @@ use super::{
     check_system_without_history, checked_tools, latest_prompt, sorted_options, system_text,
     unsupported,
 };
+#[cfg(doc)]
+use super::{ThinkingPlan, ToolLimit};
 use crate::event::Config;
 use crate::project::ProjectedToolUpdates;
 use crate::route::Route;
@@ -85,7 +87,8 @@ const ANTHROPIC_TOOL_FIELDS: [&str; 3] = ["strict", "input_examples", "eager_inp
 /// Reasoning goes back as `thinking` only when signed and produced by this route's provider,
 /// `redacted_thinking` verbatim in place under the same provenance rule; anything else is left
 /// out and counted in [`WireReport::unverifiable_reasoning_left_out`]. The session's thinking
-/// policy ([`WireContext::thinking`]) applies on routes that bind thinking.
+/// policy ([`WireContext::thinking`], see [`ThinkingPlan`]) applies on routes that bind
+/// thinking.
 ///
 /// Caching, on [`auto_cache`](Route::auto_cache) routes: a top-level
 /// `"cache_control":{"type":"ephemeral"}` unless the config has its own `cache_control`. The
@@ -108,7 +111,7 @@ const ANTHROPIC_TOOL_FIELDS: [&str; 3] = ["strict", "input_examples", "eager_inp
 ///   [`WireError::SchemaRootNotObject`] on Anthropic routes for a tool (declared or defined by
 ///   value) whose `parameters` lack `"type": "object"` at the root;
 ///   [`WireError::ToolLimitExceeded`] when the request makes more tools available than the
-///   provider allows (see the `limits` module);
+///   provider allows (what counts: [`ToolLimit`]);
 /// - [`WireError::DeveloperBlock`] for a developer block other than a tool change or text (a
 ///   `tool-redefinition` included: the projection always turns it into a by-value addition or
 ///   drops it); [`WireError::InlineDefinitionUnsupported`] for a by-value addition on a route
@@ -125,7 +128,7 @@ const ANTHROPIC_TOOL_FIELDS: [&str; 3] = ["strict", "input_examples", "eager_inp
 /// - [`WireError::AssistantPrefill`] when the wire messages end with an assistant turn on a
 ///   route without [`assistant_prefill`](Route::assistant_prefill);
 /// - [`WireError::ThinkingRewrite`] under the `Refuse` policy and
-///   [`WireError::DropBlockThinkingType`] under `DropBlock` (see the `thinking` module).
+///   [`WireError::DropBlockThinkingType`] under `DropBlock` (see [`ThinkingPlan`]).
 pub fn serialize_messages(
     config: &Config,
     projected: &ProjectedToolUpdates<'_>,

@@ -98,6 +98,24 @@ pub struct WireContext<'a> {
 }
 
 /// The thinking policy of a session and the assistant messages it applies to.
+///
+/// On a route that binds thinking to the conversation ([`Route::binds_thinking`]) the provider
+/// checks every `thinking` and `redacted_thinking` block it gets back against what preceded
+/// it when it was produced; after a rewrite the blocks produced before it fail, and a block
+/// left out once must never be sent again. Every signed thinking block and every
+/// `redacted_thinking` block of an assistant message named in
+/// [`before_floor`](Self::before_floor) is treated by the policy:
+/// - [`ThinkingPolicy::StripThinking`]: left out (the last assistant message included) and
+///   counted in [`WireReport::thinking_left_out`];
+/// - [`ThinkingPolicy::DropBlock`]: sent, with `block_binding:
+///   {"prefix_mismatch_behavior":"drop_block"}` added to the config's `thinking` (its `type`
+///   kept; `{"type":"adaptive",…}` when the config has none) and the
+///   `thinking-binding-controls-2026-08-01` beta; [`WireReport::drop_block`] is set. The
+///   provider then drops the failing block and every thinking block after it;
+/// - [`ThinkingPolicy::Refuse`]: refused with [`WireError::ThinkingRewrite`].
+///
+/// A request holding no such block is sent exactly as without a plan. A plan given for a route
+/// that does not bind thinking is ignored.
 #[derive(Clone, Debug)]
 pub struct ThinkingPlan<'a> {
     /// The session's policy.
@@ -141,6 +159,23 @@ impl std::fmt::Display for Rewrite {
 
 /// One of the provider's limits on the tools a request makes available (its answer when one is
 /// exceeded is `available_tools_limit_exceeded`). See [`WireError::ToolLimitExceeded`].
+///
+/// Checked on Anthropic routes and on routes with inline definitions, in one pass over the wire
+/// messages, after each message:
+/// - a tool *defined by value* is available from the `tool_addition` that carries its
+///   definition until the name is withdrawn, by a `tool_removal` or by a by-reference
+///   `tool_addition` (the name then has its `tools` declaration again); a new definition of an
+///   available name replaces the old one (one tool, the new size). Definitions waiting behind
+///   the last assistant turn are not sent and not counted. The vendor counts definitions sent
+///   after the first user message: every system message the serializer writes follows a user
+///   turn, so all of them count;
+/// - a definition's size is the bytes of its `definition` object as sent;
+/// - the deferred declarations are the `tools` entries with `defer_loading` (the deferred
+///   placeholder included); all are available before the first message, so their peak is
+///   their number.
+///
+/// The vendor's separate 4 MB limit on the rendered tool text is not checked (the rendering is
+/// the provider's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ToolLimit {
