@@ -81,8 +81,8 @@ pub use vocab::{
     Seq, ToolError, ToolSchema, json_equivalent,
 };
 pub use wire::{
-    ThinkingPlan, WireContext, WireError, WireReport, WireRequest, serialize, serialize_messages,
-    serialize_openai_chat, serialize_with,
+    ThinkingPlan, ToolLimit, WireContext, WireError, WireReport, WireRequest, serialize,
+    serialize_messages, serialize_openai_chat, serialize_with,
 };
 
 /// The READMEs' Rust examples run as doctests.

@@ -8,9 +8,12 @@ mod support;
 use std::borrow::Cow;
 
 use indexmap::IndexMap;
+use std::collections::HashSet;
+
 use mektpoy::{
-    Config, ContentBlock, Message, MessageSource, ProjectedToolUpdates, Role, Route, ToolSchema,
-    ToolUpdateMode, WireApi, serialize,
+    Config, ContentBlock, Message, MessageSource, ProjectedToolUpdates, Rewrite, Role, Route,
+    ThinkingPlan, ThinkingPolicy, ToolHistory, ToolSchema, ToolUpdate, ToolUpdateMode, WireApi,
+    WireContext, WireReport, project_tool_updates_inline, serialize, serialize_with,
 };
 use serde_json::json;
 use support::golden::assert_golden;
@@ -68,12 +71,22 @@ fn fetch_tool() -> ToolSchema {
 }
 
 fn assistant(id: &str, content: Vec<ContentBlock>) -> Message {
+    from_model(id, content, "test")
+}
+
+/// An assistant message produced on the Anthropic route: its signed thinking can be sent back
+/// (reasoning from another provider is left out).
+fn claude(id: &str, content: Vec<ContentBlock>) -> Message {
+    from_model(id, content, "anthropic")
+}
+
+fn from_model(id: &str, content: Vec<ContentBlock>, provider: &str) -> Message {
     Message::new(
         id,
         Role::Assistant,
         content,
         MessageSource::Model {
-            provider: "test".into(),
+            provider: provider.into(),
             model: "test".into(),
         },
     )
@@ -160,7 +173,7 @@ fn messages_anthropic_in_history() {
         vec![
             Message::system("s0", "Be terse."),
             Message::user("u1", "Fetch example.com"),
-            assistant(
+            claude(
                 "a1",
                 vec![
                     reasoning("The user wants a page.", "c2lnbmF0dXJl"),
@@ -176,7 +189,7 @@ fn messages_anthropic_in_history() {
                     ContentBlock::text("fetch is gone; use search"),
                 ],
             ),
-            assistant(
+            claude(
                 "a2",
                 vec![ContentBlock::text("Fetch failed; I will search.")],
             ),
@@ -244,4 +257,131 @@ fn openai_chat_tool_cycle() {
         "openai_chat_tool_cycle",
         &serialize(&config, &p, &route).unwrap(),
     );
+}
+
+/// A v4 Anthropic entry: inline definitions, thinking bound to the conversation, automatic
+/// caching, no forced tool choice, no prefill.
+fn anthropic_v4() -> Route {
+    Route::builder("anthropic", "claude-test", WireApi::Messages)
+        .tool_update(Some(ToolUpdateMode::InHistory))
+        .system_prompt_in_history(true)
+        .beta_always(true)
+        .inline_definitions(true)
+        .binds_thinking(true)
+        .auto_cache(true)
+        .forced_tool_choice(false)
+        .assistant_prefill(false)
+        .build()
+        .unwrap()
+}
+
+/// A strict tool: on Anthropic routes `strict` and `input_examples` are sent, `title` is not.
+fn strict_read_tool() -> ToolSchema {
+    tool(json!({
+        "name": "read",
+        "description": "Read a file",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        "title": "Read",
+        "input_examples": [{"path": "README.md"}],
+        "strict": true
+    }))
+}
+
+/// Inline route: `tools` frozen, a tool added by value after a tool result (projected with the
+/// public inline projection), automatic `cache_control`, signed thinking and
+/// `redacted_thinking` sent back, reasoning from another provider and unsigned reasoning left
+/// out.
+#[test]
+fn messages_anthropic_v4_inline() {
+    let config = Config::new("anthropic", "claude-test")
+        .with("max_tokens", json!(8192))
+        .with("thinking", json!({"type": "adaptive"}));
+    let messages = vec![
+        Message::system("s0", "Be terse."),
+        Message::user("u1", "Open README.md"),
+        claude(
+            "a1",
+            vec![
+                reasoning("The user wants the file.", "c2lnMQ=="),
+                ContentBlock::Other(json!({"type": "redacted_thinking", "data": "RW5jcnlwdGVk"})),
+                call("c1", "read", r#"{"path":"README.md"}"#),
+            ],
+        ),
+        Message::tool_result("t1", "c1", "# mektpoy"),
+        Message::developer("d1", vec![ContentBlock::addition("search")]),
+        assistant(
+            "a2",
+            vec![
+                reasoning("Another vendor's reasoning.", "b3RoZXI="),
+                ContentBlock::text("Found it."),
+            ],
+        ),
+        Message::user("u2", "Search for similar crates"),
+    ];
+    let tools = [strict_read_tool(), search_tool()];
+    let history = ToolHistory::new(
+        [strict_read_tool()],
+        [ToolUpdate::new("d1", [search_tool()])],
+    );
+    let projected = project_tool_updates_inline(&messages, Some(&tools), Some(&history));
+    assert!(
+        matches!(
+            projected.messages[4].content()[0],
+            ContentBlock::InlineAddition(_)
+        ),
+        "the projection sends search by value"
+    );
+    let request = serialize(&config, &projected, &anthropic_v4()).unwrap();
+    let mut report = WireReport::default();
+    report.unverifiable_reasoning_left_out = 1;
+    assert_eq!(request.report, report);
+    assert_golden("messages_anthropic_v4_inline", &request);
+}
+
+/// The `DropBlock` policy after a rewrite: the pre-floor thinking is sent with
+/// `block_binding` and the thinking beta; 20 blocks after the previous request's last block
+/// put an explicit breakpoint on it (with the config's `ttl`).
+#[test]
+fn messages_anthropic_v4_drop_block_and_lookback() {
+    let config = Config::new("anthropic", "claude-test")
+        .with("max_tokens", json!(4096))
+        .with("cache_control", json!({"type": "ephemeral", "ttl": "1h"}))
+        .with(
+            "thinking",
+            json!({"type": "enabled", "budget_tokens": 1024}),
+        );
+    let files: Vec<ContentBlock> = (1..=20)
+        .map(|i| ContentBlock::text(format!("file {i}")))
+        .collect();
+    let messages = vec![
+        Message::user("u1", "List the files"),
+        claude(
+            "a1",
+            vec![
+                reasoning("Ask for them.", "c2lnMQ=="),
+                ContentBlock::text("Paste them."),
+            ],
+        ),
+        Message::user("u2", "Here:"),
+        Message::new("u3", Role::User, files, MessageSource::User),
+    ];
+    let before_floor: HashSet<String> = ["u1", "a1"].map(String::from).into();
+    let mut context = WireContext::default();
+    // The previous request sent u1, a1 (3 blocks) and u2.
+    context.previous_blocks = Some(4);
+    context.thinking = Some(ThinkingPlan {
+        policy: ThinkingPolicy::DropBlock,
+        before_floor: &before_floor,
+        rewrite: Rewrite::Tools,
+    });
+    let request = serialize_with(
+        &config,
+        &projected(messages, Some(vec![search_tool()])),
+        &anthropic_v4(),
+        &context,
+    )
+    .unwrap();
+    assert!(request.report.drop_block);
+    assert_eq!(request.report.lookback_breakpoint, Some(3));
+    assert_golden("messages_anthropic_v4_drop_block_and_lookback", &request);
 }

@@ -93,10 +93,10 @@ impl Rewrite {
 impl std::fmt::Display for Rewrite {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Rewrite::Tools => f.write_str("the tools changed"),
-            Rewrite::System => f.write_str("the system prompt changed"),
+            Rewrite::Tools => f.write_str("the `tools` changed"),
+            Rewrite::System => f.write_str("the top-level `system` changed"),
             Rewrite::History { message } => {
-                write!(f, "the history changed from wire message {message}")
+                write!(f, "the history changed at wire message {message}")
             }
         }
     }

@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::{Request, Transaction};
-use crate::event::{Event, Rewrite, ThinkingEvent, ThinkingFloor};
+use crate::event::{Event, Rewrite, ThinkingEvent, ThinkingFloor, ThinkingPolicy};
 use crate::history::FoldKind;
 use crate::route::{Route, WireApi};
 use crate::vocab::{ContentBlock, Message, Role, Seq};
@@ -25,11 +25,35 @@ pub(crate) fn key(route: &Route) -> RouteKey {
     (route.provider.to_string(), route.model.to_string())
 }
 
-/// The wire request a record call prepared for its step's route.
+/// The wire request a record call prepared for its step's route, or, when the serializer
+/// refused it, the context to refuse it again with the same typed error.
 #[derive(Clone, Debug)]
 pub(crate) struct Prepared {
     pub route: Route,
-    pub wire: WireRequest,
+    pub wire: Result<WireRequest, Replay>,
+}
+
+/// What `serialize_with` was given for the step's route.
+#[derive(Clone, Debug)]
+pub(crate) struct Replay {
+    previous_blocks: Option<usize>,
+    thinking: Option<(ThinkingPolicy, HashSet<String>, Rewrite)>,
+}
+
+impl Replay {
+    pub fn context(&self) -> WireContext<'_> {
+        WireContext {
+            previous_blocks: self.previous_blocks,
+            thinking: self
+                .thinking
+                .as_ref()
+                .map(|(policy, before_floor, rewrite)| ThinkingPlan {
+                    policy: *policy,
+                    before_floor,
+                    rewrite: *rewrite,
+                }),
+        }
+    }
 }
 
 /// What preparing a request decided, applied to the recorder only after the commit.
@@ -75,16 +99,26 @@ pub(crate) fn prepare(
         }
     };
     let projected = request.project(route);
-    let attempt = |tx: &Transaction<'_>, floor: Option<(Seq, Rewrite)>, blocks: Option<usize>| {
-        serialize_for(tx, route, request, &projected, floor, blocks)
-    };
     let floor = tx
         .state()
         .thinking_floors
         .get(&(Arc::from(key.0.as_str()), Arc::from(key.1.as_str())))
         .copied();
-    let Ok(mut wire) = attempt(tx, floor, previous.map(|p| p.blocks)) else {
-        return none;
+    let prepared = |wire| Prepared {
+        route: route.clone(),
+        wire,
+    };
+    let replay = replay(tx, route, request, floor, previous.map(|p| p.blocks));
+    let mut wire = match serialize_with(&request.config, &projected, route, &replay.context()) {
+        Ok(wire) => wire,
+        // Refused as it stands: `to_wire` refuses it again; the previous request stays the
+        // one the route last sent.
+        Err(_) => {
+            return Continuity {
+                prepared: Some(prepared(Err(replay))),
+                ..none
+            };
+        }
     };
     let Some(mut fingerprint) = Fingerprint::of(&wire.body) else {
         return none;
@@ -109,9 +143,16 @@ pub(crate) fn prepare(
             }
         }
         // After a rewrite the previous request's last block is not in this one.
-        match attempt(tx, floor, None) {
+        let replay = self::replay(tx, route, request, floor, None);
+        match serialize_with(&request.config, &projected, route, &replay.context()) {
             Ok(w) => wire = w,
-            Err(_) => return none,
+            Err(_) => {
+                return Continuity {
+                    prepared: Some(prepared(Err(replay))),
+                    rewrite: Some(rewrite),
+                    fingerprint: None,
+                };
+            }
         }
         fingerprint = match Fingerprint::of(&wire.body) {
             Some(f) => f,
@@ -119,36 +160,32 @@ pub(crate) fn prepare(
         };
     }
     Continuity {
-        prepared: Some(Prepared {
-            route: route.clone(),
-            wire,
-        }),
+        prepared: Some(prepared(Ok(wire))),
         rewrite,
         fingerprint: Some((key, fingerprint)),
     }
 }
 
-/// The request serialized with the route's floor (if any) and the lookback.
-fn serialize_for(
+/// The context of the request: the lookback and, on a route that binds thinking, the floor.
+fn replay(
     tx: &Transaction<'_>,
     route: &Route,
     request: &Request,
-    projected: &crate::project::ProjectedToolUpdates<'_>,
     floor: Option<(Seq, Rewrite)>,
     previous_blocks: Option<usize>,
-) -> Result<WireRequest, crate::wire::WireError> {
-    let before_floor = floor
-        .map(|(f, _)| ids_before(tx, &request.messages, f))
-        .unwrap_or_default();
-    let context = WireContext {
+) -> Replay {
+    Replay {
         previous_blocks,
-        thinking: (route.binds_thinking() && floor.is_some()).then(|| ThinkingPlan {
-            policy: tx.state().thinking_policy.unwrap_or_default(),
-            before_floor: &before_floor,
-            rewrite: floor.map_or(Rewrite::Tools, |(_, r)| r),
-        }),
-    };
-    serialize_with(&request.config, projected, route, &context)
+        thinking: floor
+            .filter(|_| route.binds_thinking())
+            .map(|(f, rewrite)| {
+                (
+                    tx.state().thinking_policy.unwrap_or_default(),
+                    ids_before(tx, &request.messages, f),
+                    rewrite,
+                )
+            }),
+    }
 }
 
 /// The previous request of the route as the log before this batch rebuilds it: the latest

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
-use super::continuity::{self, Memory, Prepared, RouteKey};
+use super::continuity::{self, Memory, Prepared, Replay, RouteKey};
 use super::prompt::{PromptChange, prompt_change};
 use super::{AppendError, Session, Transaction};
 use crate::event::{
@@ -20,7 +20,7 @@ use crate::vocab::{
     ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, MessageSource, Role, Seq, ToolSchema,
     same_tools,
 };
-use crate::wire::Fingerprint;
+use crate::wire::{Fingerprint, WireRequest};
 
 /// One attempt of one loop step, as the loop sees it.
 ///
@@ -69,7 +69,7 @@ pub enum SeriesStart {
 
 impl Request {
     /// The wire request `record` prepared, when `route` is the step's route.
-    pub(crate) fn prepared_for(&self, route: &Route) -> Option<&crate::wire::WireRequest> {
+    pub(crate) fn prepared_for(&self, route: &Route) -> Option<&Result<WireRequest, Replay>> {
         self.prepared
             .as_ref()
             .filter(|p| p.route == *route)

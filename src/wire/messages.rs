@@ -1,4 +1,4 @@
-//! The Messages API (DeepSeek's Anthropic-compatible endpoint and Anthropic), SPEC §7.
+//! The Messages API (DeepSeek's Anthropic-compatible endpoint and Anthropic).
 //!
 //! The conversation is rebuilt as wire turns in one pass over the projected messages. Prompt
 //! updates and tool changes cannot become their own turns anywhere: the API accepts a system
@@ -6,62 +6,129 @@
 //! flushed, as **one** system message, before the next assistant message or at the end, and
 //! only right after a user / tool-result turn; what still waits at the end is left out of this
 //! request (it goes out with the next one).
+//!
+//! The same pass decides which reasoning goes back (see the `thinking` module), counts the
+//! tools the request makes available (the `limits` module), and counts content blocks for the
+//! automatic-caching lookback.
 
 use std::borrow::Cow;
 
 use indexmap::IndexMap;
 use serde::Serialize;
-use serde::ser::{SerializeMap, Serializer};
+use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value};
 
 use super::canonical::{Canonical, CanonicalObject};
+use super::limits::{self, ByValue};
+use super::thinking::{self, Binding, THINKING_BINDING_BETA, Verdict};
 use super::{
-    Body, Calls, WireContext, WireError, WireRequest, block_type, check_system_without_history,
-    checked_tools, latest_prompt, sorted_options, system_text, unsupported,
+    Body, Calls, WireContext, WireError, WireReport, WireRequest, block_type,
+    check_system_without_history, checked_tools, latest_prompt, sorted_options, system_text,
+    unsupported,
 };
+#[cfg(doc)]
+use super::{ThinkingPlan, ToolLimit};
 use crate::event::Config;
 use crate::project::ProjectedToolUpdates;
 use crate::route::Route;
 use crate::vocab::{ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, Role, ToolSchema};
 
-/// The beta that lets a conversation add and remove tools mid-way.
+/// The beta that lets a conversation add and remove tools mid-way, by reference.
 const TOOL_CHANGE_BETA: &str = "mid-conversation-tool-changes-2026-07-01";
+
+/// The beta that also lets a `tool_addition` carry a definition by value (and covers
+/// by-reference changes too), on routes with inline definitions.
+const INLINE_TOOLS_BETA: &str = "inline-tools-2026-09-15";
 
 /// The API version every request names.
 const ANTHROPIC_VERSION: &str = "2023-06-01";
 
+/// How far back automatic caching looks for an earlier cache entry, in content blocks.
+///
+/// **Third-party figure.** The vendor's prompt-caching page describes automatic caching, but
+/// the "20-block lookback window" wording was read only in third-party copies that quote it
+/// (notes of 2026-12-01), not in a vendor excerpt. Replace it when the vendor text is read.
+const LOOKBACK_BLOCKS: usize = 20;
+
+/// Tool fields kept in a tool's `extra` that Anthropic routes send, in this order, after
+/// `input_schema` (the vendor's replacement for forced tool choice relies on `strict`).
+const ANTHROPIC_TOOL_FIELDS: [&str; 3] = ["strict", "input_examples", "eager_input_streaming"];
+
 /// Serializes `projected` for a Messages-API route.
 ///
-/// Body keys, in order: `model`; the other config options except `provider`, sorted by key;
+/// Body keys, in order: `model`; the other config options except `provider`, sorted by key
+/// (with the automatic `cache_control` and a `thinking` the policy changed among them);
 /// `system` (a string, omitted when empty); `tools` (omitted when there are none); `messages`.
 /// Headers: `content-type: application/json`, `anthropic-version: 2023-06-01`, and
-/// `anthropic-beta: mid-conversation-tool-changes-2026-07-01` on every request of a
-/// [`beta_always`](Route::beta_always) route, otherwise exactly when a serialized message holds
-/// a tool-change block.
+/// `anthropic-beta` when a beta applies: the route's tool-change beta
+/// (`inline-tools-2026-09-15` on routes with [`inline_definitions`](Route::inline_definitions),
+/// else `mid-conversation-tool-changes-2026-07-01`) on every request of a
+/// [`beta_always`](Route::beta_always) route and otherwise exactly when a serialized message
+/// holds a tool-change block, then `thinking-binding-controls-2026-08-01` when the `DropBlock`
+/// thinking policy acted; several betas are joined by `,` in that order.
 ///
 /// The system prompt: on routes with [`system_prompt_in_history`](Route::system_prompt_in_history)
 /// a system node that is the first message is `system`, and every other non-empty system node
 /// joins the queue (see the module doc) as a text block; on other routes only the latest system
 /// node is sent, as `system`. Developer messages join the queue as `tool_addition` /
-/// `tool_removal` blocks and text blocks (empty ones dropped). Tool results become
-/// `tool_result` blocks of a user turn (`"is_error": true` only when `isError` is true); consecutive user content and consecutive assistant
-/// messages are merged into one turn each. Empty text blocks are dropped everywhere (the API
-/// refuses them). Costs O(messages + blocks + tools).
+/// `tool_removal` blocks (by reference, or, for a by-value addition, carrying
+/// `{"type":"tool_definition","definition":{name, description, input_schema}}`) and text
+/// blocks (empty ones dropped). Tool results become `tool_result` blocks of a user turn
+/// (`"is_error": true` only when `isError` is true); consecutive user content and consecutive
+/// assistant messages are merged into one turn each. Empty text blocks are dropped everywhere
+/// (the API refuses them).
+///
+/// Tools: `{name, description, input_schema}`, then on Anthropic routes (provider
+/// `anthropic`) the fields `strict`, `input_examples`, `eager_input_streaming` when the tool
+/// keeps them, then `"defer_loading": true` when deferred; no other unknown field is sent, and
+/// never a `cache_control`. The deferred placeholder is appended on mode routes that set
+/// [`deferred_placeholder`](Route::deferred_placeholder), never on inline routes.
+///
+/// Reasoning goes back as `thinking` only when signed and produced by this route's provider,
+/// `redacted_thinking` verbatim in place under the same provenance rule; anything else is left
+/// out and counted in [`WireReport::unverifiable_reasoning_left_out`]. The session's thinking
+/// policy ([`WireContext::thinking`], see [`ThinkingPlan`]) applies on routes that bind
+/// thinking.
+///
+/// Caching, on [`auto_cache`](Route::auto_cache) routes: a top-level
+/// `"cache_control":{"type":"ephemeral"}` unless the config has its own `cache_control`. The
+/// provider looks for the previous request's cache entry only within 20 content blocks
+/// (a third-party-quoted figure) of the new breakpoint, so when
+/// [`WireContext::previous_blocks`] is `Some(n)` and at least 20 blocks follow block `n - 1`
+/// (counted over the content arrays of the wire messages, in order), that block also gets
+/// `cache_control` (with the config's `ttl`, if any); a thinking block cannot carry one, so the
+/// nearest earlier block that can takes it. Its index is
+/// [`WireReport::lookback_breakpoint`].
+///
+/// Costs O(messages + blocks + tools).
 ///
 /// # Errors
 /// - [`WireError::MissingMaxTokens`] without a `max_tokens` option;
 ///   [`WireError::ReservedConfigKey`] for an option named `model`, `provider`, `system`,
-///   `tools` or `messages`;
+///   `tools` or `messages`; [`WireError::ForcedToolChoice`] for a `tool_choice` of type `any`
+///   or `tool` on a route without [`forced_tool_choice`](Route::forced_tool_choice);
 /// - [`WireError::ReservedToolName`], [`WireError::DuplicateTool`] for the projected tools;
-/// - [`WireError::DeveloperBlock`] for a developer block other than a tool change or text;
-///   [`WireError::MisplacedToolChange`] for a tool change outside a developer message;
-///   [`WireError::UnsupportedBlock`] for any other block the role cannot carry (an unknown
-///   block type anywhere, reasoning or a tool call outside an assistant message, a reasoning
-///   block with a `type` or `thinking` field of its own);
+///   [`WireError::SchemaRootNotObject`] on Anthropic routes for a tool (declared or defined by
+///   value) whose `parameters` lack `"type": "object"` at the root;
+///   [`WireError::ToolLimitExceeded`] when the request makes more tools available than the
+///   provider allows (what counts: [`ToolLimit`]);
+/// - [`WireError::DeveloperBlock`] for a developer block other than a tool change or text (a
+///   `tool-redefinition` included: the projection always turns it into a by-value addition or
+///   drops it); [`WireError::InlineDefinitionUnsupported`] for a by-value addition on a route
+///   without inline definitions; [`WireError::MisplacedToolChange`] for a tool change outside a
+///   developer message; [`WireError::UnsupportedBlock`] for any other block the role cannot
+///   carry (an unknown block type anywhere, reasoning or a tool call outside an assistant
+///   message, a sent reasoning block with a `type` or `thinking` field of its own);
 /// - [`WireError::InvalidArguments`], [`WireError::ArgumentsNotObject`],
 ///   [`WireError::DuplicateCallId`] for tool calls; [`WireError::MissingToolResult`],
 ///   [`WireError::OrphanToolResult`], [`WireError::ResultWithoutCallId`] when calls and results
-///   do not pair up turn by turn.
+///   do not pair up turn by turn; [`WireError::EmptyTurn`] for a turn without content (a final
+///   assistant turn excepted), [`WireError::AssistantTurnLeftEmpty`] for an assistant turn that
+///   leaving reasoning out empties (final or not);
+/// - [`WireError::AssistantPrefill`] when the wire messages end with an assistant turn on a
+///   route without [`assistant_prefill`](Route::assistant_prefill);
+/// - [`WireError::ThinkingRewrite`] under the `Refuse` policy and
+///   [`WireError::DropBlockThinkingType`] under `DropBlock` (see [`ThinkingPlan`]).
 pub fn serialize_messages(
     config: &Config,
     projected: &ProjectedToolUpdates<'_>,
@@ -75,26 +142,82 @@ pub(crate) fn serialize_messages_with(
     config: &Config,
     projected: &ProjectedToolUpdates<'_>,
     route: &Route,
-    _context: &WireContext<'_>,
+    context: &WireContext<'_>,
 ) -> Result<WireRequest, WireError> {
     let options = sorted_options(config)?;
     if !config.extra.contains_key("max_tokens") {
         return Err(WireError::MissingMaxTokens);
     }
+    check_tool_choice(config, route)?;
     let tools = checked_tools(projected)?;
-    let conversation = Conversation::build(&projected.messages, route.system_prompt_in_history())?;
-    // SPEC §7: on a mode route with the placeholder, a deferred-tools section exists from a
+    let anthropic = route.provider == "anthropic";
+    if anthropic {
+        for tool in tools {
+            limits::check_schema_root(tool, None, None)?;
+        }
+    }
+    // On a mode route with the placeholder, a deferred-tools section exists from a
     // series' first request on, on the main path and on fallbacks alike, so it never toggles.
+    // Inline routes accept declarations that are all deferred: no placeholder there.
     let placeholder = route.deferred_placeholder()
         && route.tool_update().is_some()
+        && !route.inline_definitions()
         && tools.iter().any(|t| !t.defer_loading());
+    // The limits are the vendor's (Anthropic); by-value definitions exist only on inline routes.
+    let limited = anthropic || route.inline_definitions();
+    if limited {
+        let deferred = tools.iter().filter(|t| t.defer_loading()).count();
+        limits::check_deferred(deferred + usize::from(placeholder))?;
+    }
+    let rules = Rules {
+        prompts_in_history: route.system_prompt_in_history(),
+        provider: &route.provider,
+        inline: route.inline_definitions(),
+        anthropic,
+        limited,
+        binding: Binding::new(context.thinking.as_ref(), route),
+    };
+    let mut conversation = Conversation::build(&projected.messages, &rules)?;
+    if !route.assistant_prefill()
+        && let Some(turn) = conversation
+            .turns
+            .last()
+            .filter(|t| t.role == TurnRole::Assistant)
+    {
+        return Err(WireError::AssistantPrefill {
+            message_id: turn.opened_by.to_owned(),
+        });
+    }
+
+    let drop_block = conversation.bound_sent > 0;
+    let thinking = drop_block
+        .then(|| thinking::drop_block_thinking(config))
+        .transpose()?;
+    let auto_cache = (route.auto_cache() && !config.extra.contains_key("cache_control"))
+        .then(|| serde_json::json!({"type": "ephemeral"}));
+    let lookback_breakpoint = if route.auto_cache() {
+        lookback(context.previous_blocks, &conversation.turns)
+    } else {
+        None
+    };
+    if let Some(index) = lookback_breakpoint {
+        mark(&mut conversation.turns, index, block_cache_control(config));
+    }
+
+    let mut options = options;
+    if let Some(thinking) = &thinking {
+        upsert(&mut options, "thinking", thinking);
+    }
+    if let Some(cache_control) = &auto_cache {
+        upsert(&mut options, "cache_control", cache_control);
+    }
     let body = Body {
         model: &config.model,
         options,
         system: conversation.system.as_deref(),
         tools: tools
             .iter()
-            .map(WireTool::Declared)
+            .map(|t| WireTool::Declared(t, anthropic))
             .chain(placeholder.then_some(WireTool::Placeholder))
             .collect(),
         messages: conversation.turns,
@@ -103,22 +226,120 @@ pub(crate) fn serialize_messages_with(
         ("content-type".to_owned(), "application/json".to_owned()),
         ("anthropic-version".to_owned(), ANTHROPIC_VERSION.to_owned()),
     ];
+    let mut betas = Vec::with_capacity(2);
     if route.beta_always() || conversation.has_tool_change {
-        headers.push(("anthropic-beta".to_owned(), TOOL_CHANGE_BETA.to_owned()));
+        betas.push(if route.inline_definitions() {
+            INLINE_TOOLS_BETA
+        } else {
+            TOOL_CHANGE_BETA
+        });
     }
-    Ok(WireRequest::new(body.to_json(), headers))
+    if drop_block {
+        betas.push(THINKING_BINDING_BETA);
+    }
+    if !betas.is_empty() {
+        headers.push(("anthropic-beta".to_owned(), betas.join(",")));
+    }
+    let mut request = WireRequest::new(body.to_json(), headers);
+    request.report = WireReport {
+        thinking_left_out: conversation.stripped,
+        unverifiable_reasoning_left_out: conversation.unverifiable,
+        drop_block,
+        lookback_breakpoint,
+    };
+    Ok(request)
 }
 
-/// `{name, description, input_schema, defer_loading?}`; unknown tool fields are not sent (the
-/// API refuses extra keys).
+/// Refuses a forced `tool_choice` (`any` / `tool`) on a route whose model does not accept one.
+fn check_tool_choice(config: &Config, route: &Route) -> Result<(), WireError> {
+    if route.forced_tool_choice() {
+        return Ok(());
+    }
+    match config
+        .extra
+        .get("tool_choice")
+        .and_then(|c| c.get("type"))
+        .and_then(Value::as_str)
+    {
+        Some(t @ ("any" | "tool")) => Err(WireError::ForcedToolChoice {
+            choice_type: t.to_owned(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Puts `(key, value)` among the sorted options, replacing an entry of that key.
+fn upsert<'v>(options: &mut Vec<(&'v str, &'v Value)>, key: &'v str, value: &'v Value) {
+    match options.binary_search_by(|(k, _)| (*k).cmp(key)) {
+        Ok(i) => options[i].1 = value,
+        Err(i) => options.insert(i, (key, value)),
+    }
+}
+
+/// The `cache_control` of a lookback breakpoint: ephemeral, with the `ttl` of the config's
+/// top-level `cache_control` if it has one (so both breakpoints live as long).
+fn block_cache_control(config: &Config) -> Value {
+    let mut m = Map::new();
+    m.insert("type".to_owned(), Value::from("ephemeral"));
+    if let Some(ttl) = config.extra.get("cache_control").and_then(|c| c.get("ttl")) {
+        m.insert("ttl".to_owned(), ttl.clone());
+    }
+    Value::Object(m)
+}
+
+/// The index (over the content blocks of `turns`, in order) of the lookback breakpoint: the
+/// last block the previous request sent (`previous - 1`) when at least [`LOOKBACK_BLOCKS`]
+/// blocks follow it, moved back to the nearest block that can carry `cache_control`.
+fn lookback(previous: Option<usize>, turns: &[Turn<'_>]) -> Option<usize> {
+    let previous = previous.filter(|&n| n > 0)?;
+    let total: usize = turns.iter().map(|t| t.content.len()).sum();
+    if total < previous + LOOKBACK_BLOCKS {
+        return None;
+    }
+    turns
+        .iter()
+        .flat_map(|t| &t.content)
+        .take(previous)
+        .enumerate()
+        .filter(|(_, block)| block.can_carry_cache_control())
+        .map(|(index, _)| index)
+        .last()
+}
+
+/// Marks block `index` (over the content blocks of `turns`) with `cache_control`.
+fn mark(turns: &mut [Turn<'_>], mut index: usize, cache_control: Value) {
+    for turn in turns {
+        if index < turn.content.len() {
+            turn.cache_mark = Some((index, cache_control));
+            return;
+        }
+        index -= turn.content.len();
+    }
+}
+
+/// What the pass over the messages needs to know about the route and the request.
+struct Rules<'r> {
+    prompts_in_history: bool,
+    provider: &'r str,
+    inline: bool,
+    /// Anthropic's own rules apply (schema roots).
+    anthropic: bool,
+    /// The provider's tool limits are counted.
+    limited: bool,
+    binding: Binding<'r>,
+}
+
+/// A `tools` entry: `{name, description, input_schema, <Anthropic fields>?, defer_loading?}`;
+/// other unknown tool fields are not sent (the API refuses extra keys).
 enum WireTool<'a> {
-    /// A projected declaration.
-    Declared(&'a ToolSchema),
+    /// A projected declaration, and whether the route is Anthropic's (which takes
+    /// [`ANTHROPIC_TOOL_FIELDS`]).
+    Declared(&'a ToolSchema, bool),
     /// The reserved deferred placeholder, never logged and never named by a block.
     Placeholder,
 }
 
-/// `{"type":"object","properties":{}}`, in that key order (SPEC §7 spells it so).
+/// `{"type":"object","properties":{}}`, in that key order (the bytes are fixed).
 struct EmptyObjectSchema;
 
 impl Serialize for EmptyObjectSchema {
@@ -140,8 +361,8 @@ impl Serialize for EmptyMap {
 
 impl Serialize for WireTool<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let t = match self {
-            WireTool::Declared(t) => *t,
+        let (t, anthropic) = match self {
+            WireTool::Declared(t, anthropic) => (*t, *anthropic),
             WireTool::Placeholder => {
                 let mut m = s.serialize_map(Some(4))?;
                 m.serialize_entry("name", DEFERRED_PLACEHOLDER_NAME)?;
@@ -155,9 +376,42 @@ impl Serialize for WireTool<'_> {
         m.serialize_entry("name", t.name())?;
         m.serialize_entry("description", t.description())?;
         m.serialize_entry("input_schema", &CanonicalObject(t.parameters()))?;
+        if anthropic {
+            for key in ANTHROPIC_TOOL_FIELDS {
+                if let Some(value) = t.extra().get(key) {
+                    m.serialize_entry(key, &Canonical(value))?;
+                }
+            }
+        }
         if t.defer_loading() {
             m.serialize_entry("defer_loading", &true)?;
         }
+        m.end()
+    }
+}
+
+/// A by-value definition: exactly `{name, description, input_schema}` (never `defer_loading`:
+/// a by-value addition offers the tool at once).
+struct Definition<'a>(&'a ToolSchema);
+
+impl Serialize for Definition<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("name", self.0.name())?;
+        m.serialize_entry("description", self.0.description())?;
+        m.serialize_entry("input_schema", &CanonicalObject(self.0.parameters()))?;
+        m.end()
+    }
+}
+
+/// `{"type":"tool_definition","definition":{...}}`.
+struct ToolDefinition<'a>(&'a ToolSchema);
+
+impl Serialize for ToolDefinition<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("type", "tool_definition")?;
+        m.serialize_entry("definition", &Definition(self.0))?;
         m.end()
     }
 }
@@ -175,6 +429,22 @@ struct Turn<'a> {
     content: Vec<Block<'a>>,
     /// The message that opened the turn, to name in errors.
     opened_by: &'a str,
+    /// Reasoning blocks of this turn's messages left out of it.
+    left_out: usize,
+    /// A block of this turn (index in `content`) that carries this `cache_control`.
+    cache_mark: Option<(usize, Value)>,
+}
+
+impl<'a> Turn<'a> {
+    fn new(role: TurnRole, content: Vec<Block<'a>>, opened_by: &'a str) -> Self {
+        Turn {
+            role,
+            content,
+            opened_by,
+            left_out: 0,
+            cache_mark: None,
+        }
+    }
 }
 
 impl Serialize for Turn<'_> {
@@ -186,7 +456,46 @@ impl Serialize for Turn<'_> {
         };
         let mut m = s.serialize_map(Some(2))?;
         m.serialize_entry("role", role)?;
-        m.serialize_entry("content", &self.content)?;
+        m.serialize_entry(
+            "content",
+            &Content {
+                blocks: &self.content,
+                mark: self.cache_mark.as_ref(),
+            },
+        )?;
+        m.end()
+    }
+}
+
+/// A content array, one block of which may carry a `cache_control`.
+struct Content<'b, 'a> {
+    blocks: &'b [Block<'a>],
+    mark: Option<&'b (usize, Value)>,
+}
+
+impl Serialize for Content<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.blocks.len()))?;
+        for (i, block) in self.blocks.iter().enumerate() {
+            match self.mark {
+                Some((at, cache_control)) if *at == i => {
+                    seq.serialize_element(&Marked(block, cache_control))?;
+                }
+                _ => seq.serialize_element(block)?,
+            }
+        }
+        seq.end()
+    }
+}
+
+/// A block with a `cache_control` written after its own fields.
+struct Marked<'b, 'a>(&'b Block<'a>, &'b Value);
+
+impl Serialize for Marked<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        self.0.write_fields(&mut m)?;
+        m.serialize_entry("cache_control", &Canonical(self.1))?;
         m.end()
     }
 }
@@ -198,6 +507,8 @@ enum Block<'a> {
         text: &'a str,
         extra: &'a IndexMap<String, Value>,
     },
+    /// A `redacted_thinking` block, sent back as it came (keys sorted).
+    RedactedThinking(&'a Map<String, Value>),
     ToolUse {
         id: &'a str,
         name: &'a str,
@@ -209,18 +520,26 @@ enum Block<'a> {
         is_error: bool,
     },
     ToolAddition(&'a str),
+    /// A `tool_addition` carrying the definition by value.
+    ToolDefinition(&'a ToolSchema),
     ToolRemoval(&'a str),
 }
 
 impl Block<'_> {
     fn is_tool_change(&self) -> bool {
-        matches!(self, Block::ToolAddition(_) | Block::ToolRemoval(_))
+        matches!(
+            self,
+            Block::ToolAddition(_) | Block::ToolDefinition(_) | Block::ToolRemoval(_)
+        )
     }
-}
 
-impl Serialize for Block<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
+    /// Whether the provider accepts a `cache_control` on this block (not on thinking).
+    fn can_carry_cache_control(&self) -> bool {
+        !matches!(self, Block::Thinking { .. } | Block::RedactedThinking(_))
+    }
+
+    /// Writes the block's fields into an open map.
+    fn write_fields<M: SerializeMap>(&self, m: &mut M) -> Result<(), M::Error> {
         match self {
             Block::Text(text) => {
                 m.serialize_entry("type", "text")?;
@@ -231,6 +550,13 @@ impl Serialize for Block<'_> {
                 m.serialize_entry("thinking", text)?;
                 // Sorted, so the bytes never depend on how the block was built or decoded.
                 let mut fields: Vec<_> = extra.iter().collect();
+                fields.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                for (k, v) in fields {
+                    m.serialize_entry(k, &Canonical(v))?;
+                }
+            }
+            Block::RedactedThinking(fields) => {
+                let mut fields: Vec<_> = fields.iter().collect();
                 fields.sort_unstable_by(|a, b| a.0.cmp(b.0));
                 for (k, v) in fields {
                     m.serialize_entry(k, &Canonical(v))?;
@@ -254,16 +580,27 @@ impl Serialize for Block<'_> {
                     m.serialize_entry("is_error", &true)?;
                 }
             }
-            Block::ToolAddition(name) | Block::ToolRemoval(name) => {
-                let ty = if matches!(self, Block::ToolAddition(_)) {
-                    "tool_addition"
-                } else {
-                    "tool_removal"
-                };
-                m.serialize_entry("type", ty)?;
+            Block::ToolAddition(name) => {
+                m.serialize_entry("type", "tool_addition")?;
+                m.serialize_entry("tool", &ToolReference(name))?;
+            }
+            Block::ToolDefinition(definition) => {
+                m.serialize_entry("type", "tool_addition")?;
+                m.serialize_entry("tool", &ToolDefinition(definition))?;
+            }
+            Block::ToolRemoval(name) => {
+                m.serialize_entry("type", "tool_removal")?;
                 m.serialize_entry("tool", &ToolReference(name))?;
             }
         }
+        Ok(())
+    }
+}
+
+impl Serialize for Block<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        self.write_fields(&mut m)?;
         m.end()
     }
 }
@@ -280,24 +617,42 @@ impl Serialize for ToolReference<'_> {
     }
 }
 
-/// The top-level `system` and the wire turns of one request.
+/// The top-level `system` and the wire turns of one request, with what the pass counted.
 struct Conversation<'a> {
     system: Option<String>,
     turns: Vec<Turn<'a>>,
     has_tool_change: bool,
+    /// Reasoning left out because the provider could not verify it.
+    unverifiable: usize,
+    /// Pre-floor thinking the `StripThinking` policy left out.
+    stripped: usize,
+    /// Pre-floor thinking sent under the `DropBlock` policy.
+    bound_sent: usize,
+}
+
+/// A queued block and the message it came from (to name in a limit error).
+struct Queued<'a> {
+    block: Block<'a>,
+    from: &'a str,
 }
 
 /// The state of the single pass over the messages.
-struct Builder<'a> {
+struct Builder<'a, 'r> {
+    rules: &'r Rules<'r>,
     turns: Vec<Turn<'a>>,
     /// Prompt updates and tool changes waiting for a flush, in order.
-    queue: Vec<Block<'a>>,
+    queue: Vec<Queued<'a>>,
     calls: Calls<'a>,
     has_tool_change: bool,
+    by_value: ByValue<'a>,
+    unverifiable: usize,
+    stripped: usize,
+    bound_sent: usize,
 }
 
 impl<'a> Conversation<'a> {
-    fn build(messages: &'a [Message], prompts_in_history: bool) -> Result<Self, WireError> {
+    fn build(messages: &'a [Message], rules: &Rules<'_>) -> Result<Self, WireError> {
+        let prompts_in_history = rules.prompts_in_history;
         let (system, rest) = match messages.split_first() {
             // In-history routes: node 0 is `system` only when it is the first surface node.
             Some((first, rest)) if prompts_in_history && first.role() == Role::System => {
@@ -310,17 +665,25 @@ impl<'a> Conversation<'a> {
             ),
         };
         let mut b = Builder {
+            rules,
             turns: Vec::with_capacity(rest.len()),
             queue: Vec::new(),
             calls: Calls::default(),
             has_tool_change: false,
+            by_value: ByValue::default(),
+            unverifiable: 0,
+            stripped: 0,
+            bound_sent: 0,
         };
         for message in rest {
             match message.role() {
                 Role::System if prompts_in_history => {
                     let text = system_text(message)?;
                     if !text.is_empty() {
-                        b.queue.push(Block::Text(Cow::Owned(text)));
+                        b.queue.push(Queued {
+                            block: Block::Text(Cow::Owned(text)),
+                            from: message.id(),
+                        });
                     }
                 }
                 Role::System => check_system_without_history(message)?,
@@ -345,26 +708,39 @@ impl<'a> Conversation<'a> {
         b.calls.require_answered()?;
         // At the end the queue goes out only after a user turn; otherwise it waits for the
         // next request (a continuation right after an assistant message is not blocked).
-        b.flush();
+        b.flush()?;
         // The API refuses a turn without content (empty text blocks are dropped above),
-        // except a final assistant turn, which the model continues.
+        // except a final assistant turn, which the model continues; an assistant turn that
+        // only leaving reasoning out emptied is refused wherever it is.
         let last = b.turns.len().saturating_sub(1);
-        if let Some(turn) = b.turns.iter().enumerate().find_map(|(i, t)| {
-            (t.content.is_empty() && !(i == last && t.role == TurnRole::Assistant)).then_some(t)
-        }) {
-            return Err(WireError::EmptyTurn {
-                message_id: turn.opened_by.to_owned(),
-            });
+        for (i, turn) in b.turns.iter().enumerate() {
+            if !turn.content.is_empty() {
+                continue;
+            }
+            if turn.role == TurnRole::Assistant && turn.left_out > 0 {
+                return Err(WireError::AssistantTurnLeftEmpty {
+                    message_id: turn.opened_by.to_owned(),
+                    left_out: turn.left_out,
+                });
+            }
+            if !(i == last && turn.role == TurnRole::Assistant) {
+                return Err(WireError::EmptyTurn {
+                    message_id: turn.opened_by.to_owned(),
+                });
+            }
         }
         Ok(Conversation {
             system,
             turns: b.turns,
             has_tool_change: b.has_tool_change,
+            unverifiable: b.unverifiable,
+            stripped: b.stripped,
+            bound_sent: b.bound_sent,
         })
     }
 }
 
-impl<'a> Builder<'a> {
+impl<'a> Builder<'a, '_> {
     fn last_role(&self) -> Option<TurnRole> {
         self.turns.last().map(|t| t.role)
     }
@@ -373,25 +749,46 @@ impl<'a> Builder<'a> {
     fn push_user(&mut self, message: &'a Message, content: Vec<Block<'a>>) {
         match self.turns.last_mut() {
             Some(turn) if turn.role == TurnRole::User => turn.content.extend(content),
-            _ => self.turns.push(Turn {
-                role: TurnRole::User,
-                content,
-                opened_by: message.id(),
-            }),
+            _ => self
+                .turns
+                .push(Turn::new(TurnRole::User, content, message.id())),
         }
+    }
+
+    fn queue(&mut self, message: &'a Message, block: Block<'a>) {
+        self.queue.push(Queued {
+            block,
+            from: message.id(),
+        });
     }
 
     fn developer(&mut self, message: &'a Message) -> Result<(), WireError> {
         for (index, block) in message.content().iter().enumerate() {
             match block {
                 ContentBlock::ToolAddition { tool_name } => {
-                    self.queue.push(Block::ToolAddition(tool_name));
+                    self.queue(message, Block::ToolAddition(tool_name));
                 }
                 ContentBlock::ToolRemoval { tool_name } => {
-                    self.queue.push(Block::ToolRemoval(tool_name));
+                    self.queue(message, Block::ToolRemoval(tool_name));
+                }
+                ContentBlock::InlineAddition(addition) => {
+                    if !self.rules.inline {
+                        return Err(WireError::InlineDefinitionUnsupported {
+                            message_id: message.id().to_owned(),
+                            index,
+                            tool: addition.tool_name().to_owned(),
+                        });
+                    }
+                    let definition = addition.definition();
+                    if self.rules.anthropic {
+                        limits::check_schema_root(definition, Some(message.id()), Some(index))?;
+                    }
+                    self.queue(message, Block::ToolDefinition(definition));
                 }
                 ContentBlock::Text { text } if text.is_empty() => {}
-                ContentBlock::Text { text } => self.queue.push(Block::Text(Cow::Borrowed(text))),
+                ContentBlock::Text { text } => {
+                    self.queue(message, Block::Text(Cow::Borrowed(text)))
+                }
                 other => {
                     return Err(WireError::DeveloperBlock {
                         message_id: message.id().to_owned(),
@@ -407,24 +804,34 @@ impl<'a> Builder<'a> {
     fn assistant(&mut self, message: &'a Message) -> Result<(), WireError> {
         if self.last_role() != Some(TurnRole::Assistant) {
             self.calls.require_answered()?;
-            self.flush();
-            self.turns.push(Turn {
-                role: TurnRole::Assistant,
-                content: Vec::with_capacity(message.content().len()),
-                opened_by: message.id(),
-            });
+            self.flush()?;
+            self.turns.push(Turn::new(
+                TurnRole::Assistant,
+                Vec::with_capacity(message.content().len()),
+                message.id(),
+            ));
         }
+        // Only the provider that produced a signature can check it.
+        let verifiable = thinking::from_provider(message, self.rules.provider);
         let mut content = Vec::with_capacity(message.content().len());
+        let mut left_out = 0;
         for (index, block) in message.content().iter().enumerate() {
             match block {
                 ContentBlock::Text { text } if text.is_empty() => {}
                 ContentBlock::Text { text } => content.push(Block::Text(Cow::Borrowed(text))),
                 ContentBlock::Reasoning { text, extra } => {
+                    if !(verifiable && thinking::is_signed(extra)) {
+                        self.unverifiable += 1;
+                        left_out += 1;
+                        continue;
+                    }
                     if extra.contains_key("type") || extra.contains_key("thinking") {
                         // They would repeat a key the `thinking` block writes itself.
                         return Err(unsupported(message, index, block));
                     }
-                    content.push(Block::Thinking { text, extra });
+                    if self.keep_thinking(message, index, &mut left_out)? {
+                        content.push(Block::Thinking { text, extra });
+                    }
                 }
                 ContentBlock::ToolCall {
                     id,
@@ -435,28 +842,81 @@ impl<'a> Builder<'a> {
                     self.calls.call(message, id)?;
                     content.push(Block::ToolUse { id, name, input });
                 }
+                ContentBlock::Other(value) => {
+                    let Some(fields) = thinking::redacted_thinking(value) else {
+                        return Err(unsupported(message, index, block));
+                    };
+                    if !verifiable {
+                        self.unverifiable += 1;
+                        left_out += 1;
+                        continue;
+                    }
+                    if self.keep_thinking(message, index, &mut left_out)? {
+                        content.push(Block::RedactedThinking(fields));
+                    }
+                }
                 other => return Err(unsupported(message, index, other)),
             }
         }
         if let Some(turn) = self.turns.last_mut() {
             turn.content.extend(content);
+            turn.left_out += left_out;
         }
         Ok(())
     }
 
+    /// Applies the thinking policy to verifiable thinking block `index` of `message`: whether
+    /// it is sent.
+    fn keep_thinking(
+        &mut self,
+        message: &Message,
+        index: usize,
+        left_out: &mut usize,
+    ) -> Result<bool, WireError> {
+        Ok(match self.rules.binding.verdict(message, index)? {
+            Verdict::Send => true,
+            Verdict::SendBound => {
+                self.bound_sent += 1;
+                true
+            }
+            Verdict::Strip => {
+                self.stripped += 1;
+                *left_out += 1;
+                false
+            }
+        })
+    }
+
     /// Sends the queue as one system message, if it is non-empty and the last turn is a user
-    /// / tool-result turn; otherwise it keeps waiting.
-    fn flush(&mut self) {
+    /// / tool-result turn; otherwise it keeps waiting. Counts the tools it makes available
+    /// against the provider's limits.
+    fn flush(&mut self) -> Result<(), WireError> {
         if self.queue.is_empty() || self.last_role() != Some(TurnRole::User) {
-            return;
+            return Ok(());
         }
-        self.has_tool_change |= self.queue.iter().any(Block::is_tool_change);
-        let content = std::mem::take(&mut self.queue);
-        self.turns.push(Turn {
-            role: TurnRole::System,
-            content,
-            opened_by: "",
-        });
+        let queued = std::mem::take(&mut self.queue);
+        let mut content = Vec::with_capacity(queued.len());
+        for Queued { block, from } in queued {
+            if self.rules.limited {
+                match &block {
+                    Block::ToolDefinition(definition) => {
+                        let bytes = limits::json_len(&Definition(definition));
+                        self.by_value.define(definition.name(), bytes, from);
+                    }
+                    Block::ToolAddition(name) | Block::ToolRemoval(name) => {
+                        self.by_value.withdraw(name);
+                    }
+                    _ => {}
+                }
+            }
+            self.has_tool_change |= block.is_tool_change();
+            content.push(block);
+        }
+        if self.rules.limited {
+            self.by_value.check()?;
+        }
+        self.turns.push(Turn::new(TurnRole::System, content, ""));
+        Ok(())
     }
 }
 

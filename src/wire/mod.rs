@@ -1,4 +1,4 @@
-//! Wire serialization (SPEC §7): a projected request → the bytes one provider endpoint receives.
+//! Wire serialization: a projected request → the bytes one provider endpoint receives.
 //!
 //! [`serialize`] dispatches on [`Route::api`] to [`serialize_messages`] (the Messages API of
 //! DeepSeek's Anthropic-compatible endpoint and of Anthropic) or [`serialize_openai_chat`]. All
@@ -17,8 +17,10 @@
 
 mod canonical;
 mod fingerprint;
+mod limits;
 mod messages;
 mod openai;
+mod thinking;
 
 #[cfg(test)]
 mod tests;
@@ -44,7 +46,7 @@ pub use crate::vocab::DEFERRED_PLACEHOLDER_NAME;
 
 /// One serialized request: the exact body bytes and the HTTP headers that go with them.
 ///
-/// `body` is compact JSON in the key order of SPEC §7. `headers` hold lowercase names in a
+/// `body` is compact JSON in a fixed key order (see [`serialize_messages`]). `headers` hold lowercase names in a
 /// fixed order; the endpoint URL and authentication are the caller's (no HTTP here).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -72,7 +74,9 @@ pub struct WireReport {
     pub drop_block: bool,
     /// The 0-based index, over the content blocks of the wire messages in order, of the block
     /// that got an explicit `cache_control` because 20 or more blocks follow the last block
-    /// of the previous request (the automatic-caching lookback).
+    /// of the previous request (the automatic-caching lookback; the 20-block window is a
+    /// third-party-quoted figure). That is the previous request's last block, or, when it is
+    /// a thinking block (which cannot carry one), the nearest block before it that can.
     pub lookback_breakpoint: Option<usize>,
 }
 
@@ -96,6 +100,24 @@ pub struct WireContext<'a> {
 }
 
 /// The thinking policy of a session and the assistant messages it applies to.
+///
+/// On a route that binds thinking to the conversation ([`Route::binds_thinking`]) the provider
+/// checks every `thinking` and `redacted_thinking` block it gets back against what preceded
+/// it when it was produced; after a rewrite the blocks produced before it fail, and a block
+/// left out once must never be sent again. Every signed thinking block and every
+/// `redacted_thinking` block of an assistant message named in
+/// [`before_floor`](Self::before_floor) is treated by the policy:
+/// - [`ThinkingPolicy::StripThinking`]: left out (the last assistant message included) and
+///   counted in [`WireReport::thinking_left_out`];
+/// - [`ThinkingPolicy::DropBlock`]: sent, with `block_binding:
+///   {"prefix_mismatch_behavior":"drop_block"}` added to the config's `thinking` (its `type`
+///   kept; `{"type":"adaptive",…}` when the config has none) and the
+///   `thinking-binding-controls-2026-08-01` beta; [`WireReport::drop_block`] is set. The
+///   provider then drops the failing block and every thinking block after it;
+/// - [`ThinkingPolicy::Refuse`]: refused with [`WireError::ThinkingRewrite`].
+///
+/// A request holding no such block is sent exactly as without a plan. A plan given for a route
+/// that does not bind thinking is ignored.
 #[derive(Clone, Debug)]
 pub struct ThinkingPlan<'a> {
     /// The session's policy.
@@ -109,6 +131,93 @@ pub struct ThinkingPlan<'a> {
 }
 
 pub use crate::event::Rewrite;
+
+/// One of the provider's limits on the tools a request makes available (its answer when one is
+/// exceeded is `available_tools_limit_exceeded`). See [`WireError::ToolLimitExceeded`].
+///
+/// Checked on Anthropic routes and on routes with inline definitions, in one pass over the wire
+/// messages, after each message:
+/// - a tool *defined by value* is available from the `tool_addition` that carries its
+///   definition until the name is withdrawn, by a `tool_removal` or by a by-reference
+///   `tool_addition` (the name then has its `tools` declaration again); a new definition of an
+///   available name replaces the old one (one tool, the new size). Definitions waiting behind
+///   the last assistant turn are not sent and not counted. The vendor counts definitions sent
+///   after the first user message: every system message the serializer writes follows a user
+///   turn, so all of them count;
+/// - a definition's size is the bytes of its `definition` object as sent;
+/// - the deferred declarations are the `tools` entries with `defer_loading` (the deferred
+///   placeholder included); all are available before the first message, so their peak is
+///   their number.
+///
+/// The vendor's separate 4 MB limit on the rendered tool text is not checked (the rendering is
+/// the provider's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ToolLimit {
+    /// At most [`ToolLimit::MAX_TOOLS`] tools defined by value in the conversation may be
+    /// available at once.
+    ByValueTools,
+    /// The by-value definitions available at once may total at most
+    /// [`ToolLimit::MAX_DEFINITION_BYTES`] bytes (as sent).
+    ByValueBytes,
+    /// At most [`ToolLimit::MAX_TOOLS`] deferred declarations may be available.
+    DeferredTools,
+}
+
+impl ToolLimit {
+    /// The tool-count limit (by-value tools, deferred declarations).
+    pub const MAX_TOOLS: usize = 10_000;
+    /// The size limit of the by-value definitions available at once: 4 MB.
+    pub const MAX_DEFINITION_BYTES: usize = 4 * 1024 * 1024;
+
+    /// The limit's value.
+    #[must_use]
+    pub fn max(self) -> usize {
+        match self {
+            ToolLimit::ByValueTools | ToolLimit::DeferredTools => Self::MAX_TOOLS,
+            ToolLimit::ByValueBytes => Self::MAX_DEFINITION_BYTES,
+        }
+    }
+}
+
+impl std::fmt::Display for ToolLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ToolLimit::ByValueTools => write!(
+                f,
+                "at most {} tools defined by value may be available",
+                Self::MAX_TOOLS
+            ),
+            ToolLimit::ByValueBytes => write!(
+                f,
+                "the available tools defined by value may total at most {} bytes",
+                Self::MAX_DEFINITION_BYTES
+            ),
+            ToolLimit::DeferredTools => write!(
+                f,
+                "at most {} deferred declarations may be available",
+                Self::MAX_TOOLS
+            ),
+        }
+    }
+}
+
+/// ` (message m, block i)` or ` (in `tools`)`, for errors about a tool definition.
+fn definition_site(message_id: &Option<String>, index: &Option<usize>) -> String {
+    match (message_id, index) {
+        (Some(m), Some(i)) => format!("defined by value in message {m}, block {i}"),
+        (Some(m), None) => format!("defined by value in message {m}"),
+        _ => "declared in `tools`".to_owned(),
+    }
+}
+
+/// `, after message m` when known.
+fn after_message(message_id: &Option<String>) -> String {
+    message_id
+        .as_ref()
+        .map(|m| format!(" after message {m}"))
+        .unwrap_or_default()
+}
 
 impl WireRequest {
     /// A request from its body and headers, with an empty report.
@@ -283,6 +392,107 @@ pub enum WireError {
         /// The system message.
         message_id: String,
     },
+    /// A tool addition carrying its definition by value on a route without
+    /// [`inline_definitions`](Route::inline_definitions): the projection for that route never
+    /// builds one, so the request was projected for another route.
+    #[error(
+        "message {message_id}: block {index} defines tool `{tool}` by value, which this route \
+         cannot send (no inline definitions)"
+    )]
+    InlineDefinitionUnsupported {
+        /// The developer message.
+        message_id: String,
+        /// 0-based index of the block.
+        index: usize,
+        /// The tool it defines.
+        tool: String,
+    },
+    /// On an Anthropic route, a tool's `parameters` has no `"type": "object"` at its root (the
+    /// API answers `input_schema.type: Field required`).
+    #[error(
+        "tool `{tool}` ({}): its `parameters` must be a JSON object with \
+         `\"type\": \"object\"` at its root",
+        definition_site(.message_id, .index)
+    )]
+    SchemaRootNotObject {
+        /// The tool.
+        tool: String,
+        /// The developer message that defines it by value; `None` for a `tools` entry.
+        message_id: Option<String>,
+        /// 0-based index of the by-value block in that message; `None` for a `tools` entry.
+        index: Option<usize>,
+    },
+    /// One of the provider's limits on available tools would be exceeded. Open a request
+    /// series: it starts from the declarations with no by-value definitions in history.
+    #[error(
+        "{limit}, and this request makes {found} available{}; open a request series",
+        after_message(.message_id)
+    )]
+    ToolLimitExceeded {
+        /// Which limit.
+        limit: ToolLimit,
+        /// How many tools (or bytes) the request makes available at its peak.
+        found: usize,
+        /// The developer message whose definition went over the limit (`None` for the
+        /// deferred declarations, which are counted in `tools`).
+        message_id: Option<String>,
+    },
+    /// A forced `tool_choice` (`any` or `tool`) on a route whose model refuses it.
+    #[error(
+        "config `tool_choice` of type `{choice_type}` is refused by this model: use \
+         `{{\"type\":\"auto\"}}` with `strict: true` tools instead"
+    )]
+    ForcedToolChoice {
+        /// The refused `tool_choice.type`.
+        choice_type: String,
+    },
+    /// The request would end with an assistant turn on a route whose model refuses assistant
+    /// prefill (the conversation must end with a user message).
+    #[error(
+        "message {message_id}: the request ends with this assistant turn, and this model \
+         refuses assistant prefill (the conversation must end with a user message)"
+    )]
+    AssistantPrefill {
+        /// The assistant message that opened the final turn.
+        message_id: String,
+    },
+    /// An assistant turn holds no content once the reasoning it may not send is left out
+    /// (unverifiable reasoning, or thinking the `StripThinking` policy leaves out); the API
+    /// refuses an empty assistant turn.
+    #[error(
+        "message {message_id}: its assistant turn has no content once {left_out} reasoning \
+         block(s) are left out"
+    )]
+    AssistantTurnLeftEmpty {
+        /// The assistant message that opened the turn.
+        message_id: String,
+        /// How many blocks were left out of the turn.
+        left_out: usize,
+    },
+    /// The session's thinking policy is [`ThinkingPolicy::Refuse`] and the request would send
+    /// back a thinking block produced before a rewrite of the conversation.
+    #[error(
+        "message {message_id}: block {index} is thinking produced before a rewrite ({rewrite}), \
+         and the thinking policy refuses to send it"
+    )]
+    ThinkingRewrite {
+        /// The assistant message.
+        message_id: String,
+        /// 0-based index of the block in that message.
+        index: usize,
+        /// What the rewrite changed.
+        rewrite: Rewrite,
+    },
+    /// The `DropBlock` policy must add `block_binding` to the config's `thinking`, which the
+    /// provider accepts only with `thinking.type` `adaptive` or `enabled`.
+    #[error(
+        "config `thinking.type` is {found}, which `block_binding` cannot go with (only \
+         `adaptive` or `enabled`); use the StripThinking policy"
+    )]
+    DropBlockThinkingType {
+        /// What the config holds instead (the type, quoted, or a description).
+        found: String,
+    },
 }
 
 /// Serializes `projected` for `route`, dispatching on [`Route::api`].
@@ -358,10 +568,13 @@ impl crate::session::Request {
     pub fn to_wire(&self, route: &Route) -> Result<WireRequest, WireError> {
         // The recorder prepared the step's route against its previous request (lookback,
         // thinking floor); any other route gets a first request of a series.
-        if let Some(p) = self.prepared_for(route) {
-            return Ok(p.clone());
+        match self.prepared_for(route) {
+            Some(Ok(wire)) => Ok(wire.clone()),
+            Some(Err(replay)) => {
+                serialize_with(&self.config, &self.project(route), route, &replay.context())
+            }
+            None => serialize(&self.config, &self.project(route), route),
         }
-        serialize(&self.config, &self.project(route), route)
     }
 }
 
@@ -541,7 +754,7 @@ fn system_text(message: &Message) -> Result<String, WireError> {
     Ok(message.text())
 }
 
-/// Whether `message` is a prompt node (SPEC §4.1: a system message with source
+/// Whether `message` is a prompt node (a system message with source
 /// `system-prompt`).
 fn is_prompt(message: &Message) -> bool {
     message.role() == Role::System && *message.source() == MessageSource::SystemPrompt

@@ -1,7 +1,8 @@
-//! OpenAI-compatible chat completions, SPEC §7.
+//! OpenAI-compatible chat completions.
 //!
 //! This wire has no way to announce tool changes or defer declarations: it only ever receives
-//! no-mode projections (SPEC §5 rule 1), and anything a mode would have added is refused.
+//! no-mode projections (which drop developer messages and clear `defer_loading`), and anything
+//! a mode would have added is refused.
 
 use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
