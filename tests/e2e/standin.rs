@@ -456,6 +456,7 @@ fn answer(headers: &Headers, body: &str) -> Checked<Value> {
     check_model_rules(headers, &v)?;
     check_tool_changes(headers, &v)?;
     let model = v["model"].as_str().unwrap_or_default();
+    let betas = betas(headers);
     let conversation = is_model(model, BINDS_THINKING).then(|| Conversation::of(&v));
 
     let mut sessions = SESSIONS.lock().unwrap_or_else(PoisonError::into_inner);
@@ -478,7 +479,7 @@ fn answer(headers: &Headers, body: &str) -> Checked<Value> {
         .into());
     }
     let thinking = match &conversation {
-        Some(c) => check_thinking(state, &betas(headers), &v, c)?,
+        Some(c) => check_thinking(state, &betas, &v, c)?,
         None => ThinkingVerdict::default(),
     };
     let bytes = segments(body, &v, section, &thinking.dropped)?;
@@ -526,7 +527,7 @@ fn answer(headers: &Headers, body: &str) -> Checked<Value> {
         "diagnostics": null,
         "mektpoy": {"total_bytes": total, "cached_bytes": cached}
     });
-    if betas(headers).contains(BINDING_BETA) {
+    if betas.contains(BINDING_BETA) {
         reply["input_transformations"] = Value::Array(thinking.transformations);
     }
     Ok(reply)
@@ -543,19 +544,20 @@ fn produce(
     headers: &Headers,
 ) -> Vec<Value> {
     let bound = conversation.answer();
-    let mut blocks = vec![(false, format!("Thinking about request {}.", state.requests))];
-    if header(headers, REDACTED_HEADER) == Some("true") {
-        blocks.push((true, String::new()));
-    }
+    let redacted_too = header(headers, REDACTED_HEADER) == Some("true");
     let mut content = Vec::new();
     let mut signatures = Vec::new();
-    for (redacted, thinking) in blocks {
+    for redacted in [false, true]
+        .into_iter()
+        .take(1 + usize::from(redacted_too))
+    {
         state.blocks += 1;
         let signature = bound.signature(state.blocks);
         let (block, covered) = if redacted {
             let block = json!({"type": "redacted_thinking", "data": signature});
             (block, signature.clone())
         } else {
+            let thinking = format!("Thinking about request {}.", state.requests);
             let block = json!({"type": "thinking", "thinking": thinking, "signature": signature});
             (block, thinking)
         };
@@ -1295,13 +1297,11 @@ fn check_thinking(
             if let Some(signatures) = state.answers.get(&produced.answer) {
                 held.extend(signatures.iter().map(String::as_str));
             }
-            if failed {
-                out.dropped.push((k, j));
-                out.transformations.push(dropped(k, j));
-                continue;
-            }
             let now = conversation.bound(k, &blocks[..j]);
-            let reason = if state.omitted.contains(signature) {
+            // Once a block failed under `drop_block`, every later one is dropped unchecked.
+            let reason = if failed {
+                None
+            } else if state.omitted.contains(signature) {
                 Some(
                     "The block was left out of an earlier request; once left out, a block must stay out.",
                 )
@@ -1321,13 +1321,8 @@ fn check_thinking(
                 None
             };
             match reason {
-                None => out.kept.push(signature.to_owned()),
-                Some(_) if drop => {
-                    failed = true;
-                    out.dropped.push((k, j));
-                    out.transformations.push(dropped(k, j));
-                }
-                Some(reason) => {
+                None if !failed => out.kept.push(signature.to_owned()),
+                Some(reason) if !drop => {
                     let mut message = format!(
                         "{at}: Invalid `{field}` in `{ty}` block. {BOUND_ELSEWHERE} Remove the block, or set `thinking.block_binding.prefix_mismatch_behavior` to \"drop_block\"."
                     );
@@ -1337,6 +1332,11 @@ fn check_thinking(
                     message.push(' ');
                     message.push_str(reason);
                     return Err(message.into());
+                }
+                _ => {
+                    failed = true;
+                    out.dropped.push((k, j));
+                    out.transformations.push(dropped(k, j));
                 }
             }
         }
