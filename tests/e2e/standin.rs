@@ -6,31 +6,73 @@
 //! header, which each test sets to its own key, so parallel tests do not mix.
 //!
 //! It refuses, with a 400 and an `invalid_request_error`, what the vendor documents as refused
-//! for mid-conversation tool changes:
-//! - a `tool_addition` that does not name a tool declared with `defer_loading: true` and not
-//!   currently offered (offered: every non-deferred declaration, plus every earlier addition of
-//!   the request not removed since);
-//! - a `tool_removal` of a tool that is not offered;
-//! - a `system` message not directly followed by an assistant message or the end of the array,
-//!   or not preceded (directly or through other `system` messages) by a user / tool-result turn;
-//! - change blocks without the `mid-conversation-tool-changes-2026-07-01` beta header (and change
-//!   blocks outside a `system` message);
-//! - deferred declarations with no non-deferred declaration.
+//! (vendor pages read 2026-12-01), with the vendor's message where the pages give one:
+//!
+//! - **Mid-conversation tool changes** (every model): change blocks without the
+//!   `mid-conversation-tool-changes-2026-07-01` or the `inline-tools-2026-09-15` beta, or
+//!   outside a `system` message; a `system` message not directly followed by an assistant
+//!   message or the end of the array, or not preceded (directly or through other `system`
+//!   messages) by a user / tool-result turn; a by-reference `tool_addition` of a tool that is
+//!   offered already, a `tool_removal` of a tool that is not offered, and a reference to a tool
+//!   neither declared in `tools` nor defined earlier by value (`error.details.error_code`
+//!   `tool_reference_unresolved`). *Offered*: every non-deferred declaration, then what the
+//!   blocks do in order — an addition (by reference: a deferred declaration, a removed tool, a
+//!   removed by-value tool) offers, a removal withdraws.
+//! - **Definitions by value** (`{"type":"tool_addition","tool":{"type":"tool_definition",
+//!   "definition":{..}}}`): only with `inline-tools-2026-09-15` (the 07-01 beta does not take
+//!   them); the definition is a `tools` entry and is checked as one. It offers the tool with
+//!   that definition from there on (an identical re-send is a no-op; `defer_loading: true`
+//!   withholds it until a by-reference addition); `tool_removal` only takes a reference.
+//! - Deferred declarations with no non-deferred declaration — except with the inline beta,
+//!   which takes all-deferred or empty declarations.
+//! - **`cache_control`** (Claude models; DeepSeek ignores it): on a deferred tool, in `tools`
+//!   or in a by-value definition, or both on a by-value block and inside its definition.
+//! - **Forced `tool_choice`** (`any`, `tool`) on Claude Fable 5.1 / 5.2, Mythos 5.1 / 5.2,
+//!   Opus 5.5, Sonnet 5.5: `tool_choice: type "tool" and "any" are not supported for this model.`
+//! - **Assistant prefill** (every `claude-*` model): a request whose last message is an
+//!   assistant message: `This model does not support assistant message prefill. The
+//!   conversation must end with a user message.`
+//! - **Thinking bound to the conversation** (the vendor's prefix-check models: Claude Fable
+//!   5.2 / 5.1, Mythos 5.2 / 5.1, Opus 5.5, Sonnet 5.5, Haiku 5.5). On these models every
+//!   answer starts with a signed `thinking` block (unless `thinking.type` is `disabled`); its
+//!   signature is a hash of the request's `system`, `tools` and messages, with thinking blocks
+//!   and `cache_control` markers ignored, plus a block counter. A `thinking` or
+//!   `redacted_thinking` block sent back must be one the session produced, unchanged
+//!   (otherwise ``Invalid `signature` in `thinking` block``), and passes the *prefix check*
+//!   when: the `system`, `tools` and messages before it hash as when it was produced; the
+//!   thinking blocks kept before it in the request are a suffix of those kept when it was
+//!   produced (leaving out a leading run, a trailing run or all of them is valid; a gap, a
+//!   moved block or a block put back is not); and it was never left out of an accepted request
+//!   of the session whose history held its assistant message (a block left out once is never
+//!   sent again). A failed check is ``messages.I.content.J: Invalid `signature` in `thinking`
+//!   block. The block is bound to a different conversation. Remove the block, or set
+//!   `thinking.block_binding.prefix_mismatch_behavior` to "drop_block".`` (then, without the
+//!   `thinking-binding-controls-2026-08-01` beta, a sentence saying the setting needs it; then
+//!   a sentence naming what changed) — unless the request sets `drop_block` with that beta:
+//!   then the failing block and every later thinking block are dropped, left out of the usage
+//!   and listed in `input_transformations`. `thinking.block_binding` without the beta, or with
+//!   a `thinking.type` other than `adaptive` / `enabled`, ends
+//!   `block_binding: Extra inputs are not permitted`.
 //!
 //! It also refuses what any Messages-API request must not be (no `model`, no `max_tokens`, a tool
-//! with a key the API does not take, an empty text block, ...), so a serializer that drifts from
-//! the API shows up here rather than on the real endpoint.
+//! with a key the API does not take, a tool schema without a root `"type": "object"` —
+//! `tools.N.custom.input_schema.type: Field required` —, an empty text block, ...), so a
+//! serializer that drifts from the API shows up here rather than on the real endpoint.
 //!
 //! Accepted requests get a usage block whose cached input follows SPEC §9, computed here from
 //! the raw body bytes independently of the crate's `Meter`: the concatenation of each
 //! non-deferred tool's JSON, a fixed deferred section of the size the test announces in
 //! `x-mektpoy-deferred-section-bytes` (the route's `deferred_section_bytes`) when any declaration
-//! is deferred, `system`, and each message; cached = the longest common byte prefix with the
-//! session's previous accepted request. Tokens are estimated as ⌈bytes / 4⌉; the exact bytes are
-//! in a non-standard `mektpoy` object beside `usage`. A refused request leaves the session's
-//! state unchanged (the provider caches nothing of it).
+//! is deferred, `system`, and each message (by-value definitions are part of their message;
+//! thinking blocks dropped by `drop_block` are not counted); cached = the longest common byte
+//! prefix with the session's previous cached request. On Claude models caching is opt-in: a
+//! request without a top-level `cache_control` and without one on any block reads nothing from
+//! the cache and writes nothing to it; DeepSeek caches every request. Tokens are estimated as
+//! ⌈bytes / 4⌉; the exact bytes are in a non-standard `mektpoy` object beside `usage`. A
+//! refused request leaves the session's state unchanged (the provider caches nothing of it).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -41,19 +83,76 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-/// The beta that lets a conversation add and remove tools mid-way.
+/// The beta that lets a conversation add and remove tools mid-way, by reference.
 pub const BETA: &str = "mid-conversation-tool-changes-2026-07-01";
+/// The beta that also lets a `tool_addition` carry a definition by value; it covers the
+/// by-reference changes too.
+pub const INLINE_BETA: &str = "inline-tools-2026-09-15";
+/// The beta that lets a request set `thinking.block_binding` and get `input_transformations`.
+pub const BINDING_BETA: &str = "thinking-binding-controls-2026-08-01";
 /// The header that keys the stand-in's state.
 pub const SESSION_HEADER: &str = "x-mektpoy-test-session";
 /// The header that announces the route's deferred section size (SPEC §9).
 pub const SECTION_HEADER: &str = "x-mektpoy-deferred-section-bytes";
+/// Test support: with this header set to `true`, an answer on a model that binds thinking also
+/// carries a `redacted_thinking` block after its `thinking` block.
+pub const REDACTED_HEADER: &str = "x-mektpoy-test-redacted-thinking";
+
+/// The vendor's refusal of a forced `tool_choice`.
+pub const FORCED_TOOL_CHOICE_MESSAGE: &str =
+    "tool_choice: type \"tool\" and \"any\" are not supported for this model.";
+/// The vendor's refusal of a request that ends with an assistant message (wording from the
+/// vendor's answers quoted in public issues; the pages give none).
+pub const PREFILL_MESSAGE: &str = "This model does not support assistant message prefill. The conversation must end with a user message.";
+/// The stable part of a failed prefix check's message.
+pub const BOUND_ELSEWHERE: &str = "The block is bound to a different conversation.";
+
+/// Models that refuse a `tool_choice` of `any` / `tool` (Fable 5.2 and Mythos 5.2 inferred:
+/// their what's-new page lists no change from 5.1 there).
+const FORCED_TOOL_CHOICE_REFUSED: &[&str] = &[
+    "claude-fable-5-1",
+    "claude-mythos-5-1",
+    "claude-opus-5-5",
+    "claude-sonnet-5-5",
+    "claude-fable-5-2",
+    "claude-mythos-5-2",
+];
+/// The models of the vendor's "prefix checks on thinking blocks" page.
+const BINDS_THINKING: &[&str] = &[
+    "claude-fable-5-2",
+    "claude-mythos-5-2",
+    "claude-fable-5-1",
+    "claude-mythos-5-1",
+    "claude-opus-5-5",
+    "claude-sonnet-5-5",
+    "claude-haiku-5-5",
+];
+
+/// `model` is one of `ids`, or one of them with a `-YYYYMMDD` snapshot suffix.
+fn is_model(model: &str, ids: &[&str]) -> bool {
+    ids.iter().any(|id| {
+        model.strip_prefix(id).is_some_and(|rest| {
+            rest.is_empty()
+                || rest
+                    .strip_prefix('-')
+                    .is_some_and(|d| d.len() == 8 && d.bytes().all(|b| b.is_ascii_digit()))
+        })
+    })
+}
+
+/// Claude models get Anthropic's rules (opt-in caching, prefill, `cache_control` placement);
+/// the others are DeepSeek's, which ignores `cache_control` and caches by itself.
+fn is_anthropic(model: &str) -> bool {
+    model.starts_with("claude-")
+}
 
 /// What the stand-in reports about one accepted request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Usage {
     /// Bytes of the request's SPEC §9 segments.
     pub total_bytes: u64,
-    /// Bytes shared, as a prefix, with the session's previous accepted request.
+    /// Bytes shared, as a prefix, with the session's previous cached request (0 when the
+    /// request does not ask for caching on a Claude model).
     pub cached_bytes: u64,
     /// `usage.input_tokens`: ⌈total / 4⌉ − ⌈cached / 4⌉ (input not read from the cache).
     pub input_tokens: u64,
@@ -66,23 +165,93 @@ pub struct Usage {
 pub struct Answer {
     /// The usage block.
     pub usage: Usage,
-    /// The assistant's text.
+    /// The assistant's text (its text block).
     pub text: String,
+    /// The answer's content blocks as the vendor returns them: on models that bind thinking, a
+    /// `thinking` block with its `signature` (and, with [`REDACTED_HEADER`], a
+    /// `redacted_thinking` block), then the text block.
+    pub content: Vec<Value>,
+    /// The response's `input_transformations` (empty without the binding beta): one
+    /// `thinking_dropped` entry per block `drop_block` dropped.
+    pub input_transformations: Vec<Value>,
 }
 
-/// A refused request: the HTTP status and the error message.
+impl Answer {
+    /// The answer as the assistant message a loop sends back: its content, in order.
+    pub fn message(&self) -> Value {
+        json!({"role": "assistant", "content": self.content})
+    }
+}
+
+/// A refused request: the HTTP status, the error message and, where the vendor documents one,
+/// `error.details.error_code`.
 #[derive(Clone, Debug)]
 pub struct Refused {
     pub status: u16,
     pub message: String,
+    pub code: Option<String>,
 }
 
-/// Per-session state: the section size the session announced and the previous request's
-/// segments.
+/// Why a request is refused: the error message and, where the vendor documents one, its
+/// `error.details.error_code`.
+#[derive(Debug)]
+struct Fault {
+    message: String,
+    code: Option<&'static str>,
+}
+
+impl Fault {
+    fn coded(code: &'static str, message: String) -> Self {
+        Fault {
+            message,
+            code: Some(code),
+        }
+    }
+}
+
+impl From<String> for Fault {
+    fn from(message: String) -> Self {
+        Fault {
+            message,
+            code: None,
+        }
+    }
+}
+
+impl From<&str> for Fault {
+    fn from(message: &str) -> Self {
+        message.to_owned().into()
+    }
+}
+
+type Checked<T = ()> = Result<T, Fault>;
+
+/// A thinking block the session produced, with what its signature binds.
+struct Produced {
+    /// The text of the answer it came with (how the stand-in recognizes that answer's
+    /// assistant message when a loop sends it back without its thinking).
+    answer: String,
+    /// `thinking` text or `redacted_thinking` data, which the signature covers.
+    content: String,
+    redacted: bool,
+    bound: Bound,
+    /// The signatures of the thinking blocks kept before it in the request that produced it.
+    before: Vec<String>,
+}
+
+/// Per-session state: the section size the session announced, the previous cached request's
+/// segments, and the thinking blocks produced and left out.
 struct SessionState {
     section: u32,
     previous: Vec<u8>,
     requests: u64,
+    /// Thinking blocks produced so far (the signature's counter).
+    blocks: u64,
+    produced: HashMap<String, Produced>,
+    /// An answer's text → the signatures of its thinking blocks, in order.
+    answers: HashMap<String, Vec<String>>,
+    /// Signatures left out of an accepted request whose history held their assistant message.
+    omitted: HashSet<String>,
 }
 
 static SESSIONS: Mutex<BTreeMap<String, SessionState>> = Mutex::new(BTreeMap::new());
@@ -122,6 +291,7 @@ pub fn send(
     let transport = |e: ureq::Error| Refused {
         status: 0,
         message: e.to_string(),
+        code: None,
     };
     let mut response = call.send(request.body.as_str()).map_err(transport)?;
     let status = response.status().as_u16();
@@ -129,6 +299,7 @@ pub fn send(
     let reply: Value = serde_json::from_str(&text).map_err(|e| Refused {
         status,
         message: format!("reply is not JSON ({e}): {text}"),
+        code: None,
     })?;
     if status != 200 {
         let message = reply
@@ -136,9 +307,19 @@ pub fn send(
             .and_then(Value::as_str)
             .unwrap_or(&text)
             .to_owned();
-        return Err(Refused { status, message });
+        let code = reply
+            .pointer("/error/details/error_code")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        return Err(Refused {
+            status,
+            message,
+            code,
+        });
     }
     let n = |pointer: &str| reply.pointer(pointer).and_then(Value::as_u64).unwrap();
+    let array = |key: &str| reply[key].as_array().cloned().unwrap_or_default();
+    let content = array("content");
     Ok(Answer {
         usage: Usage {
             total_bytes: n("/mektpoy/total_bytes"),
@@ -146,11 +327,14 @@ pub fn send(
             input_tokens: n("/usage/input_tokens"),
             cache_read_input_tokens: n("/usage/cache_read_input_tokens"),
         },
-        text: reply
-            .pointer("/content/0/text")
-            .and_then(Value::as_str)
+        text: content
+            .iter()
+            .find(|b| b["type"] == "text")
+            .and_then(|b| b["text"].as_str())
             .unwrap_or_default()
             .to_owned(),
+        content,
+        input_transformations: array("input_transformations"),
     })
 }
 
@@ -179,6 +363,16 @@ fn header<'h>(headers: &'h Headers, name: &str) -> Option<&'h str> {
         .map(|(_, v)| v.as_str())
 }
 
+/// The `anthropic-beta` values, over every such header, comma-separated.
+fn betas(headers: &Headers) -> HashSet<&str> {
+    headers
+        .iter()
+        .filter(|(n, _)| n == "anthropic-beta")
+        .flat_map(|(_, v)| v.split(','))
+        .map(str::trim)
+        .collect()
+}
+
 fn serve(stream: TcpStream) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(20)))?;
     let mut reader = BufReader::new(stream.try_clone()?);
@@ -201,9 +395,9 @@ fn serve(stream: TcpStream) -> std::io::Result<()> {
     let (status, reply) = match http_request(&request_line, &headers, &mut reader) {
         Ok(body) => match answer(&headers, &body) {
             Ok(reply) => (200, reply),
-            Err(message) => (400, error_body("invalid_request_error", &message)),
+            Err(fault) => (400, error_body(&fault)),
         },
-        Err((status, message)) => (status, error_body("invalid_request_error", &message)),
+        Err((status, message)) => (status, error_body(&message.into())),
     };
     let reason = match status {
         200 => "OK",
@@ -243,11 +437,15 @@ fn http_request(
     String::from_utf8(body).map_err(|_| (400, "the body is not UTF-8".to_owned()))
 }
 
-fn error_body(kind: &str, message: &str) -> Value {
-    json!({"type": "error", "error": {"type": kind, "message": message}})
+fn error_body(fault: &Fault) -> Value {
+    let mut error = json!({"type": "invalid_request_error", "message": fault.message});
+    if let Some(code) = fault.code {
+        error["details"] = json!({"error_code": code});
+    }
+    json!({"type": "error", "error": error})
 }
 
-fn answer(headers: &Headers, body: &str) -> Result<Value, String> {
+fn answer(headers: &Headers, body: &str) -> Checked<Value> {
     let session = header(headers, SESSION_HEADER)
         .ok_or_else(|| format!("test support: missing {SESSION_HEADER}"))?;
     let section: u32 = header(headers, SECTION_HEADER)
@@ -255,8 +453,11 @@ fn answer(headers: &Headers, body: &str) -> Result<Value, String> {
         .ok_or_else(|| format!("test support: missing or bad {SECTION_HEADER}"))?;
     let v: Value = serde_json::from_str(body).map_err(|e| format!("the body is not JSON: {e}"))?;
     check_shape(headers, &v)?;
+    check_model_rules(headers, &v)?;
     check_tool_changes(headers, &v)?;
-    let bytes = segments(body, &v, section)?;
+    let model = v["model"].as_str().unwrap_or_default();
+    let betas = betas(headers);
+    let conversation = is_model(model, BINDS_THINKING).then(|| Conversation::of(&v));
 
     let mut sessions = SESSIONS.lock().unwrap_or_else(PoisonError::into_inner);
     let state = sessions
@@ -265,29 +466,56 @@ fn answer(headers: &Headers, body: &str) -> Result<Value, String> {
             section,
             previous: Vec::new(),
             requests: 0,
+            blocks: 0,
+            produced: HashMap::new(),
+            answers: HashMap::new(),
+            omitted: HashSet::new(),
         });
     if state.section != section {
         return Err(format!(
             "test support: session {session} announced a deferred section of {} bytes, now {section}",
             state.section
-        ));
+        )
+        .into());
     }
-    let cached = state
-        .previous
-        .iter()
-        .zip(&bytes)
-        .take_while(|(a, b)| a == b)
-        .count() as u64;
+    let thinking = match &conversation {
+        Some(c) => check_thinking(state, &betas, &v, c)?,
+        None => ThinkingVerdict::default(),
+    };
+    let bytes = segments(body, &v, section, &thinking.dropped)?;
+
+    // Accepted: from here on the session's state changes.
+    let caching = !is_anthropic(model) || asks_caching(&v);
     let total = bytes.len() as u64;
-    state.previous = bytes;
+    let cached = if caching {
+        let cached = state
+            .previous
+            .iter()
+            .zip(&bytes)
+            .take_while(|(a, b)| a == b)
+            .count() as u64;
+        state.previous = bytes;
+        cached
+    } else {
+        0
+    };
     state.requests += 1;
+    let text = format!("ok {}", state.requests);
+    let mut content = Vec::new();
+    if let Some(conversation) = &conversation {
+        state.omitted.extend(thinking.omitted);
+        if v.pointer("/thinking/type") != Some(&json!("disabled")) {
+            content = produce(state, conversation, thinking.kept, &text, headers);
+        }
+    }
+    content.push(json!({"type": "text", "text": text}));
     let tokens = |b: u64| b.div_ceil(4);
-    Ok(json!({
+    let mut reply = json!({
         "id": format!("msg_standin_{}", state.requests),
         "type": "message",
         "role": "assistant",
         "model": v["model"],
-        "content": [{"type": "text", "text": format!("ok {}", state.requests)}],
+        "content": content,
         "stop_reason": "end_turn",
         "stop_sequence": null,
         "usage": {
@@ -296,8 +524,74 @@ fn answer(headers: &Headers, body: &str) -> Result<Value, String> {
             "cache_read_input_tokens": tokens(cached),
             "output_tokens": 2
         },
+        "diagnostics": null,
         "mektpoy": {"total_bytes": total, "cached_bytes": cached}
-    }))
+    });
+    if betas.contains(BINDING_BETA) {
+        reply["input_transformations"] = Value::Array(thinking.transformations);
+    }
+    Ok(reply)
+}
+
+/// The thinking blocks of an answer on a model that binds thinking, recorded in the session:
+/// a `thinking` block and, with [`REDACTED_HEADER`], a `redacted_thinking` block, both bound
+/// to the request's conversation and to the thinking blocks it kept.
+fn produce(
+    state: &mut SessionState,
+    conversation: &Conversation,
+    mut kept: Vec<String>,
+    text: &str,
+    headers: &Headers,
+) -> Vec<Value> {
+    let bound = conversation.answer();
+    let redacted_too = header(headers, REDACTED_HEADER) == Some("true");
+    let mut content = Vec::new();
+    let mut signatures = Vec::new();
+    for redacted in [false, true]
+        .into_iter()
+        .take(1 + usize::from(redacted_too))
+    {
+        state.blocks += 1;
+        let signature = bound.signature(state.blocks);
+        let (block, covered) = if redacted {
+            let block = json!({"type": "redacted_thinking", "data": signature});
+            (block, signature.clone())
+        } else {
+            let thinking = format!("Thinking about request {}.", state.requests);
+            let block = json!({"type": "thinking", "thinking": thinking, "signature": signature});
+            (block, thinking)
+        };
+        state.produced.insert(
+            signature.clone(),
+            Produced {
+                answer: text.to_owned(),
+                content: covered,
+                redacted,
+                bound,
+                before: kept.clone(),
+            },
+        );
+        kept.push(signature.clone());
+        signatures.push(signature);
+        content.push(block);
+    }
+    state.answers.insert(text.to_owned(), signatures);
+    content
+}
+
+/// The request asks for caching: a top-level `cache_control`, or one on a tool, a content
+/// block or a by-value definition.
+fn asks_caching(v: &Value) -> bool {
+    let has = |x: &Value| x.get("cache_control").is_some();
+    let mut blocks = v["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_array())
+        .flatten();
+    has(v)
+        || v["tools"].as_array().into_iter().flatten().any(has)
+        || blocks.any(|b| has(b) || b.pointer("/tool/definition").is_some_and(has))
 }
 
 /// The raw JSON of the parts SPEC §9 cuts a body into.
@@ -312,8 +606,14 @@ struct RawBody<'a> {
 }
 
 /// SPEC §9: non-deferred tools, the fixed deferred section when any declaration is deferred,
-/// `system`, each message — concatenated, as sent.
-fn segments(body: &str, v: &Value, section: u32) -> Result<Vec<u8>, String> {
+/// `system`, each message — concatenated, as sent (a by-value definition is part of its
+/// message), without the content blocks at `dropped` (`(message, block)` indices).
+fn segments(
+    body: &str,
+    v: &Value,
+    section: u32,
+    dropped: &[(usize, usize)],
+) -> Result<Vec<u8>, String> {
     let raw: RawBody<'_> = serde_json::from_str(body).map_err(|e| e.to_string())?;
     let mut out = Vec::with_capacity(body.len());
     let mut any_deferred = false;
@@ -330,14 +630,57 @@ fn segments(body: &str, v: &Value, section: u32) -> Result<Vec<u8>, String> {
     if let Some(system) = raw.system {
         out.extend_from_slice(system.get().as_bytes());
     }
-    for m in raw.messages {
-        out.extend_from_slice(m.get().as_bytes());
+    for (i, m) in raw.messages.iter().enumerate() {
+        let drop: Vec<usize> = dropped
+            .iter()
+            .filter(|(k, _)| *k == i)
+            .map(|&(_, j)| j)
+            .collect();
+        if drop.is_empty() {
+            out.extend_from_slice(m.get().as_bytes());
+        } else {
+            out.extend_from_slice(without_blocks(m.get(), &drop)?.as_bytes());
+        }
     }
     Ok(out)
 }
 
+/// A message's raw JSON without its content blocks at `drop`; every other byte as sent.
+fn without_blocks(message: &str, drop: &[usize]) -> Result<String, String> {
+    #[derive(Deserialize)]
+    struct RawMessage<'a> {
+        #[serde(borrow)]
+        content: &'a RawValue,
+    }
+    let raw: RawMessage<'_> = serde_json::from_str(message).map_err(|e| e.to_string())?;
+    let content = raw.content.get();
+    let blocks: Vec<&RawValue> = serde_json::from_str(content).map_err(|e| e.to_string())?;
+    // `content` borrows from `message`: its offset is where the array starts.
+    let start = content.as_ptr() as usize - message.as_ptr() as usize;
+    let end = start + content.len();
+    let kept: Vec<&str> = blocks
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| !drop.contains(j))
+        .map(|(_, b)| b.get())
+        .collect();
+    Ok(format!(
+        "{}[{}]{}",
+        &message[..start],
+        kept.join(","),
+        &message[end..]
+    ))
+}
+
 fn is_deferred(tool: &Value) -> bool {
     tool.get("defer_loading") == Some(&Value::Bool(true))
+}
+
+fn is_thinking(block: &Value) -> bool {
+    matches!(
+        block.get("type").and_then(Value::as_str),
+        Some("thinking" | "redacted_thinking")
+    )
 }
 
 fn role(m: &Value) -> Option<&str> {
@@ -345,19 +688,19 @@ fn role(m: &Value) -> Option<&str> {
 }
 
 /// What any Messages-API request must be.
-fn check_shape(headers: &Headers, v: &Value) -> Result<(), String> {
+fn check_shape(headers: &Headers, v: &Value) -> Checked {
     if header(headers, "anthropic-version").is_none() {
         return Err("missing anthropic-version header".into());
     }
     if header(headers, "content-type") != Some("application/json") {
         return Err("content-type must be application/json".into());
     }
-    if v.get("model")
+    let model = v
+        .get("model")
         .and_then(Value::as_str)
-        .is_none_or(str::is_empty)
-    {
-        return Err("model: a non-empty string is required".into());
-    }
+        .filter(|m| !m.is_empty())
+        .ok_or("model: a non-empty string is required")?;
+    let anthropic = is_anthropic(model);
     if v.get("max_tokens")
         .and_then(Value::as_u64)
         .is_none_or(|n| n == 0)
@@ -368,37 +711,43 @@ fn check_shape(headers: &Headers, v: &Value) -> Result<(), String> {
         None | Some(Value::String(_)) => {}
         Some(_) => return Err("system: must be a string".into()),
     }
+    if let Some(c) = v.get("cache_control") {
+        check_cache_control("cache_control", c)?;
+    }
+    if let Some(choice) = v.get("tool_choice") {
+        let ty = choice
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or("tool_choice.type: Field required")?;
+        match ty {
+            "auto" | "any" | "none" => {}
+            "tool" => {
+                choice
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or("tool_choice.tool.name: Field required")?;
+            }
+            _ => return Err(format!("tool_choice.type: Input tag '{ty}' does not match any of the expected tags: 'auto', 'any', 'tool', 'none'").into()),
+        }
+    }
+    if let Some(thinking) = v.get("thinking") {
+        let ty = thinking
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or("thinking.type: Field required")?;
+        if !matches!(ty, "adaptive" | "enabled" | "disabled") {
+            return Err(format!("thinking.type: Input tag '{ty}' does not match any of the expected tags: 'adaptive', 'enabled', 'disabled'").into());
+        }
+    }
     let mut names = HashSet::new();
     if let Some(tools) = v.get("tools") {
-        let tools = tools.as_array().ok_or("tools: must be an array")?;
+        let tools = tools
+            .as_array()
+            .ok_or("tools: Input should be a valid list")?;
         for (i, t) in tools.iter().enumerate() {
-            let t = t
-                .as_object()
-                .ok_or(format!("tools.{i}: must be an object"))?;
-            if let Some(k) = t.keys().find(|k| {
-                !["name", "description", "input_schema", "defer_loading"].contains(&k.as_str())
-            }) {
-                return Err(format!("tools.{i}.{k}: extra inputs are not permitted"));
-            }
-            let name = t
-                .get("name")
-                .and_then(Value::as_str)
-                .filter(|n| {
-                    (1..=64).contains(&n.len())
-                        && n.bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-                })
-                .ok_or(format!(
-                    "tools.{i}.name: must match ^[a-zA-Z0-9_-]{{1,64}}$"
-                ))?;
+            let (name, _) = check_tool(&format!("tools.{i}.custom"), t)?;
             if !names.insert(name) {
-                return Err(format!("tools: tool names must be unique (`{name}`)"));
-            }
-            if t.get("input_schema").and_then(|s| s.get("type")) != Some(&json!("object")) {
-                return Err(format!("tools.{i}.input_schema.type: must be \"object\""));
-            }
-            if t.get("defer_loading").is_some_and(|d| !d.is_boolean()) {
-                return Err(format!("tools.{i}.defer_loading: must be a boolean"));
+                return Err("tools: Tool names must be unique.".into());
             }
         }
     }
@@ -412,61 +761,208 @@ fn check_shape(headers: &Headers, v: &Value) -> Result<(), String> {
     }
     for (i, m) in messages.iter().enumerate() {
         if !matches!(role(m), Some("user" | "assistant" | "system")) {
-            return Err(format!(
-                "messages.{i}.role: must be user, assistant or system"
-            ));
+            return Err(format!("messages.{i}.role: must be user, assistant or system").into());
         }
         let blocks = match m.get("content") {
             Some(Value::String(s)) if !s.is_empty() => continue,
             Some(Value::Array(blocks)) if !blocks.is_empty() => blocks,
             _ => {
-                return Err(format!(
-                    "messages.{i}.content: must be a non-empty string or array"
-                ));
+                return Err(
+                    format!("messages.{i}.content: must be a non-empty string or array").into(),
+                );
             }
         };
         for (j, b) in blocks.iter().enumerate() {
+            let at = format!("messages.{i}.content.{j}");
+            let string = |key: &str| b.get(key).and_then(Value::as_str);
             match b.get("type").and_then(Value::as_str) {
-                Some("text")
-                    if b.get("text")
-                        .and_then(Value::as_str)
-                        .is_some_and(|t| !t.is_empty()) => {}
+                Some("text") if string("text").is_some_and(|t| !t.is_empty()) => {}
                 Some("text") => {
+                    return Err(format!("{at}: text content blocks must be non-empty").into());
+                }
+                Some(ty @ ("thinking" | "redacted_thinking")) if role(m) != Some("assistant") => {
                     return Err(format!(
-                        "messages.{i}.content.{j}: text content blocks must be non-empty"
-                    ));
+                        "{at}: {ty} blocks are only allowed in assistant messages"
+                    )
+                    .into());
+                }
+                Some("thinking") if string("thinking").is_none() => {
+                    return Err(format!("{at}.thinking.thinking: Field required").into());
+                }
+                Some("thinking") if anthropic && string("signature").is_none_or(str::is_empty) => {
+                    return Err(format!("{at}.thinking.signature: Field required").into());
+                }
+                Some("redacted_thinking") if string("data").is_none() => {
+                    return Err(format!("{at}.redacted_thinking.data: Field required").into());
                 }
                 Some(_) => {}
-                None => return Err(format!("messages.{i}.content.{j}.type: required")),
+                None => return Err(format!("{at}.type: required").into()),
+            }
+            if let Some(c) = b.get("cache_control") {
+                check_cache_control(&format!("{at}.cache_control"), c)?;
             }
         }
     }
     Ok(())
 }
 
-/// The vendor's refusals for mid-conversation tool changes.
-fn check_tool_changes(headers: &Headers, v: &Value) -> Result<(), String> {
-    let beta = headers
-        .iter()
-        .filter(|(n, _)| n == "anthropic-beta")
-        .flat_map(|(_, v)| v.split(','))
-        .any(|b| b.trim() == BETA);
-    let no_tools = Vec::new();
-    let tools = v
-        .get("tools")
-        .and_then(Value::as_array)
-        .unwrap_or(&no_tools);
-    let mut deferred = HashSet::new();
+/// One custom tool, a `tools` entry or a by-value definition, at `path` (`tools.0.custom`):
+/// its name and whether it is deferred.
+fn check_tool<'v>(path: &str, t: &'v Value) -> Checked<(&'v str, bool)> {
+    const KEYS: &[&str] = &[
+        "type",
+        "name",
+        "description",
+        "input_schema",
+        "defer_loading",
+        "strict",
+        "input_examples",
+        "eager_input_streaming",
+        "allowed_callers",
+        "cache_control",
+    ];
+    let t = t
+        .as_object()
+        .ok_or(format!("{path}: Input should be a valid dictionary"))?;
+    if let Some(k) = t.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(format!("{path}.{k}: Extra inputs are not permitted").into());
+    }
+    if t.get("type").is_some_and(|ty| ty != "custom") {
+        return Err(format!("{path}.type: the stand-in takes custom tools only").into());
+    }
+    let name = t
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| {
+            (1..=128).contains(&n.len())
+                && n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        })
+        .ok_or(format!(
+            "{path}.name: String should match pattern '^[a-zA-Z0-9_-]{{1,128}}$'"
+        ))?;
+    if t.get("description").is_some_and(|d| !d.is_string()) {
+        return Err(format!("{path}.description: Input should be a valid string").into());
+    }
+    let schema = t
+        .get("input_schema")
+        .ok_or(format!("{path}.input_schema: Field required"))?
+        .as_object()
+        .ok_or(format!(
+            "{path}.input_schema: Input should be a valid dictionary"
+        ))?;
+    match schema.get("type") {
+        None => return Err(format!("{path}.input_schema.type: Field required").into()),
+        Some(ty) if ty != "object" => {
+            return Err(format!("{path}.input_schema.type: Input should be 'object'").into());
+        }
+        Some(_) => {}
+    }
+    for k in ["defer_loading", "strict", "eager_input_streaming"] {
+        if t.get(k).is_some_and(|x| !x.is_boolean()) {
+            return Err(format!("{path}.{k}: Input should be a valid boolean").into());
+        }
+    }
+    for k in ["input_examples", "allowed_callers"] {
+        if t.get(k).is_some_and(|x| !x.is_array()) {
+            return Err(format!("{path}.{k}: Input should be a valid list").into());
+        }
+    }
+    if let Some(c) = t.get("cache_control") {
+        check_cache_control(&format!("{path}.cache_control"), c)?;
+    }
+    Ok((name, t.get("defer_loading") == Some(&Value::Bool(true))))
+}
+
+/// `{"type":"ephemeral"}` with an optional `ttl` of `5m` or `1h`.
+fn check_cache_control(path: &str, c: &Value) -> Checked {
+    let c = c
+        .as_object()
+        .ok_or(format!("{path}: Input should be a valid dictionary"))?;
+    if c.get("type").and_then(Value::as_str) != Some("ephemeral") {
+        return Err(format!("{path}.type: Input should be 'ephemeral'").into());
+    }
+    if let Some(k) = c.keys().find(|k| !matches!(k.as_str(), "type" | "ttl")) {
+        return Err(format!("{path}.{k}: Extra inputs are not permitted").into());
+    }
+    if c.get("ttl").is_some_and(|t| t != "5m" && t != "1h") {
+        return Err(format!("{path}.ttl: Input should be '5m' or '1h'").into());
+    }
+    Ok(())
+}
+
+/// What the vendor refuses on some models: forced `tool_choice`, assistant prefill,
+/// `cache_control` on a deferred tool, `thinking.block_binding` without its beta.
+fn check_model_rules(headers: &Headers, v: &Value) -> Checked {
+    let model = v["model"].as_str().unwrap_or_default();
+    if !is_anthropic(model) {
+        return Ok(());
+    }
+    if is_model(model, FORCED_TOOL_CHOICE_REFUSED)
+        && matches!(
+            v.pointer("/tool_choice/type").and_then(Value::as_str),
+            Some("any" | "tool")
+        )
+    {
+        return Err(FORCED_TOOL_CHOICE_MESSAGE.into());
+    }
+    if v["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(role)
+        == Some("assistant")
+    {
+        return Err(PREFILL_MESSAGE.into());
+    }
+    for (i, t) in v["tools"].as_array().into_iter().flatten().enumerate() {
+        if is_deferred(t) && t.get("cache_control").is_some() {
+            return Err(
+                format!("tools.{i}.custom: A deferred tool can't carry `cache_control`.").into(),
+            );
+        }
+    }
+    if let Some(binding) = v.pointer("/thinking/block_binding") {
+        let ty = v.pointer("/thinking/type").and_then(Value::as_str);
+        let ty = ty.unwrap_or_default();
+        if !matches!(ty, "adaptive" | "enabled") || !betas(headers).contains(BINDING_BETA) {
+            return Err(
+                format!("thinking.{ty}.block_binding: Extra inputs are not permitted").into(),
+            );
+        }
+        let binding = binding
+            .as_object()
+            .ok_or("thinking.block_binding: Input should be a valid dictionary")?;
+        for (k, x) in binding {
+            if k != "prefix_mismatch_behavior" {
+                return Err(
+                    format!("thinking.block_binding.{k}: Extra inputs are not permitted").into(),
+                );
+            }
+            if x != "error" && x != "drop_block" {
+                return Err("thinking.block_binding.prefix_mismatch_behavior: Input should be 'error' or 'drop_block'".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The vendor's refusals for mid-conversation tool changes, by reference and by value.
+fn check_tool_changes(headers: &Headers, v: &Value) -> Checked {
+    let betas = betas(headers);
+    let inline = betas.contains(INLINE_BETA);
+    let changes_beta = inline || betas.contains(BETA);
+    let anthropic = is_anthropic(v["model"].as_str().unwrap_or_default());
+    // Names a reference can resolve: declared in `tools` or defined earlier by value.
+    let mut known = HashSet::new();
     let mut offered = HashSet::new();
-    for t in tools {
+    for t in v["tools"].as_array().into_iter().flatten() {
         let name = t["name"].as_str().unwrap_or_default();
-        if is_deferred(t) {
-            deferred.insert(name);
-        } else {
+        known.insert(name);
+        if !is_deferred(t) {
             offered.insert(name);
         }
     }
-    if !deferred.is_empty() && offered.is_empty() {
+    if !inline && !known.is_empty() && offered.is_empty() {
         return Err(
             "tools: deferred declarations need at least one declaration without defer_loading"
                 .into(),
@@ -488,7 +984,8 @@ fn check_tool_changes(headers: &Headers, v: &Value) -> Result<(), String> {
             if blocks.iter().any(is_change) {
                 return Err(format!(
                     "messages.{i}: tool changes are only allowed in system messages"
-                ));
+                )
+                .into());
             }
             continue;
         }
@@ -497,7 +994,7 @@ fn check_tool_changes(headers: &Headers, v: &Value) -> Result<(), String> {
             Some(next) => {
                 return Err(format!(
                     "messages.{i}: a system message must be followed by an assistant message or end the conversation, not a {next} message"
-                ));
+                ).into());
             }
         }
         if messages[..i]
@@ -509,57 +1006,382 @@ fn check_tool_changes(headers: &Headers, v: &Value) -> Result<(), String> {
         {
             return Err(format!(
                 "messages.{i}: a system message must come after a user or tool-result turn"
-            ));
+            )
+            .into());
         }
         for (j, b) in blocks.iter().enumerate() {
             if !is_change(b) {
                 continue;
             }
+            let at = format!("messages.{i}.content.{j}");
             let ty = b["type"].as_str().unwrap_or_default();
-            if !beta {
-                return Err(format!(
-                    "messages.{i}.content.{j}: {ty} requires the {BETA} beta"
-                ));
+            if !changes_beta {
+                return Err(
+                    format!("{at}: {ty} requires the {BETA} or the {INLINE_BETA} beta").into(),
+                );
             }
-            if b.pointer("/tool/type").and_then(Value::as_str) != Some("tool_reference") {
-                return Err(format!(
-                    "messages.{i}.content.{j}.tool: must be a tool_reference"
-                ));
-            }
-            let name = b
-                .pointer("/tool/name")
-                .and_then(Value::as_str)
-                .ok_or(format!("messages.{i}.content.{j}.tool.name: required"))?;
-            if ty == "tool_addition" {
-                if !deferred.contains(name) || offered.contains(name) {
-                    return Err(format!(
-                        "messages.{i}.content.{j}: tool_addition of `{name}`, which is not a deferred declaration that is not offered"
-                    ));
+            match b.pointer("/tool/type").and_then(Value::as_str) {
+                Some("tool_reference") => {
+                    let name = b
+                        .pointer("/tool/name")
+                        .and_then(Value::as_str)
+                        .ok_or(format!("{at}.tool.name: Field required"))?;
+                    if !known.contains(name) {
+                        return Err(Fault::coded(
+                            "tool_reference_unresolved",
+                            format!(
+                                "{at}: {ty} of `{name}`, which names no tool declared in `tools` or defined earlier"
+                            ),
+                        ));
+                    }
+                    if ty == "tool_addition" {
+                        if !offered.insert(name) {
+                            return Err(format!(
+                                "{at}: tool_addition of `{name}`, which is already offered"
+                            )
+                            .into());
+                        }
+                    } else if !offered.remove(name) {
+                        return Err(format!(
+                            "{at}: tool_removal of `{name}`, which is not offered"
+                        )
+                        .into());
+                    }
                 }
-                offered.insert(name);
-            } else if !offered.remove(name) {
-                return Err(format!(
-                    "messages.{i}.content.{j}: tool_removal of `{name}`, which is not offered"
-                ));
+                Some("tool_definition") if ty == "tool_removal" => {
+                    return Err(format!("{at}.tool: tool_removal takes a tool_reference").into());
+                }
+                Some("tool_definition") => {
+                    if !inline {
+                        return Err(format!(
+                            "{at}: a tool_definition requires the {INLINE_BETA} beta ({BETA} does not support definitions by value)"
+                        ).into());
+                    }
+                    let definition = b
+                        .pointer("/tool/definition")
+                        .ok_or(format!("{at}.tool.definition: Field required"))?;
+                    let (name, deferred) =
+                        check_tool(&format!("{at}.tool.definition.custom"), definition)?;
+                    if anthropic && definition.get("cache_control").is_some() {
+                        if deferred {
+                            return Err(format!(
+                                "{at}.tool.definition: A deferred definition can't carry `cache_control`."
+                            ).into());
+                        }
+                        if b.get("cache_control").is_some() {
+                            return Err(format!(
+                                "{at}: `cache_control` goes on the block or in the definition, not both."
+                            ).into());
+                        }
+                    }
+                    // A new definition replaces the name's earlier one from here on (an
+                    // identical re-send changes nothing); a deferred one is withheld until a
+                    // by-reference addition surfaces it.
+                    known.insert(name);
+                    if deferred {
+                        offered.remove(name);
+                    } else {
+                        offered.insert(name);
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "{at}.tool.type: must be tool_reference or tool_definition"
+                    )
+                    .into());
+                }
             }
         }
     }
     Ok(())
 }
 
+/// FNV-1a, 64 bits: a hash that stays the same across processes and Rust versions.
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// JSON with object keys sorted, so that key order is not a change.
+fn canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (n, k) in keys.into_iter().enumerate() {
+                if n > 0 {
+                    out.push(',');
+                }
+                let _ = write!(out, "{}:", Value::String(k.clone()));
+                canonical(&m[k], out);
+            }
+            out.push('}');
+        }
+        Value::Array(a) => {
+            out.push('[');
+            for (n, x) in a.iter().enumerate() {
+                if n > 0 {
+                    out.push(',');
+                }
+                canonical(x, out);
+            }
+            out.push(']');
+        }
+        scalar => {
+            let _ = write!(out, "{scalar}");
+        }
+    }
+}
+
+/// A tool or content block as a thinking block binds it: without its `cache_control` (a cache
+/// breakpoint changes no prompt text), a by-value definition's included.
+fn unmarked(block: &Value) -> Value {
+    let mut block = block.clone();
+    if let Some(m) = block.as_object_mut() {
+        m.remove("cache_control");
+    }
+    if let Some(Value::Object(d)) = block.pointer_mut("/tool/definition") {
+        d.remove("cache_control");
+    }
+    block
+}
+
+/// Content blocks as a thinking block binds them: no thinking blocks, no cache breakpoints.
+fn bound_blocks(blocks: &[Value]) -> Value {
+    blocks
+        .iter()
+        .filter(|b| !is_thinking(b))
+        .map(unmarked)
+        .collect()
+}
+
+/// What a thinking block's signature binds: hashes of `system`, `tools` and the messages
+/// before it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Bound {
+    system: u64,
+    tools: u64,
+    messages: u64,
+}
+
+impl Bound {
+    /// Hex of the three hashes' hash, then the block counter.
+    fn signature(&self, counter: u64) -> String {
+        format!("{:016x}{counter:08x}", self.digest())
+    }
+
+    fn digest(&self) -> u64 {
+        [self.system, self.tools, self.messages]
+            .iter()
+            .fold(FNV_START, |h, x| fnv(h, &x.to_le_bytes()))
+    }
+}
+
+/// A request's `system` and `tools` hashes, and the hash of its messages up to each index
+/// (`prefixes[k]` covers messages `0..k`), thinking blocks and cache breakpoints ignored.
+struct Conversation {
+    system: u64,
+    tools: u64,
+    prefixes: Vec<u64>,
+}
+
+impl Conversation {
+    fn of(v: &Value) -> Self {
+        let hash = |x: &Value| {
+            let mut s = String::new();
+            canonical(x, &mut s);
+            fnv(FNV_START, s.as_bytes())
+        };
+        let tools: Value = v["tools"]
+            .as_array()
+            .map(|t| t.iter().map(unmarked).collect())
+            .unwrap_or(Value::Null);
+        let mut prefixes = vec![FNV_START];
+        for m in v["messages"].as_array().into_iter().flatten() {
+            let content = match &m["content"] {
+                Value::String(s) => json!([{"type": "text", "text": s}]),
+                Value::Array(blocks) => bound_blocks(blocks),
+                other => other.clone(),
+            };
+            let mut s = String::new();
+            canonical(&json!({"role": m["role"], "content": content}), &mut s);
+            s.push('\n');
+            let last = *prefixes.last().unwrap();
+            prefixes.push(fnv(last, s.as_bytes()));
+        }
+        Conversation {
+            system: hash(&v["system"]),
+            tools: hash(&tools),
+            prefixes,
+        }
+    }
+
+    /// What a block at `messages[k]`, after the content blocks `before` of its message, binds.
+    fn bound(&self, k: usize, before: &[Value]) -> Bound {
+        let mut s = String::from("|");
+        canonical(&bound_blocks(before), &mut s);
+        Bound {
+            system: self.system,
+            tools: self.tools,
+            messages: fnv(self.prefixes[k], s.as_bytes()),
+        }
+    }
+
+    /// What the answer's first block binds: every message of the request.
+    fn answer(&self) -> Bound {
+        self.bound(self.prefixes.len() - 1, &[])
+    }
+}
+
+/// The thinking blocks of an accepted request: which ones `drop_block` dropped (and their
+/// `input_transformations` entries), which ones are kept (signatures, in order), and which
+/// ones the request leaves out of an answer it holds.
+#[derive(Default)]
+struct ThinkingVerdict {
+    dropped: Vec<(usize, usize)>,
+    transformations: Vec<Value>,
+    kept: Vec<String>,
+    omitted: Vec<String>,
+}
+
+/// The prefix check on every `thinking` and `redacted_thinking` block the request sends back.
+fn check_thinking(
+    state: &SessionState,
+    betas: &HashSet<&str>,
+    v: &Value,
+    conversation: &Conversation,
+) -> Checked<ThinkingVerdict> {
+    let beta = betas.contains(BINDING_BETA);
+    let drop = beta
+        && v.pointer("/thinking/block_binding/prefix_mismatch_behavior")
+            == Some(&json!("drop_block"));
+    let mut out = ThinkingVerdict::default();
+    // Signatures of the answers the request holds, recognized by their text or their blocks.
+    let mut held: Vec<&str> = Vec::new();
+    let mut failed = false;
+    for (k, m) in v["messages"].as_array().into_iter().flatten().enumerate() {
+        if role(m) != Some("assistant") {
+            continue;
+        }
+        let blocks = m["content"].as_array().map_or(&[][..], Vec::as_slice);
+        for (j, b) in blocks.iter().enumerate() {
+            let at = format!("messages.{k}.content.{j}");
+            if !is_thinking(b) {
+                if let Some(signatures) = b["text"].as_str().and_then(|t| state.answers.get(t)) {
+                    held.extend(signatures.iter().map(String::as_str));
+                }
+                continue;
+            }
+            let redacted = b["type"] == "redacted_thinking";
+            let (ty, field, signature, covered) = if redacted {
+                let data = b["data"].as_str().unwrap_or_default();
+                ("redacted_thinking", "data", data, data)
+            } else {
+                let signature = b["signature"].as_str().unwrap_or_default();
+                let thinking = b["thinking"].as_str().unwrap_or_default();
+                ("thinking", "signature", signature, thinking)
+            };
+            // Not a block of this session, or changed since: the signature does not verify,
+            // whatever `prefix_mismatch_behavior` says.
+            let produced = state
+                .produced
+                .get(signature)
+                .filter(|p| p.redacted == redacted && p.content == covered)
+                .ok_or(format!("{at}: Invalid `{field}` in `{ty}` block."))?;
+            if let Some(signatures) = state.answers.get(&produced.answer) {
+                held.extend(signatures.iter().map(String::as_str));
+            }
+            let now = conversation.bound(k, &blocks[..j]);
+            // Once a block failed under `drop_block`, every later one is dropped unchecked.
+            let reason = if failed {
+                None
+            } else if state.omitted.contains(signature) {
+                Some(
+                    "The block was left out of an earlier request; once left out, a block must stay out.",
+                )
+            } else if signature.get(..16) != Some(&format!("{:016x}", now.digest())) {
+                Some(if now.system != produced.bound.system {
+                    "`system` changed after the block was produced."
+                } else if now.tools != produced.bound.tools {
+                    "`tools` changed after the block was produced."
+                } else {
+                    "A message before the block changed after it was produced, or the block moved."
+                })
+            } else if !produced.before.ends_with(&out.kept) {
+                Some(
+                    "The thinking blocks before it are not the ones it was produced after: one was left out between them, moved or put back.",
+                )
+            } else {
+                None
+            };
+            match reason {
+                None if !failed => out.kept.push(signature.to_owned()),
+                Some(reason) if !drop => {
+                    let mut message = format!(
+                        "{at}: Invalid `{field}` in `{ty}` block. {BOUND_ELSEWHERE} Remove the block, or set `thinking.block_binding.prefix_mismatch_behavior` to \"drop_block\"."
+                    );
+                    if !beta {
+                        message.push_str(" That setting requires the thinking-binding-controls-2026-08-01 value in the anthropic-beta header.");
+                    }
+                    message.push(' ');
+                    message.push_str(reason);
+                    return Err(message.into());
+                }
+                _ => {
+                    failed = true;
+                    out.dropped.push((k, j));
+                    out.transformations.push(dropped(k, j));
+                }
+            }
+        }
+    }
+    let mut seen = HashSet::new();
+    out.omitted = held
+        .into_iter()
+        .filter(|s| seen.insert(*s) && !out.kept.iter().any(|k| k == s))
+        .map(str::to_owned)
+        .collect();
+    Ok(out)
+}
+
+/// An `input_transformations` entry for a block `drop_block` dropped.
+fn dropped(k: usize, j: usize) -> Value {
+    json!({
+        "type": "thinking_dropped",
+        "reason": "prefix_binding_mismatch",
+        "message_index": k,
+        "content_index": j
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn headers(beta: bool) -> Headers {
+    fn headers(betas: &[&str]) -> Headers {
         let mut h = vec![
             ("content-type".to_owned(), "application/json".to_owned()),
             ("anthropic-version".to_owned(), "2023-06-01".to_owned()),
         ];
-        if beta {
-            h.push(("anthropic-beta".to_owned(), BETA.to_owned()));
+        if !betas.is_empty() {
+            h.push(("anthropic-beta".to_owned(), betas.join(",")));
         }
         h
+    }
+
+    fn tool(name: &str, description: &str, deferred: bool) -> Value {
+        let mut tool =
+            json!({"name": name, "description": description, "input_schema": {"type": "object"}});
+        if deferred {
+            tool["defer_loading"] = json!(true);
+        }
+        tool
     }
 
     /// `"a b*"`: tools `a` and `b`, `b` with `defer_loading: true`.
@@ -567,18 +1389,15 @@ mod tests {
         spec.split_whitespace()
             .map(|t| {
                 let (name, deferred) = t.strip_suffix('*').map_or((t, false), |n| (n, true));
-                let mut tool =
-                    json!({"name": name, "description": name, "input_schema": {"type": "object"}});
-                if deferred {
-                    tool["defer_loading"] = json!(true);
-                }
-                tool
+                tool(name, name, deferred)
             })
             .collect()
     }
 
-    /// `"u S(+b,-a) a"`: a user text, a system message adding `b` and removing `a`, an assistant
-    /// text; `U(+b)` is a user message holding a change block.
+    /// `"u S(+b,-a) a"`: a user text, a system message adding `b` and removing `a` by
+    /// reference, an assistant text; `U(+b)` is a user message holding a change block. By value:
+    /// `=b` adds `b` with definition `b` (`=b~` with another description, `=b*` deferred), `!b`
+    /// is a removal carrying a definition.
     fn messages(spec: &str) -> Value {
         spec.split_whitespace()
             .map(|m| {
@@ -591,8 +1410,18 @@ mod tests {
                         let blocks: Vec<Value> = m[2..m.len() - 1]
                             .split(',')
                             .map(|b| {
-                                let ty = if b.starts_with('+') { "tool_addition" } else { "tool_removal" };
-                                json!({"type": ty, "tool": {"type": "tool_reference", "name": &b[1..]}})
+                                let (op, name) = b.split_at(1);
+                                let defined = |name: &str| {
+                                    let (name, deferred) = name.strip_suffix('*').map_or((name, false), |n| (n, true));
+                                    let (name, description) = name.strip_suffix('~').map_or((name, name), |n| (n, "another"));
+                                    json!({"type": "tool_definition", "definition": tool(name, description, deferred)})
+                                };
+                                match op {
+                                    "+" => json!({"type": "tool_addition", "tool": {"type": "tool_reference", "name": name}}),
+                                    "-" => json!({"type": "tool_removal", "tool": {"type": "tool_reference", "name": name}}),
+                                    "=" => json!({"type": "tool_addition", "tool": defined(name)}),
+                                    _ => json!({"type": "tool_removal", "tool": defined(name)}),
+                                }
                             })
                             .collect();
                         json!({"role": role, "content": blocks})
@@ -606,14 +1435,21 @@ mod tests {
         json!({"model": "m", "max_tokens": 8, "tools": tools(tool_spec), "messages": messages(message_spec)})
     }
 
-    fn verdict(beta: bool, v: &Value) -> Result<(), String> {
-        let h = headers(beta);
-        check_shape(&h, v).and_then(|()| check_tool_changes(&h, v))
+    /// The stateless checks; a refusal's message, then its `[error_code]` if any.
+    fn verdict(betas: &[&str], v: &Value) -> Result<(), String> {
+        let h = headers(betas);
+        check_shape(&h, v)
+            .and_then(|()| check_model_rules(&h, v))
+            .and_then(|()| check_tool_changes(&h, v))
+            .map_err(|f| match f.code {
+                Some(code) => format!("{} [{code}]", f.message),
+                None => f.message,
+            })
     }
 
-    fn expect(name: &str, got: Result<(), String>, refusal: Option<&str>) {
+    fn expect<T: std::fmt::Debug>(name: &str, got: Result<T, String>, refusal: Option<&str>) {
         match (got, refusal) {
-            (Ok(()), None) => {}
+            (Ok(_), None) => {}
             (Err(e), Some(expected)) => {
                 assert!(
                     e.contains(expected),
@@ -624,36 +1460,233 @@ mod tests {
         }
     }
 
-    /// Each vendor refusal of the issue, and the nearest accepted requests.
+    /// (case, beta headers, tools, messages, refusal)
+    type ChangeRow<'a> = (&'a str, &'a [&'a str], &'a str, &'a str, Option<&'a str>);
+
+    /// Each vendor refusal for tool changes by reference, and the nearest accepted requests.
     #[test]
     fn standin_refuses_the_documented_tool_change_faults_and_accepts_the_rest() {
-        // (case, beta header, tools, messages, refusal)
+        const IN: &str = INLINE_BETA;
         #[rustfmt::skip]
-        let rows = [
-            ("addition at the end, after a user turn", true, "a b* c*", "u S(+b)", None),
-            ("addition before an assistant turn", true, "a b* c*", "u S(+b) a", None),
-            ("addition after a later user turn", true, "a b* c*", "u a u S(+b)", None),
-            ("removal of a non-deferred declaration", true, "a b* c*", "u S(-a)", None),
-            ("an added tool removed and added again", true, "a b*", "u S(+b,-b,+b)", None),
-            ("no beta header", false, "a b*", "u S(+b)", Some("requires the")),
-            ("addition of a non-deferred declaration", true, "a b*", "u S(+a)", Some("tool_addition of `a`")),
-            ("addition of an undeclared tool", true, "a b*", "u S(+z)", Some("tool_addition of `z`")),
-            ("addition of a tool already offered", true, "a b*", "u S(+b) a u S(+b)", Some("tool_addition of `b`")),
-            ("removal of a deferred tool never added", true, "a b*", "u S(-b)", Some("tool_removal of `b`")),
-            ("removal of a removed tool", true, "a b*", "u S(-a,-a)", Some("tool_removal of `a`")),
-            ("removal of an undeclared tool", true, "a b*", "u S(-z)", Some("tool_removal of `z`")),
-            ("system message followed by a user message", true, "a b*", "u S(+b) u", Some("followed by an assistant")),
+        let rows: &[ChangeRow] = &[
+            ("addition at the end, after a user turn", &[BETA], "a b* c*", "u S(+b)", None),
+            ("addition before an assistant turn", &[BETA], "a b* c*", "u S(+b) a", None),
+            ("addition after a later user turn", &[BETA], "a b* c*", "u a u S(+b)", None),
+            ("addition under the inline beta alone", &[IN], "a b* c*", "u S(+b)", None),
+            ("addition under both betas", &[BETA, IN], "a b* c*", "u S(+b)", None),
+            ("removal of a non-deferred declaration", &[BETA], "a b* c*", "u S(-a)", None),
+            ("an added tool removed and added again", &[BETA], "a b*", "u S(+b,-b,+b)", None),
+            // v4: an addition re-offers a tool a removal withdrew, non-deferred ones included.
+            ("a removed non-deferred declaration re-offered", &[BETA], "a b*", "u S(-a) a u S(+a)", None),
+            ("no beta header", &[], "a b*", "u S(+b)", Some("requires the")),
+            ("only an unrelated beta", &[BINDING_BETA], "a b*", "u S(+b)", Some("requires the")),
+            ("addition of an offered non-deferred declaration", &[BETA], "a b*", "u S(+a)", Some("tool_addition of `a`, which is already offered")),
+            ("addition of an undeclared tool", &[BETA], "a b*", "u S(+z)", Some("tool_addition of `z`, which names no tool declared in `tools` or defined earlier [tool_reference_unresolved]")),
+            ("addition of a tool already offered", &[BETA], "a b*", "u S(+b) a u S(+b)", Some("tool_addition of `b`, which is already offered")),
+            ("removal of a deferred tool never added", &[BETA], "a b*", "u S(-b)", Some("tool_removal of `b`, which is not offered")),
+            ("removal of a removed tool", &[BETA], "a b*", "u S(-a,-a)", Some("tool_removal of `a`")),
+            ("removal of an undeclared tool", &[BETA], "a b*", "u S(-z)", Some("tool_removal of `z`, which names no tool declared in `tools` or defined earlier [tool_reference_unresolved]")),
+            ("system message followed by a user message", &[BETA], "a b*", "u S(+b) u", Some("followed by an assistant")),
             // Literally "not directly followed by an assistant message or the end": a system
             // message followed by another one is refused, even right after a user turn.
-            ("two system messages in a row", true, "a b* c*", "u S(+b) S(+c)", Some("followed by an assistant")),
-            ("system message after an assistant turn", true, "a b*", "u a S(+b)", Some("after a user or tool-result turn")),
-            ("system message first", true, "a b*", "S(+b) a", Some("first message")),
-            ("tool change in a user message", true, "a b*", "U(+b)", Some("only allowed in system messages")),
-            ("only deferred declarations", true, "b*", "u", Some("need at least one declaration")),
-            ("two tools with one name", true, "a a", "u", Some("unique")),
+            ("two system messages in a row", &[BETA], "a b* c*", "u S(+b) S(+c)", Some("followed by an assistant")),
+            ("system message after an assistant turn", &[BETA], "a b*", "u a S(+b)", Some("after a user or tool-result turn")),
+            ("system message first", &[BETA], "a b*", "S(+b) a", Some("first message")),
+            ("tool change in a user message", &[BETA], "a b*", "U(+b)", Some("only allowed in system messages")),
+            ("only deferred declarations", &[BETA], "b*", "u", Some("need at least one declaration")),
+            ("only deferred declarations, no beta", &[], "b*", "u", Some("need at least one declaration")),
+            // SPEC §5.1: the inline beta takes all-deferred (or no) declarations.
+            ("only deferred declarations under the inline beta", &[IN], "b*", "u S(+b)", None),
+            ("two tools with one name", &[BETA], "a a", "u", Some("Tool names must be unique")),
         ];
-        for (name, beta, tool_spec, message_spec, refusal) in rows {
-            expect(name, verdict(beta, &body(tool_spec, message_spec)), refusal);
+        for (name, betas, tool_spec, message_spec, refusal) in rows {
+            expect(
+                name,
+                verdict(betas, &body(tool_spec, message_spec)),
+                *refusal,
+            );
+        }
+    }
+
+    /// Definitions by value: only with the inline beta; replace, re-offer, withhold; checked
+    /// like a `tools` entry.
+    #[test]
+    fn standin_takes_definitions_by_value_only_with_the_inline_beta() {
+        const IN: &str = INLINE_BETA;
+        #[rustfmt::skip]
+        let rows: &[ChangeRow] = &[
+            ("by value under the inline beta", &[IN], "a", "u S(=b)", None),
+            ("by value under both betas", &[BETA, IN], "a", "u S(=b)", None),
+            ("by value under the 07-01 beta alone", &[BETA], "a", "u S(=b)", Some("a tool_definition requires the inline-tools-2026-09-15 beta")),
+            ("by value without a beta", &[], "a", "u S(=b)", Some("requires the")),
+            ("a new definition of an offered tool replaces it", &[IN], "a b", "u S(=b~)", None),
+            ("a new definition of a deferred declaration", &[IN], "a b*", "u S(=b~)", None),
+            ("an identical re-send is a no-op", &[IN], "a", "u S(=b) a u S(=b)", None),
+            ("a by-value tool removed by reference", &[IN], "a", "u S(=b) a u S(-b)", None),
+            ("a removed by-value tool defined again", &[IN], "a", "u S(=b) a u S(-b) a u S(=b~)", None),
+            ("a removed by-value tool re-offered by reference", &[IN], "a", "u S(=b) a u S(-b) a u S(+b)", None),
+            ("an offered by-value tool added by reference", &[IN], "a", "u S(=b) a u S(+b)", Some("tool_addition of `b`, which is already offered")),
+            ("a removal by value", &[IN], "a", "u S(=b) a u S(!b)", Some("tool_removal takes a tool_reference")),
+            ("a removal of a tool never defined", &[IN], "a", "u S(-b)", Some("[tool_reference_unresolved]")),
+            ("a deferred definition surfaced by reference", &[IN], "a", "u S(=b*) a u S(+b)", None),
+            ("a deferred definition removed before it is surfaced", &[IN], "a", "u S(=b*,-b)", Some("tool_removal of `b`, which is not offered")),
+            ("by value over all-deferred declarations", &[IN], "b*", "u S(=c)", None),
+            ("by value over no declarations", &[IN], "", "u S(=c)", None),
+        ];
+        for (name, betas, tool_spec, message_spec, refusal) in rows {
+            expect(
+                name,
+                verdict(betas, &body(tool_spec, message_spec)),
+                *refusal,
+            );
+        }
+
+        let with_definition = |definition: Value| {
+            let mut v = body("a", "u S(=b)");
+            v["messages"][1]["content"][0]["tool"]["definition"] = definition;
+            v
+        };
+        let full = json!({
+            "name": "b", "description": "b", "input_schema": {"type": "object"},
+            "defer_loading": false, "strict": true, "input_examples": [{}],
+            "eager_input_streaming": true
+        });
+        #[rustfmt::skip]
+        let rows = [
+            ("a definition with every tool key", full, None),
+            ("a definition without a root object", json!({"name": "b", "input_schema": {}}), Some("messages.1.content.0.tool.definition.custom.input_schema.type: Field required")),
+            ("a definition with a key the API does not take", json!({"name": "b", "input_schema": {"type": "object"}, "title": "B"}), Some("messages.1.content.0.tool.definition.custom.title: Extra inputs are not permitted")),
+            ("a definition with a bad name", json!({"name": "b c", "input_schema": {"type": "object"}}), Some("definition.custom.name: String should match pattern")),
+        ];
+        for (name, definition, refusal) in rows {
+            expect(name, verdict(&[IN], &with_definition(definition)), refusal);
+        }
+    }
+
+    /// `cache_control` never on a deferred tool, and on a by-value block or inside its
+    /// definition, not both (Claude models; DeepSeek ignores `cache_control`).
+    #[test]
+    fn standin_refuses_cache_control_on_deferred_tools_and_twice_on_a_definition() {
+        let cc = json!({"type": "ephemeral"});
+        let model = |v: &mut Value, m: &str| v["model"] = json!(m);
+        let on_tool = |i: usize, deferred: bool, m: &str| {
+            let mut v = body("a b", "u");
+            model(&mut v, m);
+            v["tools"][i]["cache_control"] = cc.clone();
+            if deferred {
+                v["tools"][i]["defer_loading"] = json!(true);
+            }
+            v
+        };
+        let by_value = |deferred: bool, on_block: bool, in_definition: bool| {
+            let mut v = body("a", if deferred { "u S(=b*)" } else { "u S(=b)" });
+            model(&mut v, "claude-opus-5");
+            let block = &mut v["messages"][1]["content"][0];
+            if on_block {
+                block["cache_control"] = cc.clone();
+            }
+            if in_definition {
+                block["tool"]["definition"]["cache_control"] = cc.clone();
+            }
+            v
+        };
+        let mut ttl = on_tool(0, false, "claude-opus-5");
+        ttl["tools"][0]["cache_control"]["ttl"] = json!("1h");
+        let mut bad_ttl = ttl.clone();
+        bad_ttl["tools"][0]["cache_control"]["ttl"] = json!("2h");
+        let mut bad_type = ttl.clone();
+        bad_type["tools"][0]["cache_control"] = json!({"type": "persistent"});
+        #[rustfmt::skip]
+        let rows = [
+            ("on a non-deferred tool", on_tool(0, false, "claude-opus-5"), None),
+            ("on a deferred tool", on_tool(1, true, "claude-opus-5"), Some("tools.1.custom: A deferred tool can't carry `cache_control`.")),
+            ("on a deferred tool, DeepSeek", on_tool(1, true, "deepseek-flash"), None),
+            ("with a one-hour ttl", ttl, None),
+            ("with another ttl", bad_ttl, Some("tools.0.custom.cache_control.ttl: Input should be '5m' or '1h'")),
+            ("of another type", bad_type, Some("tools.0.custom.cache_control.type: Input should be 'ephemeral'")),
+            ("in a by-value definition", by_value(false, false, true), None),
+            ("on a by-value block", by_value(false, true, false), None),
+            ("in a deferred by-value definition", by_value(true, false, true), Some("messages.1.content.0.tool.definition: A deferred definition can't carry `cache_control`.")),
+            ("on the block of a deferred definition", by_value(true, true, false), None),
+            ("on a by-value block and in its definition", by_value(false, true, true), Some("messages.1.content.0: `cache_control` goes on the block or in the definition, not both.")),
+        ];
+        for (name, v, refusal) in rows {
+            expect(name, verdict(&[INLINE_BETA], &v), refusal);
+        }
+    }
+
+    /// Forced `tool_choice` on the models the vendor documents (Fable 5.2 / Mythos 5.2
+    /// inferred), `auto` and `none` everywhere, forced choices elsewhere.
+    #[test]
+    fn standin_refuses_forced_tool_choice_on_the_models_that_do_not_take_it() {
+        let choice = |model: &str, choice: Value| {
+            let mut v = body("a", "u");
+            v["model"] = json!(model);
+            v["tool_choice"] = choice;
+            v
+        };
+        let forced = [json!({"type": "any"}), json!({"type": "tool", "name": "a"})];
+        let free = [json!({"type": "auto"}), json!({"type": "none"})];
+        for model in FORCED_TOOL_CHOICE_REFUSED
+            .iter()
+            .copied()
+            .chain(["claude-opus-5-5-20260922"])
+        {
+            for c in &forced {
+                let name = format!("{model} {c}");
+                let got = verdict(&[], &choice(model, c.clone()));
+                assert_eq!(got, Err(FORCED_TOOL_CHOICE_MESSAGE.to_owned()), "{name}");
+            }
+            for c in &free {
+                expect(
+                    &format!("{model} {c}"),
+                    verdict(&[], &choice(model, c.clone())),
+                    None,
+                );
+            }
+        }
+        for model in [
+            "claude-opus-5",
+            "claude-haiku-5-5",
+            "claude-opus-5-50",
+            "deepseek-flash",
+        ] {
+            for c in &forced {
+                expect(
+                    &format!("{model} {c}"),
+                    verdict(&[], &choice(model, c.clone())),
+                    None,
+                );
+            }
+        }
+        #[rustfmt::skip]
+        let rows = [
+            ("a choice without a type", choice("claude-opus-5", json!({})), Some("tool_choice.type: Field required")),
+            ("a tool choice without a name", choice("claude-opus-5", json!({"type": "tool"})), Some("tool_choice.tool.name: Field required")),
+        ];
+        for (name, v, refusal) in rows {
+            expect(name, verdict(&[], &v), refusal);
+        }
+    }
+
+    /// A request that ends with an assistant message, on Claude models.
+    #[test]
+    fn standin_refuses_assistant_prefill_on_claude_models() {
+        let on = |model: &str, spec: &str| {
+            let mut v = body("a b*", spec);
+            v["model"] = json!(model);
+            v
+        };
+        #[rustfmt::skip]
+        let rows = [
+            ("ends with an assistant message", on("claude-opus-5", "u a"), Some(PREFILL_MESSAGE)),
+            ("ends with an assistant message, binding model", on("claude-haiku-5-5", "u a u a"), Some(PREFILL_MESSAGE)),
+            ("ends with a user message", on("claude-opus-5", "u a u"), None),
+            ("ends with a system message after a user turn", on("claude-opus-5", "u a u S(+b)"), None),
+            ("ends with an assistant message, DeepSeek", on("deepseek-flash", "u a"), None),
+        ];
+        for (name, v, refusal) in rows {
+            expect(name, verdict(&[BETA], &v), refusal);
         }
     }
 
@@ -661,10 +1694,8 @@ mod tests {
     #[test]
     fn standin_refuses_bodies_the_messages_api_does_not_take() {
         let user = messages("u");
-        let mut titled = tools("a");
-        titled[0]["title"] = json!("A");
         let empty_text = json!([{"role": "user", "content": [{"type": "text", "text": ""}]}]);
-        let untyped_schema = json!([{"name": "a", "description": "a", "input_schema": {}}]);
+        let thinking_from_user = json!([{"role": "user", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}]}]);
         #[rustfmt::skip]
         let rows = [
             ("accepted", json!({"model": "m", "max_tokens": 8, "system": "S", "messages": user}), None),
@@ -672,32 +1703,543 @@ mod tests {
             ("no model", json!({"max_tokens": 8, "messages": user}), Some("model")),
             ("no messages", json!({"model": "m", "max_tokens": 8, "messages": []}), Some("messages")),
             ("system as blocks", json!({"model": "m", "max_tokens": 8, "system": [], "messages": user}), Some("system")),
-            ("a tool key the API does not take", json!({"model": "m", "max_tokens": 8, "tools": titled, "messages": user}), Some("extra inputs")),
-            ("an input schema without type object", json!({"model": "m", "max_tokens": 8, "tools": untyped_schema, "messages": user}), Some("input_schema.type")),
             ("an empty text block", json!({"model": "m", "max_tokens": 8, "messages": empty_text}), Some("non-empty")),
+            ("a thinking block in a user message", json!({"model": "m", "max_tokens": 8, "messages": thinking_from_user}), Some("only allowed in assistant messages")),
+            ("a top-level cache_control", json!({"model": "m", "max_tokens": 8, "cache_control": {"type": "ephemeral"}, "messages": user}), None),
+            ("a top-level cache_control of another type", json!({"model": "m", "max_tokens": 8, "cache_control": {"type": "x"}, "messages": user}), Some("cache_control.type")),
+            ("an unknown thinking type", json!({"model": "m", "max_tokens": 8, "thinking": {"type": "on"}, "messages": user}), Some("thinking.type")),
         ];
         for (name, v, refusal) in rows {
-            expect(name, verdict(false, &v), refusal);
+            expect(name, verdict(&[], &v), refusal);
+        }
+    }
+
+    /// A tool schema needs a root `"type": "object"`; the tool keys the vendor takes are taken.
+    #[test]
+    fn standin_refuses_tool_schemas_without_a_root_object_and_takes_the_vendor_tool_keys() {
+        let with = |key: &str, value: Value| {
+            let mut v = body("a", "u");
+            v["model"] = json!("claude-opus-5");
+            if key == "input_schema" && value.is_null() {
+                v["tools"][0].as_object_mut().unwrap().remove(key);
+            } else {
+                v["tools"][0][key] = value;
+            }
+            v
+        };
+        let schema = |s: Value| with("input_schema", s);
+        #[rustfmt::skip]
+        let rows = [
+            ("a root object", schema(json!({"type": "object", "properties": {}})), None),
+            ("an empty schema", schema(json!({})), Some("tools.0.custom.input_schema.type: Field required")),
+            ("a schema without a type", schema(json!({"properties": {}})), Some("tools.0.custom.input_schema.type: Field required")),
+            ("a root string", schema(json!({"type": "string"})), Some("tools.0.custom.input_schema.type: Input should be 'object'")),
+            ("no schema", schema(Value::Null), Some("tools.0.custom.input_schema: Field required")),
+            ("a schema that is not an object", schema(json!("object")), Some("tools.0.custom.input_schema: Input should be a valid dictionary")),
+            ("strict", with("strict", json!(true)), None),
+            ("strict, not a boolean", with("strict", json!("yes")), Some("tools.0.custom.strict: Input should be a valid boolean")),
+            ("input_examples", with("input_examples", json!([{"arg": "x"}])), None),
+            ("input_examples, not a list", with("input_examples", json!({})), Some("tools.0.custom.input_examples: Input should be a valid list")),
+            ("eager_input_streaming", with("eager_input_streaming", json!(true)), None),
+            ("cache_control", with("cache_control", json!({"type": "ephemeral"})), None),
+            ("allowed_callers", with("allowed_callers", json!(["direct"])), None),
+            ("defer_loading false", with("defer_loading", json!(false)), None),
+            ("type custom", with("type", json!("custom")), None),
+            ("a key the API does not take", with("title", json!("A")), Some("tools.0.custom.title: Extra inputs are not permitted")),
+            ("a name of 128 characters", with("name", json!("n".repeat(128))), None),
+            ("a name of 129 characters", with("name", json!("n".repeat(129))), Some("tools.0.custom.name: String should match pattern")),
+        ];
+        for (name, v, refusal) in rows {
+            expect(name, verdict(&[], &v), refusal);
         }
     }
 
     /// SPEC §9 segments: non-deferred tools, a fixed section when any declaration is deferred,
-    /// `system`, each message, as raw bytes.
+    /// `system`, each message, as raw bytes; a by-value definition is part of its message; a
+    /// dropped block is cut out of its message, every other byte kept.
     #[test]
     fn standin_cuts_bodies_into_spec_9_segments() {
         let body = r#"{"model":"m","max_tokens":1,"system":"S","tools":[{"name":"a"},{"name":"b","defer_loading":true},{"name":"c"}],"messages":[{"role":"user","content":"hi"}]}"#;
         let v: Value = serde_json::from_str(body).unwrap();
         assert_eq!(
-            String::from_utf8(segments(body, &v, 3).unwrap()).unwrap(),
+            String::from_utf8(segments(body, &v, 3, &[]).unwrap()).unwrap(),
             r#"{"name":"a"}{"name":"c"}###"S"{"role":"user","content":"hi"}"#
         );
         let plain = r#"{"tools":[{"name":"a"}],"messages":[]}"#;
         let v: Value = serde_json::from_str(plain).unwrap();
-        assert_eq!(segments(plain, &v, 3).unwrap(), br#"{"name":"a"}"#);
+        assert_eq!(segments(plain, &v, 3, &[]).unwrap(), br#"{"name":"a"}"#);
+
+        let inline = r#"{"tools":[{"name":"a"}],"messages":[{"role":"user","content":"hi"},{"role":"system","content":[{"type":"tool_addition","tool":{"type":"tool_definition","definition":{"name":"b"}}}]}]}"#;
+        let v: Value = serde_json::from_str(inline).unwrap();
+        assert_eq!(
+            String::from_utf8(segments(inline, &v, 3, &[]).unwrap()).unwrap(),
+            r#"{"name":"a"}{"role":"user","content":"hi"}{"role":"system","content":[{"type":"tool_addition","tool":{"type":"tool_definition","definition":{"name":"b"}}}]}"#,
+            "the definition stays in its message"
+        );
+
+        let thinking = r#"{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"text","text":"ok"},{"type":"thinking","thinking":"u","signature":"v"}]}]}"#;
+        let v: Value = serde_json::from_str(thinking).unwrap();
+        assert_eq!(
+            String::from_utf8(segments(thinking, &v, 0, &[(1, 0), (1, 2)]).unwrap()).unwrap(),
+            r#"{"role":"user","content":"hi"}{"role":"assistant","content":[{"type":"text","text":"ok"}]}"#
+        );
     }
 
-    fn wire(body: &Value, beta: bool) -> mektpoy::WireRequest {
-        mektpoy::WireRequest::new(body.to_string(), headers(beta))
+    fn exchange_with(session: &str, mut h: Headers, v: &Value) -> Result<Value, String> {
+        h.push((SESSION_HEADER.to_owned(), session.to_owned()));
+        h.push((SECTION_HEADER.to_owned(), "0".to_owned()));
+        answer(&h, &v.to_string()).map_err(|f| f.message)
+    }
+
+    /// One request to the stand-in, without HTTP: the reply, or the refusal's message.
+    fn exchange(session: &str, betas: &[&str], v: &Value) -> Result<Value, String> {
+        exchange_with(session, headers(betas), v)
+    }
+
+    fn cached(reply: &Value) -> u64 {
+        reply["mektpoy"]["cached_bytes"].as_u64().unwrap()
+    }
+
+    fn total(reply: &Value) -> u64 {
+        reply["mektpoy"]["total_bytes"].as_u64().unwrap()
+    }
+
+    /// Claude models read the cache only when a request asks for it; DeepSeek always does.
+    #[test]
+    fn standin_reads_the_cache_only_when_a_claude_request_asks_for_it() {
+        let request = |model: &str, spec: &str, top: bool, on_block: bool| {
+            let mut v = body("a", spec);
+            v["model"] = json!(model);
+            if top {
+                v["cache_control"] = json!({"type": "ephemeral"});
+            }
+            if on_block {
+                v["messages"][0]["content"][0]["cache_control"] = json!({"type": "ephemeral"});
+            }
+            v
+        };
+        let run = |session: &str, model: &str, top: bool, on_block: bool| {
+            let first = exchange(session, &[], &request(model, "u", top, on_block)).unwrap();
+            let second = exchange(session, &[], &request(model, "u a u", top, on_block)).unwrap();
+            (total(&first), cached(&first), cached(&second))
+        };
+
+        let (_, first, second) = run("standin-cache-none", "claude-opus-5", false, false);
+        assert_eq!((first, second), (0, 0), "no cache_control: nothing cached");
+        // The session's earlier requests wrote nothing: the first request asking for caching
+        // finds nothing either.
+        let third = exchange(
+            "standin-cache-none",
+            &[],
+            &request("claude-opus-5", "u a u a u", true, false),
+        )
+        .unwrap();
+        assert_eq!(cached(&third), 0);
+
+        let (total, first, second) = run("standin-cache-top", "claude-opus-5", true, false);
+        assert_eq!((first, second), (0, total), "top-level cache_control");
+        let (total, first, second) = run("standin-cache-block", "claude-opus-5", false, true);
+        assert_eq!((first, second), (0, total), "cache_control on a block");
+        let (total, first, second) = run("standin-cache-deepseek", "deepseek-flash", false, false);
+        assert_eq!((first, second), (0, total), "DeepSeek caches by itself");
+    }
+
+    const BINDING_MODEL: &str = "claude-fable-5-2";
+
+    fn user(text: &str) -> Value {
+        json!({"role": "user", "content": [{"type": "text", "text": text}]})
+    }
+
+    fn chat(messages: &[Value]) -> Value {
+        json!({
+            "model": BINDING_MODEL, "max_tokens": 8, "cache_control": {"type": "ephemeral"},
+            "system": "S", "tools": tools("a"), "messages": messages
+        })
+    }
+
+    fn assistant(reply: &Value) -> Value {
+        json!({"role": "assistant", "content": reply["content"]})
+    }
+
+    /// `turns` accepted exchanges on `session`, each sending the whole history back with its
+    /// thinking: `u0 a1 u1 … a{turns} u{turns}`.
+    fn history(session: &str, turns: usize) -> Vec<Value> {
+        let mut messages = vec![user("u0")];
+        for t in 1..=turns {
+            let reply = exchange(session, &[], &chat(&messages)).unwrap();
+            messages.push(assistant(&reply));
+            messages.push(user(&format!("u{t}")));
+        }
+        messages
+    }
+
+    /// `messages` with the thinking blocks of the `n`-th assistant message left out wherever
+    /// `kept[n]` is false.
+    fn keep(messages: &[Value], kept: &[bool]) -> Vec<Value> {
+        let mut n = 0;
+        messages
+            .iter()
+            .map(|m| {
+                if role(m) != Some("assistant") {
+                    return m.clone();
+                }
+                n += 1;
+                if kept[n - 1] {
+                    return m.clone();
+                }
+                let content: Vec<Value> = m["content"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|b| !is_thinking(b))
+                    .cloned()
+                    .collect();
+                json!({"role": "assistant", "content": content})
+            })
+            .collect()
+    }
+
+    fn drop_block(mut v: Value) -> Value {
+        v["thinking"] = json!({"type": "adaptive", "block_binding": {"prefix_mismatch_behavior": "drop_block"}});
+        v
+    }
+
+    /// Binding models answer with a signed thinking block, then the text; other models, and a
+    /// request with thinking disabled, with the text alone.
+    #[test]
+    fn standin_answers_with_a_signed_thinking_block_on_models_that_bind_thinking() {
+        let reply = exchange("standin-answer-1", &[], &chat(&[user("u0")])).unwrap();
+        let content = reply["content"].as_array().unwrap();
+        assert_eq!(content.len(), 2, "{reply}");
+        assert_eq!(content[0]["type"], "thinking");
+        assert_eq!(content[0]["thinking"], "Thinking about request 1.");
+        let signature = content[0]["signature"].as_str().unwrap();
+        assert!(
+            signature.len() == 24 && signature.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{signature}: a hash and a counter, in hex"
+        );
+        assert_eq!(content[1], json!({"type": "text", "text": "ok 1"}));
+        assert!(
+            reply.get("input_transformations").is_none(),
+            "no binding beta"
+        );
+
+        let mut other = chat(&[user("u0")]);
+        other["model"] = json!("claude-opus-5");
+        let reply = exchange("standin-answer-2", &[], &other).unwrap();
+        assert_eq!(reply["content"], json!([{"type": "text", "text": "ok 1"}]));
+
+        let mut disabled = chat(&[user("u0")]);
+        disabled["thinking"] = json!({"type": "disabled"});
+        let reply = exchange("standin-answer-3", &[], &disabled).unwrap();
+        assert_eq!(reply["content"], json!([{"type": "text", "text": "ok 1"}]));
+
+        let mut h = headers(&[BINDING_BETA]);
+        h.push((REDACTED_HEADER.to_owned(), "true".to_owned()));
+        let reply = exchange_with("standin-answer-4", h, &chat(&[user("u0")])).unwrap();
+        let types: Vec<&Value> = reply["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| &b["type"])
+            .collect();
+        assert_eq!(types, ["thinking", "redacted_thinking", "text"]);
+        assert_eq!(reply["input_transformations"], json!([]), "binding beta");
+    }
+
+    type Change = fn(&mut Value);
+
+    /// A thinking block sent back after `system`, `tools` or an earlier message changed is
+    /// refused; the same change without the block, or the block without the change, is not.
+    #[test]
+    fn standin_refuses_a_thinking_block_bound_to_another_conversation() {
+        const TOOLS: &str = "`tools` changed after the block was produced.";
+        const SYSTEM: &str = "`system` changed after the block was produced.";
+        const MESSAGE: &str =
+            "A message before the block changed after it was produced, or the block moved.";
+        // (what changed, the change, the sentence naming it)
+        let changes: [(&str, Change, &str); 5] = [
+            ("tools", |v| v["tools"] = tools("a b"), TOOLS),
+            (
+                "a tool's definition",
+                |v| v["tools"][0]["description"] = json!("another"),
+                TOOLS,
+            ),
+            ("system", |v| v["system"] = json!("S2"), SYSTEM),
+            (
+                "no system",
+                |v| {
+                    v.as_object_mut().unwrap().remove("system");
+                },
+                SYSTEM,
+            ),
+            (
+                "the first user message",
+                |v| v["messages"][0] = user("u0, edited"),
+                MESSAGE,
+            ),
+        ];
+        for (n, (what, change, reason)) in changes.into_iter().enumerate() {
+            let session = format!("standin-bound-{n}");
+            let messages = history(&session, 1);
+            let mut changed = chat(&messages);
+            change(&mut changed);
+            let got = exchange(&session, &[], &changed);
+            let expected = format!(
+                "messages.1.content.0: Invalid `signature` in `thinking` block. The block is bound to a different conversation. Remove the block, or set `thinking.block_binding.prefix_mismatch_behavior` to \"drop_block\". That setting requires the thinking-binding-controls-2026-08-01 value in the anthropic-beta header. {reason}"
+            );
+            assert_eq!(got, Err(expected), "{what} changed");
+            let with_beta = exchange(&session, &[BINDING_BETA], &changed).unwrap_err();
+            assert!(
+                with_beta.contains(BOUND_ELSEWHERE) && !with_beta.contains("That setting"),
+                "{what}: with the beta the message does not ask for it: {with_beta}"
+            );
+            expect(what, exchange(&session, &[], &chat(&messages)), None);
+            let mut stripped = chat(&keep(&messages, &[false]));
+            change(&mut stripped);
+            expect(what, exchange(&session, &[], &stripped), None);
+        }
+
+        // Not a change: a cache breakpoint on an earlier block, the string form of a text
+        // content, tool changes after the block.
+        let session = "standin-bound-same";
+        let mut messages = history(session, 1);
+        messages[0]["content"][0]["cache_control"] = json!({"type": "ephemeral"});
+        expect(
+            "a cache breakpoint",
+            exchange(session, &[], &chat(&messages)),
+            None,
+        );
+        messages[0] = json!({"role": "user", "content": "u0"});
+        expect(
+            "text as a string",
+            exchange(session, &[], &chat(&messages)),
+            None,
+        );
+        let mut declared = chat(&messages);
+        declared["tools"] = tools("a b*");
+        expect(
+            "a deferred declaration added to `tools` is a change",
+            exchange(session, &[BETA], &declared),
+            Some("`tools` changed"),
+        );
+        messages.push(json!({"role": "system", "content": [{"type": "tool_removal", "tool": {"type": "tool_reference", "name": "a"}}]}));
+        expect(
+            "a tool change after the block",
+            exchange(session, &[BETA], &chat(&messages)),
+            None,
+        );
+    }
+
+    /// `drop_block` with the beta drops the failing block and every later one, counts none of
+    /// them and lists them in `input_transformations`; `block_binding` needs the beta and an
+    /// adaptive or enabled `thinking`.
+    #[test]
+    fn standin_drops_failing_thinking_blocks_with_drop_block_and_the_beta() {
+        let session = "standin-drop-1";
+        let messages = history(session, 3);
+        let mut changed = chat(&messages);
+        changed["tools"] = tools("a b");
+        let changed = drop_block(changed);
+
+        expect(
+            "drop_block without the beta",
+            exchange(session, &[], &changed),
+            Some("thinking.adaptive.block_binding: Extra inputs are not permitted"),
+        );
+        let mut disabled = changed.clone();
+        disabled["thinking"]["type"] = json!("disabled");
+        expect(
+            "drop_block with thinking disabled",
+            exchange(session, &[BINDING_BETA], &disabled),
+            Some("thinking.disabled.block_binding: Extra inputs are not permitted"),
+        );
+        let mut error = changed.clone();
+        error["thinking"]["block_binding"]["prefix_mismatch_behavior"] = json!("error");
+        expect(
+            "prefix_mismatch_behavior error",
+            exchange(session, &[BINDING_BETA], &error),
+            Some(
+                "messages.1.content.0: Invalid `signature` in `thinking` block. The block is bound to a different conversation.",
+            ),
+        );
+        let mut enabled = changed.clone();
+        enabled["thinking"]["type"] = json!("enabled");
+        let reply = exchange(session, &[BINDING_BETA], &enabled).unwrap();
+        let at = |k: usize| json!({"type": "thinking_dropped", "reason": "prefix_binding_mismatch", "message_index": k, "content_index": 0});
+        assert_eq!(reply["input_transformations"], json!([at(1), at(3), at(5)]));
+        let mut stripped = chat(&keep(&messages, &[false; 3]));
+        stripped["tools"] = tools("a b");
+        let stripped = stripped.to_string();
+        let v: Value = serde_json::from_str(&stripped).unwrap();
+        assert_eq!(
+            total(&reply),
+            segments(&stripped, &v, 0, &[]).unwrap().len() as u64,
+            "dropped blocks are not counted"
+        );
+
+        // Only the block after the change fails: it and every later one are dropped.
+        let session = "standin-drop-2";
+        let mut messages = history(session, 3);
+        messages[2] = user("u1, edited");
+        let reply = exchange(session, &[BINDING_BETA], &drop_block(chat(&messages))).unwrap();
+        assert_eq!(reply["input_transformations"], json!([at(3), at(5)]));
+        // The next request sends them again: dropped again, and so is the new block.
+        messages.push(assistant(&reply));
+        messages.push(user("u4"));
+        let reply = exchange(session, &[BINDING_BETA], &drop_block(chat(&messages))).unwrap();
+        assert_eq!(reply["input_transformations"], json!([at(3), at(5), at(7)]));
+        // Left out instead, together with the later ones, the request is accepted as it is.
+        let kept = keep(&messages, &[true, false, false, false]);
+        let reply = exchange(session, &[BINDING_BETA], &chat(&kept)).unwrap();
+        assert_eq!(reply["input_transformations"], json!([]));
+    }
+
+    /// Kept thinking blocks are an unbroken run of those each was produced after; a block left
+    /// out once stays out.
+    #[test]
+    fn standin_keeps_thinking_blocks_an_unbroken_run_and_a_block_left_out_out() {
+        let gap = "The thinking blocks before it are not the ones it was produced after";
+        #[rustfmt::skip]
+        let rows: [(&str, [bool; 3], Option<&str>); 8] = [
+            ("all kept", [true, true, true], None),
+            ("a leading run left out", [false, true, true], None),
+            ("a trailing run left out", [true, true, false], None),
+            ("both ends left out", [false, true, false], None),
+            ("one kept at the end", [false, false, true], None),
+            ("all left out", [false, false, false], None),
+            ("a gap", [true, false, true], Some(gap)),
+            ("a gap, refused at the block after it", [true, false, true], Some("messages.5.content.0: Invalid `signature` in `thinking` block. The block is bound to a different conversation.")),
+        ];
+        for (n, (name, kept, refusal)) in rows.iter().enumerate() {
+            let session = format!("standin-run-{n}");
+            let messages = history(&session, 3);
+            expect(
+                name,
+                exchange(&session, &[], &chat(&keep(&messages, kept))),
+                *refusal,
+            );
+        }
+        let session = "standin-run-drop";
+        let messages = history(session, 3);
+        let reply = exchange(
+            session,
+            &[BINDING_BETA],
+            &drop_block(chat(&keep(&messages, &[true, false, true]))),
+        )
+        .unwrap();
+        assert_eq!(
+            reply["input_transformations"],
+            json!([{"type": "thinking_dropped", "reason": "prefix_binding_mismatch", "message_index": 5, "content_index": 0}]),
+            "drop_block drops the block after the gap"
+        );
+
+        // A block left out once is never sent again.
+        let session = "standin-run-out";
+        let messages = history(session, 3);
+        let leading = chat(&keep(&messages, &[false, true, true]));
+        expect("leading run out", exchange(session, &[], &leading), None);
+        expect(
+            "put back",
+            exchange(session, &[], &chat(&messages)),
+            Some(
+                "messages.1.content.0: Invalid `signature` in `thinking` block. The block is bound to a different conversation. Remove the block, or set `thinking.block_binding.prefix_mismatch_behavior` to \"drop_block\". That setting requires the thinking-binding-controls-2026-08-01 value in the anthropic-beta header. The block was left out of an earlier request",
+            ),
+        );
+        expect("still out", exchange(session, &[], &leading), None);
+
+        // A trailing run left out, then the conversation goes on: the new block was produced
+        // after it, so leaving the run out is still unbroken; putting it back is refused.
+        let session = "standin-run-trailing";
+        let mut messages = keep(&history(session, 3), &[true, true, false]);
+        let reply = exchange(session, &[], &chat(&messages)).unwrap();
+        messages.push(assistant(&reply));
+        messages.push(user("u4"));
+        expect(
+            "a block produced after a trailing run was left out",
+            exchange(session, &[], &chat(&messages)),
+            None,
+        );
+        let session = "standin-run-back";
+        let full = history(session, 3);
+        let mut messages = keep(&full, &[true, true, false]);
+        let reply = exchange(session, &[], &chat(&messages)).unwrap();
+        messages[5] = full[5].clone();
+        messages.push(assistant(&reply));
+        messages.push(user("u4"));
+        expect(
+            "the left-out block put back before a block produced without it",
+            exchange(session, &[], &chat(&messages)),
+            Some("messages.5.content.0: Invalid `signature`"),
+        );
+    }
+
+    /// A block the session did not produce, or changed since, does not verify, whatever
+    /// `prefix_mismatch_behavior` says; `redacted_thinking` is checked like `thinking`.
+    #[test]
+    fn standin_refuses_a_changed_or_foreign_thinking_block_whatever_drop_block_says() {
+        let session = "standin-tamper-1";
+        let messages = history(session, 1);
+        let mut edited = messages.clone();
+        edited[1]["content"][0]["thinking"] = json!("Something else.");
+        let mut foreign = messages.clone();
+        foreign[1]["content"][0]["signature"] = json!("00000000000000000000ffff");
+        for (name, m) in [
+            ("edited thinking", &edited),
+            ("foreign signature", &foreign),
+        ] {
+            for (betas, v) in [
+                (&[][..], chat(m)),
+                (&[BINDING_BETA][..], drop_block(chat(m))),
+            ] {
+                let got = exchange(session, betas, &v);
+                assert_eq!(
+                    got,
+                    Err(
+                        "messages.1.content.0: Invalid `signature` in `thinking` block.".to_owned()
+                    ),
+                    "{name}"
+                );
+            }
+        }
+        expect("unchanged", exchange(session, &[], &chat(&messages)), None);
+
+        let mut h = headers(&[]);
+        h.push((REDACTED_HEADER.to_owned(), "true".to_owned()));
+        let session = "standin-tamper-2";
+        let reply = exchange_with(session, h, &chat(&[user("u0")])).unwrap();
+        let messages = vec![user("u0"), assistant(&reply), user("u1")];
+        let mut edited = messages.clone();
+        edited[1]["content"][1]["data"] = json!("AAAA");
+        expect(
+            "edited redacted_thinking",
+            exchange(session, &[], &chat(&edited)),
+            Some("messages.1.content.1: Invalid `data` in `redacted_thinking` block."),
+        );
+        // Its thinking block left out (a leading run), the redacted block still binds `system`.
+        let mut without_thinking = messages.clone();
+        without_thinking[1]["content"]
+            .as_array_mut()
+            .unwrap()
+            .remove(0);
+        let mut changed = chat(&without_thinking);
+        changed["system"] = json!("S2");
+        expect(
+            "redacted_thinking after a system change",
+            exchange(session, &[], &changed),
+            Some(
+                "messages.1.content.0: Invalid `data` in `redacted_thinking` block. The block is bound to a different conversation.",
+            ),
+        );
+        expect(
+            "redacted_thinking sent back unchanged",
+            exchange(session, &[], &chat(&without_thinking)),
+            None,
+        );
+    }
+
+    fn wire(body: &Value, betas: &[&str]) -> mektpoy::WireRequest {
+        mektpoy::WireRequest::new(body.to_string(), headers(betas))
     }
 
     /// Over HTTP: a refusal is a 400 that leaves the session's cache state alone; sessions do
@@ -707,17 +2249,17 @@ mod tests {
         let one = body("a b*", "u");
         let two = body("a b*", "u S(+b)");
 
-        let first = send("standin-http-1", 0, &wire(&one, false)).unwrap();
+        let first = send("standin-http-1", 0, &wire(&one, &[])).unwrap();
         assert_eq!(first.usage.cached_bytes, 0);
         assert_eq!(first.text, "ok 1", "the session's first accepted request");
-        let refused = send("standin-http-1", 0, &wire(&two, false)).unwrap_err();
+        let refused = send("standin-http-1", 0, &wire(&two, &[])).unwrap_err();
         assert_eq!(refused.status, 400, "{}", refused.message);
         assert!(
             refused.message.contains("requires the"),
             "{}",
             refused.message
         );
-        let second = send("standin-http-1", 0, &wire(&two, true)).unwrap();
+        let second = send("standin-http-1", 0, &wire(&two, &[BETA])).unwrap();
         assert_eq!(
             second.usage.cached_bytes, first.usage.total_bytes,
             "the refused request did not replace the cached one"
@@ -731,17 +2273,61 @@ mod tests {
             second.usage.total_bytes.div_ceil(4) - first.usage.total_bytes.div_ceil(4)
         );
 
-        let other = send("standin-http-2", 0, &wire(&one, false)).unwrap();
+        let other = send("standin-http-2", 0, &wire(&one, &[])).unwrap();
         assert_eq!(other.usage.cached_bytes, 0, "another session starts cold");
 
-        let mut broken = wire(&one, false);
+        let mut broken = wire(&one, &[]);
         broken.body = "{".into();
         assert_eq!(send("standin-http-3", 0, &broken).unwrap_err().status, 400);
-        let resized = send("standin-http-2", 512, &wire(&one, false)).unwrap_err();
+        let resized = send("standin-http-2", 512, &wire(&one, &[])).unwrap_err();
         assert!(
             resized.message.contains("test support"),
             "{}",
             resized.message
         );
+
+        let unresolved = send("standin-http-4", 0, &wire(&body("a", "u S(+z)"), &[BETA]));
+        let unresolved = unresolved.unwrap_err();
+        assert_eq!(
+            unresolved.code.as_deref(),
+            Some("tool_reference_unresolved")
+        );
+        assert_eq!(first.input_transformations, Vec::<Value>::new());
+    }
+
+    /// Over HTTP on a binding model: the answer's content goes back as the assistant message;
+    /// a rewrite of `tools` is refused unless `drop_block` drops the block.
+    #[test]
+    fn standin_over_http_binds_thinking_to_the_conversation() {
+        let session = "standin-http-bind";
+        let first = send(session, 0, &wire(&chat(&[user("u0")]), &[])).unwrap();
+        assert_eq!(first.text, "ok 1");
+        assert_eq!(first.content.len(), 2);
+        assert_eq!(first.content[0]["type"], "thinking");
+        assert_eq!(first.usage.cached_bytes, 0);
+        let messages = [user("u0"), first.message(), user("u1")];
+
+        let mut rewritten = chat(&messages);
+        rewritten["tools"] = tools("a b");
+        let refused = send(session, 0, &wire(&rewritten, &[])).unwrap_err();
+        assert_eq!(refused.status, 400);
+        assert!(
+            refused.message.contains(BOUND_ELSEWHERE),
+            "{}",
+            refused.message
+        );
+        let dropped = send(session, 0, &wire(&drop_block(rewritten), &[BINDING_BETA])).unwrap();
+        assert_eq!(dropped.input_transformations.len(), 1);
+
+        let session = "standin-http-bind-2";
+        let first = send(session, 0, &wire(&chat(&[user("u0")]), &[])).unwrap();
+        let second = send(
+            session,
+            0,
+            &wire(&chat(&[user("u0"), first.message(), user("u1")]), &[]),
+        )
+        .unwrap();
+        assert_eq!(second.text, "ok 2");
+        assert_eq!(second.usage.cached_bytes, first.usage.total_bytes);
     }
 }
