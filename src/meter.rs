@@ -204,25 +204,31 @@ const MARKER: &str = "\"cache_control\":";
 /// `text` without its `,"cache_control":{...}` entries. A quote inside a JSON string is
 /// escaped, so the unescaped key can only be a key; its value is a flat object.
 fn without_markers(text: &str) -> Cow<'_, str> {
-    let needle = ",\"cache_control\":{";
-    if !text.contains(needle) {
-        return Cow::Borrowed(text);
+    const KEY: &str = "\"cache_control\":{";
+    if !text.contains(KEY) {
+        return text.into();
     }
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(i) = rest.find(needle) {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + needle.len()..];
-        match after.find('}') {
-            Some(j) => rest = &after[j + 1..],
-            None => {
-                out.push_str(&rest[i..]);
-                rest = "";
-            }
+    while let Some(i) = rest.find(KEY) {
+        let after = &rest[i + KEY.len()..];
+        let Some(j) = after.find('}') else { break };
+        let tail = &after[j + 1..];
+        if rest[..i].ends_with(',') {
+            // `,"cache_control":{...}`: the entry and the comma before it.
+            out.push_str(&rest[..i - 1]);
+            rest = tail;
+        } else if let Some(tail) = tail.strip_prefix(',') {
+            // `{"cache_control":{...},`: the entry and the comma after it.
+            out.push_str(&rest[..i]);
+            rest = tail;
+        } else {
+            out.push_str(&rest[..i]);
+            rest = tail;
         }
     }
     out.push_str(rest);
-    Cow::Owned(out)
+    out.into()
 }
 
 #[derive(Deserialize)]

@@ -244,6 +244,8 @@ struct Produced {
 struct SessionState {
     section: u32,
     previous: Vec<u8>,
+    /// Content blocks of the previous cached request (the lookback counts from its last one).
+    previous_blocks: usize,
     requests: u64,
     /// Thinking blocks produced so far (the signature's counter).
     blocks: u64,
@@ -465,6 +467,7 @@ fn answer(headers: &Headers, body: &str) -> Checked<Value> {
         .or_insert_with(|| SessionState {
             section,
             previous: Vec::new(),
+            previous_blocks: 0,
             requests: 0,
             blocks: 0,
             produced: HashMap::new(),
@@ -487,15 +490,26 @@ fn answer(headers: &Headers, body: &str) -> Checked<Value> {
     // Accepted: from here on the session's state changes.
     let caching = !is_anthropic(model) || asks_caching(&v);
     let total = bytes.len() as u64;
+    let blocks = content_blocks(&v);
     let cached = if caching {
-        let cached = state
+        let common = state
             .previous
             .iter()
             .zip(&bytes)
             .take_while(|(a, b)| a == b)
             .count() as u64;
+        // Automatic caching finds the previous entry only within 20 blocks of the new last
+        // block, unless a block breakpoint marks it; below the model's minimum cacheable
+        // length nothing is cached.
+        let in_window =
+            !is_anthropic(model) || blocks < state.previous_blocks + 20 || has_block_breakpoint(&v);
         state.previous = bytes;
-        cached
+        state.previous_blocks = blocks;
+        if in_window && common.div_ceil(4) >= min_cache_tokens(model) {
+            common
+        } else {
+            0
+        }
     } else {
         0
     };
@@ -581,6 +595,68 @@ fn produce(
 
 /// The request asks for caching: a top-level `cache_control`, or one on a tool, a content
 /// block or a by-value definition.
+/// The vendor's minimum cacheable prompt length, in tokens (prompt-caching page, read
+/// 2026-12-01): 1,024 on Opus 4.8 and Sonnet 5, 512 on the other current Claude models.
+fn min_cache_tokens(model: &str) -> u64 {
+    match model {
+        m if !is_anthropic(m) => 0,
+        "claude-opus-4-8" | "claude-sonnet-5" => 1024,
+        _ => 512,
+    }
+}
+
+/// Content blocks over the messages, in order.
+fn content_blocks(v: &Value) -> usize {
+    v["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| m["content"].as_array().map_or(1, Vec::len))
+        .sum()
+}
+
+/// Whether a message content block carries an explicit `cache_control` breakpoint.
+fn has_block_breakpoint(v: &Value) -> bool {
+    v["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .any(|b| b.get("cache_control").is_some())
+}
+
+/// `text` without its `,"cache_control":{...}` entries: a breakpoint is not part of the prompt,
+/// and the crate moves it from request to request (a quote inside a JSON string is escaped, so
+/// the unescaped key is always a key; its value is a flat object).
+fn without_markers(text: &str) -> String {
+    const KEY: &str = "\"cache_control\":{";
+    if !text.contains(KEY) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(KEY) {
+        let after = &rest[i + KEY.len()..];
+        let Some(j) = after.find('}') else { break };
+        let tail = &after[j + 1..];
+        if rest[..i].ends_with(',') {
+            // `,"cache_control":{...}`: the entry and the comma before it.
+            out.push_str(&rest[..i - 1]);
+            rest = tail;
+        } else if let Some(tail) = tail.strip_prefix(',') {
+            // `{"cache_control":{...},`: the entry and the comma after it.
+            out.push_str(&rest[..i]);
+            rest = tail;
+        } else {
+            out.push_str(&rest[..i]);
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out.into()
+}
+
 fn asks_caching(v: &Value) -> bool {
     let has = |x: &Value| x.get("cache_control").is_some();
     let mut blocks = v["messages"]
@@ -621,7 +697,7 @@ fn segments(
         if is_deferred(&v["tools"][i]) {
             any_deferred = true;
         } else {
-            out.extend_from_slice(tool.get().as_bytes());
+            out.extend_from_slice(without_markers(tool.get()).as_bytes());
         }
     }
     if any_deferred {
@@ -637,9 +713,9 @@ fn segments(
             .map(|&(_, j)| j)
             .collect();
         if drop.is_empty() {
-            out.extend_from_slice(m.get().as_bytes());
+            out.extend_from_slice(without_markers(m.get()).as_bytes());
         } else {
-            out.extend_from_slice(without_blocks(m.get(), &drop)?.as_bytes());
+            out.extend_from_slice(without_markers(&without_blocks(m.get(), &drop)?).as_bytes());
         }
     }
     Ok(out)
@@ -1810,6 +1886,7 @@ mod tests {
         let request = |model: &str, spec: &str, top: bool, on_block: bool| {
             let mut v = body("a", spec);
             v["model"] = json!(model);
+            v["system"] = json!(long_system());
             if top {
                 v["cache_control"] = json!({"type": "ephemeral"});
             }
@@ -1844,16 +1921,60 @@ mod tests {
         assert_eq!((first, second), (0, total), "DeepSeek caches by itself");
     }
 
+    /// Below the model's minimum cacheable length nothing is cached; 20 blocks past the
+    /// previous request's last one, automatic caching no longer finds it unless a block
+    /// breakpoint marks it; a breakpoint is not part of the prompt.
+    #[test]
+    fn standin_models_the_minimum_length_and_the_lookback() {
+        let short = |spec: &str| {
+            let mut v = body("a", spec);
+            v["model"] = json!("claude-opus-5");
+            v["cache_control"] = json!({"type": "ephemeral"});
+            v
+        };
+        let s = "standin-min-length";
+        exchange(s, &[], &short("u")).unwrap();
+        let second = exchange(s, &[], &short("u a u")).unwrap();
+        assert_eq!(cached(&second), 0, "a short prompt is not cached");
+        let mut long = |spec: &str| {
+            let mut v = short(spec);
+            v["system"] = json!(long_system());
+            v
+        };
+        let s = "standin-lookback";
+        let first = exchange(s, &[], &long("u")).unwrap();
+        // 21 blocks after the previous last block, no breakpoint: out of the window.
+        let far = vec!["u a"; 10].join(" ") + " u";
+        let beyond = exchange(s, &[], &long(&far)).unwrap();
+        assert_eq!(cached(&beyond), 0, "past the lookback");
+        assert!(total(&first) > 0);
+        // The same jump with the previous last block marked: found.
+        let farther = vec!["u a"; 20].join(" ") + " u";
+        let mut marked = long(&farther);
+        marked["messages"][20]["content"][0]["cache_control"] = json!({"type": "ephemeral"});
+        let found = exchange(s, &[], &marked).unwrap();
+        assert!(cached(&found) > 0, "a breakpoint marks the entry");
+        // The marker is not part of the prompt: the same request without it is all cached.
+        let unmarked = exchange(s, &[], &long(&farther)).unwrap();
+        assert_eq!(cached(&unmarked), total(&unmarked));
+    }
+
     const BINDING_MODEL: &str = "claude-fable-5-2";
 
     fn user(text: &str) -> Value {
         json!({"role": "user", "content": [{"type": "text", "text": text}]})
     }
 
+    /// A system prompt above the minimum cacheable length of every Claude model (1,024
+    /// tokens), so that what a test caches is not cut by it.
+    fn long_system() -> String {
+        "Be careful. ".repeat(400)
+    }
+
     fn chat(messages: &[Value]) -> Value {
         json!({
             "model": BINDING_MODEL, "max_tokens": 8, "cache_control": {"type": "ephemeral"},
-            "system": "S", "tools": tools("a"), "messages": messages
+            "system": long_system(), "tools": tools("a"), "messages": messages
         })
     }
 
