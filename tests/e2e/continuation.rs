@@ -1,15 +1,39 @@
 //! A tool change on a continuation step right after an assistant message (no user message, no
 //! tool result): the Messages API takes a system message only after a user / tool-result turn,
-//! so the change waits for the next such turn (SPEC §7 queue, departure 7) and every request is
-//! accepted.
+//! so the change waits for the next such turn (SPEC §7 queue, departure 7).
+//!
+//! On DeepSeek flash the continuation is sent as it is (it ends with the assistant's turn) and
+//! the addition follows the next user turn. Claude models refuse a request that ends with an
+//! assistant turn (assistant prefill, SPEC §7): there the crate refuses the continuation before
+//! any I/O (`WireError::AssistantPrefill`), and the next step, with a user message, is accepted
+//! and carries the addition — by reference on `claude-opus-5` as Bedrock and Google Cloud serve
+//! it, by value on the Claude API's `claude-opus-5` and `claude-fable-5-1` (which also gets its
+//! signed thinking back).
 
-use mektpoy::route_for;
+use mektpoy::{Route, WireError, route_for};
+use serde_json::{Value, json};
 
-use crate::agent::{Agent, Reply, tool};
+use crate::agent::{Agent, Reply, Unsent, opus_by_reference, prompt, tool};
 
-fn change_waits_for_the_next_user_turn(key: &str, route: mektpoy::Route) {
+/// The addition block of `search` on `route`'s wire.
+fn search_addition(route: &Route) -> Value {
+    if route.inline_definitions() {
+        json!({"type": "tool_addition", "tool": {"type": "tool_definition", "definition": {
+            "name": "search",
+            "description": "The search test tool.",
+            "input_schema": {"type": "object", "properties": {"arg": {"type": "string"}}}
+        }}})
+    } else {
+        json!({"type": "tool_addition", "tool": {"type": "tool_reference", "name": "search"}})
+    }
+}
+
+fn change_waits_for_the_next_user_turn(key: &str, route: Route) {
+    let prefill = route.assistant_prefill();
+    let addition = search_addition(&route);
+    let binds = route.binds_thinking();
     let mut agent = Agent::new(key, route);
-    let prompt = "You are a headless agent.";
+    let prompt = prompt("You are a headless agent.");
     let read = tool("read", 1, false);
     let search = tool("search", 1, false);
     let refused = |step: u32| {
@@ -20,16 +44,40 @@ fn change_waits_for_the_next_user_turn(key: &str, route: mektpoy::Route) {
 
     let first = agent
         .step(
-            prompt,
+            &prompt,
             std::slice::from_ref(&read),
             Some("Start."),
             Reply::Text,
         )
         .unwrap_or_else(refused(1));
     // The model stopped mid-answer; the loop continues with a new tool and no user message.
-    let second = agent
-        .step(prompt, &[read.clone(), search.clone()], None, Reply::Text)
-        .unwrap_or_else(refused(2));
+    let second = agent.try_step(&prompt, &[read.clone(), search.clone()], None, Reply::Text);
+    let second = match second {
+        Ok(second) => {
+            assert!(
+                prefill,
+                "{key}: the route refuses prefill, the crate must refuse"
+            );
+            second
+        }
+        Err(Unsent::Crate(request, e)) => {
+            assert!(!prefill, "{key}: {e}");
+            assert!(
+                matches!(&e, WireError::AssistantPrefill { message_id } if message_id == "a1"),
+                "{key}: {e:?}"
+            );
+            // Refused again, the same way, however often it is asked.
+            let again = request.to_wire(&agent.route);
+            assert!(
+                matches!(&again, Err(WireError::AssistantPrefill { message_id }) if message_id == "a1"),
+                "{key}: {again:?}"
+            );
+            return next_user_turn_carries_the_addition(
+                key, agent, &prompt, &first, addition, binds,
+            );
+        }
+        Err(Unsent::Refused(r)) => refused(2)(r),
+    };
     assert!(
         !second.wire.body.contains("tool_addition"),
         "{key}: the addition waits; it cannot follow the assistant turn"
@@ -45,7 +93,7 @@ fn change_waits_for_the_next_user_turn(key: &str, route: mektpoy::Route) {
     assert_eq!(second.usage.cached_bytes, first.usage.total_bytes, "{key}");
 
     let third = agent
-        .step(prompt, &[read, search], Some("Go on."), Reply::Text)
+        .step(&prompt, &[read, search], Some("Go on."), Reply::Text)
         .unwrap_or_else(refused(3));
     assert!(
         third.wire.body.ends_with(
@@ -63,14 +111,68 @@ fn change_waits_for_the_next_user_turn(key: &str, route: mektpoy::Route) {
     );
 }
 
+/// After the continuation the crate refused: nothing was sent (the stand-in's next answer is
+/// its second), and the next step, with a user message, carries the addition after that turn
+/// and reads the whole first request from the cache.
+fn next_user_turn_carries_the_addition(
+    key: &str,
+    mut agent: Agent,
+    prompt: &str,
+    first: &crate::agent::Sent,
+    addition: Value,
+    binds: bool,
+) {
+    let tools = [tool("read", 1, false), tool("search", 1, false)];
+    let third = agent
+        .step(prompt, &tools, Some("Go on."), Reply::Text)
+        .unwrap_or_else(|r| panic!("{key} step 3: refused ({}): {}", r.status, r.message));
+    let text = third.content.last().unwrap();
+    assert_eq!(
+        text["text"], "ok 2",
+        "{key}: the refused continuation was never sent"
+    );
+    let body: Value = serde_json::from_str(&third.wire.body).unwrap();
+    let messages = body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "user", "system"], "{key}");
+    assert_eq!(
+        messages[1],
+        json!({"role": "assistant", "content": first.content}),
+        "{key}: the answer goes back as it came"
+    );
+    assert_eq!(
+        messages[3],
+        json!({"role": "system", "content": [addition]}),
+        "{key}: the addition goes out after the next user turn"
+    );
+    if binds {
+        assert_eq!(first.content[0]["type"], "thinking", "{key}");
+        assert_eq!(third.wire.report.thinking_left_out, 0, "{key}");
+    }
+    assert_eq!(third.usage.cached_bytes, first.usage.total_bytes, "{key}");
+}
+
 #[test]
 fn continuation_after_an_assistant_message_defers_the_tool_change_to_the_next_user_turn() {
     change_waits_for_the_next_user_turn(
         "continuation/flash",
         route_for("deepseek", "deepseek-flash"),
     );
+}
+
+#[test]
+fn continuation_after_an_assistant_message_is_refused_before_any_io_on_claude_and_the_next_user_turn_carries_the_change()
+ {
+    change_waits_for_the_next_user_turn("continuation/opus/by-reference", opus_by_reference(true));
     change_waits_for_the_next_user_turn(
         "continuation/opus",
         route_for("anthropic", "claude-opus-5"),
+    );
+    change_waits_for_the_next_user_turn(
+        "continuation/fable-5-1",
+        route_for("anthropic", "claude-fable-5-1"),
     );
 }
