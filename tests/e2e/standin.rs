@@ -654,7 +654,7 @@ fn without_markers(text: &str) -> String {
         }
     }
     out.push_str(rest);
-    out.into()
+    out
 }
 
 fn asks_caching(v: &Value) -> bool {
@@ -1936,7 +1936,7 @@ mod tests {
         exchange(s, &[], &short("u")).unwrap();
         let second = exchange(s, &[], &short("u a u")).unwrap();
         assert_eq!(cached(&second), 0, "a short prompt is not cached");
-        let mut long = |spec: &str| {
+        let long = |spec: &str| {
             let mut v = short(spec);
             v["system"] = json!(long_system());
             v
@@ -1944,7 +1944,7 @@ mod tests {
         let s = "standin-lookback";
         let first = exchange(s, &[], &long("u")).unwrap();
         // 21 blocks after the previous last block, no breakpoint: out of the window.
-        let far = vec!["u a"; 10].join(" ") + " u";
+        let far = ["u a"; 10].join(" ") + " u";
         let beyond = exchange(s, &[], &long(&far)).unwrap();
         assert_eq!(cached(&beyond), 0, "past the lookback");
         assert!(total(&first) > 0);
