@@ -26,6 +26,8 @@ pub enum Reply {
 /// One request of the loop, as sent and as answered.
 #[derive(Debug)]
 pub struct Sent {
+    /// The loop turn (one per step; the answer is message `a{turn}`).
+    pub turn: u64,
     pub request: Request,
     pub path: ProjectionPath,
     pub wire: WireRequest,
@@ -39,7 +41,11 @@ pub struct Sent {
 pub enum Unsent {
     /// The crate refused to build the wire request (`Request::to_wire`): nothing was sent.
     /// The step's batch is in the log; no answer was appended.
-    Crate(Box<Request>, WireError),
+    Crate {
+        request: Box<Request>,
+        path: ProjectionPath,
+        error: WireError,
+    },
     /// The stand-in refused the request.
     Refused(Refused),
 }
@@ -200,7 +206,9 @@ impl Agent {
         let turn = self.turn + 1;
         self.try_step(prompt, tools, user, reply)
             .map_err(|unsent| match unsent {
-                Unsent::Crate(_, e) => panic!("{} step {turn}: to_wire refused: {e}", self.key),
+                Unsent::Crate { error, .. } => {
+                    panic!("{} step {turn}: to_wire refused: {error}", self.key)
+                }
                 Unsent::Refused(r) => r,
             })
     }
@@ -273,7 +281,13 @@ impl Agent {
         drop(projected); // it borrows `request`, which `Sent` takes
         let wire = match request.to_wire(&self.route) {
             Ok(wire) => wire,
-            Err(e) => return Err(Unsent::Crate(Box::new(request), e)),
+            Err(error) => {
+                return Err(Unsent::Crate {
+                    request: Box::new(request),
+                    path,
+                    error,
+                });
+            }
         };
         let answer = if self.redacted {
             let mut asking = wire.clone();
@@ -321,6 +335,7 @@ impl Agent {
             self.session.append(Event::append(result)).unwrap();
         }
         Ok(Sent {
+            turn,
             request,
             path,
             wire,
@@ -342,5 +357,65 @@ impl Agent {
         self.session
             .append(Event::replace(summary, 1, surface.len() - 1))
             .unwrap();
+    }
+}
+
+/// On a route that binds thinking, with the default policy (`StripThinking`, SPEC §7): each
+/// request of `sent` (in order, every request the route sent) leaves out exactly the thinking
+/// blocks of the answers appended before the latest rewriting request (the route's thinking
+/// floor: that request or an earlier one) and sends back every later answer's; each answer
+/// holds `blocks` of them (`thinking`, and `redacted_thinking` when asked for).
+pub fn assert_strip_thinking<'s>(
+    key: &str,
+    sent: impl IntoIterator<Item = &'s Sent>,
+    blocks: usize,
+) {
+    let mut floor = 0;
+    for s in sent {
+        let turn = s.turn;
+        if s.request.rewrite.is_some() {
+            floor = turn;
+        }
+        // The answers on this request's surface, by the turn that produced them.
+        let answers: Vec<u64> = s
+            .request
+            .messages
+            .iter()
+            .filter(|m| m.role() == Role::Assistant)
+            .map(|m| {
+                let signed = m
+                    .content()
+                    .iter()
+                    .filter(|b| match b {
+                        ContentBlock::Reasoning { extra, .. } => extra.contains_key("signature"),
+                        ContentBlock::Other(v) => v["type"] == "redacted_thinking",
+                        _ => false,
+                    })
+                    .count();
+                assert_eq!(signed, blocks, "{key} step {turn}: {} holds", m.id());
+                m.id().strip_prefix('a').unwrap().parse().unwrap()
+            })
+            .collect();
+        let before = answers.iter().filter(|&&t| t < floor).count();
+        let report = &s.wire.report;
+        assert_eq!(
+            report.thinking_left_out,
+            before * blocks,
+            "{key} step {turn}: thinking left out (floor at step {floor})"
+        );
+        if s.request.rewrite.is_some() && before > 0 {
+            assert!(report.thinking_left_out > 0, "{key} step {turn}");
+        }
+        assert!(!report.drop_block, "{key} step {turn}");
+        let body = &s.wire.body;
+        let sent_back = body.matches(r#""type":"thinking""#).count()
+            + body.matches(r#""type":"redacted_thinking""#).count();
+        assert_eq!(
+            sent_back,
+            (answers.len() - before) * blocks,
+            "{key} step {turn}: thinking blocks sent back"
+        );
+        // Every answer starts with the signed block the stand-in bound to this request.
+        assert_eq!(s.content[0]["type"], "thinking", "{key} step {turn}");
     }
 }

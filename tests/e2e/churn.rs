@@ -134,10 +134,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use mektpoy::{ContentBlock, ProjectionPath, Role, SeriesStart, ToolSchema, route_for};
+use mektpoy::{ProjectionPath, SeriesStart, ToolSchema, route_for};
 use serde_json::Value;
 
-use crate::agent::{Agent, Reply, Sent, opus_by_reference, prompt, tool};
+use crate::agent::{Agent, Reply, Sent, assert_strip_thinking, opus_by_reference, prompt, tool};
 
 /// What happens at a step besides its effective tools.
 #[derive(Clone, Copy, Debug)]
@@ -398,65 +398,6 @@ fn changes(row: &Row) -> Vec<String> {
     out
 }
 
-/// On a route that binds thinking: each request leaves out exactly the thinking blocks of the
-/// answers appended before the latest rewriting request (the route's thinking floor, SPEC §7,
-/// `StripThinking`) and sends back every later one; `blocks` thinking blocks per answer.
-fn assert_thinking_policy(key: &str, rows: &[Row], blocks: usize) {
-    let mut floor = 0;
-    for r in rows {
-        if r.sent.request.rewrite.is_some() {
-            floor = r.step;
-        }
-        // The answers on this request's surface, by the turn (= step) that produced them.
-        let answers: Vec<usize> = r
-            .sent
-            .request
-            .messages
-            .iter()
-            .filter(|m| m.role() == Role::Assistant)
-            .map(|m| {
-                let signed = m
-                    .content()
-                    .iter()
-                    .filter(|b| {
-                        matches!(b, ContentBlock::Reasoning { .. })
-                            || matches!(b, ContentBlock::Other(v) if v["type"] == "redacted_thinking")
-                    })
-                    .count();
-                assert_eq!(signed, blocks, "{key} step {}: {} holds", r.step, m.id());
-                m.id().strip_prefix('a').unwrap().parse().unwrap()
-            })
-            .collect();
-        let before = answers.iter().filter(|&&t| t < floor).count();
-        let report = &r.sent.wire.report;
-        assert_eq!(
-            report.thinking_left_out,
-            before * blocks,
-            "{key} step {}: thinking left out (floor at step {floor})",
-            r.step
-        );
-        if r.sent.request.rewrite.is_some() && before > 0 {
-            assert!(report.thinking_left_out > 0, "{key} step {}", r.step);
-        }
-        assert!(!report.drop_block, "{key} step {}", r.step);
-        let body = &r.sent.wire.body;
-        let sent_back = body.matches(r#""type":"thinking""#).count()
-            + body.matches(r#""type":"redacted_thinking""#).count();
-        assert_eq!(
-            sent_back,
-            (answers.len() - before) * blocks,
-            "{key} step {}: thinking blocks sent back",
-            r.step
-        );
-        // Every answer starts with the signed blocks the stand-in bound to this request.
-        assert_eq!(
-            r.sent.content[0]["type"], "thinking",
-            "{key} step {}",
-            r.step
-        );
-    }
-}
-
 #[test]
 fn churn_script_table_matches_the_script() {
     let changed = set(SCRIPT
@@ -691,7 +632,7 @@ fn churn_on_claude_fable_5_1_inline_loses_only_at_the_compaction_and_sends_every
         ],
         "step 40"
     );
-    assert_thinking_policy("churn/claude-fable-5-1", &rows, 2);
+    assert_strip_thinking("churn/claude-fable-5-1", rows.iter().map(|r| &r.sent), 2);
 }
 
 #[test]
@@ -712,5 +653,5 @@ fn churn_on_claude_fable_5_2_without_mode_loses_as_deepseek_v4_pro_and_leaves_ou
     assert_eq!(paths(&rows, ProjectionPath::NoMode).len(), SCRIPT.len());
     // Every loss is a rewrite (`tools`, `system` or the history), and nothing else is.
     assert_eq!(rewrites(&rows), lost_set, "{t}");
-    assert_thinking_policy("churn/claude-fable-5-2", &rows, 2);
+    assert_strip_thinking("churn/claude-fable-5-2", rows.iter().map(|r| &r.sent), 2);
 }

@@ -60,7 +60,9 @@ fn change_waits_for_the_next_user_turn(key: &str, route: Route) {
             );
             second
         }
-        Err(Unsent::Crate(request, e)) => {
+        Err(Unsent::Crate {
+            request, error: e, ..
+        }) => {
             assert!(!prefill, "{key}: {e}");
             assert!(
                 matches!(&e, WireError::AssistantPrefill { message_id } if message_id == "a1"),

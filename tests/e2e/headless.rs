@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::agent::{Agent, Reply, opus_by_reference, prompt, tool};
+use crate::agent::{Agent, Reply, Sent, opus_by_reference, prompt, tool};
 
 /// The parts of a Messages body the scenario compares, as raw bytes.
 #[derive(Deserialize)]
@@ -66,7 +66,7 @@ fn prompt_and_deferred_addition_in_one_step(key: &str, route: Route, search: Sea
     let read = tool("read", 1, false);
     let searched = tool("search", 1, search != Search::New);
     let refused = |what: &'static str| {
-        move |r: crate::standin::Refused| -> crate::agent::Sent {
+        move |r: crate::standin::Refused| -> Sent {
             panic!(
                 "{key}: {what} request refused ({}): {}",
                 r.status, r.message
@@ -178,7 +178,7 @@ fn prompt_and_deferred_addition_in_one_step(key: &str, route: Route, search: Sea
     assert_eq!(w1.system.map(parsed), p1_json, "{key}");
     if !mode {
         let answers = 1 + usize::from(search == Search::DeferredBaseline);
-        no_mode_rewrites(key, &first, &second, &w2, &r1, &r2, &p2, answers);
+        no_mode_rewrites(key, &first, &second, &p2, answers);
         return;
     }
     assert_eq!(second.request.series_start, None, "{key}");
@@ -249,18 +249,13 @@ fn prompt_and_deferred_addition_in_one_step(key: &str, route: Route, search: Sea
 
 /// Without a mode the step rewrites: `system` is P2 (node 0 replaced), `search` is declared
 /// as an ordinary tool in `tools`, no system message goes out, and (the model binds thinking)
-/// the thinking blocks of every earlier answer are left out from here on. The cached prefix ends inside
-/// the tools, below the minimum cacheable length: nothing is read from the cache.
-fn no_mode_rewrites(
-    key: &str,
-    first: &crate::agent::Sent,
-    second: &crate::agent::Sent,
-    w2: &Parts<'_>,
-    r1: &[String],
-    r2: &[String],
-    p2: &str,
-    answers: usize,
-) {
+/// the thinking blocks of every earlier answer (`answers`) are left out from here on. The
+/// cached prefix ends inside the tools, below the minimum cacheable length: nothing is read
+/// from the cache.
+fn no_mode_rewrites(key: &str, first: &Sent, second: &Sent, p2: &str, answers: usize) {
+    let w1: Parts<'_> = serde_json::from_str(&first.wire.body).unwrap();
+    let w2: Parts<'_> = serde_json::from_str(&second.wire.body).unwrap();
+    let (r1, r2) = (raw(&w1.messages), raw(&w2.messages));
     assert_eq!(
         second.request.series_start,
         Some(SeriesStart::PromptReplaced),
