@@ -2,13 +2,18 @@
 //! loopback stand-in that behaves like the provider (issue 6).
 //!
 //! - `standin`: the stand-in provider (`std::net`, 127.0.0.1) and the HTTP client side (`ureq`).
-//! - `agent`: a minimal agent loop over one session and one route.
-//! - `headless`: the design note's scenario, a prompt append and a deferred addition in one step.
-//! - `churn`: a 40-step session with tool churn on four routes, every cache loss derived from the
-//!   spec and asserted exactly.
-//! - `continuation`: a tool change right after an assistant message waits for the next user turn.
-//! - `random_churn`: seeded random churn on every route: always accepted, losses only where the
-//!   spec allows them.
+//! - `agent`: a minimal agent loop over one session and one route: it sends what
+//!   `Request::to_wire` prepared, checks the crate's `Meter` against the stand-in on every
+//!   request, and appends each answer as it came (signed thinking included).
+//! - `headless`: the design note's scenario, a prompt append and a deferred addition in one step,
+//!   by reference, by value and without a mode.
+//! - `churn`: a 40-step session with tool churn on six routes (addition-only, in-history by
+//!   reference with and without the placeholder, no mode, inline definitions, no mode with bound
+//!   thinking), every cache loss derived from SPEC v4 and asserted exactly.
+//! - `continuation`: a tool change right after an assistant message waits for the next user
+//!   turn; on Claude models that continuation is refused before any I/O (assistant prefill).
+//! - `random_churn`: seeded random churn on every route: always accepted (the crate refuses the
+//!   prefill steps on Claude models), losses only where the spec allows them.
 //!
 //! The live test against the real DeepSeek API is `tests/live_deepseek.rs` (ignored by default;
 //! see `docs/live-test.md`).

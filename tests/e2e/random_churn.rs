@@ -221,9 +221,11 @@ fn random_churn_on_in_history_with_placeholder_is_accepted_and_loses_only_where_
     }
 }
 
-/// Without a mode, a request loses the cache exactly when the tool list sent changed, a
-/// request series starts (compaction, prompt replaced; a declaration series changes the tool
-/// list), or the previous request ended with the assistant's turn. On `claude-fable-5-2`,
+/// Without a mode, a request sends the effective tools in order with `deferLoading` cleared
+/// (SPEC §5 rule 1), and loses the cache exactly when that list changed, a request series
+/// starts (compaction, prompt replaced; a declaration series is a definition change, so the
+/// list changed — or only a `deferLoading` flag did, which this route does not send), or the
+/// previous request ended with the assistant's turn. On `claude-fable-5-2`,
 /// which binds thinking, each of those is also a rewrite, and the thinking blocks of the
 /// answers before it are left out from there on; the stand-in accepts every request.
 #[test]
@@ -239,9 +241,43 @@ fn random_churn_without_mode_is_accepted_and_loses_exactly_at_changes() {
             let key = format!("random/{seed}/{key}");
             let binds = route.binds_thinking();
             let rows = run(Agent::new(&key, route), seed);
+            let sent_tools = |r: &Row| -> Vec<(usize, u32)> {
+                r.tools.iter().map(|&(n, v, _)| (n, v)).collect()
+            };
+            for r in &rows {
+                let wire: Vec<Value> = r
+                    .sent
+                    .request
+                    .tools
+                    .iter()
+                    .map(|t| {
+                        serde_json::json!({
+                            "name": t.name(),
+                            "description": t.description(),
+                            "input_schema": t.parameters(),
+                        })
+                    })
+                    .collect();
+                assert_eq!(
+                    r.body()["tools"],
+                    Value::from(wire),
+                    "{key} step {}",
+                    r.step
+                );
+                let logged: Vec<(&str, bool)> = r
+                    .sent
+                    .request
+                    .tools
+                    .iter()
+                    .map(|t| (t.name(), t.defer_loading()))
+                    .collect();
+                let effective: Vec<(&str, bool)> =
+                    r.tools.iter().map(|&(n, _, d)| (NAMES[n], d)).collect();
+                assert_eq!(logged, effective, "{key} step {}", r.step);
+            }
             let expected: BTreeSet<usize> = (1..rows.len())
                 .filter(|&i| {
-                    rows[i].body()["tools"] != rows[i - 1].body()["tools"]
+                    sent_tools(&rows[i]) != sent_tools(&rows[i - 1])
                         || rows[i].request_series()
                         || rows[i - 1].ends_with_assistant
                 })
