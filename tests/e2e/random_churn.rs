@@ -296,8 +296,8 @@ fn random_churn_without_mode_is_accepted_and_loses_exactly_at_changes() {
 
 /// With inline definitions, `tools` and `system` are frozen and every tool change keeps the
 /// prefix within a request series (SPEC §5.1): a request loses the cache only where a request
-/// series starts (a compaction, a prompt node replaced), never rewrites elsewhere, and sends
-/// the `tools` of its series' first request. On `claude-fable-5-1` every answer's signed
+/// series starts (a compaction, a prompt node replaced) — or at the one exception §5.1
+/// documents —, never rewrites elsewhere, and sends the `tools` of its series' first request. On `claude-fable-5-1` every answer's signed
 /// thinking goes back.
 #[test]
 fn random_churn_on_inline_definitions_loses_only_at_request_series_starts() {
@@ -316,8 +316,20 @@ fn random_churn_on_inline_definitions_loses_only_at_request_series_starts() {
             for (i, r) in rows.iter().enumerate().skip(1) {
                 let before = &rows[i - 1];
                 let lost = r.sent.usage.cached_bytes != before.sent.usage.total_bytes;
+                // SPEC §5.1's one documented exception: when the series' declarations hold no
+                // tool without `deferLoading`, the first by-value addition changes the start of
+                // the rendered prompt (the vendor: one full cache miss). Neither the stand-in
+                // nor the meter models that miss (both count a by-value definition as part of
+                // its message), so it does not show here today (seeds 19, 39 and 55 reach the
+                // case); it is excused so that the invariant stays the spec's.
+                let body = r.body();
+                let usable = body["tools"]
+                    .as_array()
+                    .is_some_and(|t| t.iter().any(|t| t["defer_loading"] != true));
+                let by_value = |r: &Row| r.sent.wire.body.contains(r#""type":"tool_definition""#);
+                let exception = !usable && by_value(r) && !by_value(before);
                 assert!(
-                    !lost || r.request_series(),
+                    !lost || r.request_series() || exception,
                     "{key} step {}: lost {} of {} bytes; tools {:?}, series {:?}",
                     r.step,
                     before.sent.usage.total_bytes - r.sent.usage.cached_bytes,
