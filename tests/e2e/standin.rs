@@ -1936,7 +1936,7 @@ mod tests {
         exchange(s, &[], &short("u")).unwrap();
         let second = exchange(s, &[], &short("u a u")).unwrap();
         assert_eq!(cached(&second), 0, "a short prompt is not cached");
-        let mut long = |spec: &str| {
+        let long = |spec: &str| {
             let mut v = short(spec);
             v["system"] = json!(long_system());
             v
