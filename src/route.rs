@@ -546,11 +546,9 @@ const fn listed(claims: &'static [Claim]) -> AnthropicModel {
 /// On the tool-changes list, on the prefix-check list, forced tool choice refused.
 const fn newest(claims: &'static [Claim]) -> AnthropicModel {
     AnthropicModel {
-        tool_changes: true,
         binds: true,
         forced_tool_choice: false,
-        min_cache_tokens: 512,
-        claims,
+        ..listed(claims)
     }
 }
 
