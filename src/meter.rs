@@ -201,8 +201,9 @@ struct Content<'a> {
 /// The key the serializers write for a cache breakpoint.
 const MARKER: &str = "\"cache_control\":";
 
-/// `text` without its `,"cache_control":{...}` entries. A quote inside a JSON string is
-/// escaped, so the unescaped key can only be a key; its value is a flat object.
+/// `text` without its `"cache_control":{...}` entries (and the comma that joins each to its
+/// neighbour). A quote inside a JSON string is escaped, so the unescaped key can only be a
+/// key; its value is a flat object.
 fn without_markers(text: &str) -> Cow<'_, str> {
     const KEY: &str = "\"cache_control\":{";
     if !text.contains(KEY) {
@@ -499,6 +500,26 @@ mod tests {
             r#"{{"model":"m",{top}"messages":[{{"role":"user","content":[{}]}}]}}"#,
             blocks.join(",")
         )
+    }
+
+    #[test]
+    fn breakpoints_are_cut_wherever_the_key_sits() {
+        for (marked, plain) in [
+            (
+                r#"{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}"#,
+                r#"{"type":"text","text":"hi"}"#,
+            ),
+            (
+                r#"{"cache_control":{"type":"ephemeral","ttl":"1h"},"text":"hi","type":"text"}"#,
+                r#"{"text":"hi","type":"text"}"#,
+            ),
+            (
+                r#"{"text":"a \"cache_control\":{ in a string"}"#,
+                r#"{"text":"a \"cache_control\":{ in a string"}"#,
+            ),
+        ] {
+            assert_eq!(without_markers(marked), plain);
+        }
     }
 
     #[test]

@@ -546,11 +546,9 @@ const fn listed(claims: &'static [Claim]) -> AnthropicModel {
 /// On the tool-changes list, on the prefix-check list, forced tool choice refused.
 const fn newest(claims: &'static [Claim]) -> AnthropicModel {
     AnthropicModel {
-        tool_changes: true,
         binds: true,
         forced_tool_choice: false,
-        min_cache_tokens: 512,
-        claims,
+        ..listed(claims)
     }
 }
 
@@ -1068,13 +1066,26 @@ mod tests {
         }
     }
 
-    /// The tables of `docs/capability-rule.md` and its Chinese twin list every entry with
-    /// its current mode, evidence and section size (a staleness guard).
+    /// The tables of `docs/capability-rule.md` and its Chinese twin list every entry, in
+    /// catalog order, with every capability and the evidence kind of its mode; the sources of
+    /// both notes cite every page an entry's evidence or claims rest on (a staleness guard: a
+    /// changed entry fails here until both notes follow).
     #[test]
     fn capability_rule_docs_list_every_entry() {
-        for (doc, none) in [
-            (include_str!("../docs/capability-rule.md"), "none"),
-            (include_str!("../docs/capability-rule.zh.md"), "无"),
+        const COLUMNS: usize = 16;
+        for (doc, none, yes, no) in [
+            (
+                include_str!("../docs/capability-rule.md"),
+                "none",
+                "yes",
+                "no",
+            ),
+            (
+                include_str!("../docs/capability-rule.zh.md"),
+                "无",
+                "是",
+                "否",
+            ),
         ] {
             let rows: Vec<Vec<&str>> = doc
                 .lines()
@@ -1082,13 +1093,57 @@ mod tests {
                 .map(|l| l.split('|').map(str::trim).collect())
                 .collect();
             assert_eq!(rows.len(), catalog().len(), "one table row per entry");
+            let header = doc
+                .lines()
+                .find(|l| l.starts_with("| provider | model |"))
+                .expect("the table's header row");
+            assert_eq!(header.split('|').count(), COLUMNS + 2, "{header}");
+            let flag = |b: bool| if b { yes } else { no };
             for (row, r) in rows.iter().zip(catalog()) {
+                let id = format!("{}/{}", r.provider, r.model);
+                // `| a | … | p |` splits into an empty cell, the 16 columns, an empty cell.
+                assert_eq!(row.len(), COLUMNS + 2, "{id}: {COLUMNS} columns");
                 let cell = |i: usize| row[i + 1].trim_matches('`');
-                assert_eq!((cell(0), cell(1)), (&*r.provider, &*r.model));
+                // A number cell may carry a note after the figure: `512 (estimate)`.
+                let number = |i: usize| {
+                    let c = cell(i);
+                    c[..c.find(|ch: char| !ch.is_ascii_digit()).unwrap_or(c.len())].to_owned()
+                };
+                let api = match r.api {
+                    WireApi::Messages => "Messages",
+                    WireApi::OpenAiChat => "OpenAI chat",
+                };
                 let mode = r.tool_update().map_or(none, ToolUpdateMode::as_str);
-                assert_eq!(cell(3), mode, "{}/{}", r.provider, r.model);
-                assert!(cell(6).starts_with(&r.deferred_section_bytes().to_string()));
-                assert_eq!(cell(8), evidence_kind(r.evidence()));
+                let expected = [
+                    (0, r.provider.to_string()),
+                    (1, r.model.to_string()),
+                    (2, api.to_owned()),
+                    (3, mode.to_owned()),
+                    (4, flag(r.system_prompt_in_history()).to_owned()),
+                    (5, flag(r.beta_always()).to_owned()),
+                    (7, flag(r.deferred_placeholder()).to_owned()),
+                    (8, flag(r.inline_definitions()).to_owned()),
+                    (9, flag(r.binds_thinking()).to_owned()),
+                    (10, flag(r.auto_cache()).to_owned()),
+                    (11, flag(r.forced_tool_choice()).to_owned()),
+                    (12, flag(r.assistant_prefill()).to_owned()),
+                    (14, evidence_kind(r.evidence()).to_owned()),
+                ];
+                for (i, want) in expected {
+                    assert_eq!(cell(i), want, "{id}: column {}", i + 1);
+                }
+                assert_eq!(number(6), r.deferred_section_bytes().to_string(), "{id}");
+                assert_eq!(number(13), r.min_cache_tokens().to_string(), "{id}");
+                assert!(!cell(15).is_empty(), "{id}: a reason");
+                for evidence in r.claims().iter().map(|c| &c.evidence).chain([r.evidence()]) {
+                    if let Evidence::VendorDoc { url, read_on } = evidence {
+                        assert!(
+                            doc.contains(&format!("<{url}>")),
+                            "{id}: {url} is not cited"
+                        );
+                        assert!(doc.contains(&**read_on), "{id}: read {read_on}");
+                    }
+                }
             }
         }
     }

@@ -158,6 +158,16 @@ fn events_md() -> String {
     out
 }
 
+/// One evidence, as the route catalog cites it.
+fn cite(evidence: &Evidence) -> String {
+    match evidence {
+        Evidence::VendorDoc { url, read_on } => format!("vendor doc <{url}>, read {read_on}"),
+        Evidence::MeasuredE2e { test } => format!("measured end to end: `{test}`"),
+        Evidence::UpstreamDefault { reference } => format!("upstream default: {reference}"),
+        _ => "none".to_owned(),
+    }
+}
+
 fn routes_md() -> String {
     let mut out = String::from(HEADER);
     out.push_str("# Route catalog\n\nThe built-in routes of `mektpoy::catalog()` (SPEC §6). The \
@@ -171,12 +181,7 @@ fn routes_md() -> String {
             _ => "other",
         };
         let mode = r.tool_update().map_or("none", ToolUpdateMode::as_str);
-        let evidence = match &r.evidence() {
-            Evidence::VendorDoc { url, read_on } => format!("vendor doc <{url}>, read {read_on}"),
-            Evidence::MeasuredE2e { test } => format!("measured end to end: `{test}`"),
-            Evidence::UpstreamDefault { reference } => format!("upstream default: {reference}"),
-            _ => "none".to_owned(),
-        };
+        let evidence = cite(r.evidence());
         writeln!(
             out,
             "| {} | `{}` | {api} | {mode} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {evidence} |",
@@ -197,14 +202,7 @@ fn routes_md() -> String {
     out.push_str("\n## Capability evidence\n\nEach v4 capability a route claims, with the page it rests on.\n\n| provider | model | capability | evidence |\n|---|---|---|---|\n");
     for r in catalog() {
         for claim in r.claims() {
-            let evidence = match &claim.evidence {
-                Evidence::VendorDoc { url, read_on } => {
-                    format!("vendor doc <{url}>, read {read_on}")
-                }
-                Evidence::MeasuredE2e { test } => format!("measured end to end: `{test}`"),
-                Evidence::UpstreamDefault { reference } => format!("upstream default: {reference}"),
-                _ => "none".to_owned(),
-            };
+            let evidence = cite(&claim.evidence);
             writeln!(
                 out,
                 "| {} | `{}` | {:?} | {evidence} |",

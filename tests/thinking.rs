@@ -275,3 +275,69 @@ fn the_policy_is_chosen_once_before_any_floor_and_is_logged() {
         })
     ));
 }
+
+/// The policies as a loop meets them through `Request::to_wire`: `StripThinking` leaves the
+/// earlier blocks out of this request and every later one, `DropBlock` sends them with
+/// `block_binding` and its beta, `Refuse` returns the typed error naming the rewrite.
+#[test]
+fn each_policy_acts_on_every_request_after_the_floor() {
+    let run = |policy: Option<ThinkingPolicy>| {
+        let session = Session::new("s");
+        if let Some(p) = policy {
+            session.set_thinking_policy(p).unwrap();
+        }
+        let mut l = Loop::new(session, BINDING_NO_MODE);
+        l.step(&[tool("read")], false);
+        l.answer();
+        let unchanged = l.step(&[tool("read")], false);
+        let before = unchanged.to_wire(&l.route).unwrap();
+        assert!(
+            before.body.contains(r#""type":"thinking""#),
+            "no floor yet: sent as is"
+        );
+        assert_eq!(before.report.thinking_left_out, 0);
+        l.answer();
+        let rewrite = l.step(&[tool("read"), tool("grep")], false);
+        let wire = rewrite.to_wire(&l.route);
+        l.answer();
+        let next = l
+            .step(&[tool("read"), tool("grep")], false)
+            .to_wire(&l.route);
+        (wire, next)
+    };
+
+    let (wire, next) = run(None);
+    let (wire, next) = (wire.unwrap(), next.unwrap());
+    assert!(!wire.body.contains(r#""type":"thinking""#), "{}", wire.body);
+    assert_eq!(wire.report.thinking_left_out, 2);
+    // The next request still leaves out the two pre-floor blocks; the new answer's block,
+    // produced after the rewrite, is sent.
+    assert_eq!(next.report.thinking_left_out, 2);
+    assert_eq!(next.body.matches(r#""type":"thinking""#).count(), 1);
+
+    let (wire, next) = run(Some(ThinkingPolicy::DropBlock));
+    for w in [wire.unwrap(), next.unwrap()] {
+        assert!(w.report.drop_block);
+        assert!(
+            w.body
+                .contains(r#""prefix_mismatch_behavior":"drop_block""#)
+        );
+        assert!(
+            w.header("anthropic-beta")
+                .is_some_and(|b| b.contains("thinking-binding-controls-2026-08-01"))
+        );
+    }
+
+    let (wire, _) = run(Some(ThinkingPolicy::Refuse));
+    let err = wire.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            mektpoy::WireError::ThinkingRewrite {
+                rewrite: Rewrite::Tools,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}

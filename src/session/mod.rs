@@ -19,7 +19,7 @@ pub(crate) use state::LogState;
 use crate::event::{Event, HeaderEvent, Rewrite, ThinkingEvent, ThinkingPolicy};
 use crate::history::{FoldKind, ToolFold, ToolHistory};
 use crate::store::JsonlWriter;
-use crate::vocab::{Message, Seq};
+use crate::vocab::{List, Message, Seq};
 
 /// One node of the surface (the model-visible history), as replace ranges count them.
 #[derive(Clone, Debug, PartialEq)]
@@ -375,8 +375,8 @@ impl Session {
     }
 
     /// Every event in order. O(1): the vector shares its structure with the log.
-    pub fn events(&self) -> imbl::Vector<Event> {
-        read(&self.log).state.events.clone()
+    pub fn events(&self) -> List<Event> {
+        List(read(&self.log).state.events.clone())
     }
 
     /// The surface's messages in order, opaque nodes left out. Cached per surface change.
@@ -386,8 +386,8 @@ impl Session {
     }
 
     /// Every surface node in order, as replace ranges index them. O(1).
-    pub fn surface(&self) -> imbl::Vector<SurfaceNode> {
-        read(&self.log).state.surface.clone()
+    pub fn surface(&self) -> List<SurfaceNode> {
+        List(read(&self.log).state.surface.clone())
     }
 
     /// The latest `request/header` and its `Seq`.
