@@ -166,6 +166,8 @@ struct Previous {
     bytes: Vec<u8>,
     /// Content blocks over its messages.
     blocks: usize,
+    /// Whether it carried a tool defined by value.
+    by_value: bool,
 }
 
 /// A body cut into the provider's caching order, with what caching needs to know of it.
@@ -176,6 +178,10 @@ struct Cut {
     asks: bool,
     /// Whether a content block carries an explicit breakpoint.
     block_breakpoint: bool,
+    /// Whether a `tool_addition` carries a definition by value.
+    by_value: bool,
+    /// Whether `tools` holds a tool without `defer_loading`.
+    immediate_tool: bool,
 }
 
 /// How far back the provider's automatic caching looks for an earlier entry, in blocks.
@@ -273,11 +279,13 @@ impl Meter {
         let parsed: Body<'_> = serde_json::from_str(body).map_err(MeterError::Body)?;
         let mut out = Vec::with_capacity(parsed.messages.iter().map(|m| m.get().len()).sum());
         let mut deferred = false;
+        let mut immediate_tool = false;
         for tool in &parsed.tools {
             let flags: ToolFlags = serde_json::from_str(tool.get()).map_err(MeterError::Body)?;
             if flags.defer_loading {
                 deferred = true;
             } else {
+                immediate_tool = true;
                 out.extend_from_slice(without_markers(tool.get()).as_bytes());
             }
         }
@@ -308,6 +316,9 @@ impl Meter {
             blocks,
             asks: body.contains(MARKER),
             block_breakpoint,
+            // Inside JSON strings quotes are escaped: this can only be a block's type.
+            by_value: body.contains(r#""type":"tool_definition""#),
+            immediate_tool,
         })
     }
 
@@ -357,7 +368,14 @@ impl Meter {
                 } else {
                     long_enough((prev.bytes.len() as u64).min(total))
                 };
-                (cached, best)
+                // Without a tool that is immediately available, the first tool defined by value
+                // changes the start of the rendered prompt: a full miss no client avoids once
+                // its declarations are so (the vendor's advice: keep one non-deferred tool).
+                if cut.by_value && !prev.by_value && !cut.immediate_tool {
+                    (0, 0)
+                } else {
+                    (cached, best)
+                }
             }
         };
         let row = MeterRow {
@@ -369,6 +387,7 @@ impl Meter {
         self.previous = Some(Previous {
             bytes: cut.bytes,
             blocks: cut.blocks,
+            by_value: cut.by_value,
         });
         self.rows.push(row);
         Ok(row)
@@ -550,6 +569,37 @@ mod tests {
         let next = m.observe(&body(62, None, true), None).unwrap();
         // Everything up to the message's closing `]}` is shared.
         assert_eq!(next.cached_bytes, marked.total_bytes - 2);
+    }
+
+    #[test]
+    fn the_first_by_value_definition_without_an_immediate_tool_is_a_full_miss() {
+        let body = |tools: &str, definition: bool| {
+            let def = if definition {
+                r#",{"role":"system","content":[{"type":"tool_addition","tool":{"type":"tool_definition","definition":{"name":"b"}}}]}"#
+            } else {
+                ""
+            };
+            format!(
+                r#"{{"tools":[{tools}],"messages":[{{"role":"user","content":"a long enough prompt"}}{def}]}}"#
+            )
+        };
+        let deferred_only = r#"{"name":"c","defer_loading":true}"#;
+        let mut m = meter(0);
+        m.observe(&body(deferred_only, false), Some(SeriesStart::First))
+            .unwrap();
+        let first = m.observe(&body(deferred_only, true), None).unwrap();
+        assert_eq!((first.cached_bytes, first.best_bytes), (0, 0));
+        let later = m.observe(&body(deferred_only, true), None).unwrap();
+        assert_eq!(
+            later.cached_bytes, later.total_bytes,
+            "only the first one misses"
+        );
+        // With an immediately available tool the definition extends the prefix.
+        let mut m = meter(0);
+        m.observe(&body(r#"{"name":"a"}"#, false), Some(SeriesStart::First))
+            .unwrap();
+        let row = m.observe(&body(r#"{"name":"a"}"#, true), None).unwrap();
+        assert!(row.cached_bytes > 0);
     }
 
     #[test]

@@ -318,16 +318,20 @@ fn random_churn_on_inline_definitions_loses_only_at_request_series_starts() {
                 let lost = r.sent.usage.cached_bytes != before.sent.usage.total_bytes;
                 // SPEC §5.1's one documented exception: when the series' declarations hold no
                 // tool without `deferLoading`, the first by-value addition changes the start of
-                // the rendered prompt (the vendor: one full cache miss). Neither the stand-in
-                // nor the meter models that miss (both count a by-value definition as part of
-                // its message), so it does not show here today (seeds 19, 39 and 55 reach the
-                // case); it is excused so that the invariant stays the spec's.
+                // the rendered prompt (the vendor: one full cache miss). The stand-in and the
+                // meter both model it (seeds 19, 39 and 55 reach the case): there it must be
+                // lost, and it is the only loss inside a request series.
                 let body = r.body();
                 let usable = body["tools"]
                     .as_array()
                     .is_some_and(|t| t.iter().any(|t| t["defer_loading"] != true));
                 let by_value = |r: &Row| r.sent.wire.body.contains(r#""type":"tool_definition""#);
                 let exception = !usable && by_value(r) && !by_value(before);
+                assert!(
+                    !exception || r.sent.usage.cached_bytes == 0,
+                    "{key} step {}: the first by-value definition without a usable tool is a full miss",
+                    r.step
+                );
                 assert!(
                     !lost || r.request_series() || exception,
                     "{key} step {}: lost {} of {} bytes; tools {:?}, series {:?}",

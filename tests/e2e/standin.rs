@@ -246,6 +246,8 @@ struct SessionState {
     previous: Vec<u8>,
     /// Content blocks of the previous cached request (the lookback counts from its last one).
     previous_blocks: usize,
+    /// Whether the previous cached request carried a tool defined by value.
+    previous_by_value: bool,
     requests: u64,
     /// Thinking blocks produced so far (the signature's counter).
     blocks: u64,
@@ -468,6 +470,7 @@ fn answer(headers: &Headers, body: &str) -> Checked<Value> {
             section,
             previous: Vec::new(),
             previous_blocks: 0,
+            previous_by_value: false,
             requests: 0,
             blocks: 0,
             produced: HashMap::new(),
@@ -503,9 +506,19 @@ fn answer(headers: &Headers, body: &str) -> Checked<Value> {
         // length nothing is cached.
         let in_window =
             !is_anthropic(model) || blocks < state.previous_blocks + 20 || has_block_breakpoint(&v);
+        // Without a non-deferred tool, the first tool defined by value changes the start of the
+        // rendered prompt: one full miss (the vendor's tool-changes page).
+        let by_value = body.contains(r#""type":"tool_definition""#);
+        let immediate = v["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| !is_deferred(t)));
+        let first_definition = by_value && !state.previous_by_value && !immediate;
         state.previous = bytes;
         state.previous_blocks = blocks;
-        if in_window && common.div_ceil(4) >= min_cache_tokens(model) {
+        state.previous_by_value = by_value;
+        if first_definition {
+            0
+        } else if in_window && common.div_ceil(4) >= min_cache_tokens(model) {
             common
         } else {
             0
