@@ -328,98 +328,89 @@ impl<'h> Resolved<'h> {
     }
 
     /// A cursor over the definitions of `message_id`'s additions and redefinitions.
-    fn cursor(&self, message_id: &str) -> Cursor {
+    fn cursor(&self, message_id: &str) -> Cursor<'h> {
         let update = self.by_message.get(message_id).copied();
-        let defs = |f: fn(&ToolUpdate) -> &crate::vocab::List<ToolSchema>| {
-            update.map(|u| f(u).to_vec()).unwrap_or_default()
+        let defs = |f: fn(&'h ToolUpdate) -> &'h crate::vocab::List<ToolSchema>| {
+            update.map_or_else(Vec::new, |u| f(u).iter().map(Some).collect())
         };
         Cursor {
-            additions: defs(ToolUpdate::additions).into_iter().map(Some).collect(),
-            redefinitions: defs(ToolUpdate::redefinitions)
-                .into_iter()
-                .map(Some)
-                .collect(),
+            additions: defs(ToolUpdate::additions),
+            redefinitions: defs(ToolUpdate::redefinitions),
         }
     }
 }
 
 /// Hands out, for each block naming `N`, the next unused definition of `N` of its kind (the
 /// fold lists them in block order).
-struct Cursor {
-    additions: Vec<Option<ToolSchema>>,
-    redefinitions: Vec<Option<ToolSchema>>,
+struct Cursor<'h> {
+    additions: Vec<Option<&'h ToolSchema>>,
+    redefinitions: Vec<Option<&'h ToolSchema>>,
 }
 
-impl Cursor {
-    fn next(&mut self, name: &str, redefinition: bool) -> Option<ToolSchema> {
+impl<'h> Cursor<'h> {
+    fn next(&mut self, name: &str, redefinition: bool) -> Option<&'h ToolSchema> {
         let defs = if redefinition {
             &mut self.redefinitions
         } else {
             &mut self.additions
         };
         defs.iter_mut()
-            .find(|d| d.as_ref().is_some_and(|d| d.name() == name))
+            .find(|d| d.is_some_and(|d| d.name() == name))
             .and_then(Option::take)
     }
 }
 
 /// Walks one developer message of the series on an inline-definition route (§5.1).
-fn walk_inline(
+fn walk_inline<'h>(
     message: &Message,
-    resolved: &Resolved<'_>,
+    resolved: &Resolved<'h>,
     snapshot: &HashMap<&str, &ToolSchema>,
-    offered: &mut OfferedDefinitions,
+    offered: &mut OfferedDefinitions<'h>,
 ) -> Kept {
     let mut cursor = resolved.cursor(message.id());
-    let mut keep = Vec::with_capacity(message.content().len());
-    let mut changed = false;
+    let mut fates = Vec::with_capacity(message.content().len());
     for block in message.content() {
-        let kept = match block {
-            ContentBlock::ToolAddition { tool_name } => {
-                match cursor.next(tool_name, false) {
-                    // A hand-made snapshot without the definition: nothing valid to send.
-                    None => None,
-                    Some(def) => {
-                        let offered_as = offered.get(tool_name.as_str());
-                        if offered_as.is_some_and(|o| o.same_tool(&def)) {
-                            None
-                        } else if offered_as.is_none()
-                            && snapshot
-                                .get(tool_name.as_str())
-                                .is_some_and(|s| s.same_tool(&def))
-                        {
-                            offered.insert(tool_name.clone(), def);
-                            Some(block.clone())
-                        } else {
-                            changed = true;
-                            let by_value = InlineAddition::new(&def);
-                            offered.insert(tool_name.clone(), def);
-                            Some(ContentBlock::InlineAddition(by_value))
-                        }
+        let fate = match block {
+            ContentBlock::ToolAddition { tool_name } => match cursor.next(tool_name, false) {
+                // A hand-made snapshot without the definition: nothing valid to send.
+                None => Fate::Dropped,
+                Some(def) => {
+                    let offered_as = offered.get(def.name());
+                    if offered_as.is_some_and(|o| o.same_tool(def)) {
+                        Fate::Dropped
+                    } else if offered_as.is_none()
+                        && snapshot.get(def.name()).is_some_and(|s| s.same_tool(def))
+                    {
+                        offered.insert(def.name(), def);
+                        Fate::Kept
+                    } else {
+                        offered.insert(def.name(), def);
+                        Fate::Replaced(ContentBlock::InlineAddition(InlineAddition::new(def)))
                     }
                 }
-            }
+            },
             ContentBlock::ToolRedefinition { tool_name } => {
                 let def = cursor.next(tool_name, true);
                 match (offered.get(tool_name.as_str()), def) {
-                    (Some(o), Some(def)) if !o.same_tool(&def) => {
-                        changed = true;
-                        let by_value = InlineAddition::new(&def);
-                        offered.insert(tool_name.clone(), def);
-                        Some(ContentBlock::InlineAddition(by_value))
+                    (Some(o), Some(def)) if !o.same_tool(def) => {
+                        offered.insert(def.name(), def);
+                        Fate::Replaced(ContentBlock::InlineAddition(InlineAddition::new(def)))
                     }
-                    _ => None,
+                    _ => Fate::Dropped,
                 }
             }
-            ContentBlock::ToolRemoval { tool_name } => offered
-                .remove(tool_name.as_str())
-                .is_some()
-                .then(|| block.clone()),
-            _ => Some(block.clone()),
+            ContentBlock::ToolRemoval { tool_name } => {
+                if offered.remove(tool_name.as_str()).is_some() {
+                    Fate::Kept
+                } else {
+                    Fate::Dropped
+                }
+            }
+            _ => Fate::Kept,
         };
-        keep.push(kept);
+        fates.push(fate);
     }
-    Kept::of(message, keep, changed)
+    Kept::of(message, fates)
 }
 
 /// The declarations of rule 4 and, by name, whether each is deferred.
@@ -542,16 +533,16 @@ impl<'h> Offered<'h> for HashSet<&'h str> {
     }
 }
 
-/// By value, the definition each offered name is offered as (O(1)-clone handles).
-type OfferedDefinitions = HashMap<String, ToolSchema>;
+/// By value, the definition each offered name is offered as (borrowed from the snapshot).
+type OfferedDefinitions<'h> = HashMap<&'h str, &'h ToolSchema>;
 
-impl Offered<'_> for OfferedDefinitions {
-    fn from_snapshot(history: &ToolHistory) -> Self {
+impl<'h> Offered<'h> for OfferedDefinitions<'h> {
+    fn from_snapshot(history: &'h ToolHistory) -> Self {
         history
             .tools()
             .iter()
             .filter(|t| !t.defer_loading())
-            .map(|t| (t.name().to_owned(), t.clone()))
+            .map(|t| (t.name(), t))
             .collect()
     }
 }
@@ -562,18 +553,35 @@ enum Kept {
     Dropped,
 }
 
+/// What the walk does with one block.
+enum Fate {
+    Kept,
+    Dropped,
+    Replaced(ContentBlock),
+}
+
 impl Kept {
-    /// The outcome for `message` given the blocks it keeps (`None` = dropped, `Some(b)` =
-    /// kept as `b`), in order.
-    fn of(message: &Message, blocks: Vec<Option<ContentBlock>>, changed: bool) -> Kept {
-        let kept = blocks.iter().filter(|b| b.is_some()).count();
-        if kept == 0 {
-            Kept::Dropped
-        } else if kept == blocks.len() && !changed {
-            Kept::Same
-        } else {
-            Kept::Changed(message.with_content(blocks.into_iter().flatten().collect()))
+    /// The outcome for `message` given each block's fate, in order. Blocks are cloned only
+    /// when the message changes.
+    fn of(message: &Message, fates: Vec<Fate>) -> Kept {
+        if fates.iter().all(|f| matches!(f, Fate::Dropped)) {
+            // A message left without blocks (or that had none) is dropped.
+            return Kept::Dropped;
         }
+        if fates.iter().all(|f| matches!(f, Fate::Kept)) {
+            return Kept::Same;
+        }
+        let content = message
+            .content()
+            .iter()
+            .zip(fates)
+            .filter_map(|(block, fate)| match fate {
+                Fate::Kept => Some(block.clone()),
+                Fate::Dropped => None,
+                Fate::Replaced(b) => Some(b),
+            })
+            .collect();
+        Kept::Changed(message.with_content(content))
     }
 }
 
@@ -601,9 +609,9 @@ fn walk_blocks<'m>(
             ContentBlock::ToolRedefinition { .. } => false,
             _ => true,
         };
-        keep.push(stays.then(|| block.clone()));
+        keep.push(if stays { Fate::Kept } else { Fate::Dropped });
     }
-    Kept::of(message, keep, false)
+    Kept::of(message, keep)
 }
 
 /// Rules 2–3 and the all-deferred fallback: developer messages dropped, tools as given.

@@ -17,11 +17,9 @@ pub fn session_with_churn(model: &str, steps: u64, churn_every: u64) -> (Session
     let config = Config::new(provider, model).with("max_tokens", 1024.into());
     let pool: Vec<ToolSchema> = (0..12)
         .map(|i| {
-            ToolSchema::new(
-                format!("tool{i}"),
-                format!("tool number {i}"),
-                Default::default(),
-            )
+            let mut parameters = serde_json::Map::new();
+            parameters.insert("type".into(), "object".into());
+            ToolSchema::new(format!("tool{i}"), format!("tool number {i}"), parameters)
         })
         .collect();
     let mut last = None;
