@@ -1,0 +1,77 @@
+//! `Recorder::record` per step: on a Messages-API route the recorder also serializes the
+//! request against the route's previous one (rewrite detection, lookback, thinking floor);
+//! on OpenAI-compatible chat it does not. Both on the same history.
+//!
+//! Run: `cargo bench --bench record`. Figures in `docs/benchmarks.md`.
+
+use std::hint::black_box;
+
+use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
+use mektpoy::{Config, Message, Recorder, Session, Step, route_for};
+
+mod common;
+
+fn record(c: &mut Criterion) {
+    let mut group = c.benchmark_group("record");
+    for steps in [100u64, 500] {
+        let (session, request) = common::session_with_churn("deepseek-flash", steps, 5);
+        let tools = request.tools.to_vec();
+        let messages = request.messages.len();
+        for (label, provider, model) in [
+            ("messages_api", "deepseek", "deepseek-flash"),
+            ("openai_chat", "openai-compatible", "any"),
+        ] {
+            let route = route_for(provider, model);
+            let config = Config::new(provider, model).with("max_tokens", 1024.into());
+            group.bench_function(BenchmarkId::new(label, messages), |b| {
+                b.iter_batched(
+                    || {
+                        // A recorder that has recorded the previous step (its memory of the
+                        // route is warm), then the answer: the steady state of a loop.
+                        let f = Session::fork(&session, session.len() as u64, "f").expect("fork");
+                        let mut recorder = Recorder::attach(&f);
+                        let user = [Message::user("warm", "warm up")];
+                        recorder
+                            .record(&f, step(&config, &tools, &route, &user))
+                            .expect("record");
+                        f.append(mektpoy::Event::append(Message::assistant(
+                            "warm-a", "ok", provider, model,
+                        )))
+                        .expect("append");
+                        (f, recorder)
+                    },
+                    |(f, mut recorder)| {
+                        let user = [Message::user("next", "next step")];
+                        let r = recorder.record(&f, step(&config, &tools, &route, &user));
+                        black_box(r.expect("record"));
+                        (f, recorder)
+                    },
+                    BatchSize::SmallInput,
+                )
+            });
+        }
+    }
+    group.finish();
+}
+
+fn step<'a>(
+    config: &'a Config,
+    tools: &'a [mektpoy::ToolSchema],
+    route: &'a mektpoy::Route,
+    user: &'a [Message],
+) -> Step<'a> {
+    Step {
+        config,
+        system_prompt: "You are a careful assistant.",
+        tools,
+        route,
+        new_series: false,
+        turn: 0,
+        step: 0,
+        attempt: 0,
+        user_messages: user,
+    }
+}
+
+criterion_group!(benches, record);
+criterion_main!(benches);
