@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::route::Route;
+use crate::wire::without_markers;
 use crate::session::SeriesStart;
 
 /// Prices for one route, each with where it was read. The meter shows tokens only without one.
@@ -207,36 +208,6 @@ struct Content<'a> {
 /// The key the serializers write for a cache breakpoint.
 const MARKER: &str = "\"cache_control\":";
 
-/// `text` without its `"cache_control":{...}` entries (and the comma that joins each to its
-/// neighbour). A quote inside a JSON string is escaped, so the unescaped key can only be a
-/// key; its value is a flat object.
-fn without_markers(text: &str) -> Cow<'_, str> {
-    const KEY: &str = "\"cache_control\":{";
-    if !text.contains(KEY) {
-        return text.into();
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find(KEY) {
-        let after = &rest[i + KEY.len()..];
-        let Some(j) = after.find('}') else { break };
-        let tail = &after[j + 1..];
-        if rest[..i].ends_with(',') {
-            // `,"cache_control":{...}`: the entry and the comma before it.
-            out.push_str(&rest[..i - 1]);
-            rest = tail;
-        } else if let Some(tail) = tail.strip_prefix(',') {
-            // `{"cache_control":{...},`: the entry and the comma after it.
-            out.push_str(&rest[..i]);
-            rest = tail;
-        } else {
-            out.push_str(&rest[..i]);
-            rest = tail;
-        }
-    }
-    out.push_str(rest);
-    out.into()
-}
 
 #[derive(Deserialize)]
 struct ToolFlags {

@@ -6,7 +6,10 @@
 //! not a prefix of its own. Thinking blocks are ignored because the thinking policy decides
 //! them; `cache_control` markers because they move without changing the prompt.
 
-use serde_json::Value;
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use super::Rewrite;
 
@@ -21,38 +24,69 @@ pub(crate) struct Fingerprint {
     pub blocks: usize,
 }
 
+#[derive(Deserialize)]
+struct Body<'a> {
+    #[serde(borrow, default)]
+    tools: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    system: Option<&'a RawValue>,
+    #[serde(borrow)]
+    messages: Vec<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct Turn<'a> {
+    #[serde(borrow)]
+    content: &'a RawValue,
+}
+
+#[derive(Deserialize)]
+struct BlockType<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: Cow<'a, str>,
+}
+
 impl Fingerprint {
     /// The fingerprint of a body the serializer wrote; `None` for a body that is not a
-    /// Messages-API request.
+    /// Messages-API request. Works on the raw bytes (no tree is built), so two requests that
+    /// send a message the same way compare equal byte for byte.
     pub fn of(body: &str) -> Option<Fingerprint> {
-        let v: Value = serde_json::from_str(body).ok()?;
-        let messages = v.get("messages")?.as_array()?;
+        let parsed: Body<'_> = serde_json::from_str(body).ok()?;
         let mut blocks = 0;
-        let messages = messages
-            .iter()
-            .map(|m| {
-                let mut m = m.clone();
-                if let Some(content) = m.get_mut("content").and_then(Value::as_array_mut) {
-                    blocks += content.len();
-                    content.retain(|b| {
-                        !matches!(
-                            b.get("type").and_then(Value::as_str),
-                            Some("thinking" | "redacted_thinking")
-                        )
-                    });
-                    for b in content.iter_mut() {
-                        if let Some(b) = b.as_object_mut() {
-                            b.remove("cache_control");
-                        }
-                    }
-                }
-                m.to_string()
-            })
-            .collect();
-        let part = |key: &str| v.get(key).map(Value::to_string).unwrap_or_default();
+        let mut messages = Vec::with_capacity(parsed.messages.len());
+        for m in &parsed.messages {
+            let text = m.get();
+            let turn: Turn<'_> = serde_json::from_str(text).ok()?;
+            let content: Vec<&RawValue> = serde_json::from_str(turn.content.get()).ok()?;
+            blocks += content.len();
+            let kept = if text.contains("thinking\"") {
+                // Leave out thinking blocks, keeping every other byte as sent.
+                let start = turn.content.get().as_ptr() as usize - text.as_ptr() as usize;
+                let end = start + turn.content.get().len();
+                let others: Vec<&str> = content
+                    .iter()
+                    .filter(|b| {
+                        serde_json::from_str::<BlockType<'_>>(b.get()).is_ok_and(|t| {
+                            !matches!(&*t.ty, "thinking" | "redacted_thinking")
+                        })
+                    })
+                    .map(|b| b.get())
+                    .collect();
+                Cow::Owned(format!(
+                    "{}[{}]{}",
+                    &text[..start],
+                    others.join(","),
+                    &text[end..]
+                ))
+            } else {
+                Cow::Borrowed(text)
+            };
+            messages.push(without_markers(&kept).into_owned());
+        }
+        let part = |v: Option<&RawValue>| v.map(|v| without_markers(v.get()).into_owned());
         Some(Fingerprint {
-            tools: part("tools"),
-            system: part("system"),
+            tools: part(parsed.tools).unwrap_or_default(),
+            system: part(parsed.system).unwrap_or_default(),
             messages,
             blocks,
         })
@@ -78,6 +112,37 @@ impl Fingerprint {
             .position(|(p, n)| n != Some(p))
             .map(|message| Rewrite::History { message })
     }
+}
+
+/// `text` without its `"cache_control":{...}` entries (and the comma that joins each to its
+/// neighbour): a cache breakpoint is not part of the prompt. A quote inside a JSON string is
+/// escaped, so the unescaped key can only be a key; its value is a flat object.
+pub(crate) fn without_markers(text: &str) -> Cow<'_, str> {
+    const KEY: &str = "\"cache_control\":{";
+    if !text.contains(KEY) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(KEY) {
+        let after = &rest[i + KEY.len()..];
+        let Some(j) = after.find('}') else { break };
+        let tail = &after[j + 1..];
+        if rest[..i].ends_with(',') {
+            // `,"cache_control":{...}`: the entry and the comma before it.
+            out.push_str(&rest[..i - 1]);
+            rest = tail;
+        } else if let Some(tail) = tail.strip_prefix(',') {
+            // `{"cache_control":{...},`: the entry and the comma after it.
+            out.push_str(&rest[..i]);
+            rest = tail;
+        } else {
+            out.push_str(&rest[..i]);
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out.into()
 }
 
 #[cfg(test)]

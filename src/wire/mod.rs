@@ -37,7 +37,7 @@ use crate::route::{Route, WireApi};
 use crate::vocab::{ContentBlock, Message, MessageSource, Role, ToolSchema};
 
 use canonical::Canonical;
-pub(crate) use fingerprint::Fingerprint;
+pub(crate) use fingerprint::{Fingerprint, without_markers};
 
 pub use messages::serialize_messages;
 pub use openai::serialize_openai_chat;
