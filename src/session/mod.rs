@@ -561,16 +561,6 @@ impl Transaction<'_> {
 
     /// Validates and applies `event`, whose log line is `line` when it came as text.
     pub fn push_line(&mut self, event: Event, line: Option<Arc<str>>) -> Result<Seq, AppendError> {
-        // A line of type `session` would read back as a second session line, which loading
-        // refuses.
-        if let Event::Opaque(o) = &event
-            && o.event_type == "session"
-        {
-            return Err(AppendError::OpaqueKnownType {
-                seq: self.state.next_seq(),
-                event_type: o.event_type.clone(),
-            });
-        }
         self.state.check(&event)?;
         let seq = self.state.next_seq();
         self.state.apply(event, line);
