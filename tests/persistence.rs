@@ -798,3 +798,68 @@ fn sync_option_reaches_the_writer() {
     assert!(format!("{s:?}").contains("sync: false"), "{s:?}");
     assert_eq!(s.len(), 1);
 }
+
+/// A framed log to mutate: a framed batch, a plain line, a second framed batch.
+const FRAMED: &str = concat!(
+    r#"{"type":"session","version":0,"id":"s"}"#,
+    "\n",
+    r#"{"batch":3}"#,
+    "\n",
+    r#"{"type":"system/message","data":{"message":{"id":"p","role":"system","content":[{"type":"text","text":"P"}],"source":{"kind":"system-prompt"}}},"surfaceOp":"append"}"#,
+    "\n",
+    r#"{"type":"user/message","data":{"message":{"id":"u","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}}},"surfaceOp":"append"}"#,
+    "\n",
+    r#"{"type":"request/header","data":{"header":{"config":{"provider":"p","model":"m"},"tools":[{"name":"a","description":"d","parameters":{}}]},"reason":"initial"}}"#,
+    "\n",
+    r#"{"type":"plugin/x","data":{},"surfaceOp":"append"}"#,
+    "\n",
+    r#"{"batch":2}"#,
+    "\n",
+    r#"{"type":"user/message","data":{"message":{"id":"u2","role":"user","content":[],"source":{"kind":"user"}}},"surfaceOp":"append"}"#,
+    "\n",
+    r#"{"type":"request/header","data":{"header":{"config":{"provider":"p","model":"m"},"tools":[]},"reason":"change"}}"#,
+    "\n",
+);
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+    /// Any mutation of a framed file loads (whatever loads round-trips byte for byte up to its
+    /// torn tail, and loads again to the same events) or is a typed error; with limits too.
+    #[test]
+    fn mutated_framed_logs_load_or_are_typed_errors(
+        edits in proptest::collection::vec(
+            (0usize..FRAMED.len(), proptest::prelude::any::<u8>(), 0u8..4),
+            1..6,
+        ),
+        max_line in 0usize..300,
+        max_events in 0usize..8,
+    ) {
+        let mut bytes = FRAMED.as_bytes().to_vec();
+        for (at, byte, kind) in edits {
+            if bytes.is_empty() {
+                break;
+            }
+            let at = at.min(bytes.len() - 1);
+            match kind {
+                0 => bytes[at] = byte,
+                1 => bytes.truncate(at),
+                2 => bytes.insert(at, byte),
+                _ => bytes.insert(at, b"\n{}"[usize::from(byte) % 3]),
+            }
+        }
+        if let Ok(loaded) = Session::load_bytes(&bytes) {
+            let kept = loaded.torn_tail.map_or(bytes.len(), |t| t.offset as usize);
+            let saved = loaded.session.to_jsonl();
+            proptest::prop_assert_eq!(saved.as_bytes(), &bytes[..kept]);
+            let again = Session::load_bytes(&bytes[..kept]).unwrap();
+            proptest::prop_assert_eq!(again.session.events(), loaded.session.events());
+            proptest::prop_assert_eq!(again.torn_tail, None);
+            let _ = loaded.session.tool_history();
+        }
+        let _ = FileOptions::new()
+            .max_line_bytes(max_line)
+            .max_events(max_events)
+            .load_bytes(&bytes);
+    }
+}
