@@ -897,7 +897,9 @@ impl Session {
     /// the session line with one write and returns a persisting session.
     ///
     /// # Errors
-    /// [`PersistError::Io`] when the file exists or cannot be created.
+    /// [`PersistError::Io`] when the file exists or cannot be created;
+    /// [`PersistError::Locked`] when another process locked it in the instant after it was
+    /// created.
     pub fn create(path: impl AsRef<Path>, id: impl Into<String>) -> Result<Session, PersistError> {
         FileOptions::new().create(path, id)
     }
