@@ -7,9 +7,9 @@
 //! ```
 //!
 //! Output: `{"tools":[...],"updates":[{"messageId":...,"additions":[...],"redefinitions"?:[...]}]}`.
-//! A torn final line is dropped with a warning on stderr (exit 0); an invalid log exits 1
-//! with the typed error and its source chain on stderr; a usage error exits 2. Other
-//! languages can drive the fold through this command.
+//! A torn final line (or an incomplete final batch) is dropped with a warning on stderr
+//! (exit 0); an invalid log exits 1 with the typed error and its source chain on stderr; a
+//! usage error exits 2. Other languages can drive the fold through this command.
 
 use std::error::Error;
 use std::io::Write;
@@ -58,10 +58,16 @@ fn run(path: &str, by_value: bool) -> Result<Folded, LoadError> {
     let loaded = Session::load(path)?;
     let mut warnings = Vec::new();
     if let Some(torn) = loaded.torn_tail {
-        warnings.push(format!(
-            "dropped a torn final line ({} bytes at byte {}): a write was cut short",
-            torn.len, torn.offset
-        ));
+        warnings.push(match torn.batch {
+            None => format!(
+                "dropped a torn final line ({} bytes at byte {}): a write was cut short",
+                torn.len, torn.offset
+            ),
+            Some(b) => format!(
+                "dropped a torn final batch framed on line {} ({} bytes at byte {}, {} whole event lines): a write was cut short",
+                b.line, torn.len, torn.offset, b.dropped_events
+            ),
+        });
     }
     let snapshot = if by_value {
         loaded.session.tool_history_by_value()

@@ -75,7 +75,10 @@ pub use session::{
     AppendError, ForkError, ParentRef, RecordError, Recorder, Request, SeriesStart, Session,
     SessionView, Step, SurfaceNode,
 };
-pub use store::{JsonlSink, JsonlWriter, LoadError, Loaded, PersistError, TornTail, WriteError};
+pub use store::{
+    FileOptions, FrameFault, JsonlSink, JsonlWriter, LoadError, Loaded, PersistError, TornBatch,
+    TornTail, WriteError,
+};
 pub use vocab::{
     ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message, MessageSource, Role,
     Seq, ToolError, ToolSchema, json_equivalent,

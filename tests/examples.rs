@@ -179,6 +179,31 @@ fn fold_warns_on_a_torn_tail_and_exits_zero() {
 }
 
 #[test]
+fn fold_warns_on_an_incomplete_final_batch_and_exits_zero() {
+    let session = recorded_session();
+    let dir = tempfile::tempdir().unwrap();
+    let full = session.to_jsonl();
+    let user = r#"{"type":"user/message","data":{"message":{"id":"u9","role":"user","content":[],"source":{"kind":"user"}}},"surfaceOp":"append"}"#;
+    let torn = format!("{full}{{\"batch\":3}}\n{user}\n");
+    let path = write_log(&dir, "torn-batch.jsonl", &torn);
+    let out = run("fold", &[path.to_str().unwrap()], "");
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with("warning:") && stderr.contains("torn final batch framed on line 7"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("at byte {}, 1 whole event lines", full.len())),
+        "{stderr}"
+    );
+    assert_eq!(
+        text(&out.stdout).trim_end(),
+        session.tool_history().to_json()
+    );
+}
+
+#[test]
 fn fold_refuses_an_invalid_log_with_the_error_chain() {
     let dir = tempfile::tempdir().unwrap();
     // Line 3 (event 1) adds `b` without a headerSeq.

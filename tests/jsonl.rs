@@ -175,7 +175,8 @@ fn torn_last_line_is_dropped_and_reported() {
             loaded.torn_tail,
             Some(TornTail {
                 offset: prefix.len() as u64,
-                len: cut as u64
+                len: cut as u64,
+                batch: None
             }),
             "cut at {cut}"
         );
@@ -340,7 +341,8 @@ fn open_truncates_a_torn_tail_then_appends() {
         loaded.torn_tail,
         Some(TornTail {
             offset: prefix.len() as u64,
-            len: 40
+            len: 40,
+            batch: None
         })
     );
     assert_eq!(
@@ -619,7 +621,8 @@ fn failed_rollback_poisons_the_writer() {
         loaded.torn_tail,
         Some(TornTail {
             offset: before.len() as u64,
-            len: 10
+            len: 10,
+            batch: None
         })
     );
     assert_eq!(loaded.session.events(), events);

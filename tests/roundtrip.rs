@@ -528,7 +528,7 @@ proptest! {
             prop_assert_eq!(loaded.torn_tail, None);
             prop_assert_eq!(loaded.session.len(), lines.len() - 1);
         } else {
-            prop_assert_eq!(loaded.torn_tail, Some(TornTail { offset: start as u64, len: cut as u64 }));
+            prop_assert_eq!(loaded.torn_tail, Some(TornTail { offset: start as u64, len: cut as u64, batch: None }));
             prop_assert!(!loaded.unterminated);
             prop_assert_eq!(
                 loaded.session.events().to_vec(),

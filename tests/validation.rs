@@ -141,7 +141,8 @@ fn check(case: &Case) {
         loaded.torn_tail,
         Some(TornTail {
             offset: prefix.len() as u64,
-            len: bad.len() as u64
+            len: bad.len() as u64,
+            batch: None
         }),
         "{name}"
     );

@@ -18,7 +18,7 @@ pub(crate) use state::LogState;
 
 use crate::event::{Event, HeaderEvent, Rewrite, ThinkingEvent, ThinkingPolicy};
 use crate::history::{FoldKind, ToolFold, ToolHistory};
-use crate::store::JsonlWriter;
+use crate::store::{Frame, Frames, JsonlWriter};
 use crate::vocab::{List, Message, Seq};
 
 /// One node of the surface (the model-visible history), as replace ranges count them.
@@ -106,6 +106,9 @@ impl std::fmt::Debug for Session {
 
 pub(crate) struct Committed {
     pub state: LogState,
+    /// The batch frames of the file, by the first event of their batch: loaded ones keep
+    /// their bytes; every batch of two or more events committed here gets one.
+    pub frames: Frames,
     pub writer: Option<JsonlWriter>,
 }
 
@@ -212,7 +215,14 @@ fn lock<T>(l: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Session {
     /// An empty session with no file.
     pub fn new(id: impl Into<String>) -> Self {
-        Session::from_parts(id.into(), None, None, LogState::default(), None)
+        Session::from_parts(
+            id.into(),
+            None,
+            None,
+            LogState::default(),
+            Frames::new(),
+            None,
+        )
     }
 
     pub(crate) fn from_parts(
@@ -220,6 +230,7 @@ impl Session {
         parent: Option<ParentRef>,
         session_line: Option<Arc<str>>,
         state: LogState,
+        frames: Frames,
         writer: Option<JsonlWriter>,
     ) -> Self {
         static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(0);
@@ -228,7 +239,11 @@ impl Session {
             id,
             parent,
             session_line,
-            log: RwLock::new(Committed { state, writer }),
+            log: RwLock::new(Committed {
+                state,
+                frames,
+                writer,
+            }),
             derived: Mutex::new(Derived::default()),
         }
     }
@@ -251,6 +266,14 @@ impl Session {
         for (e, line) in src.state.events.iter().zip(src.state.lines.iter()).take(n) {
             state.apply(e.clone(), line.clone());
         }
+        // The frames of the batches inherited whole come along; a batch that `upto` cuts is
+        // not one in the fork.
+        let frames: Frames = src
+            .frames
+            .range(..n)
+            .filter(|(start, f)| *start + f.events <= n)
+            .map(|(start, f)| (*start, f.clone()))
+            .collect();
         // The inherited bytes are copied verbatim; a torn-free prefix is always terminated.
         Ok(Session::from_parts(
             id.into(),
@@ -260,6 +283,7 @@ impl Session {
             }),
             None,
             state,
+            frames,
             None,
         ))
     }
@@ -311,7 +335,9 @@ impl Session {
     }
 
     /// Runs `f` under the write lock on a working copy of the log; commits (and persists, in
-    /// one write) every event it pushed when it returns `Ok`, nothing otherwise.
+    /// one write) every event it pushed when it returns `Ok`, nothing otherwise. A batch of
+    /// two or more events is written after a frame line announcing them, so that a reader
+    /// can tell a batch the write did not finish and drop it whole.
     pub(crate) fn transact<R, E: From<AppendError>>(
         &self,
         f: impl FnOnce(&mut Transaction<'_>) -> Result<R, E>,
@@ -341,8 +367,13 @@ impl Session {
             keep(computed);
             return Ok(out);
         }
+        let frame = (state.len() - start > 1).then(|| Frame::new(state.len() - start));
         if let Some(writer) = committed.writer.as_mut() {
             let mut batch = String::new();
+            if let Some(frame) = &frame {
+                frame.render(&mut batch);
+                batch.push('\n');
+            }
             // `start < len` here: the batch is not empty.
             let lines = state.lines.focus().narrow(start..);
             for (e, line) in state.range(start..state.len()).zip(lines) {
@@ -360,6 +391,9 @@ impl Session {
                 })?;
         }
         committed.state = state;
+        if let Some(frame) = frame {
+            committed.frames.insert(start, frame);
+        }
         keep(computed);
         Ok(out)
     }

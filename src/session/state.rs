@@ -167,8 +167,9 @@ pub enum AppendError {
         /// Surface length before the event.
         len: usize,
     },
-    /// An `Event::Opaque` built with a type this crate decodes: its line would read back as
-    /// another event, or not at all.
+    /// An `Event::Opaque` (built, or decoded by `append_json`) with a type this crate decodes,
+    /// or `session`: its line would read back as another event, or as a second session line,
+    /// which loading refuses.
     #[error("event {seq}: an opaque event cannot have the known type `{event_type}`")]
     OpaqueKnownType {
         /// The event's position.
@@ -476,8 +477,9 @@ impl LogState {
 }
 
 /// Refuses events built by code whose line would not decode as the same event: an opaque
-/// event with a known type, or an unknown-field map holding a key the encoder already writes.
-/// Decoded events never trip this (the decoder takes those keys out). O(size of the event).
+/// event with a known type (or `session`, the session line's), or an unknown-field map
+/// holding a key the encoder already writes. Decoded events trip this only with type
+/// `session` (the decoder takes those keys out). O(size of the event).
 fn check_encodable(seq: Seq, event: &Event) -> Result<(), AppendError> {
     let reserved = |keys: indexmap::map::Keys<'_, String, serde_json::Value>, taken: &[&str]| {
         keys.into_iter()
@@ -491,9 +493,10 @@ fn check_encodable(seq: Seq, event: &Event) -> Result<(), AppendError> {
         Event::Header(h) => reserved(h.header.config.extra.keys(), &["provider", "model"])
             .or_else(|| reserved(h.header.extra.keys(), &["config", "tools"])),
         Event::Opaque(o) => {
+            // `session` would read back as a second session line, which loading refuses.
             if matches!(
                 o.event_type.as_str(),
-                "request/header" | "thinking/policy" | "thinking/floor"
+                "request/header" | "thinking/policy" | "thinking/floor" | "session"
             ) || Role::for_event_type(&o.event_type).is_some()
             {
                 return Err(AppendError::OpaqueKnownType {

@@ -23,6 +23,16 @@ pub trait JsonlSink: Send + Sync {
     /// # Errors
     /// Any I/O error.
     fn sync(&mut self) -> io::Result<()>;
+
+    /// The sink's current length, when it can tell (`None`, the default, skips the check).
+    /// Before each batch the writer compares it with the length it wrote itself: a file that
+    /// someone else changed is refused ([`WriteError::LengthChanged`]), not appended to.
+    ///
+    /// # Errors
+    /// Any I/O error.
+    fn current_len(&mut self) -> io::Result<Option<u64>> {
+        Ok(None)
+    }
 }
 
 impl JsonlSink for File {
@@ -39,6 +49,10 @@ impl JsonlSink for File {
 
     fn sync(&mut self) -> io::Result<()> {
         self.sync_data()
+    }
+
+    fn current_len(&mut self) -> io::Result<Option<u64>> {
+        self.metadata().map(|m| Some(m.len()))
     }
 }
 
@@ -57,6 +71,19 @@ pub enum WriteError {
     /// An earlier rollback failed; nothing more is written.
     #[error("an earlier rollback failed; the writer accepts no more batches")]
     Poisoned,
+    /// The sink no longer holds the bytes this writer wrote: someone else appended to the
+    /// file or cut it. Nothing was written (appending would interleave two writers' lines, and
+    /// a rollback would cut theirs); every later batch is refused the same way until the
+    /// length is this writer's again. Reopen the file to go on from what it now holds.
+    #[error(
+        "the file is {found} bytes long, not the {expected} this writer wrote: it was changed behind the writer's back"
+    )]
+    LengthChanged {
+        /// The length this writer wrote.
+        expected: u64,
+        /// The length the sink reports.
+        found: u64,
+    },
 }
 
 /// Appends batches of JSONL lines to a sink: one `write_all` per batch, flushed before
@@ -124,12 +151,23 @@ impl JsonlWriter {
     /// Writes one batch.
     ///
     /// # Errors
-    /// [`WriteError::Io`] after a failed write that was rolled back,
-    /// [`WriteError::RollbackFailed`] when the rollback failed too, [`WriteError::Poisoned`]
-    /// for every batch after that.
+    /// [`WriteError::LengthChanged`] (nothing written) when the sink's length is not the one
+    /// this writer left; [`WriteError::Io`] after a failed write that was rolled back (or a
+    /// failed length check, with nothing written); [`WriteError::RollbackFailed`] when the
+    /// rollback failed too, [`WriteError::Poisoned`] for every batch after that.
     pub fn write_batch(&mut self, bytes: &[u8]) -> Result<(), WriteError> {
         if self.poisoned {
             return Err(WriteError::Poisoned);
+        }
+        match self.sink.current_len() {
+            Ok(Some(found)) if found != self.len => {
+                return Err(WriteError::LengthChanged {
+                    expected: self.len,
+                    found,
+                });
+            }
+            Ok(_) => {}
+            Err(e) => return Err(WriteError::Io(e)),
         }
         let written = self
             .sink
