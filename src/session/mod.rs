@@ -130,7 +130,8 @@ impl Cached {
     fn catch_up(&mut self, state: &LogState, upto: usize) -> &ToolFold {
         if self.fold.upto() < upto {
             for e in state.range(self.fold.upto()..upto) {
-                self.fold.apply(e);
+                self.fold
+                    .apply_indexed(e, |seq| state.tool_indexes.get(&seq));
             }
             self.snapshot = None;
         }
@@ -549,7 +550,7 @@ impl Transaction<'_> {
         let mut d = lock(self.derived);
         let mut fold = d.cached(kind).catch_up(&self.state, self.start).clone();
         for e in self.state.range(fold.upto()..self.state.len()) {
-            fold.apply(e);
+            fold.apply_indexed(e, |seq| self.state.tool_indexes.get(&seq));
         }
         fold
     }
