@@ -20,8 +20,11 @@ use crate::vocab::{
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AppendError {
-    /// The event's JSON is not a well-formed event.
-    #[error("event {seq}: {source}")]
+    /// The event's JSON is not a well-formed event. The fault is the [`source`]
+    /// (`std::error::Error::source`), not repeated in this message.
+    ///
+    /// [`source`]: std::error::Error::source
+    #[error("event {seq}: not a well-formed event")]
     Decode {
         /// The event's position.
         seq: Seq,
