@@ -108,8 +108,10 @@ fn decode_and_load_allocate_a_small_multiple_of_the_input() {
     );
     // Decoding through a `Value` tree first peaked at 20x; typed, the peak is what is kept.
     assert!(p < 5.0, "decode peak {p:.1}x the line");
+    // Above what is kept, only the growth slack of the block vector (it doubles while the
+    // blocks stream in; the text gives no length).
     assert!(
-        peak < retained + retained / 4,
+        peak < 2 * retained,
         "a transient tree: {peak} vs {retained}"
     );
     drop(event);

@@ -862,7 +862,11 @@ impl<'de> Visitor<'de> for Content<'_> {
         }
         Ok(Some(match fault {
             Some(f) => Err(f),
-            None => Ok(blocks),
+            None => {
+                // The message keeps the vector: no growth slack (up to half of it).
+                blocks.shrink_to_fit();
+                Ok(blocks)
+            }
         }))
     }
     wrong_shape!(array, |_| None);
