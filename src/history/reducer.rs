@@ -196,6 +196,12 @@ impl ToolFold {
         }
     }
 
+    /// The name index the fold holds for header `seq`.
+    #[cfg(test)]
+    pub fn header_index(&self, seq: Seq) -> Option<&Arc<ToolIndex>> {
+        self.header_tools.get(&seq)
+    }
+
     /// Whether `name` is available (offered by the current series).
     pub fn is_available(&self, name: &str) -> bool {
         self.available.contains(name)
