@@ -685,6 +685,9 @@ pub enum UnknownTool {
         /// The called name.
         name: String,
     },
+    /// The call names no tool (the empty name), which no header can hold.
+    #[error("the tool call names no tool (its name is empty)")]
+    EmptyName,
 }
 
 impl UnknownTool {
@@ -692,6 +695,7 @@ impl UnknownTool {
     pub fn name(&self) -> &str {
         match self {
             UnknownTool::NotEffective { name } | UnknownTool::Reserved { name } => name,
+            UnknownTool::EmptyName => "",
         }
     }
 }
@@ -702,8 +706,10 @@ impl UnknownTool {
 /// declared (so the cached prefix survives), but calling it is an error. O(tools).
 ///
 /// # Errors
-/// [`UnknownTool::Reserved`] for [`DEFERRED_PLACEHOLDER_NAME`], whatever the header holds;
-/// [`UnknownTool::NotEffective`] for any other name absent from `header.tools`.
+/// [`UnknownTool::EmptyName`] for `""` and [`UnknownTool::Reserved`] for
+/// [`DEFERRED_PLACEHOLDER_NAME`], whatever the header holds (a header built by code may hold
+/// either; `append` refuses such a header); [`UnknownTool::NotEffective`] for any other name
+/// absent from `header.tools`.
 ///
 /// ```
 /// use mektpoy::{validate_tool_call, Config, RequestHeader, ToolSchema, UnknownTool};
@@ -716,6 +722,9 @@ impl UnknownTool {
 /// assert_eq!(err, UnknownTool::NotEffective { name: "write".into() });
 /// ```
 pub fn validate_tool_call(name: &str, header: &RequestHeader) -> Result<(), UnknownTool> {
+    if name.is_empty() {
+        return Err(UnknownTool::EmptyName);
+    }
     if name == DEFERRED_PLACEHOLDER_NAME {
         return Err(UnknownTool::Reserved {
             name: name.to_owned(),
@@ -1509,6 +1518,10 @@ mod tests {
         let header = |spec: &str| RequestHeader::new(Config::new("p", "m"), tools(spec));
         let placeholder = ToolSchema::new(DEFERRED_PLACEHOLDER_NAME, "x", Map::new());
         let with_placeholder = RequestHeader::new(Config::new("p", "m"), vec![placeholder]);
+        let with_empty = RequestHeader::new(
+            Config::new("p", "m"),
+            vec![ToolSchema::new("", "x", Map::new())],
+        );
         let not = |n: &str| Err(UnknownTool::NotEffective { name: n.into() });
         let reserved = Err(UnknownTool::Reserved {
             name: DEFERRED_PLACEHOLDER_NAME.into(),
@@ -1530,6 +1543,13 @@ mod tests {
                 with_placeholder,
                 DEFERRED_PLACEHOLDER_NAME,
                 reserved,
+            ),
+            ("empty name", header("A"), "", Err(UnknownTool::EmptyName)),
+            (
+                "empty name even if a header built by code has it",
+                with_empty,
+                "",
+                Err(UnknownTool::EmptyName),
             ),
         ] {
             assert_eq!(validate_tool_call(call, &header), expect, "{name}");

@@ -110,6 +110,17 @@ proptest! {
         }
         let _ = serde_json::from_value::<ToolHistory>(v);
     }
+
+    /// Text and `Value` go through one decoder: the same event or the same fault. The text of
+    /// a `Value` has its keys sorted, so `data` comes before `type` and the decoder's deferred
+    /// path (raw `data`, decoded once the type is known) is the one exercised.
+    #[test]
+    fn text_and_value_decode_alike(v in json_value()) {
+        let text = serde_json::to_string(&v).unwrap();
+        let from_text = format!("{:?}", Event::from_json(&text));
+        let from_value = format!("{:?}", Event::from_value(v));
+        prop_assert_eq!(from_text, from_value, "{}", text);
+    }
 }
 
 fn block() -> impl Strategy<Value = mektpoy::ContentBlock> {

@@ -1067,3 +1067,356 @@ fn a_by_value_addition_never_reaches_a_log() {
     );
     assert!(serde_json::from_value::<Message>(json).is_err());
 }
+
+/// Issue 10 item 6: a key twice in one object, at any depth of the line, is refused instead of
+/// read as the last one (`"reason":"bogus","reason":"change"` loaded as `change`).
+#[test]
+fn duplicate_keys_anywhere_in_a_line() {
+    // A non-capturing closure, so that it is an `Expect`.
+    macro_rules! dup {
+        ($key:literal) => {
+            |e: &AppendError| {
+                decode(
+                    e,
+                    |d| matches!(d, DecodeError::DuplicateKey { key } if key == $key),
+                )
+            }
+        };
+    }
+    let config = r#"{"provider":"p","model":"m"}"#;
+    let user_with = |block: &str| {
+        format!(
+            r#"{{"type":"user/message","data":{{"message":{{"id":"x","role":"user","content":[{block}],"source":{{"kind":"user"}}}}}},"surfaceOp":"append"}}"#
+        )
+    };
+    run(&[
+        json_case(
+            "the issue's line: reason twice",
+            vec![header(&["A"], "initial")],
+            header_line(&format!(
+                r#"{{"header":{{"config":{config}}},"reason":"bogus","reason":"change"}}"#
+            )),
+            dup!("reason"),
+        ),
+        json_case(
+            "reason twice, one spelled with an escape",
+            vec![],
+            header_line(&format!(
+                r#"{{"header":{{"config":{config}}},"reason":"initial","\u0072eason":"change"}}"#
+            )),
+            dup!("reason"),
+        ),
+        json_case(
+            "type twice in the envelope",
+            vec![],
+            r#"{"type":"user/message","type":"plugin/x","data":{}}"#.to_owned(),
+            dup!("type"),
+        ),
+        json_case(
+            "data twice in the envelope",
+            vec![],
+            header_line(&format!(r#"{{"header":{{"config":{config}}},"reason":"initial"}},"data":{{}}"#)),
+            dup!("data"),
+        ),
+        json_case(
+            "provider twice in a config",
+            vec![],
+            header_line(
+                r#"{"header":{"config":{"provider":"p","model":"m","provider":"q"}},"reason":"initial"}"#,
+            ),
+            dup!("provider"),
+        ),
+        json_case(
+            "a key twice deep inside tool parameters",
+            vec![],
+            header_line(
+                r#"{"header":{"config":{"provider":"p","model":"m"},"tools":[{"name":"A","description":"A","parameters":{"properties":{"p":{"x":1,"x":2}}}}]},"reason":"initial"}"#,
+            ),
+            dup!("x"),
+        ),
+        json_case(
+            "a tool's name twice",
+            vec![],
+            header_line(
+                r#"{"header":{"config":{"provider":"p","model":"m"},"tools":[{"name":"A","name":"B","description":"A","parameters":{}}]},"reason":"initial"}"#,
+            ),
+            dup!("name"),
+        ),
+        json_case(
+            "a message id twice",
+            vec![],
+            r#"{"type":"user/message","data":{"message":{"id":"a","id":"b","role":"user","content":[],"source":{"kind":"user"}}},"surfaceOp":"append"}"#.to_owned(),
+            dup!("id"),
+        ),
+        json_case(
+            "a block's text twice",
+            vec![user("u1")],
+            user_with(r#"{"type":"text","text":"safe","text":"unsafe"}"#),
+            dup!("text"),
+        ),
+        json_case(
+            "a key twice inside an unknown block",
+            vec![],
+            user_with(r#"{"type":"image","meta":{"x":1,"x":1}}"#),
+            dup!("x"),
+        ),
+        json_case(
+            "a key twice in an ignored data field",
+            vec![],
+            r#"{"type":"user/message","data":{"note":{"x":1,"x":2},"message":{"id":"a","role":"user","content":[],"source":{"kind":"user"}}},"surfaceOp":"append"}"#.to_owned(),
+            dup!("x"),
+        ),
+        json_case(
+            "a key twice in an opaque event",
+            vec![],
+            r#"{"type":"plugin/x","data":{"x":1,"x":2}}"#.to_owned(),
+            dup!("x"),
+        ),
+        json_case(
+            "a key twice in a data read before its type",
+            vec![],
+            format!(r#"{{"data":{{"header":{{"config":{config}}},"reason":"initial","reason":"change"}},"type":"request/header"}}"#),
+            dup!("reason"),
+        ),
+        json_case(
+            "many keys, the repeat far in (indexed, not scanned)",
+            vec![],
+            format!(
+                r#"{{"type":"user/message","data":{{{},"message":{{"id":"a","role":"user","content":[],"source":{{"kind":"user"}}}},"k3":0}},"surfaceOp":"append"}}"#,
+                (0..40).map(|i| format!(r#""k{i}":{i}"#)).collect::<Vec<_>>().join(",")
+            ),
+            dup!("k3"),
+        ),
+    ]);
+}
+
+/// A line whose `data` comes before its `type` decodes to the same event, and any JSON value
+/// decodes the same from text and from a `Value`.
+#[test]
+fn key_order_does_not_change_the_decoded_event() {
+    let lines = [
+        header(&["A", "Bd"], "initial"),
+        user("u1"),
+        dev("d1", &["+B", "-A", "note"], Some(0)),
+        opaque("plugin/x", APPEND),
+    ];
+    for line in lines {
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let obj = v.as_object().unwrap();
+        // Every key but `type` first, then `type`.
+        let mut reordered = String::from("{");
+        for (k, v) in obj.iter().filter(|(k, _)| *k != "type") {
+            reordered.push_str(&format!("{}:{v},", serde_json::Value::from(k.as_str())));
+        }
+        reordered.push_str(&format!(r#""type":{}}}"#, obj["type"]));
+        let a = Event::from_json(&line).unwrap();
+        let b = Event::from_json(&reordered).unwrap_or_else(|e| panic!("{reordered}: {e}"));
+        let c = Event::from_value(v.clone()).unwrap();
+        assert_eq!(a, b, "{reordered}");
+        assert_eq!(a, c, "{line}");
+    }
+    // Faults come out the same whatever the key order: here the missing reason, although the
+    // malformed tool comes first in the line.
+    let bad = r#"{"data":{"header":{"tools":[7],"config":{"provider":"p","model":"m"}}},"type":"request/header"}"#;
+    assert!(matches!(
+        Event::from_json(bad),
+        Err(DecodeError::MissingReason)
+    ));
+}
+
+/// Issue 10 item 6: names a provider cannot take, or that the serializer reserves, are refused
+/// when appended or loaded, not found out when a request is built.
+#[test]
+fn empty_and_reserved_tool_names() {
+    use mektpoy::{DEFERRED_PLACEHOLDER_NAME, ToolSchema};
+    let header_with = |tools: &str| {
+        header_line(&format!(
+            r#"{{"header":{{"config":{{"provider":"p","model":"m"}},"tools":[{tools}]}},"reason":"initial"}}"#
+        ))
+    };
+    let typed_header = |name: &str| {
+        Event::header(
+            RequestHeader::new(
+                Config::new("p", "m"),
+                vec![tool("A"), ToolSchema::new(name, "d", no_params())],
+            ),
+            Reason::Initial,
+        )
+    };
+    let with_block = |block: &str| {
+        format!(
+            r#"{{"type":"assistant/message","data":{{"message":{{"id":"x","role":"assistant","content":[{{"type":"text","text":"ok"}},{block}],"source":{{"kind":"model","provider":"p","model":"m"}}}}}},"surfaceOp":"append"}}"#
+        )
+    };
+    let dev_with = |block: &str| {
+        format!(
+            r#"{{"type":"developer/message","data":{{"message":{{"id":"x","role":"developer","content":[{{"type":"text","text":"ok"}},{block}],"source":{{"kind":"tool-registry"}}}},"headerSeq":0}},"surfaceOp":"append"}}"#
+        )
+    };
+    let malformed_1: Expect = |e| {
+        decode(
+            e,
+            |d| matches!(d, DecodeError::MalformedBlock { index: 1, reason, .. } if reason.contains("empty")),
+        )
+    };
+    let a = tool_json("A");
+    run(&[
+        json_case(
+            "a header tool with an empty name",
+            vec![],
+            header_with(&format!(
+                r#"{a},{{"name":"","description":"d","parameters":{{}}}}"#
+            )),
+            |e| {
+                decode(e, |d| {
+                    matches!(
+                        d,
+                        DecodeError::Tool {
+                            index: 1,
+                            source: ToolError::EmptyName
+                        }
+                    )
+                })
+            },
+        ),
+        typed_case(
+            "a typed header tool with an empty name",
+            vec![],
+            typed_header(""),
+            |e| matches!(e, AppendError::EmptyToolName { index: 1, .. }),
+            |e| {
+                decode(e, |d| {
+                    matches!(
+                        d,
+                        DecodeError::Tool {
+                            index: 1,
+                            source: ToolError::EmptyName
+                        }
+                    )
+                })
+            },
+        ),
+        json_case(
+            "a header tool with the placeholder's name",
+            vec![user("u1")],
+            header_with(&format!(
+                r#"{a},{{"name":"{DEFERRED_PLACEHOLDER_NAME}","description":"d","parameters":{{}}}}"#
+            )),
+            |e| matches!(e, AppendError::ReservedToolName { index: 1, .. }),
+        ),
+        typed_case(
+            "a typed header tool with the placeholder's name",
+            vec![],
+            typed_header(DEFERRED_PLACEHOLDER_NAME),
+            |e| matches!(e, AppendError::ReservedToolName { index: 1, .. }),
+            |e| matches!(e, AppendError::ReservedToolName { index: 1, .. }),
+        ),
+        json_case(
+            "a tool call with an empty name",
+            vec![],
+            with_block(r#"{"type":"tool-call","id":"c1","name":"","arguments":"{}"}"#),
+            malformed_1,
+        ),
+        json_case(
+            "an addition of an empty name",
+            vec![header(&["A"], "initial")],
+            dev_with(r#"{"type":"tool-addition","toolName":""}"#),
+            malformed_1,
+        ),
+        json_case(
+            "a removal of an empty name",
+            vec![header(&["A"], "initial")],
+            dev_with(r#"{"type":"tool-removal","toolName":""}"#),
+            malformed_1,
+        ),
+        typed_case(
+            "a typed tool call with an empty name",
+            vec![],
+            Event::append(Message::new(
+                "x",
+                Role::Assistant,
+                vec![
+                    ContentBlock::text("ok"),
+                    ContentBlock::ToolCall {
+                        id: "c1".into(),
+                        name: String::new(),
+                        arguments: "{}".into(),
+                    },
+                ],
+                MessageSource::Model {
+                    provider: "p".into(),
+                    model: "m".into(),
+                },
+            )),
+            |e| matches!(e, AppendError::MalformedBlock { index: 1, .. }),
+            malformed_1,
+        ),
+        typed_case(
+            "a typed removal of an empty name",
+            vec![header(&["A"], "initial")],
+            Event::developer(
+                Message::developer(
+                    "x",
+                    vec![ContentBlock::text("ok"), ContentBlock::removal("")],
+                ),
+                None,
+            ),
+            |e| matches!(e, AppendError::MalformedBlock { index: 1, .. }),
+            malformed_1,
+        ),
+    ]);
+}
+
+/// Issue 10 item 6: arguments nested deeper than `ContentBlock::ARGUMENTS_DEPTH_LIMIT` are
+/// refused at append and load (no provider parses them inside a body); at the limit they are
+/// accepted.
+#[test]
+fn tool_call_arguments_nested_too_deep() {
+    let limit = ContentBlock::ARGUMENTS_DEPTH_LIMIT;
+    let nested = |depth: usize| {
+        // `{"a":[[...]]}`: the object, then depth - 1 arrays.
+        format!(
+            r#"{{"a":{}{}}}"#,
+            "[".repeat(depth - 1),
+            "]".repeat(depth - 1)
+        )
+    };
+    let call = |id: &str, depth: usize| {
+        Event::append(Message::new(
+            id,
+            Role::Assistant,
+            vec![ContentBlock::ToolCall {
+                id: "c1".into(),
+                name: "A".into(),
+                arguments: nested(depth),
+            }],
+            MessageSource::Model {
+                provider: "p".into(),
+                model: "m".into(),
+            },
+        ))
+    };
+    let too_deep: Expect = |e| {
+        matches!(e, AppendError::ArgumentsTooDeep { id, call_id, limit, .. }
+            if id == "x" && call_id == "c1" && *limit == ContentBlock::ARGUMENTS_DEPTH_LIMIT)
+    };
+    run(&[
+        typed_case(
+            "arguments one level too deep",
+            vec![user("u1")],
+            call("x", limit + 1),
+            too_deep,
+            too_deep,
+        ),
+        typed_case(
+            "arguments far too deep",
+            vec![],
+            call("x", 10_000),
+            too_deep,
+            too_deep,
+        ),
+    ]);
+    let s = Session::new("s");
+    s.append(call("ok", limit)).unwrap();
+    assert_eq!(s.len(), 1);
+}

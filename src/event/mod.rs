@@ -344,15 +344,22 @@ impl Event {
 
     /// Decodes an event from its JSON line.
     ///
+    /// The line is decoded straight into the event, without a `serde_json::Value` of the whole
+    /// line: O(size of the line), allocating about what the event keeps.
+    ///
     /// # Errors
     /// [`DecodeError::Json`] when the text is not one JSON value (or holds a number serde_json
-    /// cannot represent, such as `1e400`); otherwise the shape fault, see [`Event::from_value`].
+    /// cannot represent, such as `1e400`); [`DecodeError::DuplicateKey`] when an object, at any
+    /// depth, holds one key twice (`{"reason":"bogus","reason":"change"}` is refused, not read
+    /// as `change`); otherwise the shape fault, see [`Event::from_value`].
     pub fn from_json(line: &str) -> Result<Self, DecodeError> {
-        let value: Value = serde_json::from_str(line).map_err(DecodeError::Json)?;
-        Event::from_value(value)
+        decode::from_json(line)
     }
 
     /// Decodes an event from a JSON value.
+    ///
+    /// A `Value` cannot hold a key twice (serde_json kept the last when it parsed one), so
+    /// prefer [`Event::from_json`] for text.
     ///
     /// # Errors
     /// A [`DecodeError`] naming the first shape fault: a missing `type` or `data`, a missing or
@@ -360,7 +367,7 @@ impl Event {
     /// a `surfaceOp` on a header or of another form, a role that does not match the event
     /// type, a malformed known content block.
     pub fn from_value(value: Value) -> Result<Self, DecodeError> {
-        decode::event(value)
+        decode::from_value(value)
     }
 
     /// The compact JSON line of this event (SPEC §1 key order), without the newline.

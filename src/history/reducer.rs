@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::{ToolHistory, ToolUpdate};
 use crate::event::{Event, HeaderEvent, MessageEvent, Reason};
-use crate::vocab::{ContentBlock, List, Role, Seq, ToolSchema, by_name};
+use crate::vocab::{ContentBlock, List, Role, Seq, ToolIndex, ToolSchema};
 
 /// Which of the two folds a [`ToolFold`] computes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -28,8 +28,9 @@ pub(crate) enum FoldKind {
 #[derive(Clone, Default)]
 pub(crate) struct ToolFold {
     kind: FoldKind,
-    /// Tools of every header by `Seq`, shared with the events.
-    header_tools: imbl::HashMap<Seq, Arc<[ToolSchema]>>,
+    /// The tools of every header by `Seq`, indexed by name once per header (shared with the
+    /// session's validation when the session folds).
+    header_tools: imbl::HashMap<Seq, Arc<ToolIndex>>,
     /// Whether a header has been folded.
     has_header: bool,
     baseline: Arc<[ToolSchema]>,
@@ -63,10 +64,26 @@ impl ToolFold {
 
     /// Folds the next event. O(size of the event + log n).
     pub fn apply(&mut self, event: &Event) {
+        self.apply_indexed(event, |_| None);
+    }
+
+    /// Folds the next event, taking a header's name index from `index` (by the header's `Seq`)
+    /// when it has one already, so that the fold and validation share one index per header.
+    /// O(size of the event + log n); O(1 + log n) for a header whose index is given.
+    pub fn apply_indexed<'i>(
+        &mut self,
+        event: &Event,
+        index: impl FnOnce(Seq) -> Option<&'i Arc<ToolIndex>>,
+    ) {
         let seq = Seq::from(self.upto);
         self.upto += 1;
         match event {
-            Event::Header(h) => self.header(seq, h),
+            Event::Header(h) => {
+                let index = index(seq)
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(ToolIndex::new(&h.header.tools)));
+                self.header(seq, h, index);
+            }
             Event::Message(m) if m.message.role() == Role::Developer => self.developer(m),
             _ => {}
         }
@@ -92,9 +109,9 @@ impl ToolFold {
             || (!self.baseline_has_immediate && tools.iter().any(|t| !t.defer_loading()))
     }
 
-    fn header(&mut self, seq: Seq, h: &HeaderEvent) {
+    fn header(&mut self, seq: Seq, h: &HeaderEvent, index: Arc<ToolIndex>) {
         let tools = &h.header.tools;
-        self.header_tools.insert(seq, Arc::clone(tools));
+        self.header_tools.insert(seq, index);
         if self.opens_declaration_series(h) {
             self.baseline = Arc::clone(tools);
             self.baseline_has_immediate = tools.iter().any(|t| !t.defer_loading());
@@ -112,7 +129,6 @@ impl ToolFold {
 
     fn developer(&mut self, m: &MessageEvent) {
         let header = m.header_seq.and_then(|s| self.header_tools.get(&s));
-        let mut definitions = None;
         let mut additions = imbl::Vector::new();
         let mut redefinitions = imbl::Vector::new();
         for block in m.message.content() {
@@ -125,12 +141,7 @@ impl ToolFold {
                 }
                 _ => continue,
             };
-            let def = header.and_then(|h| {
-                definitions
-                    .get_or_insert_with(|| by_name(h))
-                    .get(tool_name.as_str())
-                    .copied()
-            });
+            let def = header.and_then(|h| h.get(tool_name));
             if let Some(def) = def {
                 if self
                     .declared
@@ -183,6 +194,12 @@ impl ToolFold {
                 updates: List::default(),
             }
         }
+    }
+
+    /// The name index the fold holds for header `seq`.
+    #[cfg(test)]
+    pub fn header_index(&self, seq: Seq) -> Option<&Arc<ToolIndex>> {
+        self.header_tools.get(&seq)
     }
 
     /// Whether `name` is available (offered by the current series).

@@ -133,7 +133,8 @@ impl Cached {
     fn catch_up(&mut self, state: &LogState, upto: usize) -> &ToolFold {
         if self.fold.upto() < upto {
             for e in state.range(self.fold.upto()..upto) {
-                self.fold.apply(e);
+                self.fold
+                    .apply_indexed(e, |seq| state.tool_indexes.get(&seq));
             }
             self.snapshot = None;
         }
@@ -583,7 +584,7 @@ impl Transaction<'_> {
         let mut d = lock(self.derived);
         let mut fold = d.cached(kind).catch_up(&self.state, self.start).clone();
         for e in self.state.range(fold.upto()..self.state.len()) {
-            fold.apply(e);
+            fold.apply_indexed(e, |seq| self.state.tool_indexes.get(&seq));
         }
         fold
     }
@@ -616,6 +617,45 @@ mod tests {
     use super::*;
 
     fn assert_send_sync<T: Send + Sync>() {}
+
+    /// Issue 10 item 4: one name index per header, built when it is applied and shared by the
+    /// folds (not rebuilt per developer message, nor per fold).
+    #[test]
+    fn one_tool_index_per_header_shared_by_validation_and_both_folds() {
+        use crate::event::{Config, Reason, RequestHeader};
+        use crate::vocab::{ContentBlock, Seq, ToolSchema};
+        let session = Session::new("s");
+        let tools: Vec<ToolSchema> = (0..3)
+            .map(|i| ToolSchema::new(format!("t{i}"), "d", Default::default()))
+            .collect();
+        session
+            .append(Event::header(
+                RequestHeader::new(Config::new("p", "m"), tools),
+                Reason::Initial,
+            ))
+            .unwrap();
+        session
+            .append(Event::developer(
+                Message::developer("d1", vec![ContentBlock::addition("t1")]),
+                Some(Seq(0)),
+            ))
+            .unwrap();
+        let _ = session.tool_history();
+        let _ = session.tool_history_by_value();
+        let log = read(&session.log);
+        let mut derived = lock(&session.derived);
+        let index = log
+            .state
+            .tool_indexes
+            .get(&Seq(0))
+            .expect("indexed on apply");
+        assert!(index.contains("t1") && !index.contains("t9"));
+        for kind in [FoldKind::ByReference, FoldKind::ByValue] {
+            let fold = &derived.cached(kind).fold;
+            let shared = fold.header_index(Seq(0)).expect("folded");
+            assert!(Arc::ptr_eq(index, shared), "{kind:?} built its own index");
+        }
+    }
 
     #[test]
     fn session_is_send_sync() {

@@ -12,14 +12,19 @@ use crate::event::{
     ThinkingPolicy,
 };
 use crate::store::WriteError;
-use crate::vocab::{ContentBlock, MessageSource, Role, Seq, by_name};
+use crate::vocab::{
+    ContentBlock, DEFERRED_PLACEHOLDER_NAME, MessageSource, Role, Seq, ToolIndex, arguments_depth,
+};
 
 /// Why `append` (or loading) refused an event. The log is unchanged after a refusal.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AppendError {
-    /// The event's JSON is not a well-formed event.
-    #[error("event {seq}: {source}")]
+    /// The event's JSON is not a well-formed event. The fault is the [`source`]
+    /// (`std::error::Error::source`), not repeated in this message.
+    ///
+    /// [`source`]: std::error::Error::source
+    #[error("event {seq}: not a well-formed event")]
     Decode {
         /// The event's position.
         seq: Seq,
@@ -35,6 +40,38 @@ pub enum AppendError {
         /// The repeated name.
         tool: String,
     },
+    /// A header tool whose name is empty (no provider accepts it, no call can name it).
+    #[error("event {seq}: header tool {index} has an empty name")]
+    EmptyToolName {
+        /// The header's position.
+        seq: Seq,
+        /// 0-based position in the header's tools.
+        index: usize,
+    },
+    /// A header tool named like the serializer's deferred placeholder
+    /// ([`DEFERRED_PLACEHOLDER_NAME`]): every serializer refuses such tools, so a log holding
+    /// the header could never be sent.
+    #[error("event {seq}: header tool {index} has the reserved name `{DEFERRED_PLACEHOLDER_NAME}`")]
+    ReservedToolName {
+        /// The header's position.
+        seq: Seq,
+        /// 0-based position in the header's tools.
+        index: usize,
+    },
+    /// Tool-call arguments nested deeper than [`ContentBlock::ARGUMENTS_DEPTH_LIMIT`].
+    #[error(
+        "event {seq}: message {id}: arguments of tool call {call_id} nest deeper than {limit} levels"
+    )]
+    ArgumentsTooDeep {
+        /// The event's position.
+        seq: Seq,
+        /// The message id.
+        id: String,
+        /// The call's id.
+        call_id: String,
+        /// The limit.
+        limit: usize,
+    },
     /// A message id already used in the session (inherited events count).
     #[error("event {seq}: message id {id} is already in the session")]
     DuplicateMessageId {
@@ -43,7 +80,8 @@ pub enum AppendError {
         /// The repeated id.
         id: String,
     },
-    /// A block built as `ContentBlock::Other` whose `type` is a known one, or missing.
+    /// A block built by code that decoding would refuse: a `ContentBlock::Other` whose `type`
+    /// is a known one, or missing; a tool call or tool change naming a tool with an empty name.
     #[error("event {seq}: message {id}: content block {index} is malformed")]
     MalformedBlock {
         /// The event's position.
@@ -214,6 +252,9 @@ impl AppendError {
         match self {
             Decode { seq, .. }
             | DuplicateToolName { seq, .. }
+            | EmptyToolName { seq, .. }
+            | ReservedToolName { seq, .. }
+            | ArgumentsTooDeep { seq, .. }
             | DuplicateMessageId { seq, .. }
             | MalformedBlock { seq, .. }
             | MalformedSource { seq, .. }
@@ -252,6 +293,9 @@ pub(crate) struct LogState {
     /// Bumped on every surface change; keys the messages cache.
     pub surface_version: u64,
     pub latest_header: Option<(Seq, Arc<HeaderEvent>)>,
+    /// Every header's tools by name, built once when the header is applied; developer messages
+    /// are checked against it and the folds share it.
+    pub tool_indexes: imbl::HashMap<Seq, Arc<ToolIndex>>,
     /// The loaded file's last line had no `\n` and nothing was appended since.
     pub unterminated_tail: bool,
     /// The latest surface replace.
@@ -284,7 +328,13 @@ impl LogState {
         match event {
             Event::Header(h) => {
                 let mut names = HashSet::with_capacity(h.header.tools.len());
-                for t in h.header.tools.iter() {
+                for (index, t) in h.header.tools.iter().enumerate() {
+                    if t.name().is_empty() {
+                        return Err(AppendError::EmptyToolName { seq, index });
+                    }
+                    if t.name() == DEFERRED_PLACEHOLDER_NAME {
+                        return Err(AppendError::ReservedToolName { seq, index });
+                    }
                     if !names.insert(t.name()) {
                         return Err(AppendError::DuplicateToolName {
                             seq,
@@ -337,6 +387,22 @@ impl LogState {
         if msg.source().is_malformed() {
             return Err(AppendError::MalformedSource { seq, id: id() });
         }
+        for block in msg.content() {
+            if let ContentBlock::ToolCall {
+                id: call,
+                arguments,
+                ..
+            } = block
+                && arguments_depth(arguments) > ContentBlock::ARGUMENTS_DEPTH_LIMIT
+            {
+                return Err(AppendError::ArgumentsTooDeep {
+                    seq,
+                    id: id(),
+                    call_id: call.clone(),
+                    limit: ContentBlock::ARGUMENTS_DEPTH_LIMIT,
+                });
+            }
+        }
         let role = msg.role();
         if role == Role::Tool && !matches!(msg.source(), MessageSource::Tool { .. }) {
             return Err(AppendError::ToolResultWithoutCallId { seq, id: id() });
@@ -357,14 +423,14 @@ impl LogState {
                 });
             }
         } else {
+            // One index per header, built when it was applied: O(1) per block.
             let header = match m.header_seq {
-                Some(h) => match self.events.get(h.index()) {
-                    Some(Event::Header(he)) => Some((h, he)),
-                    _ => return Err(AppendError::UnknownHeader { seq, header: h }),
+                Some(h) => match self.tool_indexes.get(&h) {
+                    Some(index) => Some((h, index)),
+                    None => return Err(AppendError::UnknownHeader { seq, header: h }),
                 },
                 None => None,
             };
-            let mut names = None;
             for block in msg.content() {
                 let (tool_name, redefines) = match block {
                     ContentBlock::ToolAddition { tool_name } => (tool_name, false),
@@ -387,11 +453,7 @@ impl LogState {
                             tool,
                         });
                     }
-                    Some((header, he))
-                        if !names
-                            .get_or_insert_with(|| by_name(&he.header.tools))
-                            .contains_key(tool_name.as_str()) =>
-                    {
+                    Some((header, index)) if !index.contains(tool_name) => {
                         return Err(if redefines {
                             AppendError::RedefinitionNotInHeader {
                                 seq,
@@ -434,6 +496,8 @@ impl LogState {
         let seq = self.next_seq();
         let node = match &event {
             Event::Header(h) => {
+                self.tool_indexes
+                    .insert(seq, Arc::new(ToolIndex::new(&h.header.tools)));
                 self.latest_header = Some((seq, Arc::clone(h)));
                 None
             }

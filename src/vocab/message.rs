@@ -5,16 +5,18 @@
 //! types this crate knows (a `tool-call` without an `id` is an error, not an unknown block) and
 //! keeps every other block verbatim, in place.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
-use serde::de::{self, Deserializer};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::ToolSchema;
+use super::strict::{Entries, Strict, StrictValue, Strictly, wrong_shape};
 
 /// Who speaks a message. The event type follows from it (`tool` → `tool/result`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -130,14 +132,15 @@ impl Serialize for MessageSource {
 }
 
 impl<'de> Deserialize<'de> for MessageSource {
+    /// Refuses a key that appears twice in one object.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let value = Value::deserialize(d)?;
+        let value = StrictValue(&Strict::default()).deserialize(d)?;
         MessageSource::from_value(value).map_err(de::Error::custom)
     }
 }
 
 impl MessageSource {
-    fn from_value(value: Value) -> Result<Self, String> {
+    pub(crate) fn from_value(value: Value) -> Result<Self, String> {
         let Some(kind) = value.get("kind").and_then(Value::as_str) else {
             return Err("message source needs a string `kind`".into());
         };
@@ -322,38 +325,70 @@ impl ContentBlock {
         }
     }
 
+    /// The deepest nesting the `arguments` of a tool call may have: the outer object is level
+    /// 1, each array or object inside it one more. `append` and loading refuse deeper arguments
+    /// ([`AppendError::ArgumentsTooDeep`](crate::AppendError::ArgumentsTooDeep)), and so does
+    /// the Messages-API serializer: there the arguments are a JSON value inside the body, five
+    /// levels down, and a provider's parser stops somewhere past a hundred levels (serde_json's
+    /// default limit is 128).
+    pub const ARGUMENTS_DEPTH_LIMIT: usize = 100;
+
     /// Decodes one block.
     ///
     /// # Errors
     /// A message naming the fault when the value is not an object with a string `type`, or
-    /// when a known type lacks a field or has one of the wrong type.
+    /// when a known type lacks a field, has one of the wrong type, or names a tool with an empty
+    /// name.
     pub fn from_value(value: Value) -> Result<Self, String> {
         let Value::Object(map) = value else {
             return Err("a content block must be a JSON object".into());
         };
-        let Some(ty) = map.get("type").and_then(Value::as_str) else {
-            return Err("a content block needs a string `type`".into());
+        Self::from_entries(map.into_iter().map(|(k, v)| (Cow::Owned(k), v)).collect())
+    }
+
+    /// Decodes one block from its entries in document order (keys already unique).
+    pub(crate) fn from_entries(mut entries: Vec<(Cow<'_, str>, Value)>) -> Result<Self, String> {
+        let position = |entries: &[(Cow<'_, str>, Value)], name: &str| {
+            entries.iter().position(|(k, _)| k == name)
         };
-        if !KNOWN_BLOCK_TYPES.contains(&ty) {
-            return Ok(ContentBlock::Other(Value::Object(map)));
-        }
-        let ty = ty.to_owned();
-        let field = |name: &str| {
-            map.get(name)
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .ok_or_else(|| format!("`{ty}` block needs a string `{name}`"))
+        let ty = match position(&entries, "type").map(|i| &entries[i].1) {
+            Some(Value::String(t)) => t,
+            _ => return Err("a content block needs a string `type`".into()),
         };
-        Ok(match ty.as_str() {
+        let Some(&ty) = KNOWN_BLOCK_TYPES.iter().find(|k| **k == ty.as_str()) else {
+            let map = entries.into_iter().map(|(k, v)| (k.into_owned(), v));
+            return Ok(ContentBlock::Other(Value::Object(map.collect())));
+        };
+        let has_definition = position(&entries, "definition").is_some();
+        // Moves a string field out (the block is rebuilt from the fields it knows).
+        let mut take = |name: &str| match position(&entries, name) {
+            Some(i) => match std::mem::take(&mut entries[i].1) {
+                Value::String(s) => Ok(s),
+                _ => Err(format!("`{ty}` block needs a string `{name}`")),
+            },
+            None => Err(format!("`{ty}` block needs a string `{name}`")),
+        };
+        let named = |name: String, field: &str| {
+            if name.is_empty() {
+                Err(format!("`{ty}` block names a tool with an empty `{field}`"))
+            } else {
+                Ok(name)
+            }
+        };
+        Ok(match ty {
             "text" => ContentBlock::Text {
-                text: field("text")?,
+                text: take("text")?,
             },
-            "tool-call" => ContentBlock::ToolCall {
-                id: field("id")?,
-                name: field("name")?,
-                arguments: field("arguments")?,
-            },
-            "tool-addition" if map.contains_key("definition") => {
+            "tool-call" => {
+                let id = take("id")?;
+                let name = named(take("name")?, "name")?;
+                ContentBlock::ToolCall {
+                    id,
+                    name,
+                    arguments: take("arguments")?,
+                }
+            }
+            "tool-addition" if has_definition => {
                 return Err(
                     "a `tool-addition` carrying a `definition` is projection output, \
                             never a log block"
@@ -361,19 +396,20 @@ impl ContentBlock {
                 );
             }
             "tool-addition" => ContentBlock::ToolAddition {
-                tool_name: field("toolName")?,
+                tool_name: named(take("toolName")?, "toolName")?,
             },
             "tool-redefinition" => ContentBlock::ToolRedefinition {
-                tool_name: field("toolName")?,
+                tool_name: named(take("toolName")?, "toolName")?,
             },
             "tool-removal" => ContentBlock::ToolRemoval {
-                tool_name: field("toolName")?,
+                tool_name: named(take("toolName")?, "toolName")?,
             },
             _ => {
-                let text = field("text")?;
-                let extra = map
+                let text = take("text")?;
+                let extra = entries
                     .into_iter()
                     .filter(|(k, _)| k != "type" && k != "text")
+                    .map(|(k, v)| (k.into_owned(), v))
                     .collect();
                 ContentBlock::Reasoning { text, extra }
             }
@@ -382,12 +418,19 @@ impl ContentBlock {
 
     /// Whether this is an `Other` block that is not a `{"type": unknown string}` object, which
     /// only code (not decoding) can build.
+    ///
+    /// A known block naming a tool with an empty name is malformed too: decoding refuses it, and
+    /// code can build one.
     pub(crate) fn is_malformed(&self) -> bool {
         match self {
             ContentBlock::Other(v) => match v.get("type").and_then(Value::as_str) {
                 Some(t) => KNOWN_BLOCK_TYPES.contains(&t),
                 None => true,
             },
+            ContentBlock::ToolCall { name, .. } => name.is_empty(),
+            ContentBlock::ToolAddition { tool_name }
+            | ContentBlock::ToolRemoval { tool_name }
+            | ContentBlock::ToolRedefinition { tool_name } => tool_name.is_empty(),
             _ => false,
         }
     }
@@ -449,10 +492,45 @@ impl Serialize for ContentBlock {
 }
 
 impl<'de> Deserialize<'de> for ContentBlock {
+    /// Decodes a block as [`ContentBlock::from_value`] does, refusing a key that appears twice
+    /// in one object.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let value = Value::deserialize(d)?;
-        ContentBlock::from_value(value).map_err(de::Error::custom)
+        BlockSeed(&Strict::default())
+            .deserialize(d)?
+            .map_err(de::Error::custom)
     }
+}
+
+/// Decodes one content block straight from the text, without a `Value` of the block:
+/// `Ok(Err(reason))` when it is malformed, `Err` for a syntax fault or a duplicate key.
+#[derive(Clone, Copy)]
+pub(crate) struct BlockSeed<'c>(pub &'c Strict);
+
+impl<'de> DeserializeSeed<'de> for BlockSeed<'_> {
+    type Value = Result<ContentBlock, String>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl Strictly for BlockSeed<'_> {
+    fn strict(&self) -> &Strict {
+        self.0
+    }
+}
+
+impl<'de> Visitor<'de> for BlockSeed<'_> {
+    type Value = Result<ContentBlock, String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a content block")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        Ok(ContentBlock::from_entries(Entries::read(map, self.0)?.list))
+    }
+    wrong_shape!(object, |_| Err(
+        "a content block must be a JSON object".to_owned()
+    ));
 }
 
 /// A message: `{"id","role","content","source","isError"?}`. Ids are unique in a session.

@@ -3,6 +3,7 @@
 mod json;
 mod list;
 mod message;
+pub(crate) mod strict;
 mod tool;
 
 use std::fmt;
@@ -10,11 +11,12 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 pub use json::json_equivalent;
-pub(crate) use json::map_equivalent;
+pub(crate) use json::{arguments_depth, map_equivalent};
 pub use list::{Iter, List};
+pub(crate) use message::BlockSeed;
 pub use message::{ContentBlock, InlineAddition, Message, MessageSource, Role};
 pub use tool::{DEFERRED_PLACEHOLDER_NAME, ToolError, ToolSchema};
-pub(crate) use tool::{by_name, same_tools};
+pub(crate) use tool::{ToolIndex, ToolSeed, same_tools};
 
 /// The 0-based index of an event in a session log, inherited events included.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -16,8 +16,10 @@ use std::borrow::Cow;
 use indexmap::IndexMap;
 use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::arguments;
 use super::canonical::{Canonical, CanonicalObject};
 use super::limits::{self, ByValue};
 use super::thinking::{self, Binding, THINKING_BINDING_BETA, Verdict};
@@ -78,6 +80,14 @@ const ANTHROPIC_TOOL_FIELDS: [&str; 3] = ["strict", "input_examples", "eager_inp
 /// assistant messages are merged into one turn each. Empty text blocks are dropped everywhere
 /// (the API refuses them).
 ///
+/// A tool call becomes `tool_use` with its `arguments` text as `input`, **as the model wrote
+/// it**: numbers keep every digit and their spelling, keys keep their order, strings their
+/// escapes; only whitespace between tokens is removed (the body is compact JSON). Arguments
+/// that are not one JSON object, that hold a key twice in one object at any depth (the provider
+/// would keep one, and the model would see another call than the one it made), or that nest
+/// deeper than [`ContentBlock::ARGUMENTS_DEPTH_LIMIT`] are refused. The chat serializer sends the
+/// same text as its `arguments` string, unchanged.
+///
 /// Tools: `{name, description, input_schema}`, then on Anthropic routes (provider
 /// `anthropic`) the fields `strict`, `input_examples`, `eager_input_streaming` when the tool
 /// keeps them, then `"defer_loading": true` when deferred; no other unknown field is sent, and
@@ -120,6 +130,7 @@ const ANTHROPIC_TOOL_FIELDS: [&str; 3] = ["strict", "input_examples", "eager_inp
 ///   carry (an unknown block type anywhere, reasoning or a tool call outside an assistant
 ///   message, a sent reasoning block with a `type` or `thinking` field of its own);
 /// - [`WireError::InvalidArguments`], [`WireError::ArgumentsNotObject`],
+///   [`WireError::DuplicateArgumentKey`], [`WireError::ArgumentsTooDeep`],
 ///   [`WireError::DuplicateCallId`] for tool calls; [`WireError::MissingToolResult`],
 ///   [`WireError::OrphanToolResult`], [`WireError::ResultWithoutCallId`] when calls and results
 ///   do not pair up turn by turn; [`WireError::EmptyTurn`] for a turn without content (a final
@@ -512,7 +523,9 @@ enum Block<'a> {
     ToolUse {
         id: &'a str,
         name: &'a str,
-        input: Map<String, Value>,
+        /// The call's arguments as the model wrote them (checked, whitespace between tokens
+        /// removed).
+        input: Box<RawValue>,
     },
     ToolResult {
         tool_use_id: &'a str,
@@ -566,7 +579,7 @@ impl Block<'_> {
                 m.serialize_entry("type", "tool_use")?;
                 m.serialize_entry("id", id)?;
                 m.serialize_entry("name", name)?;
-                m.serialize_entry("input", &CanonicalObject(input))?;
+                m.serialize_entry("input", &**input)?;
             }
             Block::ToolResult {
                 tool_use_id,
@@ -838,7 +851,7 @@ impl<'a> Builder<'a, '_> {
                     name,
                     arguments,
                 } => {
-                    let input = parse_arguments(message, id, arguments)?;
+                    let input = arguments::checked(message, id, arguments)?;
                     self.calls.call(message, id)?;
                     content.push(Block::ToolUse { id, name, input });
                 }
@@ -931,24 +944,4 @@ fn text_blocks(message: &Message) -> Result<Vec<Block<'_>>, WireError> {
         }
     }
     Ok(out)
-}
-
-/// A tool call's `arguments`, which must be a JSON object.
-fn parse_arguments(
-    message: &Message,
-    call_id: &str,
-    arguments: &str,
-) -> Result<Map<String, Value>, WireError> {
-    match serde_json::from_str(arguments) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(WireError::ArgumentsNotObject {
-            message_id: message.id().to_owned(),
-            call_id: call_id.to_owned(),
-        }),
-        Err(source) => Err(WireError::InvalidArguments {
-            message_id: message.id().to_owned(),
-            call_id: call_id.to_owned(),
-            source,
-        }),
-    }
 }

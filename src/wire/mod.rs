@@ -8,13 +8,15 @@
 //! `tool_calls`). Bodies are written from ordered structs through `serde::Serializer`, never
 //! through a `serde_json::Value` object: whether `serde_json::Map` keeps insertion order depends
 //! on a Cargo feature (`preserve_order`) that any crate in the build may turn on. JSON values
-//! that come from the log (config options, tool parameters, tool-call arguments) are written
-//! with their object keys sorted at every depth, which is what the default `Map` yields, so the
-//! bytes do not depend on that feature either.
+//! that come from the log (config options, tool parameters) are written with their object keys
+//! sorted at every depth, which is what the default `Map` yields, so the bytes do not depend on
+//! that feature either. Tool-call arguments are the exception: they are the model's own text
+//! and go out as written (see [`serialize_messages`]).
 //!
 //! Input a provider cannot represent is refused with a [`WireError`] naming the message id,
 //! block index or tool, never sent in a form the provider would reject or misread.
 
+mod arguments;
 mod canonical;
 mod fingerprint;
 mod limits;
@@ -344,6 +346,32 @@ pub enum WireError {
         message_id: String,
         /// The call's id.
         call_id: String,
+    },
+    /// A tool call's `arguments` holds one key twice in one object (at any depth). Sent as a
+    /// JSON value, the provider would keep one of them, so the model would not see the call it
+    /// made.
+    #[error("message {message_id}: arguments of tool call {call_id} hold the key `{key}` twice")]
+    DuplicateArgumentKey {
+        /// The assistant message.
+        message_id: String,
+        /// The call's id.
+        call_id: String,
+        /// The repeated key (unescaped).
+        key: String,
+    },
+    /// A tool call's `arguments` nest deeper than
+    /// [`ContentBlock::ARGUMENTS_DEPTH_LIMIT`] (a message built by code; `append` refuses
+    /// such a call).
+    #[error(
+        "message {message_id}: arguments of tool call {call_id} nest deeper than {limit} levels"
+    )]
+    ArgumentsTooDeep {
+        /// The assistant message.
+        message_id: String,
+        /// The call's id.
+        call_id: String,
+        /// The limit.
+        limit: usize,
     },
     /// Two tool calls of one request share an id.
     #[error("message {message_id}: tool call id {call_id} is used twice")]

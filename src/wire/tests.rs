@@ -384,9 +384,10 @@ fn config_insertion_order_never_reaches_the_body() {
 }
 
 #[test]
-fn tool_parameters_and_call_arguments_are_written_with_sorted_keys() {
+fn tool_parameters_are_written_with_sorted_keys_and_call_arguments_as_written() {
     // Parsed from text whose key order is not sorted. Under default features the `Map` sorts
-    // on its own; under `--features serde_json/preserve_order` this checks our sorting.
+    // on its own; under `--features serde_json/preserve_order` this checks our sorting. The
+    // arguments are the model's text: their key order is kept (issue 10).
     let schema: ToolSchema = serde_json::from_str(
         r#"{"name":"read","description":"d","parameters":{"type":"object","properties":{"path":{"type":"string"},"limit":{"type":"integer"}},"required":["path"]},"title":"Read"}"#,
     )
@@ -415,8 +416,111 @@ fn tool_parameters_and_call_arguments_are_written_with_sorted_keys() {
         "unknown tool fields are not sent"
     );
     assert!(req.body.contains(
-        r#"{"type":"tool_use","id":"c1","name":"read","input":{"limit":3,"opts":{"a":1,"z":0},"path":"/x"}}"#
+        r#"{"type":"tool_use","id":"c1","name":"read","input":{"path":"/x","limit":3,"opts":{"z":0,"a":1}}}"#
     ), "{}", req.body);
+}
+
+/// Issue 10 item 3: the history the model sees is the call it made. The Messages API gets the
+/// arguments text token for token; the chat API gets the same text as its string.
+#[test]
+fn call_arguments_go_out_as_the_model_wrote_them() {
+    let send = |route: &Route, arguments: &str| {
+        wire(
+            route,
+            vec![
+                u("u1", "go"),
+                calls("a1", vec![call("c1", "read", arguments)]),
+                result("t1", "c1", "ok"),
+            ],
+        )
+    };
+    for (arguments, sent) in [
+        // Beyond f64: every digit, not `1.2345678901234568e+29`.
+        (
+            r#"{"n":123456789012345678901234567890}"#,
+            r#"{"n":123456789012345678901234567890}"#,
+        ),
+        // Number spelling, key order, escapes: all the model's.
+        (
+            r#"{"z":1.50,"a":1e5,"s":"\u00e9\n\"","t":-0}"#,
+            r#"{"z":1.50,"a":1e5,"s":"\u00e9\n\"","t":-0}"#,
+        ),
+        // Whitespace between tokens is dropped (the body is compact); inside strings kept.
+        (
+            "{ \"path\" : \"/a b\" ,\n  \"opts\" : [ 1 , { } ] }",
+            r#"{"path":"/a b","opts":[1,{}]}"#,
+        ),
+        ("{}", "{}"),
+    ] {
+        let req = send(&flash(), arguments).unwrap();
+        let expect = format!(r#""input":{sent}}}"#);
+        assert!(req.body.contains(&expect), "{arguments}: {}", req.body);
+        // The chat route sends the text itself, whitespace included.
+        let chat_req = send(&chat(), arguments).unwrap();
+        let chat_body = body(&chat_req);
+        assert_eq!(
+            chat_body["messages"][1]["tool_calls"][0]["function"]["arguments"],
+            Value::from(arguments),
+            "{arguments}"
+        );
+    }
+}
+
+#[test]
+fn call_arguments_that_cannot_go_out_unchanged_are_refused() {
+    let send = |arguments: String| {
+        wire(
+            &flash(),
+            vec![
+                u("u1", "go"),
+                calls("a1", vec![call("c1", "read", &arguments)]),
+                result("t1", "c1", "ok"),
+            ],
+        )
+    };
+    let limit = ContentBlock::ARGUMENTS_DEPTH_LIMIT;
+    // `{"a":[[…]]}` nesting `depth` levels.
+    let nested = |depth: usize| {
+        format!(
+            r#"{{"a":{}{}}}"#,
+            "[".repeat(depth - 1),
+            "]".repeat(depth - 1)
+        )
+    };
+    assert!(send(nested(limit)).is_ok());
+    for (arguments, check) in [
+        (
+            r#"{"path":"/safe","path":"/etc/passwd"}"#.to_owned(),
+            (|e: &WireError| {
+                matches!(e, WireError::DuplicateArgumentKey { message_id, call_id, key }
+                if message_id == "a1" && call_id == "c1" && key == "path")
+            }) as fn(&WireError) -> bool,
+        ),
+        (
+            r#"{"o":[{"k":1,"\u006b":2}]}"#.to_owned(),
+            |e| matches!(e, WireError::DuplicateArgumentKey { key, .. } if key == "k"),
+        ),
+        (
+            nested(limit + 1),
+            |e| matches!(e, WireError::ArgumentsTooDeep { limit, .. } if *limit == ContentBlock::ARGUMENTS_DEPTH_LIMIT),
+        ),
+        // Past serde_json's own recursion limit too: still the typed error, not a parse error.
+        (nested(200), |e| {
+            matches!(e, WireError::ArgumentsTooDeep { .. })
+        }),
+        ("[1]".to_owned(), |e| {
+            matches!(e, WireError::ArgumentsNotObject { .. })
+        }),
+        (r#"{"a":1} x"#.to_owned(), |e| {
+            matches!(e, WireError::InvalidArguments { .. })
+        }),
+        (r#"{"a":"#.to_owned(), |e| {
+            matches!(e, WireError::InvalidArguments { .. })
+        }),
+    ] {
+        let err = send(arguments.clone()).unwrap_err();
+        assert!(check(&err), "{arguments}: {err:?}");
+    }
 }
 
 #[test]

@@ -1,0 +1,126 @@
+//! Issue 10 item 7: every error prints its cause once. A message either names its cause's text
+//! or returns the cause from `source()`, never both, so a report that walks the chain
+//! (`anyhow`'s `{:#}`, `eyre`, a log line joining `source()`s with `: `) does not read
+//! `malformed JSON: malformed JSON: …`.
+
+use std::error::Error as StdError;
+use std::io;
+
+use mektpoy::{
+    AppendError, Config, ContentBlock, Error, Message, MessageSource, Meter, ProjectedToolUpdates,
+    RequestHeader, Role, Seq, Session, ToolSchema, WriteError, route_for, serialize,
+};
+
+/// Each error of the chain starting at `err`, outermost first.
+fn chain(err: &(dyn StdError + 'static)) -> Vec<String> {
+    let mut out = vec![err.to_string()];
+    let mut at = err.source();
+    while let Some(e) = at {
+        out.push(e.to_string());
+        at = e.source();
+    }
+    out
+}
+
+/// No message of the chain repeats the text of a cause below it.
+fn assert_cause_once(name: &str, err: &(dyn StdError + 'static), depth: usize) {
+    let messages = chain(err);
+    assert_eq!(messages.len(), depth, "{name}: {messages:#?}");
+    for (i, outer) in messages.iter().enumerate() {
+        for inner in &messages[i + 1..] {
+            assert!(
+                !outer.contains(inner.as_str()),
+                "{name}: `{outer}` repeats its cause `{inner}`"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_error_prints_its_cause_once() {
+    let session = Session::new("s");
+
+    // The issue's case: append_json of broken JSON (event → malformed JSON → serde_json).
+    let err = session.append_json("{").unwrap_err();
+    assert_cause_once("append_json of broken JSON", &err, 3);
+    assert_cause_once("the same, as the crate Error", &Error::from(err), 3);
+
+    // A shape fault with a cause of its own (event → header tool → tool field).
+    let err = session
+        .append_json(r#"{"type":"request/header","data":{"header":{"config":{"provider":"p","model":"m"},"tools":[{"name":"","description":"d","parameters":{}}]},"reason":"initial"}}"#)
+        .unwrap_err();
+    assert_cause_once("a malformed header tool", &err, 3);
+
+    // A repeated key.
+    let err = session
+        .append_json(r#"{"type":"x/y","type":"x/z","data":{}}"#)
+        .unwrap_err();
+    assert_cause_once("a repeated key", &err, 2);
+
+    // Loading: line → event → malformed JSON → serde_json.
+    let file = "{\"type\":\"session\",\"version\":0,\"id\":\"s\"}\n{\n{}\n";
+    let err = Session::load_bytes(file.as_bytes()).unwrap_err();
+    assert_cause_once("a bad line in a file", &err, 4);
+    assert_cause_once("the same, as the crate Error", &Error::from(err), 4);
+
+    // An I/O fault reading a file.
+    let dir = tempfile::tempdir().unwrap();
+    let err = Session::load(dir.path().join("missing.jsonl")).unwrap_err();
+    assert_cause_once("a missing file", &err, 2);
+
+    // A write fault under an append.
+    let err = AppendError::Write {
+        seq: Seq(3),
+        source: WriteError::Io(io::Error::other("disk full")),
+    };
+    assert_cause_once("a failed write", &err, 3);
+
+    // The recorder wrapping a refused append (the conversion `record` uses).
+    let err = mektpoy::RecordError::from(session.append_json("[]").unwrap_err());
+    assert_cause_once("a refused batch", &err, 3);
+
+    // The wire: arguments that are not JSON (message → serde_json).
+    let messages = vec![
+        Message::user("u1", "go"),
+        Message::new(
+            "a1",
+            Role::Assistant,
+            vec![ContentBlock::ToolCall {
+                id: "c1".into(),
+                name: "read".into(),
+                arguments: "{".into(),
+            }],
+            MessageSource::Model {
+                provider: "deepseek".into(),
+                model: "deepseek-flash".into(),
+            },
+        ),
+        Message::tool_result("t1", "c1", "ok"),
+    ];
+    let projected = ProjectedToolUpdates {
+        messages: messages.into(),
+        tools: None,
+    };
+    let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 8.into());
+    let err = serialize(
+        &config,
+        &projected,
+        &route_for("deepseek", "deepseek-flash"),
+    )
+    .unwrap_err();
+    assert_cause_once("arguments that are not JSON", &err, 2);
+    assert_cause_once("the same, as the crate Error", &Error::from(err), 2);
+
+    // The meter on a body that is not JSON.
+    let meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    let err = meter.prefix_bytes("not json").unwrap_err();
+    assert_cause_once("a body the meter cannot read", &err, 2);
+
+    // Errors without a cause print it nowhere.
+    let header = RequestHeader::new(
+        Config::new("p", "m"),
+        vec![ToolSchema::new("a", "a", serde_json::Map::new())],
+    );
+    let err = mektpoy::validate_tool_call("", &header).unwrap_err();
+    assert_cause_once("an empty tool name", &err, 1);
+}
