@@ -62,6 +62,16 @@ impl ToolFold {
         self.upto
     }
 
+    /// Whether folding `event` can change the snapshot: only headers and developer messages
+    /// do.
+    pub fn can_change(event: &Event) -> bool {
+        match event {
+            Event::Header(_) => true,
+            Event::Message(m) => m.message.role() == Role::Developer,
+            _ => false,
+        }
+    }
+
     /// Folds the next event. O(size of the event + log n).
     pub fn apply(&mut self, event: &Event) {
         self.apply_indexed(event, |_| None);

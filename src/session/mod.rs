@@ -132,11 +132,16 @@ impl Cached {
     /// O(new events + log n).
     fn catch_up(&mut self, state: &LogState, upto: usize) -> &ToolFold {
         if self.fold.upto() < upto {
+            let mut changed = false;
             for e in state.range(self.fold.upto()..upto) {
+                changed |= ToolFold::can_change(e);
                 self.fold
                     .apply_indexed(e, |seq| state.tool_indexes.get(&seq));
             }
-            self.snapshot = None;
+            // User, assistant and tool events cannot change a snapshot: keep the cached one.
+            if changed {
+                self.snapshot = None;
+            }
         }
         &self.fold
     }
@@ -655,6 +660,44 @@ mod tests {
             let shared = fold.header_index(Seq(0)).expect("folded");
             assert!(Arc::ptr_eq(index, shared), "{kind:?} built its own index");
         }
+    }
+
+    /// User, assistant and tool events leave the cached snapshot in place; a header or a
+    /// developer message drops it.
+    #[test]
+    fn the_cached_snapshot_survives_events_that_cannot_change_it() {
+        use crate::event::{Event, Reason, RequestHeader};
+        use crate::vocab::Message;
+        let session = Session::new("s");
+        let cached = |s: &Session| lock(&s.derived).by_reference.snapshot.is_some();
+        session
+            .append(Event::header(
+                RequestHeader::new(crate::event::Config::new("p", "m"), vec![]),
+                Reason::Initial,
+            ))
+            .unwrap();
+        let _ = session.tool_history();
+        assert!(cached(&session));
+        session
+            .append(Event::append(Message::user("u1", "hi")))
+            .unwrap();
+        session
+            .append(Event::append(Message::assistant("a1", "ok", "p", "m")))
+            .unwrap();
+        let catch_up = |s: &Session| {
+            let log = read(&s.log);
+            lock(&s.derived)
+                .by_reference
+                .catch_up(&log.state, log.state.len());
+        };
+        catch_up(&session);
+        assert_eq!(lock(&session.derived).by_reference.fold.upto(), 3);
+        assert!(cached(&session), "still the snapshot folded before the messages");
+        session
+            .append(Event::developer(Message::developer("d1", vec![]), None))
+            .unwrap();
+        catch_up(&session);
+        assert!(!cached(&session), "a developer message may change it");
     }
 
     #[test]
