@@ -207,7 +207,7 @@ pub enum LoadError {
         seq: Seq,
     },
     /// A `\n`-terminated line that does not parse or validate.
-    #[error("line {line} is rejected")]
+    #[error("line {line} (event {}) is rejected", source.seq())]
     Event {
         /// 1-based line number.
         line: usize,
