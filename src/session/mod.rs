@@ -692,7 +692,10 @@ mod tests {
         };
         catch_up(&session);
         assert_eq!(lock(&session.derived).by_reference.fold.upto(), 3);
-        assert!(cached(&session), "still the snapshot folded before the messages");
+        assert!(
+            cached(&session),
+            "still the snapshot folded before the messages"
+        );
         session
             .append(Event::developer(Message::developer("d1", vec![]), None))
             .unwrap();
