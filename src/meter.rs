@@ -13,8 +13,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::route::Route;
-use crate::wire::without_markers;
 use crate::session::SeriesStart;
+use crate::wire::without_markers;
 
 /// Prices for one route, each with where it was read. The meter shows tokens only without one.
 #[derive(Clone, Debug, PartialEq)]
@@ -207,7 +207,6 @@ struct Content<'a> {
 
 /// The key the serializers write for a cache breakpoint.
 const MARKER: &str = "\"cache_control\":";
-
 
 #[derive(Deserialize)]
 struct ToolFlags {

@@ -66,9 +66,8 @@ impl Fingerprint {
                 let others: Vec<&str> = content
                     .iter()
                     .filter(|b| {
-                        serde_json::from_str::<BlockType<'_>>(b.get()).is_ok_and(|t| {
-                            !matches!(&*t.ty, "thinking" | "redacted_thinking")
-                        })
+                        serde_json::from_str::<BlockType<'_>>(b.get())
+                            .is_ok_and(|t| !matches!(&*t.ty, "thinking" | "redacted_thinking"))
                     })
                     .map(|b| b.get())
                     .collect();
