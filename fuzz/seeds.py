@@ -251,6 +251,11 @@ write("load", "every-type-unterminated.jsonl", SESSION + "\n".join([
     '{"type":"plugin/x","data":{},"surfaceOp":"append"}',
 ]))
 
+# Valid but not as the crate writes it: a frame line with spaces, a line with leading spaces
+# and a CR, escapes, unknown fields, numbers spelled 1.50 / 1e3, keys out of order. Loading
+# must keep every byte.
+write("load", "odd-spellings.jsonl", '{"type":"session","version":0,"id":"odd"}\n{ "batch" : 2 }\n{"type":"system/message","data":{"message":{"id":"p","role":"system","content":[{"type":"text","text":"P \\u00e9\\n"}],"source":{"kind":"system-prompt"}}},"surfaceOp":"append"}\n {"type" : "user/message", "data":{"turn":1,"message":{"id":"u","role":"user","content":[{"type":"text","text":"hi","lang":"en"}],"source":{"kind":"user"},"meta":{"k":1.50}}},"surfaceOp":"append"}\r\n{"batch":3}\n{"type":"request/header","data":{"header":{"config":{"provider":"p","model":"m","max_tokens":1e3},"tools":[{"name":"a","description":"d","parameters":{"type":"object"},"title":"A"}]},"reason":"initial"}}\n{"data":{"message":{"id":"x","role":"assistant","content":[{"type":"tool-call","id":"c","name":"a","arguments":"{\\"n\\": 123456789012345678901234567890}"}],"source":{"kind":"model","provider":"p","model":"m"}}},"type":"assistant/message","surfaceOp":"append"}\n{"type":"tool/result","data":{"message":{"id":"t","role":"tool","content":[{"type":"text","text":"\\ud83d\\ude00"}],"source":{"kind":"tool","callId":"c"},"isError":false}},"surfaceOp":"append"}\n{"type":"plugin/x","data":{"nested":[1,[2,[3]],{"a":null}]}}\n')
+
 # --- append_json -----------------------------------------------------------------------------
 # First byte: "0" starts from an empty session, "1" from a prompt, a user message and header 2.
 lines = [l for l in RECORDED.splitlines()[1:] if not l.startswith('{"batch"')]
