@@ -15,8 +15,10 @@ use super::{Request, Transaction};
 use crate::event::{Event, Rewrite, ThinkingEvent, ThinkingFloor, ThinkingPolicy};
 use crate::history::FoldKind;
 use crate::route::{Route, WireApi};
-use crate::vocab::{ContentBlock, Message, Role, Seq};
-use crate::wire::{Fingerprint, ThinkingPlan, WireContext, WireRequest, serialize_with};
+use crate::vocab::{Message, Role, Seq};
+use crate::wire::{
+    Fingerprint, ThinkingPlan, WireContext, WireRequest, is_bound_thinking, serialize_with,
+};
 
 /// A route as the thinking floor and the recorder's memory key it.
 pub(crate) type RouteKey = (String, String);
@@ -247,20 +249,6 @@ fn holds_unfloored_thinking(
             floor.is_none_or(|(f, _)| seq.is_some_and(|s| s >= f))
         })
         .any(|m| m.content().iter().any(is_bound_thinking))
-}
-
-/// A block the provider checks against the conversation before it.
-pub(crate) fn is_bound_thinking(block: &ContentBlock) -> bool {
-    match block {
-        ContentBlock::Reasoning { extra, .. } => extra
-            .get("signature")
-            .and_then(|s| s.as_str())
-            .is_some_and(|s| !s.is_empty()),
-        ContentBlock::Other(v) => {
-            v.get("type").and_then(|t| t.as_str()) == Some("redacted_thinking")
-        }
-        _ => false,
-    }
 }
 
 /// The recorder's memory of each route's previous request.

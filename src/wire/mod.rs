@@ -40,6 +40,7 @@ use crate::vocab::{ContentBlock, Message, MessageSource, Role, ToolSchema};
 
 use canonical::Canonical;
 pub(crate) use fingerprint::{Fingerprint, without_markers};
+pub(crate) use thinking::is_bound_thinking;
 
 pub use messages::serialize_messages;
 pub use openai::serialize_openai_chat;

@@ -32,7 +32,7 @@ use serde_json::{Map, Value};
 use super::{ThinkingPlan, ThinkingPolicy, WireError};
 use crate::event::Config;
 use crate::route::Route;
-use crate::vocab::{Message, MessageSource};
+use crate::vocab::{ContentBlock, Message, MessageSource};
 
 /// The beta that lets a request set `thinking.block_binding`.
 pub(super) const THINKING_BINDING_BETA: &str = "thinking-binding-controls-2026-08-01";
@@ -53,6 +53,17 @@ pub(super) fn is_signed(extra: &IndexMap<String, Value>) -> bool {
         .get("signature")
         .and_then(Value::as_str)
         .is_some_and(|s| !s.is_empty())
+}
+
+/// Whether the provider checks `block` against the conversation before it: a signed reasoning
+/// block or a `redacted_thinking` block. The recorder asks it too, to decide whether a rewrite
+/// needs a new thinking floor.
+pub(crate) fn is_bound_thinking(block: &ContentBlock) -> bool {
+    match block {
+        ContentBlock::Reasoning { extra, .. } => is_signed(extra),
+        ContentBlock::Other(v) => redacted_thinking(v).is_some(),
+        _ => false,
+    }
 }
 
 /// Whether `message` was produced by a model of `provider`, the only one that can verify its
