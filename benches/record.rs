@@ -60,17 +60,7 @@ fn step<'a>(
     route: &'a mektpoy::Route,
     user: &'a [Message],
 ) -> Step<'a> {
-    Step {
-        config,
-        system_prompt: "You are a careful assistant.",
-        tools,
-        route,
-        new_series: false,
-        turn: 0,
-        step: 0,
-        attempt: 0,
-        user_messages: user,
-    }
+    Step::new(config, "You are a careful assistant.", tools, route).user_messages(user)
 }
 
 criterion_group!(benches, record);

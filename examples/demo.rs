@@ -5,8 +5,8 @@
 //! Run: `cargo run --release --example demo`
 
 use mektpoy::{
-    Config, ContentBlock, Error, Event, Message, MessageSource, Meter, Price, Recorder, Request,
-    Role, Route, Session, Step, ToolSchema, route_for,
+    AgentLoop, Config, ContentBlock, Error, Event, Message, MessageSource, Request, Role, Route,
+    ToolSchema, route_for,
 };
 use serde_json::json;
 
@@ -110,67 +110,48 @@ fn why(request: &Request) -> String {
 
 struct Run {
     label: String,
-    meter: Meter,
+    agent: AgentLoop,
     rewrites: Vec<(usize, String)>,
     stripped: Vec<(usize, usize)>,
 }
 
-fn run(label: &str, route: Route) -> Result<(Run, Session), Error> {
+fn run(label: &str, route: Route) -> Result<Run, Error> {
     let config = Config::new(route.provider.to_string(), route.model.to_string())
         .with("max_tokens", 1024.into());
-    let session = Session::new("demo");
-    let mut recorder = Recorder::attach(&session);
-    let mut meter = Meter::new(&route);
-    if let Some(price) = Price::for_route(&route) {
-        meter = meter.with_price(price);
-    }
-    let prompt = system_prompt();
-    let mut out = Run {
-        label: label.to_owned(),
-        meter,
-        rewrites: Vec::new(),
-        stripped: Vec::new(),
-    };
+    let mut agent = AgentLoop::new(mektpoy::Session::new("demo"), route, config)
+        .with_system_prompt(system_prompt());
+    let mut rewrites = Vec::new();
+    let mut stripped = Vec::new();
     for step in 0..STEPS {
         if step == COMPACTION {
             // Compaction: the first four turns become one summary.
             let summary = Message::user("summary", "Summary: we fixed the parser together.");
-            session.append(Event::replace(summary, 1, 8))?;
+            agent.session().append(Event::replace(summary, 1, 8))?;
         }
-        let tools = tools_at(step)?;
-        let user = [Message::user(
-            format!("u{step}"),
-            format!("Step {step}: carry on."),
-        )];
-        let request = recorder.record(
-            &session,
-            Step {
-                config: &config,
-                system_prompt: &prompt,
-                tools: &tools,
-                route: &route,
-                new_series: false,
-                turn: step as u64,
-                step: 0,
-                attempt: 0,
-                user_messages: &user,
-            },
-        )?;
-        // What the loop would send: projected for the route, serialized, thinking policy
-        // applied. The meter observes it after the provider accepted it.
-        let wire = request.to_wire(&route)?;
-        let previous_total = out.meter.rows().last().map(|r| r.total_bytes);
-        let row = out.meter.observe(&wire.body, request.series_start)?;
+        agent.set_tools(tools_at(step)?);
+        let user = Message::user(format!("u{step}"), format!("Step {step}: carry on."));
+        let request = agent.user_turn([user])?;
+        // What the loop sends: projected for the route, serialized, thinking policy applied.
+        let wire = request.to_wire()?;
+        // ... sent; the meter observes it once the provider accepted it.
+        let previous_total = agent.meter().rows().last().map(|r| r.total_bytes);
+        let row = agent.observe(&wire)?;
         // A request that did not find the whole previous request in the cache rewrote it.
         if previous_total.is_some_and(|t| row.cached_bytes < t.min(row.total_bytes)) {
-            out.rewrites.push((step, why(&request)));
+            rewrites.push((step, why(&request)));
         }
         if wire.report.thinking_left_out > 0 {
-            out.stripped.push((step, wire.report.thinking_left_out));
+            stripped.push((step, wire.report.thinking_left_out));
         }
-        session.append(Event::append(answer(step, &route)))?;
+        let answer = answer(step, agent.route());
+        agent.append(answer)?;
     }
-    Ok((out, session))
+    Ok(Run {
+        label: label.to_owned(),
+        agent,
+        rewrites,
+        stripped,
+    })
 }
 
 fn main() -> Result<(), Error> {
@@ -205,9 +186,9 @@ fn main() -> Result<(), Error> {
     let mut inline_session = None;
     for (label, route) in routes {
         let inline = route.inline_definitions();
-        let (r, session) = run(label, route)?;
+        let r = run(label, route)?;
         if inline {
-            inline_session = Some(session);
+            inline_session = Some(runs.len());
         }
         runs.push(r);
     }
@@ -217,7 +198,7 @@ fn main() -> Result<(), Error> {
         "route (mode)", "input", "cached", "hit", "best hit", "missed", "est. cost"
     );
     for r in &runs {
-        let rep = r.meter.report();
+        let rep = r.agent.meter().report();
         let cost = rep.cost.map_or("-".to_owned(), |c| format!("${c:.4}"));
         println!(
             "{:<42} {:>7} {:>7} {:>6.1}% {:>8.1}% {:>7} {:>10}",
@@ -255,7 +236,7 @@ fn main() -> Result<(), Error> {
         }
     }
 
-    if let Some(session) = inline_session {
+    if let Some(session) = inline_session.map(|i| runs[i].agent.session()) {
         println!("\nOn the inline route, the tool changes are durable developer messages:");
         for event in session.events().iter() {
             if let Event::Message(m) = event

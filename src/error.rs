@@ -1,14 +1,18 @@
 //! The crate-wide error: every module's error converts into it, so an application can use `?`
 //! across the whole pipeline and still match the concern it cares about.
 
+use crate::agent::RecordError;
 use crate::event::DecodeError;
 use crate::meter::MeterError;
 use crate::project::UnknownTool;
 use crate::route::RouteError;
-use crate::session::{AppendError, ForkError, RecordError};
+use crate::session::{AppendError, ForkError};
 use crate::store::{LoadError, PersistError, WriteError};
 use crate::vocab::ToolError;
 use crate::wire::WireError;
+
+/// `Result` with the crate's [`Error`] as the default error type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Any error of this crate, by concern. Each variant wraps the module's own typed error.
 #[derive(Debug, thiserror::Error)]

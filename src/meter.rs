@@ -12,8 +12,8 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::event::SeriesStart;
 use crate::route::Route;
-use crate::session::SeriesStart;
 use crate::wire::without_markers;
 
 /// Prices for one route, each with where it was read. The meter shows tokens only without one.

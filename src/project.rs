@@ -25,11 +25,34 @@ use crate::vocab::{
 /// Serializes as `{"messages":[...],"tools":[...]|null}` (the JSON the `project` example
 /// prints), tools with `deferLoading` only when true.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct ProjectedToolUpdates<'a> {
     /// The messages, borrowed when none was dropped or changed.
     pub messages: Cow<'a, [Message]>,
     /// The declarations; `None` when the input had none and a fallback was taken.
     pub tools: Option<Cow<'a, [ToolSchema]>>,
+    /// Which rule produced this projection: a meter or a test can show why a request fell
+    /// back. Not serialized.
+    pub path: ProjectionPath,
+}
+
+impl<'a> ProjectedToolUpdates<'a> {
+    /// A request the caller projected itself (path [`ProjectionPath::Given`]), without tools:
+    /// serializers take it as it is, e.g. to send a prefix for an auxiliary call.
+    pub fn new(messages: impl Into<Cow<'a, [Message]>>) -> Self {
+        ProjectedToolUpdates {
+            messages: messages.into(),
+            tools: None,
+            path: ProjectionPath::Given,
+        }
+    }
+
+    /// The same request declaring `tools`.
+    #[must_use]
+    pub fn with_tools(mut self, tools: impl Into<Cow<'a, [ToolSchema]>>) -> Self {
+        self.tools = Some(tools.into());
+        self
+    }
 }
 
 impl Serialize for ProjectedToolUpdates<'_> {
@@ -41,8 +64,7 @@ impl Serialize for ProjectedToolUpdates<'_> {
     }
 }
 
-/// Which rule of SPEC §5 produced a projection, as reported by
-/// [`project_tool_updates_traced`].
+/// Which rule of SPEC §5 produced a projection ([`ProjectedToolUpdates::path`]).
 ///
 /// Only [`Main`](Self::Main) sends tool updates in history; every other path is a fallback
 /// that drops developer messages and sends the tools as given (cleared of `defer_loading` on
@@ -65,6 +87,8 @@ pub enum ProjectionPath {
     /// Rules 4–5 (or, on an inline-definition route, §5.1): declarations from the snapshot,
     /// developer messages of the series kept.
     Main,
+    /// Built by the caller with [`ProjectedToolUpdates::new`]: no rule was applied.
+    Given,
 }
 
 impl ProjectionPath {
@@ -132,73 +156,26 @@ pub fn project_tool_updates<'a>(
     mode: Option<ToolUpdateMode>,
     history: Option<&ToolHistory>,
 ) -> ProjectedToolUpdates<'a> {
-    project_tool_updates_traced(messages, tools, mode, history).0
-}
-
-impl crate::session::Request {
-    /// This request as `route` may receive it: [`project_tool_updates`] with the request's
-    /// messages, tools and snapshot and the route's mode. Borrows from the request.
-    ///
-    /// ```
-    /// use mektpoy::{Config, Message, Recorder, Session, Step, route_for};
-    /// let session = Session::new("s");
-    /// let route = route_for("deepseek", "deepseek-v4-pro");
-    /// let request = Recorder::attach(&session).record(&session, Step {
-    ///     config: &Config::new("deepseek", "deepseek-v4-pro"), system_prompt: "", tools: &[],
-    ///     route: &route, new_series: false, turn: 0, step: 0, attempt: 0,
-    ///     user_messages: &[Message::user("u1", "hi")],
-    /// })?;
-    /// assert_eq!(request.project(&route).messages.len(), 1);
-    /// # Ok::<(), mektpoy::RecordError>(())
-    /// ```
-    pub fn project(&self, route: &crate::route::Route) -> ProjectedToolUpdates<'_> {
-        // The snapshot is the one of the route the request was recorded for; a route that
-        // reads the other fold gets rule 2 (no history), which is always correct.
-        let inline = route.inline_definitions() && route.tool_update().is_some();
-        let history = (inline == self.by_value).then_some(&self.tool_history);
-        if inline {
-            project_tool_updates_inline(&self.messages, Some(&self.tools), history)
-        } else {
-            project_tool_updates(
-                &self.messages,
-                Some(&self.tools),
-                route.tool_update(),
-                history,
-            )
-        }
-    }
-}
-
-/// [`project_tool_updates`], also saying which rule produced the result.
-///
-/// For tests and diagnostics (a meter can show why a request fell back); the projection is
-/// the same.
-pub fn project_tool_updates_traced<'a>(
-    messages: &'a [Message],
-    tools: Option<&'a [ToolSchema]>,
-    mode: Option<ToolUpdateMode>,
-    history: Option<&ToolHistory>,
-) -> (ProjectedToolUpdates<'a>, ProjectionPath) {
     // SPEC §5 rule 1.
     let Some(mode) = mode else {
-        let out = ProjectedToolUpdates {
+        return ProjectedToolUpdates {
             messages: without_developer(messages),
             tools: tools.map(cleared),
+            path: ProjectionPath::NoMode,
         };
-        return (out, ProjectionPath::NoMode);
     };
     // Rule 2.
     let Some(history) = history else {
-        return (fallback(messages, tools), ProjectionPath::NoHistory);
+        return fallback(messages, tools, ProjectionPath::NoHistory);
     };
     // Rule 3: every update must be a developer message of this request.
     if missing_update(messages, history) {
-        return (fallback(messages, tools), ProjectionPath::MissingUpdate);
+        return fallback(messages, tools, ProjectionPath::MissingUpdate);
     }
 
     // Rule 4: declarations.
     let Some(declarations) = declarations(history, tools, mode) else {
-        return (fallback(messages, tools), ProjectionPath::AllDeferred);
+        return fallback(messages, tools, ProjectionPath::AllDeferred);
     };
 
     // Rule 5: developer messages.
@@ -210,13 +187,11 @@ pub fn project_tool_updates_traced<'a>(
         Some(given) if same_schemas(&declarations.tools, given) => Cow::Borrowed(given),
         _ => Cow::Owned(declarations.tools),
     };
-    (
-        ProjectedToolUpdates {
-            messages,
-            tools: Some(tools),
-        },
-        ProjectionPath::Main,
-    )
+    ProjectedToolUpdates {
+        messages,
+        tools: Some(tools),
+        path: ProjectionPath::Main,
+    }
 }
 
 /// Projects a request for a route with inline definitions (SPEC §5.1); `history` is the
@@ -263,20 +238,11 @@ pub fn project_tool_updates_inline<'a>(
     tools: Option<&'a [ToolSchema]>,
     history: Option<&ToolHistory>,
 ) -> ProjectedToolUpdates<'a> {
-    project_tool_updates_inline_traced(messages, tools, history).0
-}
-
-/// [`project_tool_updates_inline`], also saying which rule produced the result.
-pub fn project_tool_updates_inline_traced<'a>(
-    messages: &'a [Message],
-    tools: Option<&'a [ToolSchema]>,
-    history: Option<&ToolHistory>,
-) -> (ProjectedToolUpdates<'a>, ProjectionPath) {
     let Some(history) = history else {
-        return (fallback(messages, tools), ProjectionPath::NoHistory);
+        return fallback(messages, tools, ProjectionPath::NoHistory);
     };
     if missing_update(messages, history) {
-        return (fallback(messages, tools), ProjectionPath::MissingUpdate);
+        return fallback(messages, tools, ProjectionPath::MissingUpdate);
     }
     let resolved = Resolved::of(history);
     let snapshot: HashMap<&str, &ToolSchema> =
@@ -289,13 +255,11 @@ pub fn project_tool_updates_inline_traced<'a>(
         Some(given) if same_schemas(&declarations, given) => Cow::Borrowed(given),
         _ => Cow::Owned(declarations),
     };
-    (
-        ProjectedToolUpdates {
-            messages,
-            tools: Some(tools),
-        },
-        ProjectionPath::Main,
-    )
+    ProjectedToolUpdates {
+        messages,
+        tools: Some(tools),
+        path: ProjectionPath::Main,
+    }
 }
 
 /// Rule 3: some update names a message id that is not a developer message of `messages`.
@@ -618,10 +582,12 @@ fn walk_blocks<'m>(
 fn fallback<'a>(
     messages: &'a [Message],
     tools: Option<&'a [ToolSchema]>,
+    path: ProjectionPath,
 ) -> ProjectedToolUpdates<'a> {
     ProjectedToolUpdates {
         messages: without_developer(messages),
         tools: tools.map(as_given),
+        path,
     }
 }
 
@@ -722,6 +688,11 @@ impl UnknownTool {
 /// assert_eq!(err, UnknownTool::NotEffective { name: "write".into() });
 /// ```
 pub fn validate_tool_call(name: &str, header: &RequestHeader) -> Result<(), UnknownTool> {
+    validate_tool_name(name, &header.tools)
+}
+
+/// [`validate_tool_call`] against the effective `tools`.
+pub(crate) fn validate_tool_name(name: &str, tools: &[ToolSchema]) -> Result<(), UnknownTool> {
     if name.is_empty() {
         return Err(UnknownTool::EmptyName);
     }
@@ -730,7 +701,7 @@ pub fn validate_tool_call(name: &str, header: &RequestHeader) -> Result<(), Unkn
             name: name.to_owned(),
         });
     }
-    if header.tools.iter().any(|t| t.name() == name) {
+    if tools.iter().any(|t| t.name() == name) {
         Ok(())
     } else {
         Err(UnknownTool::NotEffective {
@@ -857,8 +828,8 @@ mod tests {
         let messages = msgs(c.messages);
         let tools = c.tools.map(tools);
         let history = c.history.map(|(t, u)| hist(t, u));
-        let (out, path) =
-            project_tool_updates_traced(&messages, tools.as_deref(), c.mode, history.as_ref());
+        let out = project_tool_updates(&messages, tools.as_deref(), c.mode, history.as_ref());
+        let path = out.path;
         let name = c.name;
         assert_eq!(path, c.path, "{name}: path");
         match c.out_messages {

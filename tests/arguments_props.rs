@@ -3,8 +3,6 @@
 //! removed), the chat body carries it byte for byte, and a key twice in one object is a typed
 //! error instead of a silently different call.
 
-use std::borrow::Cow;
-
 use mektpoy::{
     Config, ContentBlock, Message, MessageSource, ProjectedToolUpdates, Role, WireError, route_for,
     serialize,
@@ -125,10 +123,7 @@ fn request(arguments: &str, provider: &str, model: &str) -> Result<String, WireE
         ),
         Message::tool_result("t1", "c1", "ok"),
     ];
-    let projected = ProjectedToolUpdates {
-        messages: Cow::Owned(messages),
-        tools: None,
-    };
+    let projected = ProjectedToolUpdates::new(messages);
     let config = Config::new(provider, model).with("max_tokens", 64.into());
     serialize(&config, &projected, &route_for(provider, model)).map(|r| r.body)
 }

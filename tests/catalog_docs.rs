@@ -29,21 +29,17 @@ fn frame_example() -> String {
     Recorder::attach(&session)
         .record(
             &session,
-            Step {
-                config: &config,
-                system_prompt: "You are careful.",
-                tools: &[ToolSchema::new(
+            Step::new(
+                &config,
+                "You are careful.",
+                &[ToolSchema::new(
                     "read",
                     "Read a file",
                     serde_json::Map::new(),
                 )],
-                route: &route,
-                new_series: false,
-                turn: 0,
-                step: 0,
-                attempt: 0,
-                user_messages: &[Message::user("u1", "hello")],
-            },
+                &route,
+            )
+            .user_messages(&[Message::user("u1", "hello")]),
         )
         .unwrap();
     session.to_jsonl().lines().nth(1).unwrap().to_owned()

@@ -138,17 +138,9 @@ fn run_batch(session: &Session, recorder: &mut Recorder, plan: &Plan, i: usize) 
     recorder
         .record(
             session,
-            Step {
-                config: &config,
-                system_prompt: "You are careful.",
-                tools: &tools,
-                route: &route(),
-                new_series: false,
-                turn: i as u64,
-                step: 0,
-                attempt: 0,
-                user_messages: &users,
-            },
+            Step::new(&config, "You are careful.", &tools, &route())
+                .at(i as u64, 0, 0)
+                .user_messages(&users),
         )
         .unwrap();
 }

@@ -75,9 +75,14 @@ fn every_error_prints_its_cause_once() {
     };
     assert_cause_once("a failed write", &err, 3);
 
-    // The recorder wrapping a refused append (the conversion `record` uses).
-    let err = mektpoy::RecordError::from(session.append_json("[]").unwrap_err());
-    assert_cause_once("a refused batch", &err, 3);
+    // The recorder wrapping a refused append (the conversion `record` uses): transparent, so
+    // its message is the refusal's own (issue 11: it used to print only "the batch was
+    // refused").
+    let refused = session.append_json("[]").unwrap_err();
+    let text = refused.to_string();
+    let err = mektpoy::RecordError::from(refused);
+    assert_eq!(err.to_string(), text);
+    assert_cause_once("a refused batch", &err, 2);
 
     // The wire: arguments that are not JSON (message → serde_json).
     let messages = vec![
@@ -97,10 +102,7 @@ fn every_error_prints_its_cause_once() {
         ),
         Message::tool_result("t1", "c1", "ok"),
     ];
-    let projected = ProjectedToolUpdates {
-        messages: messages.into(),
-        tools: None,
-    };
+    let projected = ProjectedToolUpdates::new(messages);
     let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 8.into());
     let err = serialize(
         &config,

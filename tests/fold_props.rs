@@ -98,17 +98,7 @@ proptest! {
                 Op::Step { tools, new_series, attempt, prompt } => {
                     let tools: Vec<ToolSchema> = tools.into_iter().map(|(i, v)| tool(i, v)).collect();
                     let user = [Message::user(format!("u{counter}"), "hi")];
-                    recorder.record(&session, Step {
-                        config: &config,
-                        system_prompt: ["", "prompt one", "prompt two"][prompt as usize],
-                        tools: &tools,
-                        route: &route,
-                        new_series,
-                        turn: counter,
-                        step: 0,
-                        attempt,
-                        user_messages: &user,
-                    }).unwrap();
+                    recorder.record(&session, Step::new(&config, ["", "prompt one", "prompt two"][prompt as usize], &tools, &route).at(counter, 0, attempt).new_series(new_series).user_messages(&user)).unwrap();
                 }
                 Op::Answer => {
                     session.append(Event::append(Message::assistant(format!("a{counter}"), "ok", "p", "m"))).unwrap();

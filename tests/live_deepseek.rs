@@ -158,17 +158,9 @@ impl Conversation {
             .recorder
             .record(
                 &self.session,
-                Step {
-                    config: &self.config,
-                    system_prompt: prompt,
-                    tools,
-                    route: &self.route,
-                    new_series: false,
-                    turn: self.turn,
-                    step: 0,
-                    attempt: 0,
-                    user_messages: &user,
-                },
+                Step::new(&self.config, prompt, tools, &self.route)
+                    .at(self.turn, 0, 0)
+                    .user_messages(&user),
             )
             .expect("record");
         let projected = project_tool_updates(

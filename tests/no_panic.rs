@@ -218,9 +218,10 @@ proptest! {
                 [mektpoy::ToolUpdate::new("m1", [tools[1].clone()]), mektpoy::ToolUpdate::new("m3", [])],
             );
             for tools in [None, Some(&tools[..])] {
-                let raw = mektpoy::ProjectedToolUpdates {
-                    messages: std::borrow::Cow::Borrowed(&messages),
-                    tools: tools.map(std::borrow::Cow::Borrowed),
+                let raw = mektpoy::ProjectedToolUpdates::new(&messages[..]);
+                let raw = match tools {
+                    Some(tools) => raw.with_tools(tools),
+                    None => raw,
                 };
                 let _ = mektpoy::serialize(&config, &raw, &route);
                 for history in [None, Some(&history)] {

@@ -30,17 +30,9 @@ fn record(session: &Session, recorder: &mut Recorder, turn: u64, tools: &[ToolSc
     recorder
         .record(
             session,
-            Step {
-                config: &config,
-                system_prompt: "P",
-                tools,
-                route: &route(),
-                new_series: false,
-                turn,
-                step: 0,
-                attempt: 0,
-                user_messages: &[Message::user(format!("u{turn}"), format!("hello {turn}"))],
-            },
+            Step::new(&config, "P", tools, &route())
+                .at(turn, 0, 0)
+                .user_messages(&[Message::user(format!("u{turn}"), format!("hello {turn}"))]),
         )
         .unwrap();
 }
@@ -613,17 +605,9 @@ fn a_file_changed_behind_the_writers_back_refuses_the_batch_and_loses_nothing() 
     let config = Config::new("p", "m");
     let refused = recorder.record(
         &s,
-        Step {
-            config: &config,
-            system_prompt: "P",
-            tools: &[tool("A"), tool("B")],
-            route: &route(),
-            new_series: false,
-            turn: 1,
-            step: 0,
-            attempt: 0,
-            user_messages: &[Message::user("u1", "hi")],
-        },
+        Step::new(&config, "P", &[tool("A"), tool("B")], &route())
+            .at(1, 0, 0)
+            .user_messages(&[Message::user("u1", "hi")]),
     );
     assert!(
         matches!(

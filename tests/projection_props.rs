@@ -13,7 +13,7 @@ use std::collections::{BTreeSet, HashSet};
 use mektpoy::{
     Config, ContentBlock, Event, Message, ProjectedToolUpdates, ProjectionPath, Reason,
     RequestHeader, Role, Seq, Session, ToolSchema, ToolUpdateMode, project_tool_updates,
-    project_tool_updates_inline_traced, project_tool_updates_traced,
+    project_tool_updates_inline,
 };
 use proptest::prelude::*;
 use support::recorded::{Change, NAMES, Request, StepOp, build_session};
@@ -28,7 +28,12 @@ fn project(
     r: &Request,
     mode: Option<ToolUpdateMode>,
 ) -> (ProjectedToolUpdates<'_>, ProjectionPath) {
-    project_tool_updates_traced(&r.messages, Some(&r.tools), mode, Some(&r.snapshot))
+    with_path(project_tool_updates(
+        &r.messages,
+        Some(&r.tools),
+        mode,
+        Some(&r.snapshot),
+    ))
 }
 
 fn names(tools: &[ToolSchema]) -> Vec<&str> {
@@ -211,8 +216,11 @@ fn check_prefix(requests: &[Request]) -> Result<usize, TestCaseError> {
 /// the kept blocks from the non-deferred declarations offers exactly the effective tools, each
 /// with its effective definition (minus deferred baseline tools no addition activated).
 fn check_inline(r: &Request) -> Result<(), TestCaseError> {
-    let (out, path) =
-        project_tool_updates_inline_traced(&r.messages, Some(&r.tools), Some(&r.by_value));
+    let (out, path) = with_path(project_tool_updates_inline(
+        &r.messages,
+        Some(&r.tools),
+        Some(&r.by_value),
+    ));
     if !path.is_main() {
         return Ok(());
     }
@@ -291,13 +299,16 @@ fn check_inline_prefix(requests: &[Request]) -> Result<usize, TestCaseError> {
         if next.starts_series {
             continue;
         }
-        let (before, p1) =
-            project_tool_updates_inline_traced(&n.messages, Some(&n.tools), Some(&n.by_value));
-        let (after, p2) = project_tool_updates_inline_traced(
+        let (before, p1) = with_path(project_tool_updates_inline(
+            &n.messages,
+            Some(&n.tools),
+            Some(&n.by_value),
+        ));
+        let (after, p2) = with_path(project_tool_updates_inline(
             &next.messages,
             Some(&next.tools),
             Some(&next.by_value),
-        );
+        ));
         if !(p1.is_main() && p2.is_main()) {
             continue;
         }
@@ -601,4 +612,12 @@ fn a_guard_heal_rewrites_the_declarations() {
         );
         assert!(!prefix_kept(&before, &after), "{mode:?}");
     }
+}
+
+/// A projection with the rule that produced it.
+fn with_path(
+    p: mektpoy::ProjectedToolUpdates<'_>,
+) -> (mektpoy::ProjectedToolUpdates<'_>, mektpoy::ProjectionPath) {
+    let path = p.path;
+    (p, path)
 }

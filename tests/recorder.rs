@@ -74,17 +74,10 @@ impl Loop {
             .recorder
             .record(
                 &self.session,
-                Step {
-                    config: &self.config,
-                    system_prompt: &self.prompt,
-                    tools,
-                    route: &self.route,
-                    new_series,
-                    turn: self.turn,
-                    step: 1,
-                    attempt,
-                    user_messages: &user,
-                },
+                Step::new(&self.config, &self.prompt, tools, &self.route)
+                    .at(self.turn, 1, attempt)
+                    .new_series(new_series)
+                    .user_messages(&user),
             )
             .expect("record");
         let events = self.session.events();
@@ -111,17 +104,7 @@ impl Loop {
 
 /// One bare step: no prompt, no user message, attempt 0.
 fn bare_step<'a>(config: &'a Config, route: &'a Route, tools: &'a [ToolSchema]) -> Step<'a> {
-    Step {
-        config,
-        system_prompt: "",
-        tools,
-        route,
-        new_series: false,
-        turn: 1,
-        step: 1,
-        attempt: 0,
-        user_messages: &[],
-    }
+    Step::new(config, "", tools, route).at(1, 1, 0)
 }
 
 /// `H(reason[,ss])[names]`, `D([+B,-A],hS)`, `S(append|replace i,"text")`, `U`, `A`.
@@ -771,17 +754,9 @@ fn a_persisting_session_writes_each_record_as_one_batch() {
         recorder
             .record(
                 &session,
-                Step {
-                    config: &config,
-                    system_prompt: "P",
-                    tools,
-                    route: &route,
-                    new_series: false,
-                    turn: turn as u64,
-                    step: 0,
-                    attempt: 0,
-                    user_messages: &[Message::user(format!("u{turn}"), "hi")],
-                },
+                Step::new(&config, "P", tools, &route)
+                    .at(turn as u64, 0, 0)
+                    .user_messages(&[Message::user(format!("u{turn}"), "hi")]),
             )
             .unwrap();
     }

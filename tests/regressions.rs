@@ -61,17 +61,9 @@ fn a_retry_whose_batch_starts_with_the_header_records() {
         recorder
             .record(
                 &session,
-                Step {
-                    config: &config,
-                    system_prompt: "",
-                    tools: &tools,
-                    route: &route,
-                    new_series: false,
-                    turn: 1,
-                    step: 1,
-                    attempt,
-                    user_messages: &[Message::user("u1", "hi")],
-                },
+                Step::new(&config, "", &tools, &route)
+                    .at(1, 1, attempt)
+                    .user_messages(&[Message::user("u1", "hi")]),
             )
             .unwrap();
     }
@@ -95,17 +87,9 @@ fn a_system_role_compaction_summary_survives_the_next_record() {
         recorder
             .record(
                 &session,
-                Step {
-                    config: &config,
-                    system_prompt: "P",
-                    tools: &[],
-                    route: &route,
-                    new_series: false,
-                    turn,
-                    step: 0,
-                    attempt: 0,
-                    user_messages: &[Message::user(format!("u{turn}"), "hi")],
-                },
+                Step::new(&config, "P", &[], &route)
+                    .at(turn, 0, 0)
+                    .user_messages(&[Message::user(format!("u{turn}"), "hi")]),
             )
             .unwrap()
     };

@@ -65,17 +65,10 @@ impl Loop {
         self.recorder
             .record(
                 &self.session,
-                Step {
-                    config: &self.config,
-                    system_prompt: "Be brief.",
-                    tools,
-                    route: &self.route,
-                    new_series,
-                    turn: self.turn,
-                    step: 0,
-                    attempt: 0,
-                    user_messages: &user,
-                },
+                Step::new(&self.config, "Be brief.", tools, &self.route)
+                    .at(self.turn, 0, 0)
+                    .new_series(new_series)
+                    .user_messages(&user),
             )
             .unwrap()
     }
@@ -196,7 +189,7 @@ fn the_floor_survives_a_reopen_and_a_resumed_loop_sends_the_same_bytes() {
     assert_eq!(a.floors(), 1);
     // The file as a process killed right here left it.
     std::fs::copy(&path, &copy).unwrap();
-    let continued = a.step(&tools, false).to_wire(&a.route).unwrap();
+    let continued = a.step(&tools, false).to_wire().unwrap();
 
     let mut b = Loop::new(Session::open(&copy).unwrap().session, BINDING_NO_MODE);
     b.turn = 2;
@@ -211,7 +204,7 @@ fn the_floor_survives_a_reopen_and_a_resumed_loop_sends_the_same_bytes() {
         resumed.rewrite, None,
         "nothing changed since the dead process's request"
     );
-    assert_eq!(resumed.to_wire(&b.route).unwrap().body, continued.body);
+    assert_eq!(resumed.to_wire().unwrap().body, continued.body);
     assert_eq!(b.floors(), 1);
 }
 
@@ -290,7 +283,7 @@ fn each_policy_acts_on_every_request_after_the_floor() {
         l.step(&[tool("read")], false);
         l.answer();
         let unchanged = l.step(&[tool("read")], false);
-        let before = unchanged.to_wire(&l.route).unwrap();
+        let before = unchanged.to_wire().unwrap();
         assert!(
             before.body.contains(r#""type":"thinking""#),
             "no floor yet: sent as is"
@@ -298,11 +291,9 @@ fn each_policy_acts_on_every_request_after_the_floor() {
         assert_eq!(before.report.thinking_left_out, 0);
         l.answer();
         let rewrite = l.step(&[tool("read"), tool("grep")], false);
-        let wire = rewrite.to_wire(&l.route);
+        let wire = rewrite.to_wire();
         l.answer();
-        let next = l
-            .step(&[tool("read"), tool("grep")], false)
-            .to_wire(&l.route);
+        let next = l.step(&[tool("read"), tool("grep")], false).to_wire();
         (wire, next)
     };
 

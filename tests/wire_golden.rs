@@ -5,8 +5,6 @@
 
 mod support;
 
-use std::borrow::Cow;
-
 use indexmap::IndexMap;
 use std::collections::HashSet;
 
@@ -113,9 +111,10 @@ fn projected(
     messages: Vec<Message>,
     tools: Option<Vec<ToolSchema>>,
 ) -> ProjectedToolUpdates<'static> {
-    ProjectedToolUpdates {
-        messages: Cow::Owned(messages),
-        tools: tools.map(Cow::Owned),
+    let projected = ProjectedToolUpdates::new(messages);
+    match tools {
+        Some(tools) => projected.with_tools(tools),
+        None => projected,
     }
 }
 

@@ -31,7 +31,7 @@ mod support;
 use mektpoy::{
     Config, ContentBlock, DEFERRED_PLACEHOLDER_NAME, Event, Message, MessageSource, ProjectionPath,
     Recorder, Request, Role, Route, Session, Step, ToolSchema, ToolUpdateMode, WireApi,
-    WireRequest, project_tool_updates_traced, route_for, serialize,
+    WireRequest, project_tool_updates, route_for, serialize,
 };
 use serde_json::{Value, json};
 use support::golden::assert_golden;
@@ -298,25 +298,17 @@ fn run(id: &str, start: Lane, turns: &[Turn]) -> Vec<Sent> {
         let request = recorder
             .record(
                 &session,
-                Step {
-                    config: &config,
-                    system_prompt: turn.prompt,
-                    tools: &tools,
-                    route: &route,
-                    new_series: false,
-                    turn: turn_no,
-                    step: step_no,
-                    attempt: 0,
-                    user_messages: &user,
-                },
+                Step::new(&config, turn.prompt, &tools, &route)
+                    .at(turn_no, step_no, 0)
+                    .user_messages(&user),
             )
             .unwrap_or_else(|e| panic!("{id} step {n}: record: {e}"));
-        let (projected, path) = project_tool_updates_traced(
+        let (projected, path) = with_path(project_tool_updates(
             &request.messages,
             Some(&request.tools),
             route.tool_update(),
             Some(&request.tool_history),
-        );
+        ));
         let wire = serialize(&request.config, &projected, &route)
             .unwrap_or_else(|e| panic!("{id} step {n}: serialize: {e}"));
         let body = serde_json::from_str(&wire.body).expect("the body is JSON");
@@ -1095,4 +1087,12 @@ fn route_switch_in_history() {
             ],
         )],
     );
+}
+
+/// A projection with the rule that produced it.
+fn with_path(
+    p: mektpoy::ProjectedToolUpdates<'_>,
+) -> (mektpoy::ProjectedToolUpdates<'_>, mektpoy::ProjectionPath) {
+    let path = p.path;
+    (p, path)
 }

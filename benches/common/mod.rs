@@ -34,17 +34,9 @@ pub fn session_with_churn(model: &str, steps: u64, churn_every: u64) -> (Session
         let request = recorder
             .record(
                 &session,
-                Step {
-                    config: &config,
-                    system_prompt: "You are a careful assistant.",
-                    tools: &tools,
-                    route: &route,
-                    new_series: false,
-                    turn: step,
-                    step: 0,
-                    attempt: 0,
-                    user_messages: &user,
-                },
+                Step::new(&config, "You are a careful assistant.", &tools, &route)
+                    .at(step, 0, 0)
+                    .user_messages(&user),
             )
             .expect("record");
         last = Some(request);

@@ -263,17 +263,7 @@ fn run(input: &Input, routes: &[Route], main: usize) {
                 let before = session.len();
                 let result = recorder.record(
                     &session,
-                    Step {
-                        config: &config,
-                        system_prompt: prompts[usize::from(*prompt) % 3],
-                        tools: &tools,
-                        route,
-                        new_series: *new_series,
-                        turn,
-                        step: 0,
-                        attempt,
-                        user_messages: &user_messages,
-                    },
+                    Step::new(&config, prompts[usize::from(*prompt) % 3], &tools, route).at(turn, 0, attempt).new_series(*new_series).user_messages(&user_messages),
                 );
                 match result {
                     Ok(request) => {

@@ -8,6 +8,7 @@
 
 mod decode;
 mod encode;
+mod series;
 
 use std::sync::Arc;
 
@@ -17,6 +18,7 @@ use serde_json::Value;
 use crate::vocab::{Message, Seq, ToolSchema};
 
 pub use decode::DecodeError;
+pub use series::SeriesStart;
 
 /// One event of a session log.
 ///

@@ -4,15 +4,11 @@
 //! and the surface's messages). Lock order is always log, then caches, so readers never see
 //! messages and a snapshot from two different moments.
 
-mod continuity;
-mod prompt;
-mod record;
 mod state;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-pub use record::{RecordError, Recorder, Request, SeriesStart, Step};
 pub use state::AppendError;
 pub(crate) use state::LogState;
 

@@ -61,6 +61,10 @@ pub struct WireRequest {
     /// What the serializer left out or added, and why (thinking policy, unverifiable
     /// reasoning, cache breakpoints).
     pub report: WireReport,
+    /// Why this request opens a series, as the recorder decided: set by
+    /// [`Request::to_wire`](crate::Request::to_wire), `None` from the stateless serializers.
+    /// The meter needs it to tell a loss the caller chose from one the route imposed.
+    pub series_start: Option<crate::event::SeriesStart>,
 }
 
 /// What a serializer did to a request beyond writing it out.
@@ -229,6 +233,7 @@ impl WireRequest {
             body: body.into(),
             headers,
             report: WireReport::default(),
+            series_start: None,
         }
     }
 
@@ -536,7 +541,7 @@ pub enum WireError {
 ///
 /// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 1024.into());
 /// let messages = [Message::user("u1", "hello")];
-/// let projected = ProjectedToolUpdates { messages: Cow::Borrowed(&messages), tools: None };
+/// let projected = ProjectedToolUpdates::new(&messages[..]);
 /// let route = Route::plain("deepseek", "deepseek-flash", WireApi::Messages);
 /// let req = serialize(&config, &projected, &route)?;
 /// assert_eq!(
@@ -569,41 +574,6 @@ pub fn serialize_with(
     match route.api {
         WireApi::Messages => messages::serialize_messages_with(config, projected, route, context),
         WireApi::OpenAiChat => serialize_openai_chat(config, projected),
-    }
-}
-
-impl crate::session::Request {
-    /// The wire request for `route`: this request [projected](Self::project) for the route,
-    /// then [`serialize`]d with the configuration it was logged with.
-    ///
-    /// # Errors
-    /// As [`serialize`].
-    ///
-    /// ```
-    /// use mektpoy::{Config, Message, Recorder, Session, Step, route_for, serialize};
-    /// let session = Session::new("s");
-    /// let route = route_for("deepseek", "deepseek-flash");
-    /// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
-    /// let request = Recorder::attach(&session).record(&session, Step {
-    ///     config: &config, system_prompt: "Be brief.", tools: &[], route: &route,
-    ///     new_series: false, turn: 0, step: 0, attempt: 0,
-    ///     user_messages: &[Message::user("u1", "hi")],
-    /// })?;
-    /// let wire = request.to_wire(&route)?;
-    /// assert_eq!(wire, serialize(&request.config, &request.project(&route), &route)?);
-    /// assert!(wire.body.starts_with(r#"{"model":"deepseek-flash","max_tokens":64,"system":"Be brief.""#));
-    /// # Ok::<(), mektpoy::Error>(())
-    /// ```
-    pub fn to_wire(&self, route: &Route) -> Result<WireRequest, WireError> {
-        // The recorder prepared the step's route against its previous request (lookback,
-        // thinking floor); any other route gets a first request of a series.
-        match self.prepared_for(route) {
-            Some(Ok(wire)) => Ok(wire.clone()),
-            Some(Err(replay)) => {
-                serialize_with(&self.config, &self.project(route), route, &replay.context())
-            }
-            None => serialize(&self.config, &self.project(route), route),
-        }
     }
 }
 

@@ -1,8 +1,6 @@
 //! Table-driven tests of both serializers: the worked W rows, one test per
 //! `WireError` variant, key order, and the mapping of every block kind.
 
-use std::borrow::Cow;
-
 use indexmap::IndexMap;
 use serde_json::{Value, json};
 
@@ -132,9 +130,10 @@ fn projected(
     messages: Vec<Message>,
     tools: Option<Vec<ToolSchema>>,
 ) -> ProjectedToolUpdates<'static> {
-    ProjectedToolUpdates {
-        messages: Cow::Owned(messages),
-        tools: tools.map(Cow::Owned),
+    let projected = ProjectedToolUpdates::new(messages);
+    match tools {
+        Some(tools) => projected.with_tools(tools),
+        None => projected,
     }
 }
 

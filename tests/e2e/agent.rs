@@ -5,9 +5,9 @@
 
 use indexmap::IndexMap;
 use mektpoy::{
-    Config, ContentBlock, Event, Message, MessageSource, Meter, ProjectionPath, Recorder, Request,
-    Role, Route, Session, Step, SurfaceNode, ToolSchema, WireError, WireRequest,
-    project_tool_updates_inline_traced, project_tool_updates_traced, route_for, validate_tool_call,
+    AgentLoop, Config, ContentBlock, Event, Message, MessageSource, ProjectionPath, Request, Role,
+    Route, Session, SurfaceNode, ToolSchema, WireError, WireRequest, project_tool_updates,
+    project_tool_updates_inline, route_for,
 };
 use serde_json::{Value, json};
 
@@ -52,14 +52,10 @@ pub enum Unsent {
 
 /// One loop instance over one session, sending to the stand-in under its own key.
 pub struct Agent {
-    pub session: Session,
-    recorder: Recorder,
-    pub route: Route,
-    config: Config,
+    agent: AgentLoop,
     key: String,
-    /// The crate's meter, fed on the client side: it must agree with the stand-in's own count.
-    meter: Meter,
-    turn: u64,
+    /// The scenario's step counter: names the step's messages (`u{n}`, `a{n}`, `call{n}`).
+    n: u64,
     /// Ask the stand-in for a `redacted_thinking` block after each `thinking` block.
     redacted: bool,
 }
@@ -151,21 +147,24 @@ impl Agent {
     /// A new session `key` (also the stand-in key) for `route`, with config
     /// `{provider, model, max_tokens: 1024}` taken from the route.
     pub fn new(key: &str, route: Route) -> Self {
-        let session = Session::new(key);
-        let recorder = Recorder::attach(&session);
         let config = Config::new(route.provider.clone(), route.model.clone())
             .with("max_tokens", json!(1024));
-        let meter = Meter::new(&route);
         Agent {
-            session,
-            recorder,
-            route,
-            config,
+            agent: AgentLoop::new(Session::new(key), route, config),
             key: key.to_owned(),
-            meter,
-            turn: 0,
+            n: 0,
             redacted: false,
         }
+    }
+
+    /// The loop's session.
+    pub fn session(&self) -> &Session {
+        self.agent.session()
+    }
+
+    /// The loop's route.
+    pub fn route(&self) -> &Route {
+        self.agent.route()
     }
 
     /// On a model that binds thinking, every answer also carries a `redacted_thinking` block
@@ -184,7 +183,7 @@ impl Agent {
     /// aside, which cannot follow an assistant turn on the wire) is the assistant's: a step
     /// without a user message then ends its request with that assistant turn.
     pub fn ends_with_assistant(&self) -> bool {
-        self.session
+        self.session()
             .messages()
             .iter()
             .rev()
@@ -203,7 +202,7 @@ impl Agent {
         user: Option<&str>,
         reply: Reply,
     ) -> Result<Sent, Refused> {
-        let turn = self.turn + 1;
+        let turn = self.n + 1;
         self.try_step(prompt, tools, user, reply)
             .map_err(|unsent| match unsent {
                 Unsent::Crate { error, .. } => {
@@ -221,65 +220,52 @@ impl Agent {
         user: Option<&str>,
         reply: Reply,
     ) -> Result<Sent, Unsent> {
-        self.turn += 1;
-        let turn = self.turn;
+        self.n += 1;
+        let turn = self.n;
         let key = &self.key;
-        let user_messages: Vec<Message> = user
-            .map(|text| Message::user(format!("u{turn}"), text))
-            .into_iter()
-            .collect();
-        let request = self
-            .recorder
-            .record(
-                &self.session,
-                Step {
-                    config: &self.config,
-                    system_prompt: prompt,
-                    tools,
-                    route: &self.route,
-                    new_series: false,
-                    turn,
-                    step: 0,
-                    attempt: 0,
-                    user_messages: &user_messages,
-                },
-            )
-            .unwrap_or_else(|e| panic!("{key} step {turn}: record refused: {e}"));
+        self.agent.set_system_prompt(prompt);
+        self.agent.set_tools(tools.iter().cloned());
+        let recorded = match user {
+            Some(text) => self
+                .agent
+                .user_turn([Message::user(format!("u{turn}"), text)]),
+            None => self.agent.next_step(),
+        };
+        let request = recorded.unwrap_or_else(|e| panic!("{key} step {turn}: record refused: {e}"));
         // The snapshot the recorder returned is the one of the route's fold (SPEC §4 step 7).
-        let inline = self.route.inline_definitions();
+        let inline = self.agent.route().inline_definitions();
         assert_eq!(request.by_value, inline, "{key} step {turn}: by_value");
         let (projected, path) = if inline {
-            project_tool_updates_inline_traced(
+            with_path(project_tool_updates_inline(
                 &request.messages,
                 Some(&request.tools),
                 Some(&request.tool_history),
-            )
+            ))
         } else {
-            project_tool_updates_traced(
+            with_path(project_tool_updates(
                 &request.messages,
                 Some(&request.tools),
-                self.route.tool_update(),
+                self.agent.route().tool_update(),
                 Some(&request.tool_history),
-            )
+            ))
         };
         assert!(
-            projected == request.project(&self.route),
+            projected == request.project(),
             "{key} step {turn}: the traced projection is the request's own"
         );
         // A name that is declared but not effective (removed, kept for the cache) is never
         // callable.
-        let header = self.session.request_header().expect("a header").1;
         for t in projected.tools.iter().flat_map(|t| t.iter()) {
             let effective = tools.iter().any(|e| e.name() == t.name());
             assert_eq!(
-                validate_tool_call(t.name(), &header.header).is_ok(),
+                request.validate_tool_call(t.name()).is_ok(),
                 effective,
                 "{key} step {turn}: `{}` is declared; callable iff effective",
                 t.name()
             );
         }
         drop(projected); // it borrows `request`, which `Sent` takes
-        let wire = match request.to_wire(&self.route) {
+        let wire = match request.to_wire() {
             Ok(wire) => wire,
             Err(error) => {
                 return Err(Unsent::Crate {
@@ -294,29 +280,28 @@ impl Agent {
             asking
                 .headers
                 .push((standin::REDACTED_HEADER.to_owned(), "true".to_owned()));
-            standin::send(key, self.route.deferred_section_bytes(), &asking)
+            standin::send(key, self.agent.route().deferred_section_bytes(), &asking)
         } else {
-            standin::send(key, self.route.deferred_section_bytes(), &wire)
+            standin::send(key, self.agent.route().deferred_section_bytes(), &wire)
         }
         .map_err(Unsent::Refused)?;
 
-        let row = self
-            .meter
-            .observe(&wire.body, request.series_start)
-            .expect("a Messages body");
+        let row = self.agent.observe(&wire).expect("a Messages body");
         assert_eq!(
             (row.total_bytes, row.cached_bytes),
             (answer.usage.total_bytes, answer.usage.cached_bytes),
             "{key} step {turn}: the crate's Meter and the stand-in's SPEC §9 count disagree"
         );
 
+        let config = self.agent.config();
         let source = MessageSource::Model {
-            provider: self.config.provider.clone(),
-            model: self.config.model.clone(),
+            provider: config.provider.clone(),
+            model: config.model.clone(),
         };
         let mut content = answer_blocks(&answer.content);
         if let Reply::Call(name) = reply {
-            validate_tool_call(name, &header.header)
+            request
+                .validate_tool_call(name)
                 .unwrap_or_else(|e| panic!("{key} step {turn}: scripted call: {e}"));
             content.push(ContentBlock::ToolCall {
                 id: format!("call{turn}"),
@@ -325,14 +310,14 @@ impl Agent {
             });
         }
         let assistant = Message::new(format!("a{turn}"), Role::Assistant, content, source);
-        self.session.append(Event::append(assistant)).unwrap();
+        self.agent.append(assistant).unwrap();
         if let Reply::Call(name) = reply {
             let result = Message::tool_result(
                 format!("t{turn}"),
                 format!("call{turn}"),
                 format!("{name} done"),
             );
-            self.session.append(Event::append(result)).unwrap();
+            self.agent.append(result).unwrap();
         }
         Ok(Sent {
             turn,
@@ -347,14 +332,14 @@ impl Agent {
     /// A compaction: every surface node after the system prompt (node 0) is replaced by one
     /// summary of the turns so far, which opens a request series at the next step.
     pub fn compact(&self) {
-        let surface = self.session.surface();
+        let surface = self.session().surface();
         assert!(
             matches!(&surface[0], SurfaceNode::Message(m) if m.role() == Role::System),
             "node 0 is the system prompt"
         );
-        let turn = self.turn;
+        let turn = self.n;
         let summary = Message::user(format!("c{turn}"), format!("Summary of turns 1 to {turn}."));
-        self.session
+        self.session()
             .append(Event::replace(summary, 1, surface.len() - 1))
             .unwrap();
     }
@@ -418,4 +403,12 @@ pub fn assert_strip_thinking<'s>(
         // Every answer starts with the signed block the stand-in bound to this request.
         assert_eq!(s.content[0]["type"], "thinking", "{key} step {turn}");
     }
+}
+
+/// A projection with the rule that produced it.
+fn with_path(
+    p: mektpoy::ProjectedToolUpdates<'_>,
+) -> (mektpoy::ProjectedToolUpdates<'_>, mektpoy::ProjectionPath) {
+    let path = p.path;
+    (p, path)
 }

@@ -291,7 +291,7 @@ fn run(mut agent: Agent) -> Vec<Row> {
         // The top-level `system`: P1 until 11; then P2 where prompts are not kept in history
         // (node 0 replaced) but still P1 where they are (P2 appended), until the compaction at
         // 29 drops the P2 node and §4.1 replaces node 0 with it.
-        let system = if step < 11 || (step < 29 && agent.route.system_prompt_in_history()) {
+        let system = if step < 11 || (step < 29 && agent.route().system_prompt_in_history()) {
             &p1
         } else {
             &p2

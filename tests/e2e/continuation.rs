@@ -69,7 +69,7 @@ fn change_waits_for_the_next_user_turn(key: &str, route: Route) {
                 "{key}: {e:?}"
             );
             // Refused again, the same way, however often it is asked.
-            let again = request.to_wire(&agent.route);
+            let again = request.to_wire();
             assert!(
                 matches!(&again, Err(WireError::AssistantPrefill { message_id }) if message_id == "a1"),
                 "{key}: {again:?}"

@@ -92,7 +92,7 @@ fn prompt_and_deferred_addition_in_one_step(key: &str, route: Route, search: Sea
             Reply::Text,
         )
         .unwrap_or_else(refused("first"));
-    let len_before = agent.session.len();
+    let len_before = agent.session().len();
     let second = agent
         .step(
             &p2,
@@ -107,7 +107,7 @@ fn prompt_and_deferred_addition_in_one_step(key: &str, route: Route, search: Sea
     // prompts in history (the route without a mode) the prompt node is replaced instead,
     // which opens a request series; the log still records the addition, and, on a model that
     // binds thinking, the route's new thinking floor (the request rewrites `tools`).
-    let events = agent.session.events();
+    let events = agent.session().events();
     let batch: Vec<&Event> = events
         .iter()
         .skip(len_before)

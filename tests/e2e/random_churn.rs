@@ -76,7 +76,7 @@ impl Row {
 /// Runs one random script (the same draws for a given seed on every route) on `agent`'s route.
 fn run(mut agent: Agent, seed: u64) -> Vec<Row> {
     let key = agent.key().to_owned();
-    let refuses_prefill = !agent.route.assistant_prefill();
+    let refuses_prefill = !agent.route().assistant_prefill();
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     // (name index, definition version, declared with deferLoading)
     let mut tools: Vec<(usize, u32, bool)> = vec![(0, 1, false)];

@@ -110,17 +110,10 @@ pub fn build_session(ops: &[StepOp]) -> (Session, Vec<Request>) {
         let recorded = recorder
             .record(
                 &session,
-                Step {
-                    config: &config,
-                    system_prompt: "",
-                    tools: &current,
-                    route: &route,
-                    new_series: op.new_series,
-                    turn: n as u64,
-                    step: 0,
-                    attempt: 0,
-                    user_messages: &user,
-                },
+                Step::new(&config, "", &current, &route)
+                    .at(n as u64, 0, 0)
+                    .new_series(op.new_series)
+                    .user_messages(&user),
             )
             .expect("record");
         // A request series starts where the logged header says so.

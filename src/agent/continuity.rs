@@ -11,10 +11,11 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::{Request, Transaction};
+use super::{Request, project_for};
 use crate::event::{Event, Rewrite, ThinkingEvent, ThinkingFloor, ThinkingPolicy};
 use crate::history::FoldKind;
 use crate::route::{Route, WireApi};
+use crate::session::Transaction;
 use crate::vocab::{Message, Role, Seq};
 use crate::wire::{
     Fingerprint, ThinkingPlan, WireContext, WireRequest, is_bound_thinking, serialize_with,
@@ -29,11 +30,7 @@ pub(crate) fn key(route: &Route) -> RouteKey {
 
 /// The wire request a record call prepared for its step's route, or, when the serializer
 /// refused it, the context to refuse it again with the same typed error.
-#[derive(Clone, Debug)]
-pub(crate) struct Prepared {
-    pub route: Route,
-    pub wire: Result<WireRequest, Replay>,
-}
+pub(crate) type Prepared = Result<WireRequest, Replay>;
 
 /// What `serialize_with` was given for the step's route.
 #[derive(Clone, Debug)]
@@ -100,16 +97,12 @@ pub(crate) fn prepare(
             (recalled.as_ref(), replaced)
         }
     };
-    let projected = request.project(route);
+    let projected = request.project();
     let floor = tx
         .state()
         .thinking_floors
         .get(&(Arc::from(key.0.as_str()), Arc::from(key.1.as_str())))
         .copied();
-    let prepared = |wire| Prepared {
-        route: route.clone(),
-        wire,
-    };
     let replay = replay(tx, route, request, floor, previous.map(|p| p.blocks));
     let mut wire = match serialize_with(&request.config, &projected, route, &replay.context()) {
         Ok(wire) => wire,
@@ -117,7 +110,7 @@ pub(crate) fn prepare(
         // one the route last sent.
         Err(_) => {
             return Continuity {
-                prepared: Some(prepared(Err(replay))),
+                prepared: Some(Err(replay)),
                 ..none
             };
         }
@@ -150,7 +143,7 @@ pub(crate) fn prepare(
             Ok(w) => wire = w,
             Err(_) => {
                 return Continuity {
-                    prepared: Some(prepared(Err(replay))),
+                    prepared: Some(Err(replay)),
                     rewrite: Some(rewrite),
                     fingerprint: None,
                 };
@@ -162,7 +155,7 @@ pub(crate) fn prepare(
         };
     }
     Continuity {
-        prepared: Some(prepared(Ok(wire))),
+        prepared: Some(Ok(wire)),
         rewrite,
         fingerprint: Some((key, fingerprint)),
     }
@@ -196,21 +189,16 @@ fn replay(
 fn previous_from_log(tx: &Transaction<'_>, route: &Route, kind: FoldKind) -> Option<Fingerprint> {
     let view = tx.view_before(kind);
     let (_, header) = view.header?;
-    let previous = Request {
-        config: header.header.config.clone(),
-        messages: view.messages,
-        tools: Arc::clone(&header.header.tools),
-        tool_history: view.tool_history,
-        header_seq: None,
-        starts_series: false,
-        series_start: None,
-        by_value: kind == FoldKind::ByValue,
-        rewrite: None,
-        prepared: None,
-    };
+    let projected = project_for(
+        route,
+        &view.messages,
+        &header.header.tools,
+        &view.tool_history,
+        kind == FoldKind::ByValue,
+    );
     let wire = serialize_with(
-        &previous.config,
-        &previous.project(route),
+        &header.header.config,
+        &projected,
         route,
         &WireContext::default(),
     )

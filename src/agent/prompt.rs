@@ -4,7 +4,7 @@
 //! Appending a new system node keeps every earlier byte of the request, so on routes that
 //! take prompt updates in history a continuing request series never rewrites its prefix.
 
-use super::SurfaceNode;
+use crate::session::SurfaceNode;
 use crate::vocab::{MessageSource, Role};
 
 /// What §4.1 does to the surface.

@@ -8,24 +8,27 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
-use super::continuity::{self, Memory, Prepared, Replay, RouteKey};
+use super::Request;
+use super::continuity::{self, Memory, RouteKey};
 use super::prompt::{PromptChange, prompt_change};
-use super::{AppendError, Session, Transaction};
 use crate::event::{
-    Config, Event, HeaderEvent, MessageEvent, Reason, RequestHeader, Rewrite, SurfaceOp,
+    Config, Event, HeaderEvent, MessageEvent, Reason, RequestHeader, SeriesStart, SurfaceOp,
 };
-use crate::history::{FoldKind, ToolFold, ToolHistory};
+use crate::history::{FoldKind, ToolFold};
 use crate::route::Route;
+use crate::session::{AppendError, Session, Transaction};
 use crate::vocab::{
     ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, MessageSource, Role, Seq, ToolSchema,
     same_tools,
 };
-use crate::wire::{Fingerprint, WireRequest};
+use crate::wire::Fingerprint;
 
-/// One attempt of one loop step, as the loop sees it.
+/// One attempt of one loop step: what [`Recorder::record`] logs.
 ///
-/// A plain struct with no `Default`: the loop knows every value.
+/// [`AgentLoop`](super::AgentLoop) builds these itself and counts turn, step and attempt;
+/// build one by hand to replay a recorded loop (`Step::new(..).at(turn, step, attempt)`).
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct Step<'a> {
     /// The request configuration; this is what the header logs.
     pub config: &'a Config,
@@ -47,70 +50,49 @@ pub struct Step<'a> {
     pub user_messages: &'a [Message],
 }
 
-/// Why a request opens a series (SPEC §4 step 7). The meter and the thinking policy need the
-/// difference: a series the caller opened is a loss the caller chose; one the crate's rules
-/// opened is a loss a better route could have avoided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum SeriesStart {
-    /// The session's first header.
-    First,
-    /// The loop asked for a new series (`new_series` on attempt 0).
-    Asked,
-    /// A surface replace was appended since this recorder's previous record (a compaction or
-    /// a rewind by the caller).
-    Rewound,
-    /// The recorder replaced a system prompt node (SPEC §4.1).
-    PromptReplaced,
-    /// The route's fold opened a new declaration series (SPEC §3 step 2): a changed
-    /// definition on a by-reference route, a first usable tool.
-    Redeclared,
-}
-
-impl Request {
-    /// The wire request `record` prepared, when `route` is the step's route.
-    pub(crate) fn prepared_for(&self, route: &Route) -> Option<&Result<WireRequest, Replay>> {
-        self.prepared
-            .as_ref()
-            .filter(|p| p.route == *route)
-            .map(|p| &p.wire)
+impl<'a> Step<'a> {
+    /// Attempt 0 of step 0 of turn 0, no new series, no user messages.
+    pub fn new(
+        config: &'a Config,
+        system_prompt: &'a str,
+        tools: &'a [ToolSchema],
+        route: &'a Route,
+    ) -> Self {
+        Step {
+            config,
+            system_prompt,
+            tools,
+            route,
+            new_series: false,
+            turn: 0,
+            step: 0,
+            attempt: 0,
+            user_messages: &[],
+        }
     }
-}
 
-impl SeriesStart {
-    /// Whether the caller chose this series (asked, or a replace it appended), so that its
-    /// lost cache is not the route's fault.
-    pub fn by_caller(self) -> bool {
-        matches!(self, SeriesStart::Asked | SeriesStart::Rewound)
+    /// The loop position of this attempt.
+    #[must_use]
+    pub fn at(mut self, turn: u64, step: u64, attempt: u32) -> Self {
+        self.turn = turn;
+        self.step = step;
+        self.attempt = attempt;
+        self
     }
-}
 
-/// What a request is built from, read from the log right after `record` committed.
-#[derive(Clone, Debug)]
-pub struct Request {
-    /// The latest header's configuration, as logged.
-    pub config: Config,
-    /// The surface's messages.
-    pub messages: Arc<[Message]>,
-    /// The latest header's tools, as logged (the effective tools).
-    pub tools: Arc<[ToolSchema]>,
-    /// The tool snapshot to project with.
-    pub tool_history: ToolHistory,
-    /// The header this call appended, if any.
-    pub header_seq: Option<Seq>,
-    /// Whether that header opened a request series or a declaration series: a rewrite of the
-    /// cached prefix by design.
-    pub starts_series: bool,
-    /// Why, when `starts_series`.
-    pub series_start: Option<SeriesStart>,
-    /// Whether `tool_history` is the by-value snapshot (the route takes inline definitions).
-    pub by_value: bool,
-    /// What this request rewrote against the previous request of its route (`tools`,
-    /// `system`, or the history), when it did: where the cached prefix ends, and, on a route
-    /// that binds thinking, where the thinking floor moved. Messages-API routes only.
-    pub rewrite: Option<Rewrite>,
-    /// The wire request prepared for the step's route.
-    pub(crate) prepared: Option<Prepared>,
+    /// Whether the loop asks for a new request series (honoured on attempt 0 only).
+    #[must_use]
+    pub fn new_series(mut self, new_series: bool) -> Self {
+        self.new_series = new_series;
+        self
+    }
+
+    /// The messages the user added for this step (appended on attempt 0 only).
+    #[must_use]
+    pub fn user_messages(mut self, messages: &'a [Message]) -> Self {
+        self.user_messages = messages;
+        self
+    }
 }
 
 /// Why `record` refused. The log, the file and the recorder are unchanged.
@@ -128,8 +110,8 @@ pub enum RecordError {
     /// The tools register the name the serializer reserves.
     #[error("tool name `{0}` is reserved by mektpoy")]
     ReservedToolName(String),
-    /// The session refused an event of the batch.
-    #[error("the batch was refused")]
+    /// The session refused an event of the batch; its `Display` is the refusal's.
+    #[error(transparent)]
     Append(#[from] AppendError),
 }
 
@@ -137,21 +119,23 @@ type IdGenerator = Box<dyn FnMut() -> String + Send>;
 
 /// Records requests of one loop instance into one session.
 ///
+/// [`AgentLoop`](super::AgentLoop) owns one and is what a loop calls; the recorder itself
+/// is for replaying a recorded loop attempt by attempt.
+///
 /// ```
-/// use mektpoy::{Config, Recorder, Route, Session, Step, ToolSchema, WireApi};
+/// use mektpoy::agent::{Recorder, Step};
+/// use mektpoy::{Config, Message, Route, Session, ToolSchema, WireApi};
 /// let session = Session::new("s1");
 /// let mut recorder = Recorder::attach(&session);
 /// let config = Config::new("deepseek", "deepseek-flash");
 /// let route = Route::plain("deepseek", "deepseek-flash", WireApi::Messages);
 /// let tools = [ToolSchema::new("read", "read a file", Default::default())];
-/// let request = recorder.record(&session, Step {
-///     config: &config, system_prompt: "be brief", tools: &tools, route: &route,
-///     new_series: false, turn: 1, step: 1, attempt: 0,
-///     user_messages: &[mektpoy::Message::user("u1", "hi")],
-/// })?;
+/// let user = [Message::user("u1", "hi")];
+/// let step = Step::new(&config, "be brief", &tools, &route).at(1, 1, 0).user_messages(&user);
+/// let request = recorder.record(&session, step)?;
 /// assert_eq!(request.header_seq.map(|s| s.0), Some(2)); // system node, user, header
 /// assert!(request.starts_series);
-/// # Ok::<(), mektpoy::RecordError>(())
+/// # Ok::<(), mektpoy::agent::RecordError>(())
 /// ```
 pub struct Recorder {
     session: u64,
@@ -414,6 +398,7 @@ impl Recorder {
             series_start,
             by_value: kind == FoldKind::ByValue,
             rewrite: None,
+            route: step.route.clone(),
             prepared: None,
         };
         let remembered = self.memory.0.get(&continuity::key(step.route));

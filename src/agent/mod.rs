@@ -1,0 +1,435 @@
+//! The agent loop: [`AgentLoop`] holds a session, the route it sends to, and the loop's
+//! position (turn, step, attempt); each operation records one attempt and returns the
+//! [`Request`] to send, which projects, serializes and validates tool calls for that route.
+//!
+//! This is the top of the data flow (log → folds → projection → wire → meter → loop). The
+//! recorder lives here rather than in [`session`](crate::session) because what it logs depends
+//! on the route: whether the system prompt goes into the history as a node, and, on a route
+//! that binds thinking, the thinking floor, which needs the serialized request. The session
+//! log itself stays route-independent.
+
+mod continuity;
+mod prompt;
+mod record;
+
+use std::borrow::Borrow;
+use std::sync::Arc;
+
+pub use record::{RecordError, Recorder, Step};
+
+use crate::event::{Config, Event, MessageEvent, Rewrite, SeriesStart, SurfaceOp};
+use crate::history::ToolHistory;
+use crate::meter::{Meter, MeterError, MeterRow, Price};
+use crate::project::{
+    ProjectedToolUpdates, UnknownTool, project_tool_updates, project_tool_updates_inline,
+    validate_tool_name,
+};
+use crate::route::Route;
+use crate::session::{AppendError, Session};
+use crate::vocab::{Message, Seq, ToolSchema};
+use crate::wire::{WireError, WireRequest, serialize, serialize_with};
+
+/// What one recorded attempt sends: the log as it stood right after the attempt's batch, and
+/// the route it was recorded for.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Request {
+    /// The latest header's configuration, as logged.
+    pub config: Config,
+    /// The surface's messages.
+    pub messages: Arc<[Message]>,
+    /// The latest header's tools, as logged (the effective tools).
+    pub tools: Arc<[ToolSchema]>,
+    /// The tool snapshot to project with: the route's fold (by value on a route that takes
+    /// definitions inline, by reference otherwise).
+    pub tool_history: ToolHistory,
+    /// The header this attempt appended, if any.
+    pub header_seq: Option<Seq>,
+    /// Whether that header opened a request series or a declaration series: a rewrite of the
+    /// cached prefix by design.
+    pub starts_series: bool,
+    /// Why, when `starts_series`.
+    pub series_start: Option<SeriesStart>,
+    /// Whether `tool_history` is the by-value snapshot.
+    pub by_value: bool,
+    /// What this request rewrote against the previous request of its route (`tools`,
+    /// `system`, or the history), when it did: where the cached prefix ends, and, on a route
+    /// that binds thinking, where the thinking floor moved. Messages-API routes only.
+    pub rewrite: Option<Rewrite>,
+    route: Route,
+    /// The wire request the recorder prepared against the route's previous request, or the
+    /// context that refused it (Messages-API routes).
+    prepared: Option<continuity::Prepared>,
+}
+
+/// The projection of a logged request for `route`. A route that reads the other fold than
+/// the one `history` came from gets the projection without history, which is always valid.
+fn project_for<'a>(
+    route: &Route,
+    messages: &'a [Message],
+    tools: &'a [ToolSchema],
+    history: &ToolHistory,
+    by_value: bool,
+) -> ProjectedToolUpdates<'a> {
+    let inline = route.inline_definitions() && route.tool_update().is_some();
+    let history = (inline == by_value).then_some(history);
+    if inline {
+        project_tool_updates_inline(messages, Some(tools), history)
+    } else {
+        project_tool_updates(messages, Some(tools), route.tool_update(), history)
+    }
+}
+
+impl Request {
+    /// The route this request was recorded for.
+    pub fn route(&self) -> &Route {
+        &self.route
+    }
+
+    /// This request as its route may receive it: the messages, tools and snapshot projected
+    /// with the route's mode. Borrows from the request.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Config, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-v4-pro");
+    /// let config = Config::new("deepseek", "deepseek-v4-pro");
+    /// let mut agent = AgentLoop::new(Session::new("s"), route, config);
+    /// let request = agent.user_turn([Message::user("u1", "hi")])?;
+    /// assert_eq!(request.project().messages.len(), 1);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
+    pub fn project(&self) -> ProjectedToolUpdates<'_> {
+        project_for(
+            &self.route,
+            &self.messages,
+            &self.tools,
+            &self.tool_history,
+            self.by_value,
+        )
+    }
+
+    /// The bytes to send: this request [projected](Self::project) and serialized with the
+    /// configuration it was logged with. On a Messages-API route the recorder serialized it
+    /// against the route's previous request (the automatic-caching lookback breakpoint and the
+    /// thinking floor depend on it), so this returns that request, or the same refusal.
+    ///
+    /// # Errors
+    /// [`WireError`] when the route cannot carry the request (a missing `max_tokens`, a
+    /// tool the route refuses, ...). The attempt is in the log; retry after fixing the cause.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Config, Message, Session, route_for};
+    /// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::new(Session::new("s"), route, config)
+    ///     .with_system_prompt("Be brief.");
+    /// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
+    /// assert!(wire.body.starts_with(r#"{"model":"deepseek-flash","max_tokens":64,"system":"Be brief.""#));
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
+    pub fn to_wire(&self) -> Result<WireRequest, WireError> {
+        let mut wire = match &self.prepared {
+            Some(Ok(wire)) => wire.clone(),
+            Some(Err(replay)) => serialize_with(
+                &self.config,
+                &self.project(),
+                &self.route,
+                &replay.context(),
+            )?,
+            None => serialize(&self.config, &self.project(), &self.route)?,
+        };
+        wire.series_start = self.series_start;
+        Ok(wire)
+    }
+
+    /// Checks a tool call the model made in answer to this request: its name must be one of
+    /// the effective tools this request was recorded with.
+    ///
+    /// # Errors
+    /// [`UnknownTool`] for an empty, reserved or not effective name.
+    pub fn validate_tool_call(&self, name: &str) -> Result<(), UnknownTool> {
+        validate_tool_name(name, &self.tools)
+    }
+}
+
+/// One agent loop over one session and one route.
+///
+/// The loop keeps what a step is recorded with (configuration, system prompt, effective
+/// tools; change them with the setters as plugins and servers come and go) and counts turn,
+/// step and attempt itself:
+///
+/// | operation | records | position after |
+/// |---|---|---|
+/// | [`user_turn`](Self::user_turn) | the user's messages, then the request | next turn, step 1, attempt 0 |
+/// | [`next_step`](Self::next_step) | the request continuing the turn (after tool results) | same turn, next step, attempt 0 |
+/// | [`retry`](Self::retry) | the same step again, nothing new from the user | same step, next attempt |
+/// | [`new_series`](Self::new_series) | nothing yet: the next `user_turn` or `next_step` opens a request series | — |
+///
+/// `S` is the session or anything that borrows one (`&Session`, `Arc<Session>`), so one
+/// session can be shared with readers. The loop owns its [`Meter`] for the route.
+///
+/// ```
+/// use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
+///
+/// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 1024.into());
+/// let read = ToolSchema::new("read", "Read a file", Default::default());
+/// let mut agent = AgentLoop::new(Session::new("s1"), route_for("deepseek", "deepseek-flash"), config)
+///     .with_system_prompt("Be brief.")
+///     .with_tools([read.clone()]);
+///
+/// let request = agent.user_turn([Message::user("u1", "hi")])?;
+/// let wire = request.to_wire()?; // send `wire.body` with `wire.headers`, then:
+/// agent.observe(&wire)?;
+/// agent.append(Message::assistant("a1", "ok", "deepseek", "deepseek-flash"))?;
+///
+/// // A plugin adds a tool: the next turn logs the change as a developer message.
+/// agent.set_tools([read, ToolSchema::new("search", "Search", Default::default())]);
+/// let request = agent.user_turn([Message::user("u2", "and now?")])?;
+/// agent.observe(&request.to_wire()?)?;
+/// assert_eq!((agent.turn(), agent.step()), (2, 1));
+/// assert_eq!(agent.session().tool_history().updates()[0].additions()[0].name(), "search");
+/// let rows = agent.meter().rows();
+/// assert_eq!(rows[1].cached_bytes, rows[0].total_bytes, "the first request stayed cached");
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
+pub struct AgentLoop<S: Borrow<Session> = Session> {
+    session: S,
+    recorder: Recorder,
+    route: Route,
+    config: Config,
+    system_prompt: String,
+    tools: Vec<ToolSchema>,
+    turn: u64,
+    step: u64,
+    attempt: u32,
+    new_series: bool,
+    meter: Meter,
+}
+
+impl<S: Borrow<Session>> std::fmt::Debug for AgentLoop<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentLoop")
+            .field("session", &self.session.borrow().id())
+            .field("route", &(&self.route.provider, &self.route.model))
+            .field("turn", &self.turn)
+            .field("step", &self.step)
+            .field("attempt", &self.attempt)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Borrow<Session>> AgentLoop<S> {
+    /// A loop over `session` sending to `route` with `config`, no system prompt and no tools.
+    ///
+    /// On a session that already holds turns (a reopened file), the position continues from
+    /// the last turn and step its messages carry, so the next [`user_turn`](Self::user_turn)
+    /// is the turn after it and [`retry`](Self::retry) resends the step the log ends in.
+    pub fn new(session: S, route: Route, config: Config) -> Self {
+        let s = session.borrow();
+        let recorder = Recorder::attach(s);
+        let (turn, step) = last_position(s);
+        let mut meter = Meter::new(&route);
+        if let Some(price) = Price::for_route(&route) {
+            meter = meter.with_price(price);
+        }
+        AgentLoop {
+            session,
+            recorder,
+            route,
+            config,
+            system_prompt: String::new(),
+            tools: Vec::new(),
+            turn,
+            step,
+            attempt: 0,
+            new_series: false,
+            meter,
+        }
+    }
+
+    /// The same loop with this system prompt.
+    #[must_use]
+    pub fn with_system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.set_system_prompt(prompt);
+        self
+    }
+
+    /// The same loop with these effective tools.
+    #[must_use]
+    pub fn with_tools(mut self, tools: impl IntoIterator<Item = ToolSchema>) -> Self {
+        self.set_tools(tools);
+        self
+    }
+
+    /// The same loop drawing the ids of the messages it writes (system nodes, developer
+    /// messages) from `ids`; see [`Recorder::with_ids`] for what `ids` must not do.
+    #[must_use]
+    pub fn with_ids(mut self, ids: impl FnMut() -> String + Send + 'static) -> Self {
+        self.recorder = self.recorder.with_ids(ids);
+        self
+    }
+
+    /// The same loop pricing its meter with `price` instead of the route's catalog price.
+    #[must_use]
+    pub fn with_price(mut self, price: Price) -> Self {
+        self.meter = self.meter.with_price(price);
+        self
+    }
+
+    /// The rendered system prompt for the next attempts.
+    pub fn set_system_prompt(&mut self, prompt: impl Into<String>) {
+        self.system_prompt = prompt.into();
+    }
+
+    /// The effective tools for the next attempts, in the order they are declared.
+    pub fn set_tools(&mut self, tools: impl IntoIterator<Item = ToolSchema>) {
+        self.tools = tools.into_iter().collect();
+    }
+
+    /// The configuration (provider, model, options) for the next attempts.
+    pub fn set_config(&mut self, config: Config) {
+        self.config = config;
+    }
+
+    /// Asks for a new request series: the next [`user_turn`](Self::user_turn) or
+    /// [`next_step`](Self::next_step) opens one (a retry keeps the request it retries).
+    pub fn new_series(&mut self) {
+        self.new_series = true;
+    }
+
+    /// Starts a user turn: logs `messages` and records the turn's first step.
+    ///
+    /// # Errors
+    /// [`RecordError`] when the session refuses the batch (a duplicate message id, a reserved
+    /// tool name, a failed write). Nothing is logged and the position is unchanged.
+    pub fn user_turn(
+        &mut self,
+        messages: impl IntoIterator<Item = Message>,
+    ) -> Result<Request, RecordError> {
+        let messages: Vec<Message> = messages.into_iter().collect();
+        self.record(self.turn + 1, 1, 0, &messages)
+    }
+
+    /// Records the next step of the current turn: the request that continues after the
+    /// answer and tool results appended since the last step.
+    ///
+    /// # Errors
+    /// As [`user_turn`](Self::user_turn).
+    pub fn next_step(&mut self) -> Result<Request, RecordError> {
+        self.record(self.turn, self.step + 1, 0, &[])
+    }
+
+    /// Records the same step again (the provider failed or the process restarted with the
+    /// request in flight): no user messages, no new series.
+    ///
+    /// # Errors
+    /// As [`user_turn`](Self::user_turn).
+    pub fn retry(&mut self) -> Result<Request, RecordError> {
+        self.record(self.turn, self.step, self.attempt + 1, &[])
+    }
+
+    fn record(
+        &mut self,
+        turn: u64,
+        step: u64,
+        attempt: u32,
+        user_messages: &[Message],
+    ) -> Result<Request, RecordError> {
+        let step_record = Step::new(&self.config, &self.system_prompt, &self.tools, &self.route)
+            .at(turn, step, attempt)
+            .new_series(self.new_series && attempt == 0)
+            .user_messages(user_messages);
+        let request = self.recorder.record(self.session.borrow(), step_record)?;
+        (self.turn, self.step, self.attempt) = (turn, step, attempt);
+        if attempt == 0 {
+            self.new_series = false;
+        }
+        Ok(request)
+    }
+
+    /// Appends a message the loop received or produced (the model's answer, a tool result) to
+    /// the surface, stamped with the current turn and step.
+    ///
+    /// # Errors
+    /// [`AppendError`] when the session refuses it; nothing is logged.
+    pub fn append(&self, message: Message) -> Result<Seq, AppendError> {
+        let event = MessageEvent {
+            turn: Some(self.turn),
+            step: Some(self.step),
+            ..MessageEvent::new(message, Some(SurfaceOp::Append))
+        };
+        self.session.borrow().append(Event::Message(event))
+    }
+
+    /// Meters a request the provider accepted, in sending order. A request it refused is not
+    /// the route's previous request: do not observe it.
+    ///
+    /// # Errors
+    /// [`MeterError`] for a body that is not a request body; the meter is unchanged.
+    pub fn observe(&mut self, wire: &WireRequest) -> Result<MeterRow, MeterError> {
+        self.meter.observe(&wire.body, wire.series_start)
+    }
+
+    /// The session.
+    pub fn session(&self) -> &Session {
+        self.session.borrow()
+    }
+
+    /// The route the loop sends to.
+    pub fn route(&self) -> &Route {
+        &self.route
+    }
+
+    /// The configuration of the next attempts.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The effective tools of the next attempts.
+    pub fn tools(&self) -> &[ToolSchema] {
+        &self.tools
+    }
+
+    /// The system prompt of the next attempts.
+    pub fn system_prompt(&self) -> &str {
+        &self.system_prompt
+    }
+
+    /// The current turn: 0 before the first user turn.
+    pub fn turn(&self) -> u64 {
+        self.turn
+    }
+
+    /// The current step within the turn: 0 before the turn's first step.
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// The current attempt of the step: 0 for its first.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The loop's meter: one row per observed request.
+    pub fn meter(&self) -> &Meter {
+        &self.meter
+    }
+
+    /// The session back, ending the loop.
+    pub fn into_session(self) -> S {
+        self.session
+    }
+}
+
+/// The last turn and step the session's messages carry, (0, 0) when none does.
+fn last_position(session: &Session) -> (u64, u64) {
+    let events = session.events();
+    events
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            Event::Message(m) => m.turn.map(|t| (t, m.step.unwrap_or(0))),
+            _ => None,
+        })
+        .unwrap_or((0, 0))
+}

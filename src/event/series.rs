@@ -1,0 +1,30 @@
+//! Why a request opens a series: the recorder's verdict, read by the meter and the thinking
+//! policy.
+
+/// Why a request opens a series (SPEC §4 step 7). The meter and the thinking policy need the
+/// difference: a series the caller opened is a loss the caller chose; one the crate's rules
+/// opened is a loss a better route could have avoided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SeriesStart {
+    /// The session's first header.
+    First,
+    /// The loop asked for a new series (`new_series` on attempt 0).
+    Asked,
+    /// A surface replace was appended since this recorder's previous record (a compaction or
+    /// a rewind by the caller).
+    Rewound,
+    /// The recorder replaced a system prompt node (SPEC §4.1).
+    PromptReplaced,
+    /// The route's fold opened a new declaration series (SPEC §3 step 2): a changed
+    /// definition on a by-reference route, a first usable tool.
+    Redeclared,
+}
+
+impl SeriesStart {
+    /// Whether the caller chose this series (asked, or a replace it appended), so that its
+    /// lost cache is not the route's fault.
+    pub fn by_caller(self) -> bool {
+        matches!(self, SeriesStart::Asked | SeriesStart::Rewound)
+    }
+}
