@@ -1,4 +1,4 @@
-//! `Recorder::record` per step: on a Messages-API route the recorder also serializes the
+//! `AgentLoop::user_turn` per step: on a Messages-API route the recorder also serializes the
 //! request against the route's previous one (rewrite detection, lookback, thinking floor);
 //! on OpenAI-compatible chat it does not. Both on the same history.
 //!
@@ -7,7 +7,7 @@
 use std::hint::black_box;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
-use mektpoy::{Config, Message, Recorder, Session, Step, route_for};
+use mektpoy::{AgentLoop, Config, Message, Session, route_for};
 
 mod common;
 
@@ -26,25 +26,23 @@ fn record(c: &mut Criterion) {
             group.bench_function(BenchmarkId::new(label, messages), |b| {
                 b.iter_batched(
                     || {
-                        // A recorder that has recorded the previous step (its memory of the
-                        // route is warm), then the answer: the steady state of a loop.
+                        // A loop that has recorded the previous step (its memory of the route
+                        // is warm), then the answer: the steady state of a loop.
                         let f = Session::fork(&session, session.len() as u64, "f").expect("fork");
-                        let mut recorder = Recorder::attach(&f);
-                        let user = [Message::user("warm", "warm up")];
-                        recorder
-                            .record(&f, step(&config, &tools, &route, &user))
+                        let mut agent = AgentLoop::new(f, route.clone(), config.clone())
+                            .with_system_prompt("You are a careful assistant.")
+                            .with_tools(tools.iter().cloned());
+                        agent
+                            .user_turn([Message::user("warm", "warm up")])
                             .expect("record");
-                        f.append(mektpoy::Event::append(Message::assistant(
-                            "warm-a", "ok", provider, model,
-                        )))
-                        .expect("append");
-                        (f, recorder)
+                        let answer = Message::assistant("warm-a", "ok", provider, model);
+                        agent.append(answer).expect("append");
+                        agent
                     },
-                    |(f, mut recorder)| {
-                        let user = [Message::user("next", "next step")];
-                        let r = recorder.record(&f, step(&config, &tools, &route, &user));
+                    |mut agent| {
+                        let r = agent.user_turn([Message::user("next", "next step")]);
                         black_box(r.expect("record"));
-                        (f, recorder)
+                        agent
                     },
                     BatchSize::SmallInput,
                 )
@@ -52,15 +50,6 @@ fn record(c: &mut Criterion) {
         }
     }
     group.finish();
-}
-
-fn step<'a>(
-    config: &'a Config,
-    tools: &'a [mektpoy::ToolSchema],
-    route: &'a mektpoy::Route,
-    user: &'a [Message],
-) -> Step<'a> {
-    Step::new(config, "You are a careful assistant.", tools, route).user_messages(user)
 }
 
 criterion_group!(benches, record);

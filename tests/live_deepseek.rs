@@ -23,8 +23,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use mektpoy::{
-    Config, ContentBlock, Event, Message, MessageSource, Recorder, Request, Role, Route, Session,
-    Step, ToolSchema, WireRequest, project_tool_updates, route_for, serialize, validate_tool_call,
+    AgentLoop, Config, ContentBlock, Message, MessageSource, Request, Role, Session, ToolSchema,
+    WireRequest, route_for, validate_tool_call,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -125,52 +125,33 @@ impl Usage {
 
 /// One loop over one session, on the catalog's `deepseek-flash` capabilities.
 struct Conversation {
-    session: Session,
-    recorder: Recorder,
-    route: Route,
-    config: Config,
+    agent: AgentLoop,
+    /// Names the turn's messages.
     turn: u64,
 }
 
 impl Conversation {
     fn new(live: &Live, run: &str) -> Self {
-        let session = Session::new(format!("live-{run}"));
-        let recorder = Recorder::attach(&session);
         let route = route_for("deepseek", "deepseek-flash");
         assert!(
             route.tool_update().is_some(),
             "the catalog entry has a mode"
         );
+        let config = Config::new("deepseek", live.model.as_str()).with("max_tokens", json!(256));
         Conversation {
-            session,
-            recorder,
-            route,
-            config: Config::new("deepseek", live.model.as_str()).with("max_tokens", json!(256)),
+            agent: AgentLoop::new(Session::new(format!("live-{run}")), route, config),
             turn: 0,
         }
     }
 
-    /// Records one step and returns it with its wire form.
+    /// Records one user turn and returns it with its wire form.
     fn step(&mut self, prompt: &str, tools: &[ToolSchema], user: &str) -> (Request, WireRequest) {
         self.turn += 1;
-        let user = [Message::user(format!("u{}", self.turn), user)];
-        let request = self
-            .recorder
-            .record(
-                &self.session,
-                Step::new(&self.config, prompt, tools, &self.route)
-                    .at(self.turn, 0, 0)
-                    .user_messages(&user),
-            )
-            .expect("record");
-        let projected = project_tool_updates(
-            &request.messages,
-            Some(&request.tools),
-            self.route.tool_update(),
-            Some(&request.tool_history),
-        );
-        let wire = serialize(&request.config, &projected, &self.route).expect("serialize");
-        drop(projected); // it borrows `request`
+        self.agent.set_system_prompt(prompt);
+        self.agent.set_tools(tools.iter().cloned());
+        let user = Message::user(format!("u{}", self.turn), user);
+        let request = self.agent.user_turn([user]).expect("record");
+        let wire = request.to_wire().expect("serialize");
         (request, wire)
     }
 
@@ -214,20 +195,21 @@ impl Conversation {
             // The API refuses an assistant turn without content; an empty answer is still a turn.
             content.push(ContentBlock::text("(no answer)"));
         }
+        let config = self.agent.config();
         let source = MessageSource::Model {
-            provider: self.config.provider.clone(),
-            model: self.config.model.clone(),
+            provider: config.provider.clone(),
+            model: config.model.clone(),
         };
         let message = Message::new(format!("a{turn}"), Role::Assistant, content, source);
-        self.session.append(Event::append(message)).unwrap();
-        let header = self.session.request_header().unwrap().1;
+        self.agent.append(message).unwrap();
+        let header = self.agent.session().request_header().unwrap().1;
         for (id, name) in calls {
             let text = match validate_tool_call(&name, &header.header) {
                 Ok(()) => "No result in this test.".to_owned(),
                 Err(e) => format!("Error: {e}"),
             };
             let result = Message::tool_result(format!("t{turn}-{id}"), id, text);
-            self.session.append(Event::append(result)).unwrap();
+            self.agent.append(result).unwrap();
         }
     }
 }
@@ -433,7 +415,7 @@ fn live_deepseek_removal_leaves_the_removed_tool_unavailable() {
         !wire.body.contains("tool_removal"),
         "addition-only sends no removal"
     );
-    let header = conversation.session.request_header().unwrap().1;
+    let header = conversation.agent.session().request_header().unwrap().1;
     assert!(validate_tool_call("search_docs", &header.header).is_err());
     for block in answer["content"].as_array().into_iter().flatten() {
         if block["type"] == "tool_use" {

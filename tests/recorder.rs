@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use mektpoy::{
-    AppendError, Config, ContentBlock, Event, Message, RecordError, Recorder, Request, Route,
-    SeriesStart, Session, Step, SurfaceNode, SurfaceOp, ToolHistory, ToolSchema, ToolUpdateMode,
-    WireApi,
+    AgentLoop, AppendError, Config, ContentBlock, Event, Message, RecordError, Recorder, Request,
+    Route, SeriesStart, Session, Step, SurfaceNode, SurfaceOp, ToolHistory, ToolSchema,
+    ToolUpdateMode, WireApi,
 };
 use serde_json::json;
 
@@ -28,27 +28,30 @@ fn route(mode: Option<ToolUpdateMode>, prompts_in_history: bool) -> Route {
         .unwrap()
 }
 
-/// One agent loop over one session.
+/// One agent loop over one session, describing what each step appended. The session is
+/// shared so that a test can attach a second loop to it (a restarted process).
 struct Loop {
-    session: Session,
-    recorder: Recorder,
-    config: Config,
-    route: Route,
+    agent: AgentLoop<Arc<Session>>,
+    session: Arc<Session>,
+    /// The system prompt of the next steps.
     prompt: String,
+    /// Names the user messages (`u{turn}`).
     turn: u64,
 }
 
 impl Loop {
     fn new(route: Route) -> Self {
-        let session = Session::new("s");
-        let recorder = Recorder::attach(&session);
+        Loop::over(Session::new("s"), route, 0)
+    }
+
+    fn over(session: Session, route: Route, turn: u64) -> Self {
+        let session = Arc::new(session);
+        let config = Config::new("deepseek", "deepseek-flash");
         Loop {
+            agent: AgentLoop::new(Arc::clone(&session), route, config),
             session,
-            recorder,
-            config: Config::new("deepseek", "deepseek-flash"),
-            route,
             prompt: String::new(),
-            turn: 0,
+            turn,
         }
     }
 
@@ -56,11 +59,19 @@ impl Loop {
         Loop::new(route(Some(ToolUpdateMode::AdditionOnly), true))
     }
 
-    /// One step, attempt 0, one user message; returns the request and the events it appended.
+    /// A new loop over the same session, as a restarted process attaches one.
+    fn reattach(&mut self) {
+        let (route, config) = (self.agent.route().clone(), self.agent.config().clone());
+        self.agent = AgentLoop::new(Arc::clone(&self.session), route, config);
+    }
+
+    /// One user turn with one user message; returns the request and the events it appended.
     fn step(&mut self, tools: &[ToolSchema]) -> (Request, Vec<String>) {
         self.step_with(tools, false, 0)
     }
 
+    /// Attempt 0 is a user turn (asking for a new series when `new_series`); a later attempt
+    /// is a retry, which keeps the request it retries whatever was asked.
     fn step_with(
         &mut self,
         tools: &[ToolSchema],
@@ -69,17 +80,18 @@ impl Loop {
     ) -> (Request, Vec<String>) {
         self.turn += 1;
         let before = self.session.len();
-        let user = [Message::user(format!("u{}", self.turn), "hi")];
-        let request = self
-            .recorder
-            .record(
-                &self.session,
-                Step::new(&self.config, &self.prompt, tools, &self.route)
-                    .at(self.turn, 1, attempt)
-                    .new_series(new_series)
-                    .user_messages(&user),
-            )
-            .expect("record");
+        self.agent.set_system_prompt(self.prompt.clone());
+        self.agent.set_tools(tools.iter().cloned());
+        if new_series {
+            self.agent.new_series();
+        }
+        let request = if attempt == 0 {
+            let user = Message::user(format!("u{}", self.turn), "hi");
+            self.agent.user_turn([user])
+        } else {
+            self.agent.retry()
+        }
+        .expect("record");
         let events = self.session.events();
         let appended = events.iter().skip(before).map(describe).collect();
         (request, appended)
@@ -482,11 +494,11 @@ fn l9_prime_same_step_on_a_mode_route_appends_the_prompt() {
 fn l2_fresh_recorder_over_an_existing_log_resumes() {
     let mut l = Loop::addition_only();
     l.step(&[tool("A")]);
-    l.recorder = Recorder::attach(&l.session);
+    l.reattach();
     let (req, ev) = l.step(&[tool("A"), tool("B")]);
     assert_eq!(ev, ["U", "H(resume)[A,B]", "D([+B],h3)"]);
     assert!(!req.starts_series, "F16: resume alone opens no series");
-    l.recorder = Recorder::attach(&l.session);
+    l.reattach();
     let (_, ev) = l.step(&[tool("A"), tool("B")]);
     assert_eq!(
         ev,
@@ -515,15 +527,7 @@ fn l10_crash_between_header_and_developer_message_is_healed() {
         "{[A,B], []}",
         "F2: guard"
     );
-    let mut l = Loop {
-        session,
-        recorder: Recorder::attach(&Session::new("x")),
-        config,
-        route: route(Some(ToolUpdateMode::AdditionOnly), true),
-        prompt: String::new(),
-        turn: 0,
-    };
-    l.recorder = Recorder::attach(&l.session);
+    let mut l = Loop::over(session, route(Some(ToolUpdateMode::AdditionOnly), true), 0);
     let (_, ev) = l.step(&[tool("A"), tool("B")]);
     assert_eq!(ev, ["U", "H(resume)[A,B]", "D([+B],h3)"]);
     assert_eq!(l.snapshot(), "{[A], [[s:4,[B]]]}");
@@ -619,9 +623,8 @@ fn a_refused_last_event_commits_nothing() {
 fn record_with_another_session_is_a_typed_error() {
     let mut l = Loop::addition_only();
     let other = Session::new("s");
-    let err = l
-        .recorder
-        .record(&other, bare_step(&l.config, &l.route, &[]))
+    let err = Recorder::attach(&l.session)
+        .record(&other, bare_step(l.agent.config(), l.agent.route(), &[]))
         .unwrap_err();
     assert!(
         matches!(err, RecordError::WrongSession { .. }),
@@ -636,10 +639,8 @@ fn record_with_another_session_is_a_typed_error() {
 fn the_reserved_placeholder_name_cannot_be_registered() {
     let mut l = Loop::addition_only();
     let tools = [tool(mektpoy::DEFERRED_PLACEHOLDER_NAME)];
-    let err = l
-        .recorder
-        .record(&l.session, bare_step(&l.config, &l.route, &tools))
-        .unwrap_err();
+    l.agent.set_tools(tools);
+    let err = l.agent.user_turn([]).map(|_| ()).unwrap_err();
     assert!(matches!(err, RecordError::ReservedToolName(_)));
     assert_eq!(l.session.len(), 0);
 }
@@ -651,14 +652,7 @@ fn fork_inherits_updates_and_continues_the_series() {
     l.step(&[tool("A"), tool("B")]);
     let fork = Session::fork(&l.session, l.session.len() as u64, "f").unwrap();
     assert_eq!(snapshot(&fork.tool_history()), "{[A], [[s:4,[B]]]}");
-    let mut fl = Loop {
-        recorder: Recorder::attach(&fork),
-        session: fork,
-        config: l.config.clone(),
-        route: l.route.clone(),
-        prompt: String::new(),
-        turn: 10,
-    };
+    let mut fl = Loop::over(fork, l.agent.route().clone(), 10);
     let (_, ev) = fl.step(&[tool("A"), tool("B"), tool("C")]);
     assert_eq!(ev, ["U", "H(resume)[A,B,C]", "D([+C],h6)"]);
     assert_eq!(fl.snapshot(), "{[A], [[s:4,[B]],[f:7,[C]]]}");

@@ -3,8 +3,8 @@
 //! and survives a reopen, and that the policy is chosen once per session.
 
 use mektpoy::{
-    AppendError, Config, ContentBlock, Event, Message, MessageSource, Recorder, Request, Rewrite,
-    Role, Route, Session, Step, ThinkingEvent, ThinkingPolicy, ToolSchema, route_for,
+    AgentLoop, AppendError, Config, ContentBlock, Event, Message, MessageSource, Request, Rewrite,
+    Role, Session, ThinkingEvent, ThinkingPolicy, ToolSchema, route_for,
 };
 use serde_json::json;
 
@@ -40,49 +40,42 @@ fn signed_answer(id: &str, model: &str) -> Message {
     )
 }
 
+/// A loop that answers every turn with a signed thinking block.
 struct Loop {
-    session: Session,
-    recorder: Recorder,
-    route: Route,
-    config: Config,
+    agent: AgentLoop,
+    /// Names the turn's messages (`u{turn}`, `a{turn}`).
     turn: u64,
 }
 
 impl Loop {
     fn new(session: Session, model: &str) -> Self {
-        Loop {
-            recorder: Recorder::attach(&session),
-            session,
-            route: route_for("anthropic", model),
-            config: config(model),
-            turn: 0,
-        }
+        let agent = AgentLoop::new(session, route_for("anthropic", model), config(model))
+            .with_system_prompt("Be brief.");
+        Loop { agent, turn: 0 }
+    }
+
+    fn session(&self) -> &Session {
+        self.agent.session()
     }
 
     fn step(&mut self, tools: &[ToolSchema], new_series: bool) -> Request {
         self.turn += 1;
-        let user = [Message::user(format!("u{}", self.turn), "go on")];
-        self.recorder
-            .record(
-                &self.session,
-                Step::new(&self.config, "Be brief.", tools, &self.route)
-                    .at(self.turn, 0, 0)
-                    .new_series(new_series)
-                    .user_messages(&user),
-            )
-            .unwrap()
+        self.agent.set_tools(tools.iter().cloned());
+        if new_series {
+            self.agent.new_series();
+        }
+        let user = Message::user(format!("u{}", self.turn), "go on");
+        self.agent.user_turn([user]).unwrap()
     }
 
     fn answer(&mut self) {
         let id = format!("a{}", self.turn);
-        let model = self.config.model.clone();
-        self.session
-            .append(Event::append(signed_answer(&id, &model)))
-            .unwrap();
+        let model = self.agent.config().model.clone();
+        self.agent.append(signed_answer(&id, &model)).unwrap();
     }
 
     fn floors(&self) -> usize {
-        self.session
+        self.session()
             .events()
             .iter()
             .filter(|e| matches!(e, Event::Thinking(t) if matches!(**t, ThinkingEvent::Floor(_))))
@@ -104,17 +97,17 @@ fn a_tools_rewrite_before_signed_thinking_sets_the_floor_in_the_same_batch() {
     let same = l.step(&[tool("read")], false);
     assert_eq!(same.rewrite, None);
     assert_eq!(l.floors(), 0);
-    let before = l.session.len();
+    let before = l.session().len();
     let changed = l.step(&[tool("read"), tool("grep")], false);
     assert_eq!(changed.rewrite, Some(Rewrite::Tools));
     assert_eq!(l.floors(), 1);
     // The floor is the last event of the batch that rewrote.
     let (floor, rewrite) = l
-        .session
+        .session()
         .thinking_floor("anthropic", BINDING_NO_MODE)
         .unwrap();
     assert_eq!(rewrite, Rewrite::Tools);
-    assert_eq!(floor.index(), l.session.len() - 1);
+    assert_eq!(floor.index(), l.session().len() - 1);
     assert!(floor.index() >= before);
     // Another rewrite with no signed thinking since the floor moves nothing.
     l.step(&[tool("read")], false);
@@ -163,7 +156,7 @@ fn a_compaction_is_a_history_rewrite() {
     l.step(&[tool("read")], false);
     l.answer();
     // Replace the first user turn (node 1, after the prompt node) with a summary.
-    l.session
+    l.session()
         .append(Event::replace(Message::user("sum", "summary"), 1, 1))
         .unwrap();
     let r = l.step(&[tool("read")], false);
@@ -194,7 +187,7 @@ fn the_floor_survives_a_reopen_and_a_resumed_loop_sends_the_same_bytes() {
     let mut b = Loop::new(Session::open(&copy).unwrap().session, BINDING_NO_MODE);
     b.turn = 2;
     assert!(
-        b.session
+        b.session()
             .thinking_floor("anthropic", BINDING_NO_MODE)
             .is_some(),
         "the floor comes from the log"
@@ -218,7 +211,7 @@ fn a_replace_the_dead_process_appended_after_its_last_record_is_a_rewrite() {
     a.step(&[tool("read")], false);
     a.answer();
     // A compaction, then the process dies before its next record.
-    a.session
+    a.session()
         .append(Event::replace(Message::user("sum", "summary"), 1, 1))
         .unwrap();
     drop(a);
@@ -261,7 +254,7 @@ fn the_policy_is_chosen_once_before_any_floor_and_is_logged() {
     l.answer();
     l.step(&[tool("read"), tool("grep")], false);
     assert!(matches!(
-        l.session.set_thinking_policy(ThinkingPolicy::DropBlock),
+        l.session().set_thinking_policy(ThinkingPolicy::DropBlock),
         Err(AppendError::ThinkingPolicyChosen {
             chosen: "strip-thinking",
             ..

@@ -1,13 +1,11 @@
 //! A recorded session with tool churn, shared by the benchmarks.
 
-use mektpoy::{Config, Event, Message, Recorder, Request, Session, Step, ToolSchema, route_for};
+use mektpoy::{AgentLoop, Config, Message, Request, Session, ToolSchema, route_for};
 
 /// Records `steps` steps on `model`'s route: eight tools always, four more rotating in and out
 /// every `churn_every` steps, a user message and an answer per step (about five events a
 /// step). Returns the session and its last request.
 pub fn session_with_churn(model: &str, steps: u64, churn_every: u64) -> (Session, Request) {
-    let session = Session::new("bench");
-    let mut recorder = Recorder::attach(&session);
     let provider = if model.starts_with("claude") {
         "anthropic"
     } else {
@@ -15,6 +13,8 @@ pub fn session_with_churn(model: &str, steps: u64, churn_every: u64) -> (Session
     };
     let route = route_for(provider, model);
     let config = Config::new(provider, model).with("max_tokens", 1024.into());
+    let mut agent = AgentLoop::new(Session::new("bench"), route, config)
+        .with_system_prompt("You are a careful assistant.");
     let pool: Vec<ToolSchema> = (0..12)
         .map(|i| {
             let mut parameters = serde_json::Map::new();
@@ -30,18 +30,12 @@ pub fn session_with_churn(model: &str, steps: u64, churn_every: u64) -> (Session
             .filter(|(i, _)| *i < 8 || (*i as u64 + step / churn_every).is_multiple_of(3))
             .map(|(_, t)| t.clone())
             .collect();
-        let user = [Message::user(format!("u{step}"), "next step")];
-        let request = recorder
-            .record(
-                &session,
-                Step::new(&config, "You are a careful assistant.", &tools, &route)
-                    .at(step, 0, 0)
-                    .user_messages(&user),
-            )
-            .expect("record");
+        agent.set_tools(tools);
+        let user = Message::user(format!("u{step}"), "next step");
+        let request = agent.user_turn([user]).expect("record");
         last = Some(request);
         let answer = Message::assistant(format!("a{step}"), "ok", provider, model);
-        session.append(Event::append(answer)).expect("append");
+        agent.append(answer).expect("append");
     }
-    (session, last.expect("at least one step"))
+    (agent.into_session(), last.expect("at least one step"))
 }

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use mektpoy::{Config, Event, Message, Reason, Recorder, Session, Step, ToolHistory, ToolSchema};
+use mektpoy::{AgentLoop, Config, Event, Message, Reason, Session, ToolHistory, ToolSchema};
 
 /// Tool names the generators draw from.
 pub const NAMES: [&str; 5] = ["read", "write", "grep", "bash", "fetch"];
@@ -86,11 +86,10 @@ pub fn tool(name: &str, version: u32, deferred: bool) -> ToolSchema {
 /// the removals, diffed against the previous header's names; finally the assistant's reply,
 /// after the request.
 pub fn build_session(ops: &[StepOp]) -> (Session, Vec<Request>) {
-    let session = Session::new("props");
-    let mut recorder = Recorder::attach(&session);
     let config = Config::new("deepseek", "deepseek-flash");
     // Without a system prompt the route's capabilities change nothing the recorder logs.
     let route = mektpoy::route_for("deepseek", "deepseek-flash");
+    let mut agent = AgentLoop::new(Session::new("props"), route, config);
     let mut requests = Vec::with_capacity(ops.len());
     let mut current: Vec<ToolSchema> = Vec::new();
     let mut versions = [0u32; NAMES.len()];
@@ -99,6 +98,7 @@ pub fn build_session(ops: &[StepOp]) -> (Session, Vec<Request>) {
         for change in &op.changes {
             apply(&mut current, &mut versions, *change);
         }
+        let session = agent.session();
         let surface = session.surface().len();
         if op.compact && surface >= 2 {
             let summary = Message::user(format!("c{n}"), "summary of earlier turns");
@@ -106,16 +106,13 @@ pub fn build_session(ops: &[StepOp]) -> (Session, Vec<Request>) {
                 .append(Event::replace(summary, 0, surface / 2))
                 .expect("compaction");
         }
-        let user = [Message::user(format!("u{n}"), format!("step {n}"))];
-        let recorded = recorder
-            .record(
-                &session,
-                Step::new(&config, "", &current, &route)
-                    .at(n as u64, 0, 0)
-                    .new_series(op.new_series)
-                    .user_messages(&user),
-            )
-            .expect("record");
+        agent.set_tools(current.iter().cloned());
+        if op.new_series {
+            agent.new_series();
+        }
+        let user = Message::user(format!("u{n}"), format!("step {n}"));
+        let recorded = agent.user_turn([user]).expect("record");
+        let session = agent.session();
         // A request series starts where the logged header says so.
         let events = session.events();
         let starts_series = recorded.header_seq.is_some_and(|s| {
@@ -144,7 +141,7 @@ pub fn build_session(ops: &[StepOp]) -> (Session, Vec<Request>) {
             )))
             .expect("reply");
     }
-    (session, requests)
+    (agent.into_session(), requests)
 }
 
 fn apply(current: &mut Vec<ToolSchema>, versions: &mut [u32], change: Change) {
