@@ -106,6 +106,7 @@ impl MeterRow {
 
 /// Totals over the requests fed so far.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct MeterReport {
     /// Number of requests.
     pub requests: usize,

@@ -37,6 +37,7 @@ pub struct ParentRef {
 
 /// One consistent read of a session (SPEC §2), taken under one lock.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SessionView {
     /// Number of events.
     pub len: usize,
