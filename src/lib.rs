@@ -11,6 +11,10 @@
 //! meter, with the loop ([`AgentLoop`]) on top: it records each attempt into the log and hands
 //! back the [`Request`] to send.
 //!
+//! The crate's reference defines its terms (surface, series, effective, offered, declared)
+//! once and states each rule with the test that holds it:
+//! [docs/reference.md](https://github.com/mektpoy/mektpoy/blob/main/docs/reference.md).
+//!
 //! What you will **not** find here: async, an HTTP client, a provider SDK. The crate builds
 //! requests; the agent loop sends them. The only I/O is JSONL persistence ([`store`]).
 //!
