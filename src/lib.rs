@@ -56,8 +56,8 @@ pub mod wire;
 
 pub use error::Error;
 pub use event::{
-    Config, DecodeError, Event, HeaderEvent, MessageEvent, OpaqueEvent, Reason, RequestHeader,
-    Rewrite, SurfaceOp, ThinkingEvent, ThinkingFloor, ThinkingPolicy,
+    Config, DecodeError, Event, HeaderEvent, MessageEvent, OpaqueError, OpaqueEvent, Reason,
+    RequestHeader, Rewrite, SurfaceOp, ThinkingEvent, ThinkingFloor, ThinkingPolicy,
 };
 pub use history::{ToolHistory, ToolUpdate};
 pub use meter::{Meter, MeterError, MeterReport, MeterRow, Price};
@@ -72,20 +72,21 @@ pub use route::{
     route_for,
 };
 pub use session::{
-    AppendError, ForkError, ParentRef, RecordError, Recorder, Request, SeriesStart, Session,
-    SessionView, Step, SurfaceNode,
+    AppendError, AppendErrorKind, ForkError, ParentRef, RecordError, Recorder, Request,
+    SeriesStart, Session, SessionView, Step, SurfaceNode,
 };
 pub use store::{
     FileOptions, FrameFault, JsonlSink, JsonlWriter, LoadError, Loaded, PersistError, TornBatch,
     TornTail, WriteError,
 };
 pub use vocab::{
-    ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message, MessageSource, Role,
-    Seq, ToolError, ToolSchema, json_equivalent,
+    BlockError, ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message,
+    MessageSource, OtherBlock, OtherSource, Role, Seq, SourceError, ToolError, ToolSchema,
+    json_equivalent,
 };
 pub use wire::{
-    ThinkingPlan, ToolLimit, WireContext, WireError, WireReport, WireRequest, serialize,
-    serialize_messages, serialize_openai_chat, serialize_with,
+    MessageFault, ThinkingPlan, ToolLimit, WireContext, WireError, WireReport, WireRequest,
+    serialize, serialize_messages, serialize_openai_chat, serialize_with,
 };
 
 /// The READMEs' Rust examples run as doctests.

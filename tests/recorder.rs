@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use mektpoy::{
-    AppendError, Config, ContentBlock, Event, Message, RecordError, Recorder, Request, Route,
+    AppendErrorKind, Config, ContentBlock, Event, Message, RecordError, Recorder, Request, Route,
     SeriesStart, Session, Step, SurfaceNode, SurfaceOp, ToolHistory, ToolSchema, ToolUpdateMode,
     WireApi,
 };
@@ -616,7 +616,7 @@ fn a_refused_last_event_commits_nothing() {
     assert!(
         matches!(
             err,
-            RecordError::Append(AppendError::DuplicateMessageId { .. })
+            RecordError::Append(ref e) if matches!(e.kind(), AppendErrorKind::DuplicateMessageId { .. })
         ),
         "{err:?}"
     );
