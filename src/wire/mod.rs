@@ -520,7 +520,9 @@ pub enum MessageFault {
         /// The call id its source names.
         call_id: String,
     },
-    /// A tool message whose source is not `{"kind":"tool","callId"}`.
+    /// A tool message whose source is not `{"kind":"tool","callId"}` (the rule `append`
+    /// enforces under the same name:
+    /// [`AppendErrorKind::ToolResultWithoutCallId`](crate::AppendErrorKind::ToolResultWithoutCallId)).
     #[error("tool result has no `callId` source")]
     ToolResultWithoutCallId,
     /// A user or assistant turn left without content once empty text blocks are dropped (the
