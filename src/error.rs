@@ -2,13 +2,13 @@
 //! across the whole pipeline and still match the concern it cares about.
 
 use crate::agent::RecordError;
-use crate::event::DecodeError;
+use crate::event::{DecodeError, OpaqueError};
 use crate::meter::MeterError;
 use crate::project::UnknownTool;
 use crate::route::RouteError;
 use crate::session::{AppendError, ForkError};
 use crate::store::{LoadError, PersistError, WriteError};
-use crate::vocab::ToolError;
+use crate::vocab::{BlockError, SourceError, ToolError};
 use crate::wire::WireError;
 
 /// `Result` with the crate's [`Error`] as the default error type.
@@ -21,6 +21,19 @@ pub enum Error {
     /// A tool declaration is malformed.
     #[error(transparent)]
     Tool(#[from] ToolError),
+    /// A content block is malformed, or a known type was given to [`ContentBlock::other`].
+    ///
+    /// [`ContentBlock::other`]: crate::ContentBlock::other
+    #[error(transparent)]
+    Block(#[from] BlockError),
+    /// A message source is malformed, or a known kind was given to [`MessageSource::other`].
+    ///
+    /// [`MessageSource::other`]: crate::MessageSource::other
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// [`OpaqueEvent::new`](crate::OpaqueEvent::new) refused its input.
+    #[error(transparent)]
+    Opaque(#[from] OpaqueError),
     /// An event's JSON is malformed.
     #[error(transparent)]
     Decode(#[from] DecodeError),
@@ -59,6 +72,7 @@ pub enum Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::AppendErrorKind;
 
     fn pipeline() -> Result<(), Error> {
         let session = crate::Session::new("s");
@@ -70,7 +84,7 @@ mod tests {
     fn module_errors_convert_and_keep_their_message() {
         let err = pipeline().unwrap_err();
         assert!(
-            matches!(err, Error::Append(AppendError::Decode { .. })),
+            matches!(&err, Error::Append(e) if matches!(e.kind(), AppendErrorKind::Decode { .. })),
             "{err:?}"
         );
         assert!(err.to_string().starts_with("event 0"), "{err}");

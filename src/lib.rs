@@ -65,8 +65,8 @@ pub mod wire;
 pub use agent::{AgentLoop, RecordError, Recorder, Request, Step};
 pub use error::{Error, Result};
 pub use event::{
-    Config, DecodeError, Event, HeaderEvent, MessageEvent, OpaqueEvent, Reason, RequestHeader,
-    Rewrite, SeriesStart, SurfaceOp, ThinkingEvent, ThinkingFloor, ThinkingPolicy,
+    Config, DecodeError, Event, HeaderEvent, MessageEvent, OpaqueError, OpaqueEvent, Reason,
+    RequestHeader, Rewrite, SeriesStart, SurfaceOp, ThinkingEvent, ThinkingFloor, ThinkingPolicy,
 };
 pub use history::{ToolHistory, ToolUpdate};
 pub use meter::{Meter, MeterError, MeterReport, MeterRow, Price};
@@ -79,18 +79,21 @@ pub use route::{
     Capability, Claim, Evidence, Route, RouteBuilder, RouteError, ToolUpdateMode, WireApi, catalog,
     route_for,
 };
-pub use session::{AppendError, ForkError, ParentRef, Session, SessionView, SurfaceNode};
+pub use session::{
+    AppendError, AppendErrorKind, ForkError, ParentRef, Session, SessionView, SurfaceNode,
+};
 pub use store::{
     FileOptions, FrameFault, JsonlSink, JsonlWriter, LoadError, Loaded, PersistError, TornBatch,
     TornTail, WriteError,
 };
 pub use vocab::{
-    ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message, MessageSource, Role,
-    Seq, ToolError, ToolSchema, json_equivalent,
+    BlockError, ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message,
+    MessageSource, OtherBlock, OtherSource, Role, Seq, SourceError, ToolError, ToolSchema,
+    json_equivalent,
 };
 pub use wire::{
-    ThinkingPlan, ToolLimit, WireContext, WireError, WireReport, WireRequest, serialize,
-    serialize_messages, serialize_openai_chat, serialize_with,
+    MessageFault, ThinkingPlan, ToolLimit, WireContext, WireError, WireReport, WireRequest,
+    serialize, serialize_messages, serialize_openai_chat, serialize_with,
 };
 
 /// The READMEs' Rust examples run as doctests.

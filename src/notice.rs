@@ -313,7 +313,7 @@ mod tests {
 
     #[test]
     fn only_developer_messages_with_only_tool_changes_are_notices() {
-        let other = ContentBlock::Other(json!({"type": "image", "url": "x"}));
+        let other = ContentBlock::other(json!({"type": "image", "url": "x"})).unwrap();
         let not_notices = [
             Message::developer("d", vec![ContentBlock::addition("a"), other.clone()]),
             Message::developer("d", vec![other]),

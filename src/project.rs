@@ -748,7 +748,7 @@ mod tests {
                     ("+", n) => ContentBlock::addition(n),
                     ("-", n) => ContentBlock::removal(n),
                     ("~", t) => ContentBlock::text(t),
-                    ("?", t) => ContentBlock::Other(json!({"type": "image", "ref": t})),
+                    ("?", t) => ContentBlock::other(json!({"type": "image", "ref": t})).unwrap(),
                     _ => panic!("bad block {b}"),
                 })
                 .collect();
@@ -788,7 +788,9 @@ mod tests {
                     ContentBlock::ToolAddition { tool_name } => format!("+{tool_name}"),
                     ContentBlock::ToolRemoval { tool_name } => format!("-{tool_name}"),
                     ContentBlock::Text { text } => format!("~{text}"),
-                    ContentBlock::Other(v) => format!("?{}", v["ref"].as_str().unwrap_or("")),
+                    ContentBlock::Other(v) => {
+                        format!("?{}", v.get("ref").and_then(|r| r.as_str()).unwrap_or(""))
+                    }
                     _ => "!".to_owned(),
                 })
                 .collect();

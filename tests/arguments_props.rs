@@ -4,8 +4,8 @@
 //! error instead of a silently different call.
 
 use mektpoy::{
-    Config, ContentBlock, Message, MessageSource, ProjectedToolUpdates, Role, WireError, route_for,
-    serialize,
+    Config, ContentBlock, Message, MessageFault, MessageSource, ProjectedToolUpdates, Role,
+    WireError, route_for, serialize,
 };
 use proptest::prelude::*;
 use serde::Deserialize;
@@ -179,7 +179,7 @@ proptest! {
         let text = format!(r#"{{"zz":{},"zz":{}{sep}{rest}"#, v.compact, v.compact);
         let err = request(&text, "deepseek", "deepseek-flash").unwrap_err();
         prop_assert!(
-            matches!(&err, WireError::DuplicateArgumentKey { key, .. } if key == "zz"),
+            matches!(&err, WireError::Message { kind: MessageFault::DuplicateArgumentKey { key, .. }, .. } if key == "zz"),
             "{:?}", err
         );
     }

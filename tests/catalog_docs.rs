@@ -138,13 +138,15 @@ fn events_md() -> String {
             "`provider`, `model` (the route), `rewrite` (`tools` \\| `system` \\| `history`), `message`? (with `history`: the first wire message that differs). Signed thinking of assistant messages before this event is subject to the policy on every later request of the route",
         ),
         (
-            Event::Opaque(std::sync::Arc::new(OpaqueEvent {
-                event_type: "plugin/note".into(),
-                fields: [("data".to_owned(), serde_json::json!({"any": "shape"}))]
+            OpaqueEvent::new(
+                "plugin/note",
+                [("data".to_owned(), serde_json::json!({"any": "shape"}))]
                     .into_iter()
                     .collect(),
-                surface_op: Some(SurfaceOp::Append),
-            })),
+                Some(SurfaceOp::Append),
+            )
+            .unwrap()
+            .into(),
             "any: kept verbatim; with a `surfaceOp` it is a surface node that contributes no message",
         ),
     ];

@@ -7,8 +7,9 @@ use std::error::Error as StdError;
 use std::io;
 
 use mektpoy::{
-    AppendError, Config, ContentBlock, Error, Message, MessageSource, Meter, ProjectedToolUpdates,
-    RequestHeader, Role, Seq, Session, ToolSchema, WriteError, route_for, serialize,
+    AppendError, AppendErrorKind, Config, ContentBlock, Error, Message, MessageSource, Meter,
+    ProjectedToolUpdates, RequestHeader, Role, Seq, Session, ToolSchema, WriteError, route_for,
+    serialize,
 };
 
 /// Each error of the chain starting at `err`, outermost first.
@@ -69,10 +70,12 @@ fn every_error_prints_its_cause_once() {
     assert_cause_once("a missing file", &err, 2);
 
     // A write fault under an append.
-    let err = AppendError::Write {
-        seq: Seq(3),
-        source: WriteError::Io(io::Error::other("disk full")),
-    };
+    let err = AppendError::new(
+        Seq(3),
+        AppendErrorKind::Write {
+            source: WriteError::Io(io::Error::other("disk full")),
+        },
+    );
     assert_cause_once("a failed write", &err, 3);
 
     // The recorder wrapping a refused append (the conversion `record` uses): transparent, so

@@ -6,7 +6,7 @@ mod support;
 use std::fs;
 
 use mektpoy::history::fold_events;
-use mektpoy::{AppendError, ForkError, ParentRef, Seq, Session};
+use mektpoy::{AppendErrorKind, ForkError, ParentRef, Seq, Session};
 use support::*;
 
 /// EXAMPLES F3 followed by a user message and a replace: `H(0,[A]) H(1,[A,B]) D(2,d1,[+B],1)`,
@@ -90,11 +90,14 @@ fn duplicate_ids_count_inherited_events() {
     let f = Session::fork(&p, 4, "f").unwrap();
     let err = f.append_json(&assistant("u1")).unwrap_err();
     assert!(
-        matches!(&err, AppendError::DuplicateMessageId { seq: Seq(4), id } if id == "u1"),
+        matches!(err.kind(), AppendErrorKind::DuplicateMessageId { id } if err.seq() == Seq(4) && id == "u1"),
         "{err:?}"
     );
     let err = f.append_json(&dev("d1", &["-A"], None)).unwrap_err();
-    assert!(matches!(err, AppendError::DuplicateMessageId { .. }));
+    assert!(matches!(
+        err.kind(),
+        AppendErrorKind::DuplicateMessageId { .. }
+    ));
     // Ids the parent used after `upto` are free in the fork.
     assert_eq!(f.append_json(&user("sum")).unwrap(), Seq(4));
     assert_eq!(f.append_json(&user("u2")).unwrap(), Seq(5));

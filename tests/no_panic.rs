@@ -138,7 +138,7 @@ fn block() -> impl Strategy<Value = mektpoy::ContentBlock> {
                 name: "a".into(),
                 arguments: args.into()
             }),
-        Just(ContentBlock::Other(serde_json::json!({"type": "image"}))),
+        Just(ContentBlock::other(serde_json::json!({"type": "image"})).unwrap()),
         Just(ContentBlock::Reasoning {
             text: "r".into(),
             extra: Default::default()
@@ -180,7 +180,7 @@ fn message(
             id,
             Role::System,
             content,
-            MessageSource::Other(serde_json::json!({"kind": "note"})),
+            MessageSource::other(serde_json::json!({"kind": "note"})).unwrap(),
         ),
     }
 }

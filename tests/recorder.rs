@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use mektpoy::{
-    AgentLoop, AppendError, Config, ContentBlock, Event, Message, RecordError, Recorder, Request,
-    Route, SeriesStart, Session, Step, SurfaceNode, SurfaceOp, ToolHistory, ToolSchema,
+    AgentLoop, AppendErrorKind, Config, ContentBlock, Event, Message, RecordError, Recorder,
+    Request, Route, SeriesStart, Session, Step, SurfaceNode, SurfaceOp, ToolHistory, ToolSchema,
     ToolUpdateMode, WireApi,
 };
 use serde_json::json;
@@ -603,7 +603,7 @@ fn a_refused_last_event_commits_nothing() {
     assert!(
         matches!(
             err,
-            RecordError::Append(AppendError::DuplicateMessageId { .. })
+            RecordError::Append(ref e) if matches!(e.kind(), AppendErrorKind::DuplicateMessageId { .. })
         ),
         "{err:?}"
     );

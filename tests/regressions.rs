@@ -101,7 +101,7 @@ fn a_system_role_compaction_summary_survives_the_next_record() {
         "summary",
         Role::System,
         vec![ContentBlock::text("the user said hi")],
-        MessageSource::Other(serde_json::json!({"kind": "compaction"})),
+        MessageSource::other(serde_json::json!({"kind": "compaction"})).unwrap(),
     );
     let n = session.surface().len();
     session.append(Event::replace(summary, 0, n - 1)).unwrap();
@@ -180,7 +180,7 @@ fn concurrent_saves_to_one_path_each_publish_a_whole_file() {
 /// accepted and fail only at the wire, far from its cause.
 #[test]
 fn a_tool_result_without_a_call_id_is_refused_at_append() {
-    use mektpoy::{AppendError, ContentBlock, MessageSource, Role};
+    use mektpoy::{AppendErrorKind, ContentBlock, MessageSource, Role};
     let session = Session::new("s");
     let result = Message::new(
         "t1",
@@ -190,7 +190,7 @@ fn a_tool_result_without_a_call_id_is_refused_at_append() {
     );
     let err = session.append(Event::append(result)).unwrap_err();
     assert!(
-        matches!(err, AppendError::ToolResultWithoutCallId { .. }),
+        matches!(err.kind(), AppendErrorKind::ToolResultWithoutCallId { .. }),
         "{err:?}"
     );
     assert!(err.to_string().starts_with("event 0:"), "{err}");
@@ -201,10 +201,8 @@ fn a_tool_result_without_a_call_id_is_refused_at_append() {
     assert!(
         matches!(
             err,
-            mektpoy::LoadError::Event {
-                line: 2,
-                source: AppendError::ToolResultWithoutCallId { .. }
-            }
+            mektpoy::LoadError::Event { line: 2, ref source }
+                if matches!(source.kind(), AppendErrorKind::ToolResultWithoutCallId { .. })
         ),
         "{err:?}"
     );

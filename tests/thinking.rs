@@ -3,8 +3,8 @@
 //! and survives a reopen, and that the policy is chosen once per session.
 
 use mektpoy::{
-    AgentLoop, AppendError, Config, ContentBlock, Event, Message, MessageSource, Request, Rewrite,
-    Role, Session, ThinkingEvent, ThinkingPolicy, ToolSchema, route_for,
+    AgentLoop, AppendErrorKind, Config, ContentBlock, Event, Message, MessageSource, Request,
+    Rewrite, Role, Session, ThinkingEvent, ThinkingPolicy, ToolSchema, route_for,
 };
 use serde_json::json;
 
@@ -234,8 +234,8 @@ fn the_policy_is_chosen_once_before_any_floor_and_is_logged() {
         .unwrap_err();
     assert!(
         matches!(
-            err,
-            AppendError::ThinkingPolicyChosen {
+            err.kind(),
+            AppendErrorKind::ThinkingPolicyChosen {
                 chosen: "drop-block",
                 ..
             }
@@ -255,9 +255,8 @@ fn the_policy_is_chosen_once_before_any_floor_and_is_logged() {
     l.step(&[tool("read"), tool("grep")], false);
     assert!(matches!(
         l.session().set_thinking_policy(ThinkingPolicy::DropBlock),
-        Err(AppendError::ThinkingPolicyChosen {
+        Err(e) if matches!(e.kind(), AppendErrorKind::ThinkingPolicyChosen {
             chosen: "strip-thinking",
-            ..
         })
     ));
 }
@@ -317,8 +316,11 @@ fn each_policy_acts_on_every_request_after_the_floor() {
     assert!(
         matches!(
             err,
-            mektpoy::WireError::ThinkingRewrite {
-                rewrite: Rewrite::Tools,
+            mektpoy::WireError::Message {
+                kind: mektpoy::MessageFault::ThinkingRewrite {
+                    rewrite: Rewrite::Tools,
+                    ..
+                },
                 ..
             }
         ),

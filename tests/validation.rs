@@ -4,12 +4,10 @@
 
 mod support;
 
-use std::sync::Arc;
-
 use mektpoy::{
-    AppendError, Config, ContentBlock, DecodeError, Event, LoadError, Message, MessageEvent,
-    MessageSource, OpaqueEvent, Reason, RequestHeader, Role, Seq, Session, SurfaceOp, ToolError,
-    TornTail,
+    AppendError, AppendErrorKind, BlockError, Config, ContentBlock, DecodeError, Event, LoadError,
+    Message, MessageEvent, MessageSource, OpaqueError, OpaqueEvent, Reason, RequestHeader, Role,
+    Seq, Session, SourceError, SurfaceOp, ToolError, TornTail,
 };
 use serde_json::json;
 use support::*;
@@ -157,7 +155,7 @@ fn run(cases: &[Case]) {
 }
 
 fn decode(e: &AppendError, f: impl Fn(&DecodeError) -> bool) -> bool {
-    matches!(e, AppendError::Decode { source, .. } if f(source))
+    matches!(e.kind(), AppendErrorKind::Decode { source, .. } if f(source))
 }
 
 /// `line` with `op` (e.g. [`APPEND`]) added as its last envelope key.
@@ -354,7 +352,7 @@ fn header_tools() {
             "two tools with one name (JSON)",
             vec![header(&["A"], "initial")],
             header(&["A", "B", "A2"], "change"),
-            |e| matches!(e, AppendError::DuplicateToolName { tool, .. } if tool == "A"),
+            |e| matches!(e.kind(), AppendErrorKind::DuplicateToolName { tool, .. } if tool == "A"),
         ),
         typed_case(
             "two tools with one name (typed)",
@@ -363,8 +361,8 @@ fn header_tools() {
                 RequestHeader::new(Config::new("p", "m"), vec![tool("B"), tool("Bd")]),
                 Reason::Initial,
             ),
-            |e| matches!(e, AppendError::DuplicateToolName { tool, .. } if tool == "B"),
-            |e| matches!(e, AppendError::DuplicateToolName { tool, .. } if tool == "B"),
+            |e| matches!(e.kind(), AppendErrorKind::DuplicateToolName { tool, .. } if tool == "B"),
+            |e| matches!(e.kind(), AppendErrorKind::DuplicateToolName { tool, .. } if tool == "B"),
         ),
     ]);
 }
@@ -452,7 +450,7 @@ fn surface_op_forms() {
 
 #[test]
 fn replace_ranges_outside_the_surface() {
-    let out: Expect = |e| matches!(e, AppendError::ReplaceOutOfRange { .. });
+    let out: Expect = |e| matches!(e.kind(), AppendErrorKind::ReplaceOutOfRange { .. });
     // Two surface nodes (u1, opaque); u0 is log-only and does not count.
     let given = || {
         vec![
@@ -468,8 +466,8 @@ fn replace_ranges_outside_the_surface() {
             message("user", "r", &replace_op(0, 2)),
             |e| {
                 matches!(
-                    e,
-                    AppendError::ReplaceOutOfRange {
+                    e.kind(),
+                    AppendErrorKind::ReplaceOutOfRange {
                         start: 0,
                         end: 2,
                         len: 2,
@@ -488,7 +486,7 @@ fn replace_ranges_outside_the_surface() {
             "replace on an empty surface",
             vec![message("user", "u0", LOG_ONLY)],
             message("user", "r", &replace_op(0, 0)),
-            |e| matches!(e, AppendError::ReplaceOutOfRange { len: 0, .. }),
+            |e| matches!(e.kind(), AppendErrorKind::ReplaceOutOfRange { len: 0, .. }),
         ),
         json_case(
             "opaque replace outside the surface",
@@ -608,20 +606,20 @@ fn message_shapes_and_roles() {
             r#"{"type":"note/x","data":{"n":1e400}}"#.to_owned(),
             |e| decode(e, |d| matches!(d, DecodeError::Json(_))),
         ),
-        typed_case(
-            "typed source of a known kind built as Other",
+        json_case(
+            "source of a known kind without its fields",
             vec![],
-            Event::append(Message::new(
-                "x",
-                Role::User,
-                vec![],
-                MessageSource::Other(json!({"kind": "model"})),
-            )),
-            |e| matches!(e, AppendError::MalformedSource { id, .. } if id == "x"),
-            |e| decode(e, |d| matches!(d, DecodeError::MalformedSource { .. })),
+            r#"{"type":"user/message","data":{"message":{"id":"x","role":"user","content":[],"source":{"kind":"model"}}},"surfaceOp":"append"}"#.to_owned(),
+            |e| decode(e, |d| matches!(d, DecodeError::MalformedSource { id, reason: SourceError::Field { kind: "model", field: "provider" } } if id == "x")),
         ),
     ]);
     run(&cases);
+    // A source of a known kind cannot be built as `Other` (append used to refuse it as
+    // `MalformedSource`).
+    assert_eq!(
+        MessageSource::other(json!({"kind": "model"})),
+        Err(SourceError::KnownKind { kind: "model" })
+    );
 }
 
 #[test]
@@ -637,7 +635,7 @@ fn malformed_known_content_blocks() {
             |d| matches!(d, DecodeError::MalformedBlock { id, index: 1, .. } if id == "x"),
         )
     };
-    let mut cases: Vec<Case> = [
+    let cases: Vec<Case> = [
         r#"{"type":"tool-call","name":"read","arguments":"{}"}"#,
         r#"{"type":"tool-call","id":"c1","name":"read","arguments":{}}"#,
         r#"{"type":"text"}"#,
@@ -652,47 +650,27 @@ fn malformed_known_content_blocks() {
     .iter()
     .map(|b| json_case("malformed known block", vec![], with_block(b), at_1))
     .collect();
-    cases.push(typed_case(
-        "typed block of a known type built as Other",
-        vec![user("u1")],
-        Event::append(Message::new(
-            "x",
-            Role::User,
-            vec![
-                ContentBlock::text("ok"),
-                ContentBlock::Other(json!({"type": "text"})),
-            ],
-            MessageSource::User,
-        )),
-        |e| matches!(e, AppendError::MalformedBlock { index: 1, id, .. } if id == "x"),
-        |e| {
-            decode(e, |d| {
-                matches!(d, DecodeError::MalformedBlock { index: 1, .. })
-            })
-        },
-    ));
-    cases.push(typed_case(
-        "typed block that is not an object",
-        vec![],
-        Event::append(Message::new(
-            "x",
-            Role::User,
-            vec![ContentBlock::Other(json!("loose text"))],
-            MessageSource::User,
-        )),
-        |e| matches!(e, AppendError::MalformedBlock { index: 0, .. }),
-        |e| {
-            decode(e, |d| {
-                matches!(d, DecodeError::MalformedBlock { index: 0, .. })
-            })
-        },
-    ));
     run(&cases);
+    // Blocks a log would refuse cannot be built as `Other` (append used to refuse them as
+    // `MalformedBlock`); their lines are the JSON cases above.
+    assert_eq!(
+        ContentBlock::other(json!({"type": "text"})),
+        Err(BlockError::KnownType { block_type: "text" })
+    );
+    assert_eq!(
+        ContentBlock::other(json!("loose text")),
+        Err(BlockError::NotAnObject)
+    );
+    assert_eq!(
+        ContentBlock::other(json!({"text": "a block without type"})),
+        Err(BlockError::MissingType)
+    );
 }
 
 #[test]
 fn duplicate_message_ids() {
-    let dup: Expect = |e| matches!(e, AppendError::DuplicateMessageId { id, .. } if id == "u1");
+    let dup: Expect =
+        |e| matches!(e.kind(), AppendErrorKind::DuplicateMessageId { id, .. } if id == "u1");
     run(&[
         json_case(
             "same id, same role",
@@ -727,9 +705,24 @@ fn header_references_and_tool_change_blocks() {
     let h0 = || header(&["A"], "initial");
     let unknown = |at: u64| -> Expect {
         match at {
-            1 => |e| matches!(e, AppendError::UnknownHeader { header: Seq(1), .. }),
-            2 => |e| matches!(e, AppendError::UnknownHeader { header: Seq(2), .. }),
-            _ => |e| matches!(e, AppendError::UnknownHeader { header: Seq(9), .. }),
+            1 => |e| {
+                matches!(
+                    e.kind(),
+                    AppendErrorKind::UnknownHeader { header: Seq(1), .. }
+                )
+            },
+            2 => |e| {
+                matches!(
+                    e.kind(),
+                    AppendErrorKind::UnknownHeader { header: Seq(2), .. }
+                )
+            },
+            _ => |e| {
+                matches!(
+                    e.kind(),
+                    AppendErrorKind::UnknownHeader { header: Seq(9), .. }
+                )
+            },
         }
     };
     run(&[
@@ -761,25 +754,19 @@ fn header_references_and_tool_change_blocks() {
             "addition absent from the named header (EXAMPLES F10)",
             vec![h0(), header(&["A"], "change")],
             dev("d1", &["+B"], Some(1)),
-            |e| {
-                matches!(e, AppendError::AdditionNotInHeader { id, tool, header: Seq(1), .. }
-                    if id == "d1" && tool == "B")
-            },
+            |e| matches!(e.kind(), AppendErrorKind::AdditionNotInHeader { id, tool, header: Seq(1), .. } if id == "d1" && tool == "B"),
         ),
         json_case(
             "addition present only in another header",
             vec![header(&["A", "B"], "initial"), header(&["A"], "change")],
             dev("d1", &["+B"], Some(1)),
-            |e| matches!(e, AppendError::AdditionNotInHeader { .. }),
+            |e| matches!(e.kind(), AppendErrorKind::AdditionNotInHeader { .. }),
         ),
         json_case(
             "addition without headerSeq",
             vec![h0(), header(&["A", "B"], "change")],
             dev("d1", &["-A", "+B"], None),
-            |e| {
-                matches!(e, AppendError::AdditionWithoutHeaderSeq { id, tool, .. }
-                    if id == "d1" && tool == "B")
-            },
+            |e| matches!(e.kind(), AppendErrorKind::AdditionWithoutHeaderSeq { id, tool, .. } if id == "d1" && tool == "B"),
         ),
         json_case(
             "tool-addition in a user message",
@@ -790,8 +777,8 @@ fn header_references_and_tool_change_blocks() {
             ),
             |e| {
                 matches!(
-                    e,
-                    AppendError::ToolChangeOutsideDeveloper {
+                    e.kind(),
+                    AppendErrorKind::ToolChangeOutsideDeveloper {
                         role: Role::User,
                         ..
                     }
@@ -807,8 +794,8 @@ fn header_references_and_tool_change_blocks() {
             ),
             |e| {
                 matches!(
-                    e,
-                    AppendError::ToolChangeOutsideDeveloper {
+                    e.kind(),
+                    AppendErrorKind::ToolChangeOutsideDeveloper {
                         role: Role::Assistant,
                         ..
                     }
@@ -826,8 +813,8 @@ fn header_references_and_tool_change_blocks() {
             )),
             |e| {
                 matches!(
-                    e,
-                    AppendError::ToolChangeOutsideDeveloper {
+                    e.kind(),
+                    AppendErrorKind::ToolChangeOutsideDeveloper {
                         role: Role::System,
                         ..
                     }
@@ -835,8 +822,8 @@ fn header_references_and_tool_change_blocks() {
             },
             |e| {
                 matches!(
-                    e,
-                    AppendError::ToolChangeOutsideDeveloper {
+                    e.kind(),
+                    AppendErrorKind::ToolChangeOutsideDeveloper {
                         role: Role::System,
                         ..
                     }
@@ -856,8 +843,8 @@ fn header_references_and_tool_change_blocks() {
             )),
             |e| {
                 matches!(
-                    e,
-                    AppendError::ToolChangeOutsideDeveloper {
+                    e.kind(),
+                    AppendErrorKind::ToolChangeOutsideDeveloper {
                         role: Role::Tool,
                         ..
                     }
@@ -865,8 +852,8 @@ fn header_references_and_tool_change_blocks() {
             },
             |e| {
                 matches!(
-                    e,
-                    AppendError::ToolChangeOutsideDeveloper {
+                    e.kind(),
+                    AppendErrorKind::ToolChangeOutsideDeveloper {
                         role: Role::Tool,
                         ..
                     }
@@ -882,8 +869,8 @@ fn header_references_and_tool_change_blocks() {
             }),
             |e| {
                 matches!(
-                    e,
-                    AppendError::HeaderSeqOutsideDeveloper {
+                    e.kind(),
+                    AppendErrorKind::HeaderSeqOutsideDeveloper {
                         role: Role::User,
                         ..
                     }
@@ -891,8 +878,8 @@ fn header_references_and_tool_change_blocks() {
             },
             |e| {
                 matches!(
-                    e,
-                    AppendError::HeaderSeqOutsideDeveloper {
+                    e.kind(),
+                    AppendErrorKind::HeaderSeqOutsideDeveloper {
                         role: Role::User,
                         ..
                     }
@@ -906,13 +893,8 @@ fn header_references_and_tool_change_blocks() {
 /// persisting session must not write a line that makes its own file unloadable.
 #[test]
 fn typed_events_that_would_not_read_back() {
-    let opaque_known = |ty: &str| {
-        Event::Opaque(Arc::new(OpaqueEvent {
-            event_type: ty.to_owned(),
-            fields: [("data".to_owned(), json!({}))].into_iter().collect(),
-            surface_op: Some(SurfaceOp::Append),
-        }))
-    };
+    // An opaque event claiming a known type cannot be built (append used to refuse it as
+    // `OpaqueKnownType`); its line does not decode.
     let mut cases = Vec::new();
     for ty in [
         "request/header",
@@ -922,13 +904,29 @@ fn typed_events_that_would_not_read_back() {
         "assistant/message",
         "tool/result",
     ] {
-        cases.push(typed_case(
-            "opaque event claiming a known type",
+        let fields = [("data".to_owned(), json!({}))].into_iter().collect();
+        assert_eq!(
+            OpaqueEvent::new(ty, fields, Some(SurfaceOp::Append)),
+            Err(OpaqueError::KnownType {
+                event_type: ty.to_owned()
+            }),
+            "{ty}"
+        );
+        cases.push(json_case(
+            "line of an opaque event claiming a known type",
             vec![user("u1")],
-            opaque_known(ty),
-            |e| matches!(e, AppendError::OpaqueKnownType { .. }),
-            |e| matches!(e, AppendError::Decode { .. }),
+            format!(r#"{{"type":"{ty}","data":{{}},"surfaceOp":"append"}}"#),
+            |e| matches!(e.kind(), AppendErrorKind::Decode { .. }),
         ));
+    }
+    for ty in ["thinking/policy", "thinking/floor", "session"] {
+        assert!(
+            matches!(
+                OpaqueEvent::new(ty, Default::default(), None),
+                Err(OpaqueError::KnownType { .. })
+            ),
+            "{ty}"
+        );
     }
     run(&cases);
 
@@ -942,7 +940,7 @@ fn typed_events_that_would_not_read_back() {
         ))
         .unwrap_err();
     assert!(
-        matches!(&err, AppendError::ReservedKey { key, .. } if key == "model"),
+        matches!(err.kind(), AppendErrorKind::ReservedKey { key, .. } if key == "model"),
         "{err:?}"
     );
     let mut header = RequestHeader::new(Config::new("p", "m"), vec![tool("A")]);
@@ -951,23 +949,25 @@ fn typed_events_that_would_not_read_back() {
         .append(Event::header(header, Reason::Initial))
         .unwrap_err();
     assert!(
-        matches!(&err, AppendError::ReservedKey { key, .. } if key == "tools"),
+        matches!(err.kind(), AppendErrorKind::ReservedKey { key, .. } if key == "tools"),
         "{err:?}"
     );
-    let opaque_with = |key: &str| {
-        Event::Opaque(Arc::new(OpaqueEvent {
-            event_type: "note/x".into(),
-            fields: [(key.to_owned(), json!("append"))].into_iter().collect(),
-            surface_op: None,
-        }))
-    };
+    // An opaque event's fields cannot shadow them: `OpaqueEvent::new` refuses the keys
+    // (append used to refuse them as `ReservedKey`).
     for key in ["type", "surfaceOp"] {
-        let err = s.append(opaque_with(key)).unwrap_err();
-        assert!(
-            matches!(&err, AppendError::ReservedKey { key: k, .. } if k == key),
-            "{err:?}"
+        let fields = [(key.to_owned(), json!("append"))].into_iter().collect();
+        assert_eq!(
+            OpaqueEvent::new("note/x", fields, None),
+            Err(OpaqueError::ReservedKey {
+                key: key.to_owned()
+            })
         );
     }
+    let fine = [("data".to_owned(), json!({}))].into_iter().collect();
+    s.append(OpaqueEvent::new("note/x", fine, None).unwrap().into())
+        .unwrap();
+    assert_eq!(s.len(), 1);
+    let s = Session::new("s");
     let reasoning = ContentBlock::Reasoning {
         text: "r".into(),
         extra: [("type".to_owned(), json!("text"))].into_iter().collect(),
@@ -981,7 +981,7 @@ fn typed_events_that_would_not_read_back() {
         )))
         .unwrap_err();
     assert!(
-        matches!(&err, AppendError::ReservedKey { key, .. } if key == "type"),
+        matches!(err.kind(), AppendErrorKind::ReservedKey { key, .. } if key == "type"),
         "{err:?}"
     );
     assert_eq!(s.len(), 0);
@@ -1056,7 +1056,10 @@ fn a_by_value_addition_never_reaches_a_log() {
         .append(Event::developer(projected.clone(), None))
         .unwrap_err();
     assert!(
-        matches!(err, AppendError::ProjectionOnlyBlock { index: 0, .. }),
+        matches!(
+            err.kind(),
+            AppendErrorKind::ProjectionOnlyBlock { index: 0, .. }
+        ),
         "{err}"
     );
     assert!(session.is_empty());
@@ -1254,10 +1257,16 @@ fn empty_and_reserved_tool_names() {
         )
     };
     let malformed_1: Expect = |e| {
-        decode(
-            e,
-            |d| matches!(d, DecodeError::MalformedBlock { index: 1, reason, .. } if reason.contains("empty")),
-        )
+        decode(e, |d| {
+            matches!(
+                d,
+                DecodeError::MalformedBlock {
+                    index: 1,
+                    reason: BlockError::EmptyToolName { .. },
+                    ..
+                }
+            )
+        })
     };
     let a = tool_json("A");
     run(&[
@@ -1283,7 +1292,7 @@ fn empty_and_reserved_tool_names() {
             "a typed header tool with an empty name",
             vec![],
             typed_header(""),
-            |e| matches!(e, AppendError::EmptyToolName { index: 1, .. }),
+            |e| matches!(e.kind(), AppendErrorKind::EmptyToolName { index: 1, .. }),
             |e| {
                 decode(e, |d| {
                     matches!(
@@ -1302,14 +1311,14 @@ fn empty_and_reserved_tool_names() {
             header_with(&format!(
                 r#"{a},{{"name":"{DEFERRED_PLACEHOLDER_NAME}","description":"d","parameters":{{}}}}"#
             )),
-            |e| matches!(e, AppendError::ReservedToolName { index: 1, .. }),
+            |e| matches!(e.kind(), AppendErrorKind::ReservedToolName { index: 1, .. }),
         ),
         typed_case(
             "a typed header tool with the placeholder's name",
             vec![],
             typed_header(DEFERRED_PLACEHOLDER_NAME),
-            |e| matches!(e, AppendError::ReservedToolName { index: 1, .. }),
-            |e| matches!(e, AppendError::ReservedToolName { index: 1, .. }),
+            |e| matches!(e.kind(), AppendErrorKind::ReservedToolName { index: 1, .. }),
+            |e| matches!(e.kind(), AppendErrorKind::ReservedToolName { index: 1, .. }),
         ),
         json_case(
             "a tool call with an empty name",
@@ -1348,7 +1357,7 @@ fn empty_and_reserved_tool_names() {
                     model: "m".into(),
                 },
             )),
-            |e| matches!(e, AppendError::MalformedBlock { index: 1, .. }),
+            |e| matches!(e.kind(), AppendErrorKind::MalformedBlock { index: 1, .. }),
             malformed_1,
         ),
         typed_case(
@@ -1361,7 +1370,7 @@ fn empty_and_reserved_tool_names() {
                 ),
                 None,
             ),
-            |e| matches!(e, AppendError::MalformedBlock { index: 1, .. }),
+            |e| matches!(e.kind(), AppendErrorKind::MalformedBlock { index: 1, .. }),
             malformed_1,
         ),
     ]);
@@ -1396,10 +1405,7 @@ fn tool_call_arguments_nested_too_deep() {
             },
         ))
     };
-    let too_deep: Expect = |e| {
-        matches!(e, AppendError::ArgumentsTooDeep { id, call_id, limit, .. }
-            if id == "x" && call_id == "c1" && *limit == ContentBlock::ARGUMENTS_DEPTH_LIMIT)
-    };
+    let too_deep: Expect = |e| matches!(e.kind(), AppendErrorKind::ArgumentsTooDeep { id, call_id, limit, .. } if id == "x" && call_id == "c1" && *limit == ContentBlock::ARGUMENTS_DEPTH_LIMIT);
     run(&[
         typed_case(
             "arguments one level too deep",

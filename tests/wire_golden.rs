@@ -302,7 +302,8 @@ fn messages_anthropic_v4_inline() {
             "a1",
             vec![
                 reasoning("The user wants the file.", "c2lnMQ=="),
-                ContentBlock::Other(json!({"type": "redacted_thinking", "data": "RW5jcnlwdGVk"})),
+                ContentBlock::other(json!({"type": "redacted_thinking", "data": "RW5jcnlwdGVk"}))
+                    .unwrap(),
                 call("c1", "read", r#"{"path":"README.md"}"#),
             ],
         ),

@@ -129,9 +129,13 @@ fn block(b: Block) -> ContentBlock {
             }
             ContentBlock::from_value(v).unwrap()
         }
-        Block::Redacted => ContentBlock::Other(json!({"type": "redacted_thinking", "data": "x"})),
-        Block::Image => ContentBlock::Other(json!({"type": "image", "source": {}})),
-        Block::NoType => ContentBlock::Other(json!({"data": 1})),
+        Block::Redacted => {
+            ContentBlock::other(json!({"type": "redacted_thinking", "data": "x"})).unwrap()
+        }
+        Block::Image => ContentBlock::other(json!({"type": "image", "source": {}})).unwrap(),
+        // A block without `type` can no longer be built (`ContentBlock::other` refuses it);
+        // the nearest unknown block is one whose type is empty.
+        Block::NoType => ContentBlock::other(json!({"type": "", "data": 1})).unwrap(),
         Block::Call { id, name: n, args } => ContentBlock::ToolCall {
             id: format!("c{}", id % 4),
             name: name(n),
@@ -182,7 +186,7 @@ fn messages(input: &Input, provider: &str) -> Vec<Message> {
             Who::SystemPrompt => (Role::System, MessageSource::SystemPrompt),
             Who::SystemNote => (
                 Role::System,
-                MessageSource::Other(json!({"kind": "compaction"})),
+                MessageSource::other(json!({"kind": "compaction"})).unwrap(),
             ),
         };
         let message = Message::new(id, role, content, source);

@@ -185,7 +185,7 @@ fn reasoning(kind: Reasoning, route: &Route) -> Option<(ContentBlock, String)> {
         Reasoning::Foreign => Some((block("sig"), "other".into())),
         Reasoning::Unsigned => Some((block(""), own)),
         Reasoning::Redacted => Some((
-            ContentBlock::Other(json!({"type": "redacted_thinking", "data": "opaque"})),
+            ContentBlock::other(json!({"type": "redacted_thinking", "data": "opaque"})).unwrap(),
             own,
         )),
     }
@@ -361,7 +361,7 @@ fn run(input: &Input, routes: &[Route], main: usize) {
                         id,
                         Role::System,
                         vec![ContentBlock::text("summary")],
-                        MessageSource::Other(json!({"kind": "compaction"})),
+                        MessageSource::other(json!({"kind": "compaction"})).unwrap(),
                     ),
                     Summary::Assistant => Message::assistant(
                         id,

@@ -206,7 +206,7 @@ mod tests {
             "sum",
             Role::System,
             vec![crate::vocab::ContentBlock::text("summary of turns 1-9")],
-            MessageSource::Other(serde_json::json!({"kind": "compaction"})),
+            MessageSource::other(serde_json::json!({"kind": "compaction"})).unwrap(),
         );
         let s: imbl::Vector<SurfaceNode> = [SurfaceNode::Message(summary)].into_iter().collect();
         // No prompt node is live: the prompt is appended, the summary stays.

@@ -28,7 +28,8 @@ use super::{
 };
 use crate::vocab::strict::{self, Key, Seen, Strict, StrictValue, Strictly, wrong_shape};
 use crate::vocab::{
-    BlockSeed, ContentBlock, Message, MessageSource, Role, Seq, ToolError, ToolSchema, ToolSeed,
+    BlockError, BlockSeed, ContentBlock, Message, MessageSource, Role, Seq, SourceError, ToolError,
+    ToolSchema, ToolSeed,
 };
 
 /// Why a JSON value is not a well-formed event. Carries no log position: the session wraps
@@ -117,7 +118,7 @@ pub enum DecodeError {
         /// 0-based block position.
         index: usize,
         /// What is wrong.
-        reason: String,
+        reason: BlockError,
     },
     /// A malformed message source.
     #[error("message {id}: malformed source: {reason}")]
@@ -125,7 +126,7 @@ pub enum DecodeError {
         /// The message id.
         id: String,
         /// What is wrong.
-        reason: String,
+        reason: SourceError,
     },
 }
 
@@ -405,11 +406,9 @@ fn finish_event<E: de::Error>(
             }
             // Fields keep the line's key order; the map is kept, so without spare room.
             rest.shrink_to_fit();
-            Ok(Event::Opaque(Arc::new(OpaqueEvent {
-                event_type,
-                fields: rest,
-                surface_op,
-            })))
+            Ok(Event::Opaque(Arc::new(OpaqueEvent::decoded(
+                event_type, rest, surface_op,
+            ))))
         }
     })
 }
@@ -827,7 +826,7 @@ impl<'de> Shape<'de> for MessageShape {
 struct Content<'c>(&'c Ctx);
 
 /// What [`Content`] read.
-type ContentRead = Option<Result<Vec<ContentBlock>, (usize, String)>>;
+type ContentRead = Option<Result<Vec<ContentBlock>, (usize, BlockError)>>;
 
 impl<'de> DeserializeSeed<'de> for Content<'_> {
     type Value = ContentRead;

@@ -280,14 +280,120 @@ pub enum SurfaceOp {
 }
 
 /// An event of unknown type, kept verbatim.
+///
+/// Built only by [`OpaqueEvent::new`] or decoding, so its line always reads back as the same
+/// opaque event: its type is never one this crate decodes, and its fields never hold `type` or
+/// `surfaceOp`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpaqueEvent {
+    event_type: String,
+    fields: IndexMap<String, Value>,
+    surface_op: Option<SurfaceOp>,
+}
+
+/// Event types this crate decodes (and `session`, the session line's), which an opaque event
+/// cannot have.
+pub(crate) fn is_known_event_type(event_type: &str) -> bool {
+    matches!(
+        event_type,
+        "request/header" | "thinking/policy" | "thinking/floor" | "session"
+    ) || crate::vocab::Role::for_event_type(event_type).is_some()
+}
+
+impl OpaqueEvent {
+    /// An event of type `event_type` with `fields` (every key but `type` and `surfaceOp`, in
+    /// order) and, when it is a surface node, its surface operation.
+    ///
+    /// ```
+    /// use mektpoy::{OpaqueError, OpaqueEvent, SurfaceOp};
+    /// let note = OpaqueEvent::new("note/x", Default::default(), Some(SurfaceOp::Append))?;
+    /// assert_eq!(note.event_type(), "note/x");
+    /// assert!(matches!(
+    ///     OpaqueEvent::new("user/message", Default::default(), None),
+    ///     Err(OpaqueError::KnownType { .. })
+    /// ));
+    /// # Ok::<(), OpaqueError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`OpaqueError::KnownType`] when `event_type` is one this crate decodes, or `session`
+    /// (the line would read back as another event, or as a second session line);
+    /// [`OpaqueError::ReservedKey`] when `fields` holds `type` or `surfaceOp`, which the line
+    /// writes itself.
+    pub fn new(
+        event_type: impl Into<String>,
+        fields: IndexMap<String, Value>,
+        surface_op: Option<SurfaceOp>,
+    ) -> Result<Self, OpaqueError> {
+        let event_type = event_type.into();
+        if is_known_event_type(&event_type) {
+            return Err(OpaqueError::KnownType { event_type });
+        }
+        if let Some(key) = fields.keys().find(|k| *k == "type" || *k == "surfaceOp") {
+            return Err(OpaqueError::ReservedKey { key: key.clone() });
+        }
+        Ok(OpaqueEvent {
+            event_type,
+            fields,
+            surface_op,
+        })
+    }
+
+    /// A decoded event, which may have the type `session` (the session line's): loading and
+    /// `append` refuse it.
+    pub(crate) fn decoded(
+        event_type: String,
+        fields: IndexMap<String, Value>,
+        surface_op: Option<SurfaceOp>,
+    ) -> Self {
+        OpaqueEvent {
+            event_type,
+            fields,
+            surface_op,
+        }
+    }
+
     /// Its `type`.
-    pub event_type: String,
+    #[must_use]
+    pub fn event_type(&self) -> &str {
+        &self.event_type
+    }
+
     /// Every key but `type` and `surfaceOp`, in order.
-    pub fields: IndexMap<String, Value>,
+    #[must_use]
+    pub fn fields(&self) -> &IndexMap<String, Value> {
+        &self.fields
+    }
+
     /// With a surface operation, the event is a surface node that contributes no message.
-    pub surface_op: Option<SurfaceOp>,
+    #[must_use]
+    pub fn surface_op(&self) -> Option<SurfaceOp> {
+        self.surface_op
+    }
+}
+
+/// Why [`OpaqueEvent::new`] refused its input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpaqueError {
+    /// The type is one this crate decodes, or `session`.
+    #[error("an opaque event cannot have the known type `{event_type}`")]
+    KnownType {
+        /// The known type.
+        event_type: String,
+    },
+    /// A field named `type` or `surfaceOp`, which would shadow the line's own.
+    #[error("unknown field `{key}` shadows a field of the event")]
+    ReservedKey {
+        /// The shadowing key.
+        key: String,
+    },
+}
+
+impl From<OpaqueEvent> for Event {
+    fn from(o: OpaqueEvent) -> Self {
+        Event::Opaque(Arc::new(o))
+    }
 }
 
 impl Event {

@@ -9,8 +9,8 @@ mod state;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-pub use state::AppendError;
 pub(crate) use state::LogState;
+pub use state::{AppendError, AppendErrorKind};
 
 use crate::event::{Event, HeaderEvent, Rewrite, ThinkingEvent, ThinkingPolicy};
 use crate::history::{FoldKind, ToolFold, ToolHistory};
@@ -316,7 +316,7 @@ impl Session {
     ///
     /// # Errors
     /// The [`AppendError`] of the first rule the event breaks (SPEC §1), naming its `Seq`, or
-    /// [`AppendError::Write`] when the line could not be persisted. The log is unchanged.
+    /// [`AppendErrorKind::Write`] when the line could not be persisted. The log is unchanged.
     pub fn append(&self, event: Event) -> Result<Seq, AppendError> {
         self.transact(|tx| tx.push(event))
     }
@@ -326,12 +326,11 @@ impl Session {
     /// whitespace with line breaks is squeezed out so it stays one JSONL line.
     ///
     /// # Errors
-    /// [`AppendError::Decode`] when the line is not a well-formed event; otherwise as `append`.
+    /// [`AppendErrorKind::Decode`] when the line is not a well-formed event; otherwise as `append`.
     pub fn append_json(&self, line: &str) -> Result<Seq, AppendError> {
         self.transact(|tx| {
-            let event = Event::from_json(line).map_err(|source| AppendError::Decode {
-                seq: tx.next_seq(),
-                source,
+            let event = Event::from_json(line).map_err(|source| {
+                AppendError::new(tx.next_seq(), AppendErrorKind::Decode { source })
             })?;
             tx.push_line(event, Some(Arc::from(crate::event::single_line(line))))
         })
@@ -386,12 +385,9 @@ impl Session {
                 }
                 batch.push('\n');
             }
-            writer
-                .write_batch(batch.as_bytes())
-                .map_err(|source| AppendError::Write {
-                    seq: Seq::from(start),
-                    source,
-                })?;
+            writer.write_batch(batch.as_bytes()).map_err(|source| {
+                AppendError::new(Seq::from(start), AppendErrorKind::Write { source })
+            })?;
         }
         committed.state = state;
         if let Some(frame) = frame {
@@ -487,8 +483,8 @@ impl Session {
     /// ```
     ///
     /// # Errors
-    /// [`AppendError::ThinkingPolicyChosen`] when the log already records a policy or a
-    /// floor; [`AppendError::Write`] when the event could not be persisted.
+    /// [`AppendErrorKind::ThinkingPolicyChosen`] when the log already records a policy or a
+    /// floor; [`AppendErrorKind::Write`] when the event could not be persisted.
     pub fn set_thinking_policy(&self, policy: ThinkingPolicy) -> Result<Seq, AppendError> {
         self.append(Event::Thinking(Arc::new(ThinkingEvent::Policy(policy))))
     }

@@ -9,62 +9,109 @@ use std::sync::Arc;
 use super::SurfaceNode;
 use crate::event::{
     DecodeError, Event, HeaderEvent, MessageEvent, Rewrite, SurfaceOp, ThinkingEvent,
-    ThinkingPolicy,
+    ThinkingPolicy, is_known_event_type,
 };
 use crate::store::WriteError;
 use crate::vocab::{
     ContentBlock, DEFERRED_PLACEHOLDER_NAME, MessageSource, Role, Seq, ToolIndex, arguments_depth,
 };
 
-/// Why `append` (or loading) refused an event. The log is unchanged after a refusal.
+/// Why `append` (or loading) refused an event: the event's position and what is wrong with
+/// it. The log is unchanged after a refusal.
+///
+/// Prints `event {seq}: ` and then the [kind](AppendErrorKind)'s message; its
+/// [`source`](std::error::Error::source) is the kind's (the decode or write fault).
+///
+/// ```
+/// use mektpoy::{AppendErrorKind, Seq, Session};
+/// let session = Session::new("s");
+/// let err = session.append_json("{}").unwrap_err();
+/// assert_eq!(err.seq(), Seq(0));
+/// assert!(matches!(err.kind(), AppendErrorKind::Decode { .. }));
+/// assert_eq!(err.to_string(), "event 0: not a well-formed event");
+/// ```
+#[derive(Debug)]
+pub struct AppendError {
+    seq: Seq,
+    kind: AppendErrorKind,
+}
+
+impl AppendError {
+    /// The refusal of the event at `seq`.
+    #[must_use]
+    pub fn new(seq: Seq, kind: AppendErrorKind) -> Self {
+        AppendError { seq, kind }
+    }
+
+    /// The `Seq` of the refused event (for [`AppendErrorKind::Write`], the batch's first).
+    #[must_use]
+    pub fn seq(&self) -> Seq {
+        self.seq
+    }
+
+    /// What is wrong with the event.
+    #[must_use]
+    pub fn kind(&self) -> &AppendErrorKind {
+        &self.kind
+    }
+
+    /// What is wrong with the event, by value (to take out a decode or write fault).
+    #[must_use]
+    pub fn into_kind(self) -> AppendErrorKind {
+        self.kind
+    }
+}
+
+impl std::fmt::Display for AppendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "event {}: {}", self.seq, self.kind)
+    }
+}
+
+impl std::error::Error for AppendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.kind.source()
+    }
+}
+
+/// What [`AppendError`] found wrong with an event. Its message does not name the event; the
+/// `AppendError` around it does.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum AppendError {
+pub enum AppendErrorKind {
     /// The event's JSON is not a well-formed event. The fault is the [`source`]
     /// (`std::error::Error::source`), not repeated in this message.
     ///
     /// [`source`]: std::error::Error::source
-    #[error("event {seq}: not a well-formed event")]
+    #[error("not a well-formed event")]
     Decode {
-        /// The event's position.
-        seq: Seq,
         /// The shape fault.
         #[source]
         source: DecodeError,
     },
     /// Two tools with one name in a header.
-    #[error("event {seq}: header declares `{tool}` twice")]
+    #[error("header declares `{tool}` twice")]
     DuplicateToolName {
-        /// The header's position.
-        seq: Seq,
         /// The repeated name.
         tool: String,
     },
     /// A header tool whose name is empty (no provider accepts it, no call can name it).
-    #[error("event {seq}: header tool {index} has an empty name")]
+    #[error("header tool {index} has an empty name")]
     EmptyToolName {
-        /// The header's position.
-        seq: Seq,
         /// 0-based position in the header's tools.
         index: usize,
     },
     /// A header tool named like the serializer's deferred placeholder
     /// ([`DEFERRED_PLACEHOLDER_NAME`]): every serializer refuses such tools, so a log holding
     /// the header could never be sent.
-    #[error("event {seq}: header tool {index} has the reserved name `{DEFERRED_PLACEHOLDER_NAME}`")]
+    #[error("header tool {index} has the reserved name `{DEFERRED_PLACEHOLDER_NAME}`")]
     ReservedToolName {
-        /// The header's position.
-        seq: Seq,
         /// 0-based position in the header's tools.
         index: usize,
     },
     /// Tool-call arguments nested deeper than [`ContentBlock::ARGUMENTS_DEPTH_LIMIT`].
-    #[error(
-        "event {seq}: message {id}: arguments of tool call {call_id} nest deeper than {limit} levels"
-    )]
+    #[error("message {id}: arguments of tool call {call_id} nest deeper than {limit} levels")]
     ArgumentsTooDeep {
-        /// The event's position.
-        seq: Seq,
         /// The message id.
         id: String,
         /// The call's id.
@@ -73,45 +120,30 @@ pub enum AppendError {
         limit: usize,
     },
     /// A message id already used in the session (inherited events count).
-    #[error("event {seq}: message id {id} is already in the session")]
+    #[error("message id {id} is already in the session")]
     DuplicateMessageId {
-        /// The event's position.
-        seq: Seq,
         /// The repeated id.
         id: String,
     },
-    /// A block built by code that decoding would refuse: a `ContentBlock::Other` whose `type`
-    /// is a known one, or missing; a tool call or tool change naming a tool with an empty name.
-    #[error("event {seq}: message {id}: content block {index} is malformed")]
+    /// A block built by code that decoding would refuse: a tool call or tool change naming a
+    /// tool with an empty name (their variants' fields are public). A [`ContentBlock::Other`]
+    /// cannot be malformed: [`ContentBlock::other`] refuses a known or missing `type`.
+    #[error("message {id}: content block {index} is malformed")]
     MalformedBlock {
-        /// The event's position.
-        seq: Seq,
         /// The message id.
         id: String,
         /// 0-based block position.
         index: usize,
     },
-    /// A source built as `MessageSource::Other` whose `kind` is a known one, or missing.
-    #[error("event {seq}: message {id}: malformed source")]
-    MalformedSource {
-        /// The event's position.
-        seq: Seq,
-        /// The message id.
-        id: String,
-    },
     /// `headerSeq` does not name an earlier `request/header`.
-    #[error("event {seq}: headerSeq {header} is not an earlier request/header")]
+    #[error("headerSeq {header} is not an earlier request/header")]
     UnknownHeader {
-        /// The event's position.
-        seq: Seq,
         /// The named position.
         header: Seq,
     },
     /// An addition naming a tool absent from the header its message names.
-    #[error("event {seq}: message {id} adds `{tool}`, absent from header {header}")]
+    #[error("message {id} adds `{tool}`, absent from header {header}")]
     AdditionNotInHeader {
-        /// The event's position.
-        seq: Seq,
         /// The message id.
         id: String,
         /// The added name.
@@ -120,20 +152,16 @@ pub enum AppendError {
         header: Seq,
     },
     /// An addition in a developer message without `headerSeq`.
-    #[error("event {seq}: message {id} adds `{tool}` without a headerSeq")]
+    #[error("message {id} adds `{tool}` without a headerSeq")]
     AdditionWithoutHeaderSeq {
-        /// The event's position.
-        seq: Seq,
         /// The message id.
         id: String,
         /// The added name.
         tool: String,
     },
     /// A redefinition naming a tool absent from the header its message names.
-    #[error("event {seq}: message {id} redefines `{tool}`, absent from header {header}")]
+    #[error("message {id} redefines `{tool}`, absent from header {header}")]
     RedefinitionNotInHeader {
-        /// The event's position.
-        seq: Seq,
         /// The message id.
         id: String,
         /// The redefined name.
@@ -142,10 +170,8 @@ pub enum AppendError {
         header: Seq,
     },
     /// A redefinition in a developer message without `headerSeq`.
-    #[error("event {seq}: message {id} redefines `{tool}` without a headerSeq")]
+    #[error("message {id} redefines `{tool}` without a headerSeq")]
     RedefinitionWithoutHeaderSeq {
-        /// The event's position.
-        seq: Seq,
         /// The message id.
         id: String,
         /// The redefined name.
@@ -153,22 +179,16 @@ pub enum AppendError {
     },
     /// A by-value addition ([`ContentBlock::InlineAddition`]): projection output, which a log
     /// never holds (it carries a definition no header recorded).
-    #[error(
-        "event {seq}: message {id}: block {index} is a by-value addition, which only projections hold"
-    )]
+    #[error("message {id}: block {index} is a by-value addition, which only projections hold")]
     ProjectionOnlyBlock {
-        /// The event's position.
-        seq: Seq,
         /// The message id.
         id: String,
         /// 0-based block position.
         index: usize,
     },
     /// A tool-change block (addition, removal, redefinition) outside a developer message.
-    #[error("event {seq}: {role} message {id} holds a tool-change block")]
+    #[error("{role} message {id} holds a tool-change block")]
     ToolChangeOutsideDeveloper {
-        /// The event's position.
-        seq: Seq,
         /// The message id.
         id: String,
         /// The message's role.
@@ -176,28 +196,22 @@ pub enum AppendError {
     },
     /// A `tool/result` whose source is not `{"kind":"tool","callId"}` (SPEC §1): the result
     /// could never be paired with its call.
-    #[error("event {seq}: tool result {id} has no `{{\"kind\":\"tool\",\"callId\"}}` source")]
+    #[error("tool result {id} has no `{{\"kind\":\"tool\",\"callId\"}}` source")]
     ToolResultWithoutCallId {
-        /// The event's position.
-        seq: Seq,
         /// The message id.
         id: String,
     },
     /// A `headerSeq` on a message that is not a developer message.
-    #[error("event {seq}: {role} message {id} carries a headerSeq")]
+    #[error("{role} message {id} carries a headerSeq")]
     HeaderSeqOutsideDeveloper {
-        /// The event's position.
-        seq: Seq,
         /// The message id.
         id: String,
         /// The message's role.
         role: Role,
     },
     /// A replace range outside the current surface.
-    #[error("event {seq}: replace {start}..={end} is outside the surface of {len} nodes")]
+    #[error("replace {start}..={end} is outside the surface of {len} nodes")]
     ReplaceOutOfRange {
-        /// The event's position.
-        seq: Seq,
         /// First replaced node.
         start: usize,
         /// Last replaced node.
@@ -205,75 +219,42 @@ pub enum AppendError {
         /// Surface length before the event.
         len: usize,
     },
-    /// An `Event::Opaque` (built, or decoded by `append_json`) with a type this crate decodes,
-    /// or `session`: its line would read back as another event, or as a second session line,
-    /// which loading refuses.
-    #[error("event {seq}: an opaque event cannot have the known type `{event_type}`")]
+    /// An `Event::Opaque` of type `session`, decoded by `append_json`: its line would read back
+    /// as a second session line, which loading refuses. ([`OpaqueEvent::new`] refuses that type
+    /// and every type this crate decodes, and decoding reads those as their typed events, so
+    /// `session` is the only type that reaches this.)
+    ///
+    /// [`OpaqueEvent::new`]: crate::OpaqueEvent::new
+    #[error("an opaque event cannot have the known type `{event_type}`")]
     OpaqueKnownType {
-        /// The event's position.
-        seq: Seq,
         /// The known type.
         event_type: String,
     },
-    /// A map of unknown fields (`Config::extra`, `RequestHeader::extra`, `OpaqueEvent::fields`,
-    /// a reasoning block's `extra`) holds a key the event already writes, which would shadow
-    /// that field when the line is read back.
-    #[error("event {seq}: unknown field `{key}` shadows a field of the event")]
+    /// A map of unknown fields (`Config::extra`, `RequestHeader::extra`, a reasoning block's
+    /// `extra`, all public) holds a key the event already writes, which would shadow that field
+    /// when the line is read back. (An opaque event's fields cannot: [`OpaqueEvent::new`]
+    /// refuses `type` and `surfaceOp`.)
+    ///
+    /// [`OpaqueEvent::new`]: crate::OpaqueEvent::new
+    #[error("unknown field `{key}` shadows a field of the event")]
     ReservedKey {
-        /// The event's position.
-        seq: Seq,
         /// The shadowing key.
         key: String,
     },
     /// A second `thinking/policy` event, or one after a floor (the policy is chosen once per
     /// session, before it acts).
-    #[error("event {seq}: the session's thinking policy is already {chosen}")]
+    #[error("the session's thinking policy is already {chosen}")]
     ThinkingPolicyChosen {
-        /// The event's position.
-        seq: Seq,
         /// The policy in force.
         chosen: &'static str,
     },
     /// The batch could not be written to the session's file; nothing was committed.
-    #[error("event {seq}: the batch was not persisted")]
+    #[error("the batch was not persisted")]
     Write {
-        /// The first event of the batch.
-        seq: Seq,
         /// The write fault.
         #[source]
         source: WriteError,
     },
-}
-
-impl AppendError {
-    /// The `Seq` of the refused event.
-    pub fn seq(&self) -> Seq {
-        use AppendError::*;
-        match self {
-            Decode { seq, .. }
-            | DuplicateToolName { seq, .. }
-            | EmptyToolName { seq, .. }
-            | ReservedToolName { seq, .. }
-            | ArgumentsTooDeep { seq, .. }
-            | DuplicateMessageId { seq, .. }
-            | MalformedBlock { seq, .. }
-            | MalformedSource { seq, .. }
-            | UnknownHeader { seq, .. }
-            | AdditionNotInHeader { seq, .. }
-            | AdditionWithoutHeaderSeq { seq, .. }
-            | RedefinitionNotInHeader { seq, .. }
-            | RedefinitionWithoutHeaderSeq { seq, .. }
-            | ProjectionOnlyBlock { seq, .. }
-            | ToolChangeOutsideDeveloper { seq, .. }
-            | HeaderSeqOutsideDeveloper { seq, .. }
-            | ToolResultWithoutCallId { seq, .. }
-            | ReplaceOutOfRange { seq, .. }
-            | OpaqueKnownType { seq, .. }
-            | ReservedKey { seq, .. }
-            | ThinkingPolicyChosen { seq, .. }
-            | Write { seq, .. } => *seq,
-        }
-    }
 }
 
 /// The log and the facts validation reads, all O(1) to clone.
@@ -323,35 +304,37 @@ impl LogState {
 
     /// SPEC §1 validation of `event` as the next event. O(size of the event + log n).
     pub fn check(&self, event: &Event) -> Result<(), AppendError> {
-        let seq = self.next_seq();
-        check_encodable(seq, event)?;
+        self.check_kind(event)
+            .map_err(|kind| AppendError::new(self.next_seq(), kind))
+    }
+
+    fn check_kind(&self, event: &Event) -> Result<(), AppendErrorKind> {
+        check_encodable(event)?;
         match event {
             Event::Header(h) => {
                 let mut names = HashSet::with_capacity(h.header.tools.len());
                 for (index, t) in h.header.tools.iter().enumerate() {
                     if t.name().is_empty() {
-                        return Err(AppendError::EmptyToolName { seq, index });
+                        return Err(AppendErrorKind::EmptyToolName { index });
                     }
                     if t.name() == DEFERRED_PLACEHOLDER_NAME {
-                        return Err(AppendError::ReservedToolName { seq, index });
+                        return Err(AppendErrorKind::ReservedToolName { index });
                     }
                     if !names.insert(t.name()) {
-                        return Err(AppendError::DuplicateToolName {
-                            seq,
+                        return Err(AppendErrorKind::DuplicateToolName {
                             tool: t.name().to_owned(),
                         });
                     }
                 }
                 Ok(())
             }
-            Event::Message(m) => self.check_message(seq, m),
-            Event::Opaque(o) => self.check_surface_op(seq, o.surface_op),
+            Event::Message(m) => self.check_message(m),
+            Event::Opaque(o) => self.check_surface_op(o.surface_op()),
             Event::Thinking(t) => match **t {
                 ThinkingEvent::Policy(_)
                     if self.thinking_policy.is_some() || !self.thinking_floors.is_empty() =>
                 {
-                    Err(AppendError::ThinkingPolicyChosen {
-                        seq,
+                    Err(AppendErrorKind::ThinkingPolicyChosen {
                         chosen: self.thinking_policy.unwrap_or_default().as_str(),
                     })
                 }
@@ -360,32 +343,25 @@ impl LogState {
         }
     }
 
-    fn check_message(&self, seq: Seq, m: &MessageEvent) -> Result<(), AppendError> {
+    fn check_message(&self, m: &MessageEvent) -> Result<(), AppendErrorKind> {
         let msg = &m.message;
         let id = || msg.id().to_owned();
         if self.message_ids.contains_key(msg.id()) {
-            return Err(AppendError::DuplicateMessageId { seq, id: id() });
+            return Err(AppendErrorKind::DuplicateMessageId { id: id() });
         }
-        if let Some(index) = msg.content().iter().position(ContentBlock::is_malformed) {
-            return Err(AppendError::MalformedBlock {
-                seq,
-                id: id(),
-                index,
-            });
+        if let Some(index) = msg
+            .content()
+            .iter()
+            .position(ContentBlock::names_empty_tool)
+        {
+            return Err(AppendErrorKind::MalformedBlock { id: id(), index });
         }
         if let Some(index) = msg
             .content()
             .iter()
             .position(|b| matches!(b, ContentBlock::InlineAddition(_)))
         {
-            return Err(AppendError::ProjectionOnlyBlock {
-                seq,
-                id: id(),
-                index,
-            });
-        }
-        if msg.source().is_malformed() {
-            return Err(AppendError::MalformedSource { seq, id: id() });
+            return Err(AppendErrorKind::ProjectionOnlyBlock { id: id(), index });
         }
         for block in msg.content() {
             if let ContentBlock::ToolCall {
@@ -395,8 +371,7 @@ impl LogState {
             } = block
                 && arguments_depth(arguments) > ContentBlock::ARGUMENTS_DEPTH_LIMIT
             {
-                return Err(AppendError::ArgumentsTooDeep {
-                    seq,
+                return Err(AppendErrorKind::ArgumentsTooDeep {
                     id: id(),
                     call_id: call.clone(),
                     limit: ContentBlock::ARGUMENTS_DEPTH_LIMIT,
@@ -405,29 +380,21 @@ impl LogState {
         }
         let role = msg.role();
         if role == Role::Tool && !matches!(msg.source(), MessageSource::Tool { .. }) {
-            return Err(AppendError::ToolResultWithoutCallId { seq, id: id() });
+            return Err(AppendErrorKind::ToolResultWithoutCallId { id: id() });
         }
         if role != Role::Developer {
             if msg.content().iter().any(ContentBlock::is_tool_change) {
-                return Err(AppendError::ToolChangeOutsideDeveloper {
-                    seq,
-                    id: id(),
-                    role,
-                });
+                return Err(AppendErrorKind::ToolChangeOutsideDeveloper { id: id(), role });
             }
             if m.header_seq.is_some() {
-                return Err(AppendError::HeaderSeqOutsideDeveloper {
-                    seq,
-                    id: id(),
-                    role,
-                });
+                return Err(AppendErrorKind::HeaderSeqOutsideDeveloper { id: id(), role });
             }
         } else {
             // One index per header, built when it was applied: O(1) per block.
             let header = match m.header_seq {
                 Some(h) => match self.tool_indexes.get(&h) {
                     Some(index) => Some((h, index)),
-                    None => return Err(AppendError::UnknownHeader { seq, header: h }),
+                    None => return Err(AppendErrorKind::UnknownHeader { header: h }),
                 },
                 None => None,
             };
@@ -440,30 +407,23 @@ impl LogState {
                 let tool = tool_name.clone();
                 match header {
                     None if redefines => {
-                        return Err(AppendError::RedefinitionWithoutHeaderSeq {
-                            seq,
+                        return Err(AppendErrorKind::RedefinitionWithoutHeaderSeq {
                             id: id(),
                             tool,
                         });
                     }
                     None => {
-                        return Err(AppendError::AdditionWithoutHeaderSeq {
-                            seq,
-                            id: id(),
-                            tool,
-                        });
+                        return Err(AppendErrorKind::AdditionWithoutHeaderSeq { id: id(), tool });
                     }
                     Some((header, index)) if !index.contains(tool_name) => {
                         return Err(if redefines {
-                            AppendError::RedefinitionNotInHeader {
-                                seq,
+                            AppendErrorKind::RedefinitionNotInHeader {
                                 id: id(),
                                 tool,
                                 header,
                             }
                         } else {
-                            AppendError::AdditionNotInHeader {
-                                seq,
+                            AppendErrorKind::AdditionNotInHeader {
                                 id: id(),
                                 tool,
                                 header,
@@ -474,14 +434,13 @@ impl LogState {
                 }
             }
         }
-        self.check_surface_op(seq, m.surface_op)
+        self.check_surface_op(m.surface_op)
     }
 
-    fn check_surface_op(&self, seq: Seq, op: Option<SurfaceOp>) -> Result<(), AppendError> {
+    fn check_surface_op(&self, op: Option<SurfaceOp>) -> Result<(), AppendErrorKind> {
         match op {
             Some(SurfaceOp::Replace { start, end }) if start > end || end >= self.surface.len() => {
-                Err(AppendError::ReplaceOutOfRange {
-                    seq,
+                Err(AppendErrorKind::ReplaceOutOfRange {
                     start,
                     end,
                     len: self.surface.len(),
@@ -506,7 +465,7 @@ impl LogState {
                 m.surface_op
                     .map(|op| (op, SurfaceNode::Message(m.message.clone())))
             }
-            Event::Opaque(o) => o.surface_op.map(|op| (op, SurfaceNode::Opaque(seq))),
+            Event::Opaque(o) => o.surface_op().map(|op| (op, SurfaceNode::Opaque(seq))),
             Event::Thinking(t) => {
                 match &**t {
                     ThinkingEvent::Policy(p) => self.thinking_policy = Some(*p),
@@ -540,36 +499,27 @@ impl LogState {
     }
 }
 
-/// Refuses events built by code whose line would not decode as the same event: an opaque
-/// event with a known type (or `session`, the session line's), or an unknown-field map
-/// holding a key the encoder already writes. Decoded events trip this only with type
-/// `session` (the decoder takes those keys out). O(size of the event).
-fn check_encodable(seq: Seq, event: &Event) -> Result<(), AppendError> {
+/// Refuses events whose line would not decode as the same event: an unknown-field map (all
+/// public) holding a key the encoder already writes, or an opaque event of type `session`
+/// (decoded by `append_json`; it would read back as a second session line). O(size of the
+/// event).
+fn check_encodable(event: &Event) -> Result<(), AppendErrorKind> {
     let reserved = |keys: indexmap::map::Keys<'_, String, serde_json::Value>, taken: &[&str]| {
         keys.into_iter()
             .find(|k| taken.contains(&k.as_str()))
-            .map(|k| AppendError::ReservedKey {
-                seq,
-                key: k.clone(),
-            })
+            .map(|k| AppendErrorKind::ReservedKey { key: k.clone() })
     };
     let fault = match event {
         Event::Header(h) => reserved(h.header.config.extra.keys(), &["provider", "model"])
             .or_else(|| reserved(h.header.extra.keys(), &["config", "tools"])),
-        Event::Opaque(o) => {
-            // `session` would read back as a second session line, which loading refuses.
-            if matches!(
-                o.event_type.as_str(),
-                "request/header" | "thinking/policy" | "thinking/floor" | "session"
-            ) || Role::for_event_type(&o.event_type).is_some()
-            {
-                return Err(AppendError::OpaqueKnownType {
-                    seq,
-                    event_type: o.event_type.clone(),
-                });
-            }
-            reserved(o.fields.keys(), &["type", "surfaceOp"])
+        // Only a decoded `session` line gets here: `OpaqueEvent::new` refuses every known
+        // type and the keys `type` and `surfaceOp`, and decoding takes those keys out.
+        Event::Opaque(o) if is_known_event_type(o.event_type()) => {
+            Some(AppendErrorKind::OpaqueKnownType {
+                event_type: o.event_type().to_owned(),
+            })
         }
+        Event::Opaque(_) => None,
         Event::Message(m) => m.message.content().iter().find_map(|b| match b {
             ContentBlock::Reasoning { extra, .. } => reserved(extra.keys(), &["type", "text"]),
             _ => None,

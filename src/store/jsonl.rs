@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::writer::JsonlWriter;
 use crate::event::Event;
-use crate::session::{AppendError, LogState, ParentRef, Session};
+use crate::session::{AppendError, AppendErrorKind, LogState, ParentRef, Session};
 use crate::vocab::Seq;
 
 /// The file format version this crate reads and writes.
@@ -561,7 +561,8 @@ fn render_session_line(id: &str, parent: Option<&ParentRef>) -> String {
             m.end()
         }
     }
-    serde_json::to_string(&Line(id, parent)).unwrap_or_default()
+    serde_json::to_string(&Line(id, parent))
+        .expect("a session line holds only strings and integers")
 }
 
 /// The canonical form of a session file's path (the path itself if that fails).
@@ -762,10 +763,10 @@ fn parse(bytes: &[u8], opts: &FileOptions) -> Result<Loaded, LoadError> {
             }
         }
         let reject = |source| LoadError::Event { line, source };
-        let decoded =
-            Event::from_json(text).map_err(|source| reject(AppendError::Decode { seq, source }));
+        let decoded = Event::from_json(text)
+            .map_err(|source| reject(AppendError::new(seq, AppendErrorKind::Decode { source })));
         if let Ok(Event::Opaque(o)) = &decoded
-            && o.event_type == "session"
+            && o.event_type() == "session"
         {
             // A whole session line is not a cut one, even without its `\n`.
             return Err(LoadError::SecondSessionLine { line });

@@ -13,7 +13,7 @@ use indexmap::IndexMap;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::ToolSchema;
 use super::strict::{Entries, Strict, StrictValue, Strictly, wrong_shape};
@@ -98,8 +98,72 @@ pub enum MessageSource {
     ToolRegistry,
     /// `{"kind":"system-prompt"}`: a system prompt node.
     SystemPrompt,
-    /// Any other kind, kept verbatim.
-    Other(Value),
+    /// Any other kind, kept verbatim. Built only by [`MessageSource::other`] or decoding, so
+    /// its `kind` is never a known one.
+    Other(OtherSource),
+}
+
+/// A message source of a kind this crate does not know: a JSON object whose `kind` is a string
+/// other than the known kinds, kept verbatim (key order included).
+///
+/// There is no way to build one holding a known kind: [`MessageSource::other`] refuses it, and
+/// decoding reads a known kind as its typed variant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OtherSource {
+    fields: Map<String, Value>,
+}
+
+impl OtherSource {
+    /// Its `kind`.
+    #[must_use]
+    pub fn kind(&self) -> &str {
+        // Checked when built: `kind` is a string.
+        self.fields
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+
+    /// Every field, `kind` included, in order.
+    #[must_use]
+    pub fn fields(&self) -> &Map<String, Value> {
+        &self.fields
+    }
+
+    /// The field `key`, if present.
+    #[must_use]
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.fields.get(key)
+    }
+
+    /// The source as a JSON object.
+    #[must_use]
+    pub fn into_value(self) -> Value {
+        Value::Object(self.fields)
+    }
+}
+
+/// Why a value is not a message source.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SourceError {
+    /// The value is not an object with a string `kind`.
+    #[error("message source needs a string `kind`")]
+    MissingKind,
+    /// A known kind lacks a field, or has one that is not a string.
+    #[error("`{kind}` source needs a string `{field}`")]
+    Field {
+        /// The source's `kind`.
+        kind: &'static str,
+        /// The missing or malformed field.
+        field: &'static str,
+    },
+    /// [`MessageSource::other`] was given a kind this crate decodes into a typed variant.
+    #[error("`{kind}` is a known source kind, not another one")]
+    KnownKind {
+        /// The known kind.
+        kind: &'static str,
+    },
 }
 
 impl Serialize for MessageSource {
@@ -126,7 +190,7 @@ impl Serialize for MessageSource {
                 m.serialize_entry("callId", call_id)?;
                 m.end()
             }
-            MessageSource::Other(v) => v.serialize(s),
+            MessageSource::Other(o) => o.fields.serialize(s),
         }
     }
 }
@@ -140,16 +204,27 @@ impl<'de> Deserialize<'de> for MessageSource {
 }
 
 impl MessageSource {
-    pub(crate) fn from_value(value: Value) -> Result<Self, String> {
-        let Some(kind) = value.get("kind").and_then(Value::as_str) else {
-            return Err("message source needs a string `kind`".into());
+    /// Decodes a source: a known kind as its typed variant, any other as [`MessageSource::Other`].
+    ///
+    /// # Errors
+    /// A [`SourceError`] when the value is not an object with a string `kind`, or a known kind
+    /// lacks one of its string fields.
+    pub fn from_value(value: Value) -> Result<Self, SourceError> {
+        let Value::Object(fields) = value else {
+            return Err(SourceError::MissingKind);
         };
-        let field = |name: &str| {
-            value
-                .get(name)
+        let Some(kind) = fields.get("kind").and_then(Value::as_str) else {
+            return Err(SourceError::MissingKind);
+        };
+        let Some(&kind) = KNOWN_SOURCE_KINDS.iter().find(|k| **k == kind) else {
+            return Ok(MessageSource::Other(OtherSource { fields }));
+        };
+        let field = |field: &'static str| {
+            fields
+                .get(field)
                 .and_then(Value::as_str)
                 .map(str::to_owned)
-                .ok_or_else(|| format!("`{kind}` source needs a string `{name}`"))
+                .ok_or(SourceError::Field { kind, field })
         };
         Ok(match kind {
             "user" => MessageSource::User,
@@ -159,23 +234,38 @@ impl MessageSource {
                 provider: field("provider")?,
                 model: field("model")?,
             },
-            "tool" => MessageSource::Tool {
+            _ => MessageSource::Tool {
                 call_id: field("callId")?,
             },
-            _ => MessageSource::Other(value),
         })
     }
 
-    /// Whether this is an `Other` value that should have decoded as a known kind, or is not a
-    /// `{"kind": string}` object at all.
-    pub(crate) fn is_malformed(&self) -> bool {
-        match self {
-            MessageSource::Other(v) => match v.get("kind").and_then(Value::as_str) {
-                Some(k) => KNOWN_SOURCE_KINDS.contains(&k),
-                None => true,
-            },
-            _ => false,
+    /// A source of a kind this crate does not know, kept verbatim.
+    ///
+    /// ```
+    /// use mektpoy::{MessageSource, SourceError};
+    /// let note = MessageSource::other(serde_json::json!({"kind": "compaction"}))?;
+    /// assert!(matches!(&note, MessageSource::Other(o) if o.kind() == "compaction"));
+    /// assert_eq!(
+    ///     MessageSource::other(serde_json::json!({"kind": "user"})),
+    ///     Err(SourceError::KnownKind { kind: "user" })
+    /// );
+    /// # Ok::<(), SourceError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`SourceError::KnownKind`] for a kind this crate knows (build the typed variant, or use
+    /// [`MessageSource::from_value`]); [`SourceError::MissingKind`] when the value is not an
+    /// object with a string `kind`.
+    pub fn other(value: Value) -> Result<Self, SourceError> {
+        let known = value
+            .get("kind")
+            .and_then(Value::as_str)
+            .and_then(|k| KNOWN_SOURCE_KINDS.iter().find(|known| **known == k));
+        if let Some(&kind) = known {
+            return Err(SourceError::KnownKind { kind });
         }
+        MessageSource::from_value(value)
     }
 }
 
@@ -186,7 +276,8 @@ const KNOWN_SOURCE_KINDS: [&str; 5] = ["user", "model", "tool", "tool-registry",
 /// JSON: `{"type":"text","text"}`, `{"type":"reasoning","text",...}`,
 /// `{"type":"tool-call","id","name","arguments"}`, `{"type":"tool-addition","toolName"}`,
 /// `{"type":"tool-removal","toolName"}`, `{"type":"tool-redefinition","toolName"}`; any other
-/// `type` is kept verbatim as `Other`.
+/// `type` is kept verbatim as `Other` (an [`OtherBlock`], built only by [`ContentBlock::other`]
+/// or decoding, so never of a known type).
 /// **A known type that is malformed is an error, not `Other`.** Unknown fields on known
 /// blocks other than `reasoning` are ignored (the log line keeps them; see `docs/decisions.md`).
 #[derive(Clone, Debug, PartialEq)]
@@ -234,7 +325,85 @@ pub enum ContentBlock {
     /// with inline definitions, never decoded from a log and refused by `append`.
     InlineAddition(InlineAddition),
     /// A block of another type, kept verbatim in place.
-    Other(Value),
+    Other(OtherBlock),
+}
+
+/// A content block of a type this crate does not know: a JSON object whose `type` is a string
+/// other than the known types, kept verbatim (key order included).
+///
+/// There is no way to build one holding a known type: [`ContentBlock::other`] refuses it, and
+/// decoding reads a known type as its typed variant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OtherBlock {
+    fields: Map<String, Value>,
+}
+
+impl OtherBlock {
+    /// Its `type`.
+    #[must_use]
+    pub fn type_name(&self) -> &str {
+        // Checked when built: `type` is a string.
+        self.fields
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+
+    /// Every field, `type` included, in order.
+    #[must_use]
+    pub fn fields(&self) -> &Map<String, Value> {
+        &self.fields
+    }
+
+    /// The field `key`, if present.
+    #[must_use]
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.fields.get(key)
+    }
+
+    /// The block as a JSON object.
+    #[must_use]
+    pub fn into_value(self) -> Value {
+        Value::Object(self.fields)
+    }
+}
+
+/// Why a value is not a content block.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BlockError {
+    /// The value is not a JSON object.
+    #[error("a content block must be a JSON object")]
+    NotAnObject,
+    /// The object has no string `type`.
+    #[error("a content block needs a string `type`")]
+    MissingType,
+    /// A known type lacks a field, or has one that is not a string.
+    #[error("`{block_type}` block needs a string `{field}`")]
+    Field {
+        /// The block's `type`.
+        block_type: &'static str,
+        /// The missing or malformed field.
+        field: &'static str,
+    },
+    /// A tool call or tool change naming a tool with an empty name.
+    #[error("`{block_type}` block names a tool with an empty `{field}`")]
+    EmptyToolName {
+        /// The block's `type`.
+        block_type: &'static str,
+        /// The field holding the name (`name` or `toolName`).
+        field: &'static str,
+    },
+    /// A `tool-addition` carrying a `definition`: the by-value addition only projections make
+    /// ([`ContentBlock::InlineAddition`]).
+    #[error("a `tool-addition` carrying a `definition` is projection output, never a log block")]
+    ProjectionOnly,
+    /// [`ContentBlock::other`] was given a type this crate decodes into a typed variant.
+    #[error("`{block_type}` is a known block type, not another one")]
+    KnownType {
+        /// The known type.
+        block_type: &'static str,
+    },
 }
 
 const KNOWN_BLOCK_TYPES: [&str; 6] = [
@@ -327,50 +496,89 @@ impl ContentBlock {
 
     /// The deepest nesting the `arguments` of a tool call may have: the outer object is level
     /// 1, each array or object inside it one more. `append` and loading refuse deeper arguments
-    /// ([`AppendError::ArgumentsTooDeep`](crate::AppendError::ArgumentsTooDeep)), and so does
+    /// ([`AppendErrorKind::ArgumentsTooDeep`](crate::AppendErrorKind::ArgumentsTooDeep)), and so does
     /// the Messages-API serializer: there the arguments are a JSON value inside the body, five
     /// levels down, and a provider's parser stops somewhere past a hundred levels (serde_json's
     /// default limit is 128).
     pub const ARGUMENTS_DEPTH_LIMIT: usize = 100;
 
-    /// Decodes one block.
+    /// Decodes one block: a known type as its typed variant, any other as
+    /// [`ContentBlock::Other`].
     ///
     /// # Errors
-    /// A message naming the fault when the value is not an object with a string `type`, or
-    /// when a known type lacks a field, has one of the wrong type, or names a tool with an empty
-    /// name.
-    pub fn from_value(value: Value) -> Result<Self, String> {
+    /// A [`BlockError`] when the value is not an object with a string `type`, or when a known
+    /// type lacks a field, has one of the wrong type, or names a tool with an empty name.
+    pub fn from_value(value: Value) -> Result<Self, BlockError> {
         let Value::Object(map) = value else {
-            return Err("a content block must be a JSON object".into());
+            return Err(BlockError::NotAnObject);
         };
         Self::from_entries(map.into_iter().map(|(k, v)| (Cow::Owned(k), v)).collect())
     }
 
+    /// A block of a type this crate does not know, kept verbatim.
+    ///
+    /// ```
+    /// use mektpoy::{BlockError, ContentBlock};
+    /// let image = ContentBlock::other(serde_json::json!({"type": "image", "url": "x"}))?;
+    /// assert!(matches!(&image, ContentBlock::Other(o) if o.type_name() == "image"));
+    /// assert_eq!(
+    ///     ContentBlock::other(serde_json::json!({"type": "text", "text": "hi"})),
+    ///     Err(BlockError::KnownType { block_type: "text" })
+    /// );
+    /// # Ok::<(), BlockError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`BlockError::KnownType`] for a type this crate knows (build the typed variant, or use
+    /// [`ContentBlock::from_value`]); [`BlockError::NotAnObject`] or
+    /// [`BlockError::MissingType`] when the value is not an object with a string `type`.
+    pub fn other(value: Value) -> Result<Self, BlockError> {
+        let known = value
+            .get("type")
+            .and_then(Value::as_str)
+            .and_then(|t| KNOWN_BLOCK_TYPES.iter().find(|known| **known == t));
+        if let Some(&block_type) = known {
+            return Err(BlockError::KnownType { block_type });
+        }
+        ContentBlock::from_value(value)
+    }
+
     /// Decodes one block from its entries in document order (keys already unique).
-    pub(crate) fn from_entries(mut entries: Vec<(Cow<'_, str>, Value)>) -> Result<Self, String> {
+    pub(crate) fn from_entries(
+        mut entries: Vec<(Cow<'_, str>, Value)>,
+    ) -> Result<Self, BlockError> {
         let position = |entries: &[(Cow<'_, str>, Value)], name: &str| {
             entries.iter().position(|(k, _)| k == name)
         };
         let ty = match position(&entries, "type").map(|i| &entries[i].1) {
             Some(Value::String(t)) => t,
-            _ => return Err("a content block needs a string `type`".into()),
+            _ => return Err(BlockError::MissingType),
         };
         let Some(&ty) = KNOWN_BLOCK_TYPES.iter().find(|k| **k == ty.as_str()) else {
-            let map = entries.into_iter().map(|(k, v)| (k.into_owned(), v));
-            return Ok(ContentBlock::Other(Value::Object(map.collect())));
+            let fields = entries.into_iter().map(|(k, v)| (k.into_owned(), v));
+            return Ok(ContentBlock::Other(OtherBlock {
+                fields: fields.collect(),
+            }));
         };
         let has_definition = position(&entries, "definition").is_some();
+        let missing = |field| BlockError::Field {
+            block_type: ty,
+            field,
+        };
         // Moves a string field out (the block is rebuilt from the fields it knows).
-        let mut take = |name: &str| match position(&entries, name) {
+        let mut take = |name: &'static str| match position(&entries, name) {
             Some(i) => match std::mem::take(&mut entries[i].1) {
                 Value::String(s) => Ok(s),
-                _ => Err(format!("`{ty}` block needs a string `{name}`")),
+                _ => Err(missing(name)),
             },
-            None => Err(format!("`{ty}` block needs a string `{name}`")),
+            None => Err(missing(name)),
         };
-        let named = |name: String, field: &str| {
+        let named = |name: String, field: &'static str| {
             if name.is_empty() {
-                Err(format!("`{ty}` block names a tool with an empty `{field}`"))
+                Err(BlockError::EmptyToolName {
+                    block_type: ty,
+                    field,
+                })
             } else {
                 Ok(name)
             }
@@ -388,13 +596,7 @@ impl ContentBlock {
                     arguments: take("arguments")?,
                 }
             }
-            "tool-addition" if has_definition => {
-                return Err(
-                    "a `tool-addition` carrying a `definition` is projection output, \
-                            never a log block"
-                        .into(),
-                );
-            }
+            "tool-addition" if has_definition => return Err(BlockError::ProjectionOnly),
             "tool-addition" => ContentBlock::ToolAddition {
                 tool_name: named(take("toolName")?, "toolName")?,
             },
@@ -416,17 +618,10 @@ impl ContentBlock {
         })
     }
 
-    /// Whether this is an `Other` block that is not a `{"type": unknown string}` object, which
-    /// only code (not decoding) can build.
-    ///
-    /// A known block naming a tool with an empty name is malformed too: decoding refuses it, and
-    /// code can build one.
-    pub(crate) fn is_malformed(&self) -> bool {
+    /// Whether this is a tool call or tool change naming a tool with an empty name, which
+    /// decoding refuses and code can still build (the variants' fields are public).
+    pub(crate) fn names_empty_tool(&self) -> bool {
         match self {
-            ContentBlock::Other(v) => match v.get("type").and_then(Value::as_str) {
-                Some(t) => KNOWN_BLOCK_TYPES.contains(&t),
-                None => true,
-            },
             ContentBlock::ToolCall { name, .. } => name.is_empty(),
             ContentBlock::ToolAddition { tool_name }
             | ContentBlock::ToolRemoval { tool_name }
@@ -486,7 +681,7 @@ impl Serialize for ContentBlock {
                 m.serialize_entry("definition", &a.definition)?;
                 m.end()
             }
-            ContentBlock::Other(v) => v.serialize(s),
+            ContentBlock::Other(o) => o.fields.serialize(s),
         }
     }
 }
@@ -507,7 +702,7 @@ impl<'de> Deserialize<'de> for ContentBlock {
 pub(crate) struct BlockSeed<'c>(pub &'c Strict);
 
 impl<'de> DeserializeSeed<'de> for BlockSeed<'_> {
-    type Value = Result<ContentBlock, String>;
+    type Value = Result<ContentBlock, BlockError>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
@@ -520,7 +715,7 @@ impl Strictly for BlockSeed<'_> {
 }
 
 impl<'de> Visitor<'de> for BlockSeed<'_> {
-    type Value = Result<ContentBlock, String>;
+    type Value = Result<ContentBlock, BlockError>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a content block")
@@ -528,9 +723,7 @@ impl<'de> Visitor<'de> for BlockSeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
         Ok(ContentBlock::from_entries(Entries::read(map, self.0)?.list))
     }
-    wrong_shape!(object, |_| Err(
-        "a content block must be a JSON object".to_owned()
-    ));
+    wrong_shape!(object, |_| Err(BlockError::NotAnObject));
 }
 
 /// A message: `{"id","role","content","source","isError"?}`. Ids are unique in a session.
@@ -750,7 +943,7 @@ mod tests {
             {"type":"tool-removal","toolName":"A"}
         ]);
         let blocks: Vec<ContentBlock> = serde_json::from_value(content.clone()).unwrap();
-        assert!(matches!(blocks[1], ContentBlock::Other(_)));
+        assert!(matches!(&blocks[1], ContentBlock::Other(o) if o.type_name() == "image"));
         assert_eq!(serde_json::to_value(&blocks).unwrap(), content);
     }
 
@@ -782,7 +975,84 @@ mod tests {
         let back: Message = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
         assert_eq!(back, m);
         let other: MessageSource = serde_json::from_value(json!({"kind":"plugin","x":1})).unwrap();
-        assert_eq!(other, MessageSource::Other(json!({"kind":"plugin","x":1})));
+        assert_eq!(
+            other,
+            MessageSource::other(json!({"kind":"plugin","x":1})).unwrap()
+        );
+        assert!(matches!(&other, MessageSource::Other(o) if o.kind() == "plugin"));
         assert!(serde_json::from_value::<MessageSource>(json!({"kind":"model"})).is_err());
+    }
+
+    #[test]
+    fn other_constructors_refuse_known_kinds() {
+        for ty in KNOWN_BLOCK_TYPES {
+            assert_eq!(
+                ContentBlock::other(json!({"type": ty, "text": "t", "toolName": "a"})),
+                Err(BlockError::KnownType { block_type: ty }),
+                "{ty}"
+            );
+        }
+        assert_eq!(
+            ContentBlock::other(json!({"text": "no type"})),
+            Err(BlockError::MissingType)
+        );
+        assert_eq!(
+            ContentBlock::other(json!("loose")),
+            Err(BlockError::NotAnObject)
+        );
+        let image = ContentBlock::other(json!({"type": "image", "url": "x"})).unwrap();
+        let ContentBlock::Other(o) = &image else {
+            panic!("{image:?}")
+        };
+        assert_eq!(o.type_name(), "image");
+        assert_eq!(o.get("url"), Some(&json!("x")));
+        assert_eq!(o.clone().into_value(), json!({"type": "image", "url": "x"}));
+
+        for kind in KNOWN_SOURCE_KINDS {
+            assert_eq!(
+                MessageSource::other(json!({"kind": kind})),
+                Err(SourceError::KnownKind { kind }),
+                "{kind}"
+            );
+        }
+        assert_eq!(
+            MessageSource::other(json!({"no": "kind"})),
+            Err(SourceError::MissingKind)
+        );
+        assert_eq!(
+            MessageSource::from_value(json!({"kind": "tool"})),
+            Err(SourceError::Field {
+                kind: "tool",
+                field: "callId"
+            })
+        );
+    }
+
+    #[test]
+    fn decoding_reports_typed_block_faults() {
+        let fault = |v: Value| ContentBlock::from_value(v).unwrap_err();
+        assert_eq!(
+            fault(json!({"type": "text"})),
+            BlockError::Field {
+                block_type: "text",
+                field: "text"
+            }
+        );
+        assert_eq!(
+            fault(json!({"type": "tool-removal", "toolName": ""})),
+            BlockError::EmptyToolName {
+                block_type: "tool-removal",
+                field: "toolName"
+            }
+        );
+        assert_eq!(
+            fault(json!({"type": "tool-addition", "toolName": "a", "definition": {}})),
+            BlockError::ProjectionOnly
+        );
+        // The text is what the reason was when it was a string.
+        assert_eq!(
+            fault(json!({"type": "tool-call", "id": "c", "name": "n"})).to_string(),
+            "`tool-call` block needs a string `arguments`"
+        );
     }
 }

@@ -14,7 +14,10 @@ pub use json::json_equivalent;
 pub(crate) use json::{arguments_depth, map_equivalent};
 pub use list::{Iter, List};
 pub(crate) use message::BlockSeed;
-pub use message::{ContentBlock, InlineAddition, Message, MessageSource, Role};
+pub use message::{
+    BlockError, ContentBlock, InlineAddition, Message, MessageSource, OtherBlock, OtherSource,
+    Role, SourceError,
+};
 pub use tool::{DEFERRED_PLACEHOLDER_NAME, ToolError, ToolSchema};
 pub(crate) use tool::{ToolIndex, ToolSeed, same_tools};
 

@@ -20,7 +20,7 @@ use serde::Deserializer;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::WireError;
+use super::{MessageFault, WireError};
 use crate::vocab::strict::Key;
 use crate::vocab::{ContentBlock, Message};
 
@@ -44,45 +44,44 @@ pub(super) fn checked(
     match (parsed, fault.take()) {
         (_, Some(Fault::Duplicate(key))) => {
             let (message_id, call_id) = ids();
-            return Err(WireError::DuplicateArgumentKey {
+            return Err(WireError::message(
                 message_id,
-                call_id,
-                key,
-            });
+                MessageFault::DuplicateArgumentKey { call_id, key },
+            ));
         }
         (_, Some(Fault::TooDeep)) => {
             let (message_id, call_id) = ids();
-            return Err(WireError::ArgumentsTooDeep {
+            return Err(WireError::message(
                 message_id,
-                call_id,
-                limit: ContentBlock::ARGUMENTS_DEPTH_LIMIT,
-            });
+                MessageFault::ArgumentsTooDeep {
+                    call_id,
+                    limit: ContentBlock::ARGUMENTS_DEPTH_LIMIT,
+                },
+            ));
         }
         (Err(source), None) => {
             let (message_id, call_id) = ids();
-            return Err(WireError::InvalidArguments {
+            return Err(WireError::message(
                 message_id,
-                call_id,
-                source,
-            });
+                MessageFault::InvalidArguments { call_id, source },
+            ));
         }
         (Ok(false), None) => {
             let (message_id, call_id) = ids();
-            return Err(WireError::ArgumentsNotObject {
+            return Err(WireError::message(
                 message_id,
-                call_id,
-            });
+                MessageFault::ArgumentsNotObject { call_id },
+            ));
         }
         (Ok(true), None) => {}
     }
     // Valid JSON without whitespace between tokens stays valid JSON.
     RawValue::from_string(compact(arguments).into_owned()).map_err(|source| {
         let (message_id, call_id) = ids();
-        WireError::InvalidArguments {
+        WireError::message(
             message_id,
-            call_id,
-            source,
-        }
+            MessageFault::InvalidArguments { call_id, source },
+        )
     })
 }
 

@@ -24,7 +24,7 @@ use super::canonical::{Canonical, CanonicalObject};
 use super::limits::{self, ByValue};
 use super::thinking::{self, Binding, THINKING_BINDING_BETA, Verdict};
 use super::{
-    Body, Calls, WireContext, WireError, WireReport, WireRequest, block_type,
+    Body, Calls, MessageFault, WireContext, WireError, WireReport, WireRequest, block_type,
     check_system_without_history, checked_tools, latest_prompt, sorted_options, system_text,
     unsupported,
 };
@@ -117,28 +117,28 @@ const ANTHROPIC_TOOL_FIELDS: [&str; 3] = ["strict", "input_examples", "eager_inp
 ///   [`WireError::ReservedConfigKey`] for an option named `model`, `provider`, `system`,
 ///   `tools` or `messages`; [`WireError::ForcedToolChoice`] for a `tool_choice` of type `any`
 ///   or `tool` on a route without [`forced_tool_choice`](Route::forced_tool_choice);
-/// - [`WireError::ReservedToolName`], [`WireError::DuplicateTool`] for the projected tools;
+/// - [`WireError::ReservedToolName`], [`WireError::DuplicateToolName`] for the projected tools;
 ///   [`WireError::SchemaRootNotObject`] on Anthropic routes for a tool (declared or defined by
 ///   value) whose `parameters` lack `"type": "object"` at the root;
 ///   [`WireError::ToolLimitExceeded`] when the request makes more tools available than the
 ///   provider allows (what counts: [`ToolLimit`]);
-/// - [`WireError::DeveloperBlock`] for a developer block other than a tool change or text (a
+/// - [`MessageFault::DeveloperBlock`] for a developer block other than a tool change or text (a
 ///   `tool-redefinition` included: the projection always turns it into a by-value addition or
-///   drops it); [`WireError::InlineDefinitionUnsupported`] for a by-value addition on a route
-///   without inline definitions; [`WireError::MisplacedToolChange`] for a tool change outside a
-///   developer message; [`WireError::UnsupportedBlock`] for any other block the role cannot
+///   drops it); [`MessageFault::InlineDefinitionUnsupported`] for a by-value addition on a route
+///   without inline definitions; [`MessageFault::ToolChangeOutsideDeveloper`] for a tool change outside a
+///   developer message; [`MessageFault::UnsupportedBlock`] for any other block the role cannot
 ///   carry (an unknown block type anywhere, reasoning or a tool call outside an assistant
 ///   message, a sent reasoning block with a `type` or `thinking` field of its own);
-/// - [`WireError::InvalidArguments`], [`WireError::ArgumentsNotObject`],
-///   [`WireError::DuplicateArgumentKey`], [`WireError::ArgumentsTooDeep`],
-///   [`WireError::DuplicateCallId`] for tool calls; [`WireError::MissingToolResult`],
-///   [`WireError::OrphanToolResult`], [`WireError::ResultWithoutCallId`] when calls and results
-///   do not pair up turn by turn; [`WireError::EmptyTurn`] for a turn without content (a final
-///   assistant turn excepted), [`WireError::AssistantTurnLeftEmpty`] for an assistant turn that
+/// - [`MessageFault::InvalidArguments`], [`MessageFault::ArgumentsNotObject`],
+///   [`MessageFault::DuplicateArgumentKey`], [`MessageFault::ArgumentsTooDeep`],
+///   [`MessageFault::DuplicateCallId`] for tool calls; [`MessageFault::MissingToolResult`],
+///   [`MessageFault::OrphanToolResult`], [`MessageFault::ToolResultWithoutCallId`] when calls and results
+///   do not pair up turn by turn; [`MessageFault::EmptyTurn`] for a turn without content (a final
+///   assistant turn excepted), [`MessageFault::AssistantTurnLeftEmpty`] for an assistant turn that
 ///   leaving reasoning out empties (final or not);
-/// - [`WireError::AssistantPrefill`] when the wire messages end with an assistant turn on a
+/// - [`MessageFault::AssistantPrefill`] when the wire messages end with an assistant turn on a
 ///   route without [`assistant_prefill`](Route::assistant_prefill);
-/// - [`WireError::ThinkingRewrite`] under the `Refuse` policy and
+/// - [`MessageFault::ThinkingRewrite`] under the `Refuse` policy and
 ///   [`WireError::DropBlockThinkingType`] under `DropBlock` (see [`ThinkingPlan`]).
 pub fn serialize_messages(
     config: &Config,
@@ -195,9 +195,10 @@ pub(crate) fn serialize_messages_with(
             .last()
             .filter(|t| t.role == TurnRole::Assistant)
     {
-        return Err(WireError::AssistantPrefill {
-            message_id: turn.opened_by.to_owned(),
-        });
+        return Err(WireError::message(
+            turn.opened_by.to_owned(),
+            MessageFault::AssistantPrefill,
+        ));
     }
 
     let drop_block = conversation.bound_sent > 0;
@@ -731,15 +732,18 @@ impl<'a> Conversation<'a> {
                 continue;
             }
             if turn.role == TurnRole::Assistant && turn.left_out > 0 {
-                return Err(WireError::AssistantTurnLeftEmpty {
-                    message_id: turn.opened_by.to_owned(),
-                    left_out: turn.left_out,
-                });
+                return Err(WireError::message(
+                    turn.opened_by.to_owned(),
+                    MessageFault::AssistantTurnLeftEmpty {
+                        left_out: turn.left_out,
+                    },
+                ));
             }
             if !(i == last && turn.role == TurnRole::Assistant) {
-                return Err(WireError::EmptyTurn {
-                    message_id: turn.opened_by.to_owned(),
-                });
+                return Err(WireError::message(
+                    turn.opened_by.to_owned(),
+                    MessageFault::EmptyTurn,
+                ));
             }
         }
         Ok(Conversation {
@@ -786,11 +790,13 @@ impl<'a> Builder<'a, '_> {
                 }
                 ContentBlock::InlineAddition(addition) => {
                     if !self.rules.inline {
-                        return Err(WireError::InlineDefinitionUnsupported {
-                            message_id: message.id().to_owned(),
-                            index,
-                            tool: addition.tool_name().to_owned(),
-                        });
+                        return Err(WireError::message(
+                            message.id().to_owned(),
+                            MessageFault::InlineDefinitionUnsupported {
+                                index,
+                                tool: addition.tool_name().to_owned(),
+                            },
+                        ));
                     }
                     let definition = addition.definition();
                     if self.rules.anthropic {
@@ -803,11 +809,13 @@ impl<'a> Builder<'a, '_> {
                     self.queue(message, Block::Text(Cow::Borrowed(text)))
                 }
                 other => {
-                    return Err(WireError::DeveloperBlock {
-                        message_id: message.id().to_owned(),
-                        index,
-                        block_type: block_type(other),
-                    });
+                    return Err(WireError::message(
+                        message.id().to_owned(),
+                        MessageFault::DeveloperBlock {
+                            index,
+                            block_type: block_type(other),
+                        },
+                    ));
                 }
             }
         }

@@ -121,7 +121,7 @@ pub struct WireContext<'a> {
 ///   kept; `{"type":"adaptive",…}` when the config has none) and the
 ///   `thinking-binding-controls-2026-08-01` beta; [`WireReport::drop_block`] is set. The
 ///   provider then drops the failing block and every thinking block after it;
-/// - [`ThinkingPolicy::Refuse`]: refused with [`WireError::ThinkingRewrite`].
+/// - [`ThinkingPolicy::Refuse`]: refused with [`MessageFault::ThinkingRewrite`].
 ///
 /// A request holding no such block is sent exactly as without a plan. A plan given for a route
 /// that does not bind thinking is ignored.
@@ -257,197 +257,51 @@ impl WireRequest {
 /// Why a projected request cannot be serialized for a route.
 ///
 /// Every variant names what a person needs to find the fault: the config key, the tool, or the
-/// message id and 0-based block index.
-#[derive(Debug, thiserror::Error)]
+/// message id and 0-based block index. A fault inside one message is
+/// [`WireError::Message`]: the message's id, and a [`MessageFault`] saying what is wrong there.
+///
+/// ```
+/// use mektpoy::{MessageFault, WireError};
+/// fn unanswered(e: &WireError) -> Option<(&str, &str)> {
+///     match e {
+///         WireError::Message { message_id, kind: MessageFault::MissingToolResult { call_id } } => {
+///             Some((message_id, call_id))
+///         }
+///         _ => None,
+///     }
+/// }
+/// # let _ = unanswered;
+/// ```
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum WireError {
     /// The Messages API requires `max_tokens` and the config has none.
-    #[error("config has no `max_tokens`, which the Messages API requires")]
     MissingMaxTokens,
     /// A config option would collide with a body key the serializer writes itself (`model`,
     /// `provider`, `system`, `tools`, `messages`).
-    #[error("config key `{key}` is reserved: the serializer writes that body key itself")]
     ReservedConfigKey {
         /// The offending key.
         key: String,
     },
     /// A projected tool is named [`DEFERRED_PLACEHOLDER_NAME`], which is reserved on every route.
-    #[error("tool {index} is named `{DEFERRED_PLACEHOLDER_NAME}`, which is reserved")]
     ReservedToolName {
         /// 0-based index in the projected tools.
         index: usize,
     },
-    /// Two projected tools share a name.
-    #[error("tool `{name}` is declared twice")]
-    DuplicateTool {
+    /// Two projected tools share a name (the rule `append` enforces on a header, under the
+    /// same name: [`AppendErrorKind::DuplicateToolName`](crate::AppendErrorKind::DuplicateToolName)).
+    DuplicateToolName {
         /// The repeated name.
-        name: String,
+        tool: String,
     },
     /// A deferred declaration reached a route that cannot defer (OpenAI-compatible chat only
     /// ever receives no-mode projections, which clear `defer_loading`).
-    #[error("tool `{name}` is deferred, which OpenAI-compatible chat cannot represent")]
     DeferredTool {
         /// The deferred tool.
         name: String,
     },
-    /// A developer message reached OpenAI-compatible chat (no-mode projections drop them).
-    #[error("message {message_id}: developer messages cannot be sent on OpenAI-compatible chat")]
-    DeveloperMessage {
-        /// The developer message.
-        message_id: String,
-    },
-    /// A developer message holds a block other than a tool change or text.
-    #[error(
-        "message {message_id}: developer block {index} of type `{block_type}` cannot be sent \
-         (only tool additions, removals and text can)"
-    )]
-    DeveloperBlock {
-        /// The developer message.
-        message_id: String,
-        /// 0-based index of the block.
-        index: usize,
-        /// The block's `type`.
-        block_type: String,
-    },
-    /// A tool-addition or tool-removal block outside a developer message.
-    #[error("message {message_id}: block {index} is a tool change in a {role} message")]
-    MisplacedToolChange {
-        /// The message.
-        message_id: String,
-        /// 0-based index of the block.
-        index: usize,
-        /// The message's role.
-        role: Role,
-    },
-    /// A block this wire has no form for in a message of this role (an unknown block type, a
-    /// tool call outside an assistant message, reasoning outside an assistant message, ...).
-    #[error(
-        "message {message_id}: block {index} of type `{block_type}` cannot be sent in a {role} message"
-    )]
-    UnsupportedBlock {
-        /// The message.
-        message_id: String,
-        /// 0-based index of the block.
-        index: usize,
-        /// The message's role.
-        role: Role,
-        /// The block's `type`.
-        block_type: String,
-    },
-    /// A tool call's `arguments` is not valid JSON.
-    #[error("message {message_id}: arguments of tool call {call_id} are not valid JSON")]
-    InvalidArguments {
-        /// The assistant message.
-        message_id: String,
-        /// The call's id.
-        call_id: String,
-        /// What the parser reported.
-        #[source]
-        source: serde_json::Error,
-    },
-    /// A tool call's `arguments` is valid JSON but not an object.
-    #[error("message {message_id}: arguments of tool call {call_id} are not a JSON object")]
-    ArgumentsNotObject {
-        /// The assistant message.
-        message_id: String,
-        /// The call's id.
-        call_id: String,
-    },
-    /// A tool call's `arguments` holds one key twice in one object (at any depth). Sent as a
-    /// JSON value, the provider would keep one of them, so the model would not see the call it
-    /// made.
-    #[error("message {message_id}: arguments of tool call {call_id} hold the key `{key}` twice")]
-    DuplicateArgumentKey {
-        /// The assistant message.
-        message_id: String,
-        /// The call's id.
-        call_id: String,
-        /// The repeated key (unescaped).
-        key: String,
-    },
-    /// A tool call's `arguments` nest deeper than
-    /// [`ContentBlock::ARGUMENTS_DEPTH_LIMIT`] (a message built by code; `append` refuses
-    /// such a call).
-    #[error(
-        "message {message_id}: arguments of tool call {call_id} nest deeper than {limit} levels"
-    )]
-    ArgumentsTooDeep {
-        /// The assistant message.
-        message_id: String,
-        /// The call's id.
-        call_id: String,
-        /// The limit.
-        limit: usize,
-    },
-    /// Two tool calls of one request share an id.
-    #[error("message {message_id}: tool call id {call_id} is used twice")]
-    DuplicateCallId {
-        /// The assistant message holding the second call.
-        message_id: String,
-        /// The repeated id.
-        call_id: String,
-    },
-    /// A tool call has no result before the next user or assistant turn, or before the end.
-    #[error("message {message_id}: tool call {call_id} has no result")]
-    MissingToolResult {
-        /// The assistant message holding the call.
-        message_id: String,
-        /// The unanswered call.
-        call_id: String,
-    },
-    /// A tool result that answers no pending call of the preceding assistant turn.
-    #[error("message {message_id}: tool result for {call_id} answers no pending tool call")]
-    OrphanToolResult {
-        /// The tool message.
-        message_id: String,
-        /// The call id its source names.
-        call_id: String,
-    },
-    /// A tool message whose source is not `{"kind":"tool","callId"}`.
-    #[error("message {message_id}: tool result has no `callId` source")]
-    ResultWithoutCallId {
-        /// The tool message.
-        message_id: String,
-    },
-    /// A user or assistant turn left without content once empty text blocks are dropped (the
-    /// Messages API refuses empty text and empty turns, except a final assistant turn).
-    #[error("message {message_id}: its turn has no content the API accepts (only empty text)")]
-    EmptyTurn {
-        /// The message that opened the turn.
-        message_id: String,
-    },
-    /// A system-role message that is not a prompt node (a compaction summary, an
-    /// application's note) on a route that takes no system messages in history: sending only
-    /// the latest prompt would silently drop it.
-    #[error(
-        "message {message_id}: a system message that is not a prompt cannot be sent on a route without prompts in history"
-    )]
-    SystemMessageNotPrompt {
-        /// The system message.
-        message_id: String,
-    },
-    /// A tool addition carrying its definition by value on a route without
-    /// [`inline_definitions`](Route::inline_definitions): the projection for that route never
-    /// builds one, so the request was projected for another route.
-    #[error(
-        "message {message_id}: block {index} defines tool `{tool}` by value, which this route \
-         cannot send (no inline definitions)"
-    )]
-    InlineDefinitionUnsupported {
-        /// The developer message.
-        message_id: String,
-        /// 0-based index of the block.
-        index: usize,
-        /// The tool it defines.
-        tool: String,
-    },
     /// On an Anthropic route, a tool's `parameters` has no `"type": "object"` at its root (the
     /// API answers `input_schema.type: Field required`).
-    #[error(
-        "tool `{tool}` ({}): its `parameters` must be a JSON object with \
-         `\"type\": \"object\"` at its root",
-        definition_site(.message_id, .index)
-    )]
     SchemaRootNotObject {
         /// The tool.
         tool: String,
@@ -458,10 +312,6 @@ pub enum WireError {
     },
     /// One of the provider's limits on available tools would be exceeded. Open a request
     /// series: it starts from the declarations with no by-value definitions in history.
-    #[error(
-        "{limit}, and this request makes {found} available{}; open a request series",
-        after_message(.message_id)
-    )]
     ToolLimitExceeded {
         /// Which limit.
         limit: ToolLimit,
@@ -472,60 +322,267 @@ pub enum WireError {
         message_id: Option<String>,
     },
     /// A forced `tool_choice` (`any` or `tool`) on a route whose model refuses it.
-    #[error(
-        "config `tool_choice` of type `{choice_type}` is refused by this model: use \
-         `{{\"type\":\"auto\"}}` with `strict: true` tools instead"
-    )]
     ForcedToolChoice {
         /// The refused `tool_choice.type`.
         choice_type: String,
     },
+    /// The `DropBlock` policy must add `block_binding` to the config's `thinking`, which the
+    /// provider accepts only with `thinking.type` `adaptive` or `enabled`.
+    DropBlockThinkingType {
+        /// What the config holds instead (the type, quoted, or a description).
+        found: String,
+    },
+    /// A fault inside one message: its id, and what is wrong there. Prints
+    /// `message {message_id}: ` and then the fault's message.
+    Message {
+        /// The message the fault is in (for a fault of a turn, the message that opened it;
+        /// for a call without a result, the assistant message holding the call; for a
+        /// repeated call id, the message holding the second call).
+        message_id: String,
+        /// What is wrong in it.
+        kind: MessageFault,
+    },
+}
+
+impl WireError {
+    /// A fault inside message `message_id`.
+    pub(crate) fn message(message_id: impl Into<String>, kind: MessageFault) -> Self {
+        WireError::Message {
+            message_id: message_id.into(),
+            kind,
+        }
+    }
+
+    /// The id of the message the fault is in or comes from, when it has one: every
+    /// [`WireError::Message`], and a tool or limit fault of a by-value definition.
+    #[must_use]
+    pub fn message_id(&self) -> Option<&str> {
+        match self {
+            WireError::Message { message_id, .. } => Some(message_id),
+            WireError::SchemaRootNotObject { message_id, .. }
+            | WireError::ToolLimitExceeded { message_id, .. } => message_id.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WireError::MissingMaxTokens => {
+                f.write_str("config has no `max_tokens`, which the Messages API requires")
+            }
+            WireError::ReservedConfigKey { key } => write!(
+                f,
+                "config key `{key}` is reserved: the serializer writes that body key itself"
+            ),
+            WireError::ReservedToolName { index } => write!(
+                f,
+                "tool {index} is named `{DEFERRED_PLACEHOLDER_NAME}`, which is reserved"
+            ),
+            WireError::DuplicateToolName { tool } => {
+                write!(f, "tool `{tool}` is declared twice")
+            }
+            WireError::DeferredTool { name } => write!(
+                f,
+                "tool `{name}` is deferred, which OpenAI-compatible chat cannot represent"
+            ),
+            WireError::SchemaRootNotObject {
+                tool,
+                message_id,
+                index,
+            } => write!(
+                f,
+                "tool `{tool}` ({}): its `parameters` must be a JSON object with \
+                 `\"type\": \"object\"` at its root",
+                definition_site(message_id, index)
+            ),
+            WireError::ToolLimitExceeded {
+                limit,
+                found,
+                message_id,
+            } => write!(
+                f,
+                "{limit}, and this request makes {found} available{}; open a request series",
+                after_message(message_id)
+            ),
+            WireError::ForcedToolChoice { choice_type } => write!(
+                f,
+                "config `tool_choice` of type `{choice_type}` is refused by this model: use \
+                 `{{\"type\":\"auto\"}}` with `strict: true` tools instead"
+            ),
+            WireError::DropBlockThinkingType { found } => write!(
+                f,
+                "config `thinking.type` is {found}, which `block_binding` cannot go with (only \
+                 `adaptive` or `enabled`); use the StripThinking policy"
+            ),
+            WireError::Message { message_id, kind } => write!(f, "message {message_id}: {kind}"),
+        }
+    }
+}
+
+impl std::error::Error for WireError {
+    /// The fault's own cause (what the JSON parser reported for [`MessageFault::InvalidArguments`]);
+    /// the [`MessageFault`] itself is not in the chain, since this message prints it.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            WireError::Message { kind, .. } => std::error::Error::source(kind),
+            _ => None,
+        }
+    }
+}
+
+/// What is wrong inside one message of a request ([`WireError::Message`]). Its message does
+/// not name the message; the `WireError` around it does.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MessageFault {
+    /// A developer message reached OpenAI-compatible chat (no-mode projections drop them).
+    #[error("developer messages cannot be sent on OpenAI-compatible chat")]
+    DeveloperMessage,
+    /// A developer message holds a block other than a tool change or text.
+    #[error(
+        "developer block {index} of type `{block_type}` cannot be sent \
+         (only tool additions, removals and text can)"
+    )]
+    DeveloperBlock {
+        /// 0-based index of the block.
+        index: usize,
+        /// The block's `type`.
+        block_type: String,
+    },
+    /// A tool-addition or tool-removal block outside a developer message (the rule `append`
+    /// enforces under the same name:
+    /// [`AppendErrorKind::ToolChangeOutsideDeveloper`](crate::AppendErrorKind::ToolChangeOutsideDeveloper)).
+    #[error("block {index} is a tool change in a {role} message")]
+    ToolChangeOutsideDeveloper {
+        /// 0-based index of the block.
+        index: usize,
+        /// The message's role.
+        role: Role,
+    },
+    /// A block this wire has no form for in a message of this role (an unknown block type, a
+    /// tool call outside an assistant message, reasoning outside an assistant message, ...).
+    #[error("block {index} of type `{block_type}` cannot be sent in a {role} message")]
+    UnsupportedBlock {
+        /// 0-based index of the block.
+        index: usize,
+        /// The message's role.
+        role: Role,
+        /// The block's `type`.
+        block_type: String,
+    },
+    /// A tool call's `arguments` is not valid JSON.
+    #[error("arguments of tool call {call_id} are not valid JSON")]
+    InvalidArguments {
+        /// The call's id.
+        call_id: String,
+        /// What the parser reported.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A tool call's `arguments` is valid JSON but not an object.
+    #[error("arguments of tool call {call_id} are not a JSON object")]
+    ArgumentsNotObject {
+        /// The call's id.
+        call_id: String,
+    },
+    /// A tool call's `arguments` holds one key twice in one object (at any depth). Sent as a
+    /// JSON value, the provider would keep one of them, so the model would not see the call it
+    /// made.
+    #[error("arguments of tool call {call_id} hold the key `{key}` twice")]
+    DuplicateArgumentKey {
+        /// The call's id.
+        call_id: String,
+        /// The repeated key (unescaped).
+        key: String,
+    },
+    /// A tool call's `arguments` nest deeper than
+    /// [`ContentBlock::ARGUMENTS_DEPTH_LIMIT`] (a message built by code; `append` refuses
+    /// such a call).
+    #[error("arguments of tool call {call_id} nest deeper than {limit} levels")]
+    ArgumentsTooDeep {
+        /// The call's id.
+        call_id: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// Two tool calls of one request share an id.
+    #[error("tool call id {call_id} is used twice")]
+    DuplicateCallId {
+        /// The repeated id.
+        call_id: String,
+    },
+    /// A tool call has no result before the next user or assistant turn, or before the end.
+    #[error("tool call {call_id} has no result")]
+    MissingToolResult {
+        /// The unanswered call.
+        call_id: String,
+    },
+    /// A tool result that answers no pending call of the preceding assistant turn.
+    #[error("tool result for {call_id} answers no pending tool call")]
+    OrphanToolResult {
+        /// The call id its source names.
+        call_id: String,
+    },
+    /// A tool message whose source is not `{"kind":"tool","callId"}` (the rule `append`
+    /// enforces under the same name:
+    /// [`AppendErrorKind::ToolResultWithoutCallId`](crate::AppendErrorKind::ToolResultWithoutCallId)).
+    #[error("tool result has no `callId` source")]
+    ToolResultWithoutCallId,
+    /// A user or assistant turn left without content once empty text blocks are dropped (the
+    /// Messages API refuses empty text and empty turns, except a final assistant turn).
+    #[error("its turn has no content the API accepts (only empty text)")]
+    EmptyTurn,
+    /// A system-role message that is not a prompt node (a compaction summary, an
+    /// application's note) on a route that takes no system messages in history: sending only
+    /// the latest prompt would silently drop it.
+    #[error(
+        "a system message that is not a prompt cannot be sent on a route without prompts in history"
+    )]
+    SystemMessageNotPrompt,
+    /// A tool addition carrying its definition by value on a route without
+    /// [`inline_definitions`](Route::inline_definitions): the projection for that route never
+    /// builds one, so the request was projected for another route.
+    #[error(
+        "block {index} defines tool `{tool}` by value, which this route \
+         cannot send (no inline definitions)"
+    )]
+    InlineDefinitionUnsupported {
+        /// 0-based index of the block.
+        index: usize,
+        /// The tool it defines.
+        tool: String,
+    },
     /// The request would end with an assistant turn on a route whose model refuses assistant
     /// prefill (the conversation must end with a user message).
     #[error(
-        "message {message_id}: the request ends with this assistant turn, and this model \
+        "the request ends with this assistant turn, and this model \
          refuses assistant prefill (the conversation must end with a user message)"
     )]
-    AssistantPrefill {
-        /// The assistant message that opened the final turn.
-        message_id: String,
-    },
+    AssistantPrefill,
     /// An assistant turn holds no content once the reasoning it may not send is left out
     /// (unverifiable reasoning, or thinking the `StripThinking` policy leaves out); the API
     /// refuses an empty assistant turn.
     #[error(
-        "message {message_id}: its assistant turn has no content once {left_out} reasoning \
+        "its assistant turn has no content once {left_out} reasoning \
          block(s) are left out"
     )]
     AssistantTurnLeftEmpty {
-        /// The assistant message that opened the turn.
-        message_id: String,
         /// How many blocks were left out of the turn.
         left_out: usize,
     },
     /// The session's thinking policy is [`ThinkingPolicy::Refuse`] and the request would send
     /// back a thinking block produced before a rewrite of the conversation.
     #[error(
-        "message {message_id}: block {index} is thinking produced before a rewrite ({rewrite}), \
+        "block {index} is thinking produced before a rewrite ({rewrite}), \
          and the thinking policy refuses to send it"
     )]
     ThinkingRewrite {
-        /// The assistant message.
-        message_id: String,
         /// 0-based index of the block in that message.
         index: usize,
         /// What the rewrite changed.
         rewrite: Rewrite,
-    },
-    /// The `DropBlock` policy must add `block_binding` to the config's `thinking`, which the
-    /// provider accepts only with `thinking.type` `adaptive` or `enabled`.
-    #[error(
-        "config `thinking.type` is {found}, which `block_binding` cannot go with (only \
-         `adaptive` or `enabled`); use the StripThinking policy"
-    )]
-    DropBlockThinkingType {
-        /// What the config holds instead (the type, quoted, or a description).
-        found: String,
     },
 }
 
@@ -610,8 +667,8 @@ fn checked_tools<'p>(
             return Err(WireError::ReservedToolName { index });
         }
         if !names.insert(tool.name()) {
-            return Err(WireError::DuplicateTool {
-                name: tool.name().to_owned(),
+            return Err(WireError::DuplicateToolName {
+                tool: tool.name().to_owned(),
             });
         }
     }
@@ -667,10 +724,12 @@ struct Calls<'a> {
 impl<'a> Calls<'a> {
     fn call(&mut self, message: &'a Message, call_id: &'a str) -> Result<(), WireError> {
         if !self.seen.insert(call_id) {
-            return Err(WireError::DuplicateCallId {
-                message_id: message.id().to_owned(),
-                call_id: call_id.to_owned(),
-            });
+            return Err(WireError::message(
+                message.id().to_owned(),
+                MessageFault::DuplicateCallId {
+                    call_id: call_id.to_owned(),
+                },
+            ));
         }
         self.pending.push((call_id, message.id()));
         Ok(())
@@ -679,19 +738,22 @@ impl<'a> Calls<'a> {
     /// Marks the call `result` answers as answered and returns its id.
     fn answer(&mut self, result: &'a Message) -> Result<&'a str, WireError> {
         let MessageSource::Tool { call_id } = result.source() else {
-            return Err(WireError::ResultWithoutCallId {
-                message_id: result.id().to_owned(),
-            });
+            return Err(WireError::message(
+                result.id().to_owned(),
+                MessageFault::ToolResultWithoutCallId,
+            ));
         };
         match self.pending.iter().position(|(id, _)| *id == call_id) {
             Some(i) => {
                 self.pending.remove(i);
                 Ok(call_id)
             }
-            None => Err(WireError::OrphanToolResult {
-                message_id: result.id().to_owned(),
-                call_id: call_id.clone(),
-            }),
+            None => Err(WireError::message(
+                result.id().to_owned(),
+                MessageFault::OrphanToolResult {
+                    call_id: call_id.clone(),
+                },
+            )),
         }
     }
 
@@ -699,10 +761,12 @@ impl<'a> Calls<'a> {
     fn require_answered(&self) -> Result<(), WireError> {
         match self.pending.first() {
             None => Ok(()),
-            Some((call_id, message_id)) => Err(WireError::MissingToolResult {
-                message_id: (*message_id).to_owned(),
-                call_id: (*call_id).to_owned(),
-            }),
+            Some((call_id, message_id)) => Err(WireError::message(
+                (*message_id).to_owned(),
+                MessageFault::MissingToolResult {
+                    call_id: (*call_id).to_owned(),
+                },
+            )),
         }
     }
 }
@@ -717,29 +781,29 @@ fn block_type(block: &ContentBlock) -> String {
         ContentBlock::ToolRemoval { .. } => "tool-removal".into(),
         ContentBlock::ToolRedefinition { .. } => "tool-redefinition".into(),
         ContentBlock::InlineAddition(_) => "tool-addition (by value)".into(),
-        ContentBlock::Other(v) => v
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("(no type)")
-            .into(),
+        ContentBlock::Other(o) => o.type_name().into(),
     }
 }
 
 /// The error for block `index` of `message`, which this wire cannot carry in its role.
 fn unsupported(message: &Message, index: usize, block: &ContentBlock) -> WireError {
     if block.is_tool_change() {
-        WireError::MisplacedToolChange {
-            message_id: message.id().to_owned(),
-            index,
-            role: message.role(),
-        }
+        WireError::message(
+            message.id().to_owned(),
+            MessageFault::ToolChangeOutsideDeveloper {
+                index,
+                role: message.role(),
+            },
+        )
     } else {
-        WireError::UnsupportedBlock {
-            message_id: message.id().to_owned(),
-            index,
-            role: message.role(),
-            block_type: block_type(block),
-        }
+        WireError::message(
+            message.id().to_owned(),
+            MessageFault::UnsupportedBlock {
+                index,
+                role: message.role(),
+                block_type: block_type(block),
+            },
+        )
     }
 }
 
@@ -771,8 +835,9 @@ fn check_system_without_history(message: &Message) -> Result<(), WireError> {
     if is_prompt(message) {
         Ok(())
     } else {
-        Err(WireError::SystemMessageNotPrompt {
-            message_id: message.id().to_owned(),
-        })
+        Err(WireError::message(
+            message.id().to_owned(),
+            MessageFault::SystemMessageNotPrompt,
+        ))
     }
 }

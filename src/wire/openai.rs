@@ -9,7 +9,7 @@ use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 
 use super::canonical::CanonicalObject;
 use super::{
-    Body, Calls, WireError, WireRequest, check_system_without_history, checked_tools,
+    Body, Calls, MessageFault, WireError, WireRequest, check_system_without_history, checked_tools,
     latest_prompt, sorted_options, system_text, unsupported,
 };
 use crate::event::Config;
@@ -32,14 +32,14 @@ use crate::vocab::{ContentBlock, Message, Role, ToolSchema};
 /// # Errors
 /// - [`WireError::ReservedConfigKey`] for an option named `model`, `provider`, `system`,
 ///   `tools` or `messages`;
-/// - [`WireError::ReservedToolName`], [`WireError::DuplicateTool`],
+/// - [`WireError::ReservedToolName`], [`WireError::DuplicateToolName`],
 ///   [`WireError::DeferredTool`] for the projected tools;
-/// - [`WireError::DeveloperMessage`] for any developer message;
-///   [`WireError::MisplacedToolChange`] for a tool change in another message;
-///   [`WireError::UnsupportedBlock`] for an unknown block type, or a tool call or reasoning
+/// - [`MessageFault::DeveloperMessage`] for any developer message;
+///   [`MessageFault::ToolChangeOutsideDeveloper`] for a tool change in another message;
+///   [`MessageFault::UnsupportedBlock`] for an unknown block type, or a tool call or reasoning
 ///   outside an assistant message;
-/// - [`WireError::DuplicateCallId`], [`WireError::MissingToolResult`],
-///   [`WireError::OrphanToolResult`], [`WireError::ResultWithoutCallId`] when calls and results
+/// - [`MessageFault::DuplicateCallId`], [`MessageFault::MissingToolResult`],
+///   [`MessageFault::OrphanToolResult`], [`MessageFault::ToolResultWithoutCallId`] when calls and results
 ///   do not pair up (every call of an assistant message answered before the next user or
 ///   assistant message).
 pub fn serialize_openai_chat(
@@ -80,9 +80,10 @@ fn chat_messages(messages: &[Message]) -> Result<Vec<ChatMessage<'_>>, WireError
         match message.role() {
             Role::System => check_system_without_history(message)?,
             Role::Developer => {
-                return Err(WireError::DeveloperMessage {
-                    message_id: message.id().to_owned(),
-                });
+                return Err(WireError::message(
+                    message.id().to_owned(),
+                    MessageFault::DeveloperMessage,
+                ));
             }
             Role::User => {
                 calls.require_answered()?;

@@ -123,7 +123,7 @@ fn remove(name: &str) -> ContentBlock {
 }
 
 fn other(ty: &str) -> ContentBlock {
-    ContentBlock::Other(json!({"type": ty, "data": "x"}))
+    ContentBlock::other(json!({"type": ty, "data": "x"})).unwrap()
 }
 
 fn projected(
@@ -295,7 +295,7 @@ fn example_w6_unknown_developer_block() {
     )
     .unwrap_err();
     assert!(
-        matches!(&err, WireError::DeveloperBlock { message_id, index: 1, block_type }
+        matches!(&err, WireError::Message { message_id, kind: MessageFault::DeveloperBlock { index: 1, block_type } }
             if message_id == "d1" && block_type == "image"),
         "{err:?}"
     );
@@ -309,7 +309,13 @@ fn example_w6_unknown_developer_block() {
     ] {
         let err = wire(&flash(), vec![u("u1", "hi"), d("d1", vec![block])]).unwrap_err();
         assert!(
-            matches!(&err, WireError::DeveloperBlock { index: 0, .. }),
+            matches!(
+                &err,
+                WireError::Message {
+                    kind: MessageFault::DeveloperBlock { index: 0, .. },
+                    ..
+                }
+            ),
             "{err:?}"
         );
     }
@@ -491,30 +497,54 @@ fn call_arguments_that_cannot_go_out_unchanged_are_refused() {
         (
             r#"{"path":"/safe","path":"/etc/passwd"}"#.to_owned(),
             (|e: &WireError| {
-                matches!(e, WireError::DuplicateArgumentKey { message_id, call_id, key }
+                matches!(e, WireError::Message { message_id, kind: MessageFault::DuplicateArgumentKey { call_id, key } }
                 if message_id == "a1" && call_id == "c1" && key == "path")
             }) as fn(&WireError) -> bool,
         ),
         (
             r#"{"o":[{"k":1,"\u006b":2}]}"#.to_owned(),
-            |e| matches!(e, WireError::DuplicateArgumentKey { key, .. } if key == "k"),
+            |e| matches!(e, WireError::Message { kind: MessageFault::DuplicateArgumentKey { key, .. }, .. } if key == "k"),
         ),
         (
             nested(limit + 1),
-            |e| matches!(e, WireError::ArgumentsTooDeep { limit, .. } if *limit == ContentBlock::ARGUMENTS_DEPTH_LIMIT),
+            |e| matches!(e, WireError::Message { kind: MessageFault::ArgumentsTooDeep { limit, .. }, .. } if *limit == ContentBlock::ARGUMENTS_DEPTH_LIMIT),
         ),
         // Past serde_json's own recursion limit too: still the typed error, not a parse error.
         (nested(200), |e| {
-            matches!(e, WireError::ArgumentsTooDeep { .. })
+            matches!(
+                e,
+                WireError::Message {
+                    kind: MessageFault::ArgumentsTooDeep { .. },
+                    ..
+                }
+            )
         }),
         ("[1]".to_owned(), |e| {
-            matches!(e, WireError::ArgumentsNotObject { .. })
+            matches!(
+                e,
+                WireError::Message {
+                    kind: MessageFault::ArgumentsNotObject { .. },
+                    ..
+                }
+            )
         }),
         (r#"{"a":1} x"#.to_owned(), |e| {
-            matches!(e, WireError::InvalidArguments { .. })
+            matches!(
+                e,
+                WireError::Message {
+                    kind: MessageFault::InvalidArguments { .. },
+                    ..
+                }
+            )
         }),
         (r#"{"a":"#.to_owned(), |e| {
-            matches!(e, WireError::InvalidArguments { .. })
+            matches!(
+                e,
+                WireError::Message {
+                    kind: MessageFault::InvalidArguments { .. },
+                    ..
+                }
+            )
         }),
     ] {
         let err = send(arguments.clone()).unwrap_err();
@@ -823,7 +853,7 @@ fn duplicate_tool() {
         );
         let err = serialize(&config(), &p, &route).unwrap_err();
         assert!(
-            matches!(&err, WireError::DuplicateTool { name } if name == "A"),
+            matches!(&err, WireError::DuplicateToolName { tool } if tool == "A"),
             "{err:?}"
         );
     }
@@ -844,7 +874,7 @@ fn developer_message_on_chat() {
     for blocks in [vec![add("X")], vec![text("")]] {
         let err = wire(&chat(), vec![u("u1", "hi"), d("d1", blocks)]).unwrap_err();
         assert!(
-            matches!(&err, WireError::DeveloperMessage { message_id } if message_id == "d1"),
+            matches!(&err, WireError::Message { message_id, kind: MessageFault::DeveloperMessage } if message_id == "d1"),
             "{err:?}"
         );
     }
@@ -871,7 +901,7 @@ fn misplaced_tool_change() {
             messages.push(msg("m", role, blocks));
             let err = wire(&route, messages).unwrap_err();
             assert!(
-                matches!(&err, WireError::MisplacedToolChange { message_id, index: i, role: r }
+                matches!(&err, WireError::Message { message_id, kind: MessageFault::ToolChangeOutsideDeveloper { index: i, role: r } }
                     if message_id == "m" && *i == index && *r == role),
                 "{role}: {err:?}"
             );
@@ -955,9 +985,9 @@ fn unsupported_blocks() {
         (
             vec![flash(), chat()],
             Role::User,
-            vec![ContentBlock::Other(json!({"no": "type"}))],
+            vec![ContentBlock::other(json!({"type": "audio"})).unwrap()],
             0,
-            "(no type)",
+            "audio",
         ),
     ];
     for (routes, role, blocks, index, ty) in cases {
@@ -969,7 +999,7 @@ fn unsupported_blocks() {
             messages.push(msg("m", role, blocks.clone()));
             let err = wire(&route, messages).unwrap_err();
             assert!(
-                matches!(&err, WireError::UnsupportedBlock { message_id, index: i, role: r, block_type }
+                matches!(&err, WireError::Message { message_id, kind: MessageFault::UnsupportedBlock { index: i, role: r, block_type } }
                     if message_id == "m" && *i == index && *r == role && block_type == ty),
                 "{role} {ty} on {:?}: {err:?}",
                 route.api
@@ -987,7 +1017,7 @@ fn invalid_and_non_object_arguments() {
         )
         .unwrap_err();
         assert!(
-            matches!(&err, WireError::InvalidArguments { message_id, call_id, .. }
+            matches!(&err, WireError::Message { message_id, kind: MessageFault::InvalidArguments { call_id, .. } }
                 if message_id == "a1" && call_id == "c1"),
             "{bad:?}: {err:?}"
         );
@@ -1003,7 +1033,7 @@ fn invalid_and_non_object_arguments() {
         )
         .unwrap_err();
         assert!(
-            matches!(&err, WireError::ArgumentsNotObject { message_id, call_id }
+            matches!(&err, WireError::Message { message_id, kind: MessageFault::ArgumentsNotObject { call_id } }
                 if message_id == "a1" && call_id == "c1"),
             "{bad:?}: {err:?}"
         );
@@ -1029,7 +1059,7 @@ fn duplicate_call_id() {
         for messages in cases.clone() {
             let err = wire(&route, messages).unwrap_err();
             assert!(
-                matches!(&err, WireError::DuplicateCallId { call_id, .. } if call_id == "c1"),
+                matches!(&err, WireError::Message { kind: MessageFault::DuplicateCallId { call_id, .. }, .. } if call_id == "c1"),
                 "{err:?}"
             );
         }
@@ -1070,7 +1100,7 @@ fn missing_tool_result() {
         for (name, messages, missing) in cases.clone() {
             let err = wire(&route, messages).unwrap_err();
             assert!(
-                matches!(&err, WireError::MissingToolResult { message_id, call_id }
+                matches!(&err, WireError::Message { message_id, kind: MessageFault::MissingToolResult { call_id } }
                     if message_id == "a1" && call_id == missing),
                 "{name}: {err:?}"
             );
@@ -1088,7 +1118,13 @@ fn missing_tool_result() {
     )
     .unwrap_err();
     assert!(
-        matches!(err, WireError::MissingToolResult { .. }),
+        matches!(
+            err,
+            WireError::Message {
+                kind: MessageFault::MissingToolResult { .. },
+                ..
+            }
+        ),
         "{err:?}"
     );
 }
@@ -1133,7 +1169,7 @@ fn orphan_tool_result() {
         for (name, messages) in cases.clone() {
             let err = wire(&route, messages).unwrap_err();
             assert!(
-                matches!(&err, WireError::OrphanToolResult { message_id, .. } if message_id == "t1"),
+                matches!(&err, WireError::Message { message_id, kind: MessageFault::OrphanToolResult { .. } } if message_id == "t1"),
                 "{name}: {err:?}"
             );
         }
@@ -1154,7 +1190,7 @@ fn result_without_call_id() {
         )
         .unwrap_err();
         assert!(
-            matches!(&err, WireError::ResultWithoutCallId { message_id } if message_id == "t1"),
+            matches!(&err, WireError::Message { message_id, kind: MessageFault::ToolResultWithoutCallId } if message_id == "t1"),
             "{err:?}"
         );
     }
@@ -1320,7 +1356,7 @@ fn system_messages_that_are_not_prompts() {
         "sum",
         Role::System,
         vec![text("summary of turns 1-9")],
-        MessageSource::Other(json!({"kind": "compaction"})),
+        MessageSource::other(json!({"kind": "compaction"})).unwrap(),
     );
     let messages = vec![summary, u("u1", "hi"), s("s1", "P")];
     // Without prompts in history only the latest prompt can be sent: the summary would be
@@ -1328,7 +1364,7 @@ fn system_messages_that_are_not_prompts() {
     for route in [plain(), chat()] {
         let err = serialize(&config(), &projected(messages.clone(), None), &route).unwrap_err();
         assert!(
-            matches!(&err, WireError::SystemMessageNotPrompt { message_id } if message_id == "sum"),
+            matches!(&err, WireError::Message { message_id, kind: MessageFault::SystemMessageNotPrompt } if message_id == "sum"),
             "{err:?}"
         );
     }
@@ -1385,7 +1421,7 @@ fn turns_left_empty_are_refused_except_a_final_assistant_turn() {
     )
     .unwrap_err();
     assert!(
-        matches!(&err, WireError::EmptyTurn { message_id } if message_id == "u2"),
+        matches!(&err, WireError::Message { message_id, kind: MessageFault::EmptyTurn } if message_id == "u2"),
         "{err:?}"
     );
     let empty_assistant = msg("a1", Role::Assistant, vec![text("")]);
@@ -1399,7 +1435,7 @@ fn turns_left_empty_are_refused_except_a_final_assistant_turn() {
     )
     .unwrap_err();
     assert!(
-        matches!(&err, WireError::EmptyTurn { message_id } if message_id == "a1"),
+        matches!(&err, WireError::Message { message_id, kind: MessageFault::EmptyTurn } if message_id == "a1"),
         "{err:?}"
     );
     // A final assistant turn may be empty: the model continues it.
@@ -1482,7 +1518,7 @@ fn signed(text: &str, signature: &str) -> ContentBlock {
 }
 
 fn redacted(data: &str) -> ContentBlock {
-    ContentBlock::Other(json!({"type": "redacted_thinking", "data": data}))
+    ContentBlock::other(json!({"type": "redacted_thinking", "data": data})).unwrap()
 }
 
 fn by_value(tool: &ToolSchema) -> ContentBlock {
@@ -1857,7 +1893,7 @@ fn inline_definition_unsupported() {
         )
         .unwrap_err();
         assert!(
-            matches!(&err, WireError::InlineDefinitionUnsupported { message_id, index: 1, tool }
+            matches!(&err, WireError::Message { message_id, kind: MessageFault::InlineDefinitionUnsupported { index: 1, tool } }
                 if message_id == "d1" && tool == "B"),
             "{err:?}"
         );
@@ -1878,7 +1914,7 @@ fn a_redefinition_reaching_the_serializer_is_refused() {
     )
     .unwrap_err();
     assert!(
-        matches!(&err, WireError::DeveloperBlock { message_id, index: 0, block_type }
+        matches!(&err, WireError::Message { message_id, kind: MessageFault::DeveloperBlock { index: 0, block_type } }
             if message_id == "d1" && block_type == "tool-redefinition"),
         "{err:?}"
     );
@@ -2183,7 +2219,7 @@ fn example_w3_assistant_prefill_refused_where_the_model_refuses_it() {
     )
     .unwrap_err();
     assert!(
-        matches!(&err, WireError::AssistantPrefill { message_id } if message_id == "a1"),
+        matches!(&err, WireError::Message { message_id, kind: MessageFault::AssistantPrefill } if message_id == "a1"),
         "{err:?}"
     );
     assert!(err.to_string().contains("must end with a user message"));
@@ -2277,9 +2313,10 @@ fn redacted_thinking_is_sent_back_verbatim_in_place() {
             "a1",
             vec![
                 signed("t", "s1"),
-                ContentBlock::Other(
+                ContentBlock::other(
                     json!({"type": "redacted_thinking", "data": "EnC=", "z": {"b": 1, "a": 2}}),
-                ),
+                )
+                .unwrap(),
                 text("ok"),
             ],
         ),
@@ -2313,7 +2350,13 @@ fn redacted_thinking_is_sent_back_verbatim_in_place() {
     )
     .unwrap_err();
     assert!(
-        matches!(err, WireError::UnsupportedBlock { index: 0, .. }),
+        matches!(
+            err,
+            WireError::Message {
+                kind: MessageFault::UnsupportedBlock { index: 0, .. },
+                ..
+            }
+        ),
         "{err:?}"
     );
 }
@@ -2334,7 +2377,7 @@ fn assistant_turn_left_empty() {
     )
     .unwrap_err();
     assert!(
-        matches!(&err, WireError::AssistantTurnLeftEmpty { message_id, left_out: 1 } if message_id == "a1"),
+        matches!(&err, WireError::Message { message_id, kind: MessageFault::AssistantTurnLeftEmpty { left_out: 1 } } if message_id == "a1"),
         "{err:?}"
     );
     // ... or at the end (where an empty final turn is otherwise allowed); and stripping does
@@ -2352,7 +2395,7 @@ fn assistant_turn_left_empty() {
     )
     .unwrap_err();
     assert!(
-        matches!(&err, WireError::AssistantTurnLeftEmpty { message_id, left_out: 2 } if message_id == "a1"),
+        matches!(&err, WireError::Message { message_id, kind: MessageFault::AssistantTurnLeftEmpty { left_out: 2 } } if message_id == "a1"),
         "{err:?}"
     );
     // A second message of the same turn keeps it non-empty: the API sees turns.
@@ -2525,7 +2568,7 @@ fn example_w11_refuse_is_a_thinking_rewrite_error() {
         };
         let err = ser(&claude(), &claude_config(), w11(), None, &context).unwrap_err();
         assert!(
-            matches!(&err, WireError::ThinkingRewrite { message_id, index: 0, rewrite: r }
+            matches!(&err, WireError::Message { message_id, kind: MessageFault::ThinkingRewrite { index: 0, rewrite: r } }
                 if message_id == "a1" && *r == rewrite),
             "{err:?}"
         );
@@ -2546,7 +2589,13 @@ fn example_w11_refuse_is_a_thinking_rewrite_error() {
     )
     .unwrap_err();
     assert!(
-        matches!(err, WireError::ThinkingRewrite { index: 1, .. }),
+        matches!(
+            err,
+            WireError::Message {
+                kind: MessageFault::ThinkingRewrite { index: 1, .. },
+                ..
+            }
+        ),
         "{err:?}"
     );
 }

@@ -29,10 +29,10 @@
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
-use super::{ThinkingPlan, ThinkingPolicy, WireError};
+use super::{MessageFault, ThinkingPlan, ThinkingPolicy, WireError};
 use crate::event::Config;
 use crate::route::Route;
-use crate::vocab::{ContentBlock, Message, MessageSource};
+use crate::vocab::{ContentBlock, Message, MessageSource, OtherBlock};
 
 /// The beta that lets a request set `thinking.block_binding`.
 pub(super) const THINKING_BINDING_BETA: &str = "thinking-binding-controls-2026-08-01";
@@ -40,11 +40,9 @@ pub(super) const THINKING_BINDING_BETA: &str = "thinking-binding-controls-2026-0
 /// The `type` of the provider's encrypted reasoning block, kept in the log as `Other`.
 const REDACTED_THINKING: &str = "redacted_thinking";
 
-/// The object of a `redacted_thinking` block, if `value` is one.
-pub(super) fn redacted_thinking(value: &Value) -> Option<&Map<String, Value>> {
-    value
-        .as_object()
-        .filter(|m| m.get("type").and_then(Value::as_str) == Some(REDACTED_THINKING))
+/// The object of a `redacted_thinking` block, if `block` is one.
+pub(super) fn redacted_thinking(block: &OtherBlock) -> Option<&Map<String, Value>> {
+    (block.type_name() == REDACTED_THINKING).then(|| block.fields())
 }
 
 /// Whether a reasoning block's fields hold a non-empty string `signature`.
@@ -107,7 +105,7 @@ impl<'p> Binding<'p> {
     /// The verdict for verifiable thinking block `index` of `message`.
     ///
     /// # Errors
-    /// [`WireError::ThinkingRewrite`] under [`ThinkingPolicy::Refuse`] for a pre-floor block.
+    /// [`MessageFault::ThinkingRewrite`] under [`ThinkingPolicy::Refuse`] for a pre-floor block.
     pub(super) fn verdict(&self, message: &Message, index: usize) -> Result<Verdict, WireError> {
         let Some(plan) = self.plan.filter(|_| self.binds(message)) else {
             return Ok(Verdict::Send);
@@ -115,11 +113,13 @@ impl<'p> Binding<'p> {
         match plan.policy {
             ThinkingPolicy::StripThinking => Ok(Verdict::Strip),
             ThinkingPolicy::DropBlock => Ok(Verdict::SendBound),
-            ThinkingPolicy::Refuse => Err(WireError::ThinkingRewrite {
-                message_id: message.id().to_owned(),
-                index,
-                rewrite: plan.rewrite,
-            }),
+            ThinkingPolicy::Refuse => Err(WireError::message(
+                message.id().to_owned(),
+                MessageFault::ThinkingRewrite {
+                    index,
+                    rewrite: plan.rewrite,
+                },
+            )),
         }
     }
 }

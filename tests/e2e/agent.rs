@@ -136,7 +136,7 @@ fn answer_blocks(content: &[Value]) -> Vec<ContentBlock> {
                     extra,
                 }
             }
-            Some("redacted_thinking") => ContentBlock::Other(b.clone()),
+            Some("redacted_thinking") => ContentBlock::other(b.clone()).unwrap(),
             Some("text") => ContentBlock::text(b["text"].as_str().expect("text")),
             other => panic!("the stand-in answered an unexpected block type {other:?}: {b}"),
         })
@@ -373,7 +373,7 @@ pub fn assert_strip_thinking<'s>(
                     .iter()
                     .filter(|b| match b {
                         ContentBlock::Reasoning { extra, .. } => extra.contains_key("signature"),
-                        ContentBlock::Other(v) => v["type"] == "redacted_thinking",
+                        ContentBlock::Other(v) => v.type_name() == "redacted_thinking",
                         _ => false,
                     })
                     .count();

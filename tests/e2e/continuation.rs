@@ -5,12 +5,12 @@
 //! On DeepSeek flash the continuation is sent as it is (it ends with the assistant's turn) and
 //! the addition follows the next user turn. Claude models refuse a request that ends with an
 //! assistant turn (assistant prefill, SPEC §7): there the crate refuses the continuation before
-//! any I/O (`WireError::AssistantPrefill`), and the next step, with a user message, is accepted
+//! any I/O (`MessageFault::AssistantPrefill`), and the next step, with a user message, is accepted
 //! and carries the addition — by reference on `claude-opus-5` as Bedrock and Google Cloud serve
 //! it, by value on the Claude API's `claude-opus-5` and `claude-fable-5-1` (which also gets its
 //! signed thinking back).
 
-use mektpoy::{Route, WireError, route_for};
+use mektpoy::{MessageFault, Route, WireError, route_for};
 use serde_json::{Value, json};
 
 use crate::agent::{Agent, Reply, Unsent, opus_by_reference, prompt, tool};
@@ -65,13 +65,13 @@ fn change_waits_for_the_next_user_turn(key: &str, route: Route) {
         }) => {
             assert!(!prefill, "{key}: {e}");
             assert!(
-                matches!(&e, WireError::AssistantPrefill { message_id } if message_id == "a1"),
+                matches!(&e, WireError::Message { message_id, kind: MessageFault::AssistantPrefill } if message_id == "a1"),
                 "{key}: {e:?}"
             );
             // Refused again, the same way, however often it is asked.
             let again = request.to_wire();
             assert!(
-                matches!(&again, Err(WireError::AssistantPrefill { message_id }) if message_id == "a1"),
+                matches!(&again, Err(WireError::Message { message_id, kind: MessageFault::AssistantPrefill }) if message_id == "a1"),
                 "{key}: {again:?}"
             );
             return next_user_turn_carries_the_addition(

@@ -6,7 +6,7 @@
 //! The draws are the same for a given seed on every route. A continuation right after the
 //! assistant's text ends its request with an assistant turn: DeepSeek takes it, Claude models
 //! refuse it (assistant prefill, SPEC §7). On Claude routes such a step is still recorded, and
-//! the test asserts that `Request::to_wire` refuses it with `WireError::AssistantPrefill`
+//! the test asserts that `Request::to_wire` refuses it with `MessageFault::AssistantPrefill`
 //! (nothing is sent, no answer appended) — exactly those steps and no others; the invariants
 //! then compare each sent request with the previous *sent* one, which is what the provider
 //! (and the stand-in) compares it with, and count the series starts and fallbacks of the
@@ -16,7 +16,7 @@
 
 use std::collections::BTreeSet;
 
-use mektpoy::{ProjectionPath, SeriesStart, WireError, route_for};
+use mektpoy::{MessageFault, ProjectionPath, SeriesStart, WireError, route_for};
 use serde_json::Value;
 
 use crate::agent::{
@@ -141,7 +141,14 @@ fn run(mut agent: Agent, seed: u64) -> Vec<Row> {
                 error,
             }) => {
                 assert!(
-                    prefill && matches!(error, WireError::AssistantPrefill { .. }),
+                    prefill
+                        && matches!(
+                            error,
+                            WireError::Message {
+                                kind: MessageFault::AssistantPrefill,
+                                ..
+                            }
+                        ),
                     "{key} step {step}: to_wire refused: {error}"
                 );
                 series.extend(request.series_start);
