@@ -5,8 +5,8 @@ use crate::event::DecodeError;
 use crate::meter::MeterError;
 use crate::project::UnknownTool;
 use crate::route::RouteError;
-use crate::session::{AppendError, ForkError, RecordError};
-use crate::store::{LoadError, PersistError, WriteError};
+use crate::session::{AppendError, ForkError, LoadError, RecordError};
+use crate::store::{PersistError, WriteError};
 use crate::vocab::ToolError;
 use crate::wire::WireError;
 

@@ -72,13 +72,10 @@ pub use route::{
     route_for,
 };
 pub use session::{
-    AppendError, ForkError, ParentRef, RecordError, Recorder, Request, SeriesStart, Session,
-    SessionView, Step, SurfaceNode,
+    AppendError, FileOptions, ForkError, LoadError, Loaded, ParentRef, RecordError, Recorder,
+    Request, SeriesStart, Session, SessionLineFault, SessionView, Step, SurfaceNode,
 };
-pub use store::{
-    FileOptions, FrameFault, JsonlSink, JsonlWriter, LoadError, Loaded, PersistError, TornBatch,
-    TornTail, WriteError,
-};
+pub use store::{FrameFault, JsonlSink, PersistError, TornBatch, TornTail, WriteError};
 pub use vocab::{
     ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message, MessageSource, Role,
     Seq, ToolError, ToolSchema, json_equivalent,
