@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Rw
 pub use file::{FileOptions, LoadError, Loaded, SessionLineFault};
 pub use record::{RecordError, Recorder, Request, SeriesStart, Step};
 pub use state::AppendError;
-pub(crate) use state::LogState;
+use state::LogState;
 
 use crate::event::{Event, HeaderEvent, Rewrite, ThinkingEvent, ThinkingPolicy};
 use crate::history::{FoldKind, ToolFold, ToolHistory};
@@ -695,5 +695,7 @@ mod tests {
         assert_send_sync::<Session>();
         assert_send_sync::<SessionView>();
         assert_send_sync::<ToolHistory>();
+        // A custom sink is held as `Send + Sync`, so options still cross threads.
+        assert_send_sync::<FileOptions>();
     }
 }
