@@ -290,7 +290,7 @@ impl FileOptions {
     /// As `load`, plus [`LoadError::LineTooLong`] and [`LoadError::TooManyEvents`].
     pub fn load(&self, path: impl AsRef<Path>) -> Result<Loaded, LoadError> {
         let path = path.as_ref();
-        let bytes = store::read(path).map_err(io_load(path))?;
+        let bytes = store::read_file(path).map_err(io_load(path))?;
         self.load_bytes(&bytes)
     }
 

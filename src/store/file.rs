@@ -53,8 +53,8 @@ pub(crate) enum OpenError {
     Locked,
 }
 
-/// Reads a whole file.
-pub(crate) fn read(path: &Path) -> io::Result<Vec<u8>> {
+/// Reads a whole file: `load` reads through here so that all file I/O stays in `store`.
+pub(crate) fn read_file(path: &Path) -> io::Result<Vec<u8>> {
     fs::read(path)
 }
 

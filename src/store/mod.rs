@@ -14,7 +14,7 @@ mod reader;
 mod writer;
 
 pub use file::PersistError;
-pub(crate) use file::{LockedFile, OpenError, WrapSink, create, read, replace};
+pub(crate) use file::{LockedFile, OpenError, WrapSink, create, read_file, replace};
 pub use frame::FrameFault;
 pub(crate) use frame::{Frame, Frames, file_text};
 pub(crate) use reader::{Item, Limits, Lines, ReadError, Tail};
