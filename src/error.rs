@@ -6,8 +6,8 @@ use crate::event::{DecodeError, OpaqueError};
 use crate::meter::MeterError;
 use crate::project::UnknownTool;
 use crate::route::RouteError;
-use crate::session::{AppendError, ForkError};
-use crate::store::{LoadError, PersistError, WriteError};
+use crate::session::{AppendError, ForkError, LoadError};
+use crate::store::{PersistError, WriteError};
 use crate::vocab::{BlockError, SourceError, ToolError};
 use crate::wire::WireError;
 

@@ -80,12 +80,10 @@ pub use route::{
     route_for,
 };
 pub use session::{
-    AppendError, AppendErrorKind, ForkError, ParentRef, Session, SessionView, SurfaceNode,
+    AppendError, AppendErrorKind, FileOptions, ForkError, LoadError, Loaded, ParentRef, Session,
+    SessionLineFault, SessionView, SurfaceNode,
 };
-pub use store::{
-    FileOptions, FrameFault, JsonlSink, JsonlWriter, LoadError, Loaded, PersistError, TornBatch,
-    TornTail, WriteError,
-};
+pub use store::{FrameFault, JsonlSink, PersistError, TornBatch, TornTail, WriteError};
 pub use vocab::{
     BlockError, ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message,
     MessageSource, OtherBlock, OtherSource, Role, Seq, SourceError, ToolError, ToolSchema,

@@ -23,8 +23,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use mektpoy::{
-    Config, Event, JsonlSink, LoadError, Message, Recorder, Route, Session, Step, ToolSchema,
-    ToolUpdateMode, TornTail, WireApi,
+    Config, Event, FileOptions, JsonlSink, LoadError, Message, Recorder, Route, Session, Step,
+    ToolSchema, ToolUpdateMode, TornTail, WireApi,
 };
 
 const CHILD: &str = "MEKTPOY_CRASH_CHILD";
@@ -179,7 +179,10 @@ fn crash_child() {
         return;
     };
     let plan = Plan::from_env();
-    let session = Session::create_with(&path, "crash", |f| Box::new(Announcing(f))).unwrap();
+    let session = FileOptions::new()
+        .sink(Announcing)
+        .create(&path, "crash")
+        .unwrap();
     let mut recorder = Recorder::attach(&session);
     let mut out = std::io::stdout().lock();
     // After libtest's `test crash_child ... `, which ends in no newline.

@@ -64,7 +64,7 @@ fn an_append_error_is_its_seq_and_its_kind() {
 
 #[test]
 fn a_fault_inside_a_message_is_its_id_and_its_fault() {
-    let messages = vec![
+    let messages = [
         Message::user("u1", "go"),
         Message::new(
             "a1",
@@ -98,7 +98,7 @@ fn a_fault_inside_a_message_is_its_id_and_its_fault() {
     assert_eq!(err.to_string(), "message a1: tool call c1 has no result");
 
     // A request-level fault names no message.
-    let tools = vec![tool("A"), tool("A")];
+    let tools = [tool("A"), tool("A")];
     let projected = ProjectedToolUpdates::new(&messages[..1]).with_tools(&tools[..]);
     let err = serialize(&config, &projected, &route).unwrap_err();
     assert!(

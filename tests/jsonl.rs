@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use mektpoy::{
-    AppendErrorKind, Config, DecodeError, Event, JsonlSink, JsonlWriter, LoadError, Message,
+    AppendErrorKind, Config, DecodeError, Event, FileOptions, JsonlSink, LoadError, Message,
     PersistError, Reason, RequestHeader, Seq, Session, TornTail, WriteError, json_equivalent,
 };
 use serde_json::json;
@@ -501,8 +501,13 @@ impl JsonlSink for FlakySink {
 fn open_flaky(path: &Path) -> (Session, Arc<Mutex<Plan>>) {
     let plan = Arc::new(Mutex::new(Plan::default()));
     let shared = Arc::clone(&plan);
-    let loaded =
-        Session::open_with(path, move |file| Box::new(FlakySink { file, plan: shared })).unwrap();
+    let loaded = FileOptions::new()
+        .sink(move |file| FlakySink {
+            file,
+            plan: Arc::clone(&shared),
+        })
+        .open(path)
+        .unwrap();
     (loaded.session, plan)
 }
 
@@ -610,45 +615,4 @@ fn failed_rollback_poisons_the_writer() {
     assert_eq!(loaded.session.events(), events);
 }
 
-/// An in-memory sink, to use `JsonlWriter` on its own.
-#[derive(Clone, Default)]
-struct MemSink {
-    bytes: Arc<Mutex<Vec<u8>>>,
-    fail_next: Arc<Mutex<bool>>,
-}
-
-impl JsonlSink for MemSink {
-    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let mut buf = self.bytes.lock().unwrap();
-        if std::mem::take(&mut *self.fail_next.lock().unwrap()) {
-            buf.extend_from_slice(&bytes[..bytes.len() / 2]);
-            return Err(io::Error::other("full"));
-        }
-        buf.extend_from_slice(bytes);
-        Ok(())
-    }
-    fn truncate(&mut self, len: u64) -> io::Result<()> {
-        self.bytes.lock().unwrap().truncate(len as usize);
-        Ok(())
-    }
-    fn sync(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-#[test]
-fn jsonl_writer_on_its_own() {
-    let sink = MemSink::default();
-    sink.bytes.lock().unwrap().extend_from_slice(b"head\n");
-    let mut w = JsonlWriter::new(Box::new(sink.clone()), 5);
-    w.set_sync(true);
-    w.write_batch(b"a\nb\n").unwrap();
-    assert_eq!(w.len(), 9);
-    *sink.fail_next.lock().unwrap() = true;
-    assert!(matches!(w.write_batch(b"cccc\n"), Err(WriteError::Io(_))));
-    assert_eq!(w.len(), 9);
-    assert_eq!(&*sink.bytes.lock().unwrap(), b"head\na\nb\n");
-    w.write_batch(b"d\n").unwrap();
-    assert_eq!(&*sink.bytes.lock().unwrap(), b"head\na\nb\nd\n");
-    assert_eq!(w.len(), 11);
-}
+// `jsonl_writer_on_its_own` moved to `src/store/writer.rs`: `JsonlWriter` is the crate's own.

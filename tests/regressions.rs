@@ -139,7 +139,10 @@ fn a_failed_create_leaves_no_file() {
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.jsonl");
-    let err = Session::create_with(&path, "s", |_| Box::new(Full)).unwrap_err();
+    let err = mektpoy::FileOptions::new()
+        .sink(|_| Full)
+        .create(&path, "s")
+        .unwrap_err();
     assert!(
         matches!(err, mektpoy::PersistError::Write { .. }),
         "{err:?}"

@@ -4,12 +4,15 @@
 //! and the surface's messages). Lock order is always log, then caches, so readers never see
 //! messages and a snapshot from two different moments.
 
+mod file;
 mod state;
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-pub(crate) use state::LogState;
+pub use file::{FileOptions, LoadError, Loaded, SessionLineFault};
+use state::LogState;
 pub use state::{AppendError, AppendErrorKind};
 
 use crate::event::{Event, HeaderEvent, Rewrite, ThinkingEvent, ThinkingPolicy};
@@ -101,12 +104,20 @@ impl std::fmt::Debug for Session {
     }
 }
 
-pub(crate) struct Committed {
-    pub state: LogState,
+struct Committed {
+    state: LogState,
     /// The batch frames of the file, by the first event of their batch: loaded ones keep
     /// their bytes; every batch of two or more events committed here gets one.
-    pub frames: Frames,
-    pub writer: Option<JsonlWriter>,
+    frames: Frames,
+    writer: Option<JsonlWriter>,
+}
+
+/// An event's log line: its loaded (or given) bytes, else its encoding.
+fn line_text<'a>(event: &Event, line: &'a Option<Arc<str>>) -> Cow<'a, str> {
+    match line {
+        Some(l) => Cow::Borrowed(l),
+        None => Cow::Owned(event.to_json()),
+    }
 }
 
 /// One fold and its cached snapshot.
@@ -228,7 +239,8 @@ impl Session {
         )
     }
 
-    pub(crate) fn from_parts(
+    /// Every session is built here, so each gets its own `instance`.
+    fn from_parts(
         id: String,
         parent: Option<ParentRef>,
         session_line: Option<Arc<str>>,
@@ -305,10 +317,6 @@ impl Session {
         self.parent.as_ref()
     }
 
-    pub(crate) fn session_line(&self) -> Option<&Arc<str>> {
-        self.session_line.as_ref()
-    }
-
     /// Validates and appends one event; returns its `Seq`. A persisting session writes and
     /// flushes the line before returning.
     ///
@@ -369,25 +377,19 @@ impl Session {
             keep(computed);
             return Ok(out);
         }
-        let frame = (state.len() - start > 1).then(|| Frame::new(state.len() - start));
+        let frame = Frame::announcing(state.len() - start);
         if let Some(writer) = committed.writer.as_mut() {
-            let mut batch = String::new();
-            if let Some(frame) = &frame {
-                frame.render(&mut batch);
-                batch.push('\n');
-            }
             // `start < len` here: the batch is not empty.
             let lines = state.lines.focus().narrow(start..);
-            for (e, line) in state.range(start..state.len()).zip(lines) {
-                match line {
-                    Some(l) => batch.push_str(l),
-                    None => batch.push_str(&e.to_json()),
-                }
-                batch.push('\n');
-            }
-            writer.write_batch(batch.as_bytes()).map_err(|source| {
-                AppendError::new(Seq::from(start), AppendErrorKind::Write { source })
-            })?;
+            let lines = state
+                .range(start..state.len())
+                .zip(lines)
+                .map(|(e, line)| line_text(e, line));
+            writer
+                .write_framed(frame.as_ref(), lines)
+                .map_err(|source| {
+                    AppendError::new(Seq::from(start), AppendErrorKind::Write { source })
+                })?;
         }
         committed.state = state;
         if let Some(frame) = frame {
@@ -504,10 +506,6 @@ impl Session {
         read(&self.log).writer.is_some()
     }
 
-    pub(crate) fn with_committed<R>(&self, f: impl FnOnce(&Committed) -> R) -> R {
-        f(&read(&self.log))
-    }
-
     /// Whether each persisted batch is also synced to disk (`fsync`), not only flushed to the
     /// OS. Off by default: a flushed batch survives a killed process, only not a power loss.
     /// No effect on a session without a file.
@@ -515,15 +513,6 @@ impl Session {
         if let Some(w) = write(&self.log).writer.as_mut() {
             w.set_sync(sync);
         }
-    }
-
-    /// After `open` wrote the missing final `\n`.
-    pub(crate) fn mark_terminated(&self) {
-        write(&self.log).state.unterminated_tail = false;
-    }
-
-    pub(crate) fn with_writer<R>(&self, f: impl FnOnce(&mut Option<JsonlWriter>) -> R) -> R {
-        f(&mut write(&self.log).writer)
     }
 }
 
@@ -701,5 +690,7 @@ mod tests {
         assert_send_sync::<Session>();
         assert_send_sync::<SessionView>();
         assert_send_sync::<ToolHistory>();
+        // A custom sink is held as `Send + Sync`, so options still cross threads.
+        assert_send_sync::<FileOptions>();
     }
 }

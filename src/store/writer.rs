@@ -1,10 +1,16 @@
 //! `JsonlWriter`: one write per batch, flushed before returning, rolled back on failure.
+//!
+//! The writer is the crate's own: sessions reach it through `FileOptions`, and a test that
+//! wants a failing file passes a [`JsonlSink`] of its own there instead of building a writer.
 
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-/// Where a [`JsonlWriter`] puts its bytes: a file, or a test double that fails on purpose.
+use super::frame::{Frame, batch_text};
+
+/// Where a persisting session's writer puts its bytes: the file, or a test double that fails
+/// on purpose, handed in with [`FileOptions::sink`](crate::FileOptions::sink).
 pub trait JsonlSink: Send + Sync {
     /// Appends `bytes` at the end with one `write_all` and flushes them to the OS.
     ///
@@ -88,7 +94,7 @@ pub enum WriteError {
 
 /// Appends batches of JSONL lines to a sink: one `write_all` per batch, flushed before
 /// returning; a failed write truncates the sink back to its previous length.
-pub struct JsonlWriter {
+pub(crate) struct JsonlWriter {
     sink: Box<dyn JsonlSink>,
     len: u64,
     sync: bool,
@@ -110,7 +116,7 @@ impl std::fmt::Debug for JsonlWriter {
 
 impl JsonlWriter {
     /// A writer over `sink`, which currently holds `len` bytes.
-    pub fn new(sink: Box<dyn JsonlSink>, len: u64) -> Self {
+    pub(crate) fn new(sink: Box<dyn JsonlSink>, len: u64) -> Self {
         JsonlWriter {
             sink,
             len,
@@ -122,30 +128,39 @@ impl JsonlWriter {
 
     /// The same writer, remembering that its sink is the file at `path`.
     #[must_use]
-    pub fn with_path(mut self, path: impl Into<PathBuf>) -> Self {
+    pub(crate) fn with_path(mut self, path: impl Into<PathBuf>) -> Self {
         self.path = Some(path.into());
         self
     }
 
     /// The file behind the sink, when known.
-    pub fn path(&self) -> Option<&Path> {
+    pub(crate) fn path(&self) -> Option<&Path> {
         self.path.as_deref()
     }
 
     /// Whether each batch is also synced to disk (off by default: a flushed batch already
     /// survives a killed process, only not a power loss).
-    pub fn set_sync(&mut self, sync: bool) {
+    pub(crate) fn set_sync(&mut self, sync: bool) {
         self.sync = sync;
     }
 
     /// Bytes the sink holds.
-    pub fn len(&self) -> u64 {
+    #[cfg(test)]
+    fn len(&self) -> u64 {
         self.len
     }
 
-    /// Whether the sink is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
+    /// Writes one batch of `lines` (each without `\n`) after its frame line, if any, with one
+    /// write: a reader then finds the whole batch or can tell that it is cut short.
+    ///
+    /// # Errors
+    /// As [`write_batch`](Self::write_batch).
+    pub(crate) fn write_framed<S: AsRef<str>>(
+        &mut self,
+        frame: Option<&Frame>,
+        lines: impl IntoIterator<Item = S>,
+    ) -> Result<(), WriteError> {
+        self.write_batch(batch_text(frame, lines).as_bytes())
     }
 
     /// Writes one batch.
@@ -155,7 +170,7 @@ impl JsonlWriter {
     /// this writer left; [`WriteError::Io`] after a failed write that was rolled back (or a
     /// failed length check, with nothing written); [`WriteError::RollbackFailed`] when the
     /// rollback failed too, [`WriteError::Poisoned`] for every batch after that.
-    pub fn write_batch(&mut self, bytes: &[u8]) -> Result<(), WriteError> {
+    pub(crate) fn write_batch(&mut self, bytes: &[u8]) -> Result<(), WriteError> {
         if self.poisoned {
             return Err(WriteError::Poisoned);
         }
@@ -186,5 +201,67 @@ impl JsonlWriter {
                 }
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// An in-memory sink, to use `JsonlWriter` on its own.
+    #[derive(Clone, Default)]
+    struct MemSink {
+        bytes: Arc<Mutex<Vec<u8>>>,
+        fail_next: Arc<Mutex<bool>>,
+    }
+
+    impl JsonlSink for MemSink {
+        fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+            let mut buf = self.bytes.lock().unwrap();
+            if std::mem::take(&mut *self.fail_next.lock().unwrap()) {
+                buf.extend_from_slice(&bytes[..bytes.len() / 2]);
+                return Err(io::Error::other("full"));
+            }
+            buf.extend_from_slice(bytes);
+            Ok(())
+        }
+        fn truncate(&mut self, len: u64) -> io::Result<()> {
+            self.bytes.lock().unwrap().truncate(len as usize);
+            Ok(())
+        }
+        fn sync(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Moved from `tests/jsonl.rs` when `JsonlWriter` stopped being public.
+    #[test]
+    fn jsonl_writer_on_its_own() {
+        let sink = MemSink::default();
+        sink.bytes.lock().unwrap().extend_from_slice(b"head\n");
+        let mut w = JsonlWriter::new(Box::new(sink.clone()), 5);
+        w.set_sync(true);
+        w.write_batch(b"a\nb\n").unwrap();
+        assert_eq!(w.len(), 9);
+        *sink.fail_next.lock().unwrap() = true;
+        assert!(matches!(w.write_batch(b"cccc\n"), Err(WriteError::Io(_))));
+        assert_eq!(w.len(), 9);
+        assert_eq!(&*sink.bytes.lock().unwrap(), b"head\na\nb\n");
+        w.write_batch(b"d\n").unwrap();
+        assert_eq!(&*sink.bytes.lock().unwrap(), b"head\na\nb\nd\n");
+        assert_eq!(w.len(), 11);
+    }
+
+    #[test]
+    fn a_framed_batch_is_one_write_after_its_frame() {
+        let sink = MemSink::default();
+        let mut w = JsonlWriter::new(Box::new(sink.clone()), 0);
+        w.write_framed(Frame::announcing(1).as_ref(), ["x"])
+            .unwrap();
+        w.write_framed(Frame::announcing(2).as_ref(), ["y", "z"])
+            .unwrap();
+        assert_eq!(&*sink.bytes.lock().unwrap(), b"x\n{\"batch\":2}\ny\nz\n");
     }
 }

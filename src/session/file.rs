@@ -1,0 +1,642 @@
+//! Session files: the session line and the event lines of [`store`](crate::store)'s framing.
+//!
+//! `store` splits a file into lines and batches and finds its torn end; this module drives
+//! it, decoding each line into an event the log validates, and decides what a line that does
+//! not decode means (a torn end when `store` can drop it, a refused file when it cannot).
+
+use std::borrow::Cow;
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+use serde_json::Value;
+
+use super::{AppendError, AppendErrorKind, LogState, ParentRef, Session, line_text, read};
+use crate::event::Event;
+use crate::store::{
+    self, FrameFault, Frames, Item, JsonlSink, JsonlWriter, Limits, Lines, LockedFile, OpenError,
+    PersistError, ReadError, Tail, TornTail, WrapSink,
+};
+use crate::vocab::Seq;
+
+/// The file format version this crate reads and writes.
+const VERSION: u64 = 0;
+
+/// A loaded session and what loading noticed without refusing the file.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The session.
+    pub session: Session,
+    /// The end of the file that was dropped, if it was torn.
+    pub torn_tail: Option<TornTail>,
+    /// Whether the final line had no `\n` but was valid and is kept.
+    pub unterminated: bool,
+}
+
+/// What is wrong with a `\n`-terminated line 1 that is not a session line.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionLineFault {
+    /// The line is not UTF-8.
+    #[error("not UTF-8")]
+    NotUtf8,
+    /// The line is not JSON; the parser's message.
+    #[error("{0}")]
+    Malformed(String),
+    /// `type` is missing or not `"session"`.
+    #[error("`type` is not \"session\"")]
+    Type,
+    /// There is no `version`.
+    #[error("no `version`")]
+    NoVersion,
+    /// `id` is missing or not a string.
+    #[error("no string `id`")]
+    Id,
+    /// `parent.id` is missing or not a string.
+    #[error("`parent` has no string `id`")]
+    ParentId,
+    /// `parent.upto` is missing or not a non-negative integer.
+    #[error("`parent` has no integer `upto`")]
+    ParentUpto,
+}
+
+/// Why a session file could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// Reading (or, for `open`, repairing) the file failed.
+    #[error("cannot read {path}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O fault.
+        #[source]
+        source: io::Error,
+    },
+    /// `open` found the file locked by another persisting session (of this process or
+    /// another): two writers would interleave their batches.
+    #[error("{path} is open for writing by another session")]
+    Locked {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file is empty, or its only line is torn.
+    #[error("the file has no session line")]
+    NoSessionLine,
+    /// The session line is not `{"type":"session","version":0,"id":...}`.
+    #[error("line 1 is not a session line: {reason}")]
+    BadSessionLine {
+        /// What is wrong.
+        reason: SessionLineFault,
+    },
+    /// The session line names another format version.
+    #[error("unsupported session file version {found}")]
+    UnsupportedVersion {
+        /// The version found.
+        found: Value,
+    },
+    /// A fork's session line says it inherited more events than the file holds.
+    #[error("line 1 says the fork inherited {upto} events, but the file holds {len}")]
+    UptoBeyondFile {
+        /// `parent.upto` of the session line.
+        upto: u64,
+        /// The number of events the file holds.
+        len: usize,
+    },
+    /// A second session line after line 1 (two files concatenated, say).
+    #[error("line {line} is a second session line")]
+    SecondSessionLine {
+        /// 1-based line number.
+        line: usize,
+    },
+    /// A `\n`-terminated frame line that is malformed, or a frame inside another's batch.
+    #[error("line {line} is a bad batch frame: {fault}")]
+    BadFrame {
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        fault: FrameFault,
+    },
+    /// A line longer than [`FileOptions::max_line_bytes`].
+    #[error("line {line} is {len} bytes long, beyond the limit of {max}")]
+    LineTooLong {
+        /// 1-based line number.
+        line: usize,
+        /// Its length in bytes, without the `\n`.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// More events than [`FileOptions::max_events`].
+    #[error("line {line} holds an event beyond the limit of {max} events")]
+    TooManyEvents {
+        /// 1-based line number of the first event beyond the limit.
+        line: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// An empty line.
+    #[error("line {line} is empty")]
+    EmptyLine {
+        /// 1-based line number.
+        line: usize,
+    },
+    /// A line that is not UTF-8.
+    #[error("line {line} (event {seq}) is not UTF-8")]
+    NotUtf8 {
+        /// 1-based line number.
+        line: usize,
+        /// The event it would have been.
+        seq: Seq,
+    },
+    /// A `\n`-terminated line that does not parse or validate.
+    #[error("line {line} (event {}) is rejected", source.seq())]
+    Event {
+        /// 1-based line number.
+        line: usize,
+        /// The refusal, naming the event's `Seq`.
+        #[source]
+        source: AppendError,
+    },
+}
+
+impl From<ReadError> for LoadError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::NoLines => LoadError::NoSessionLine,
+            ReadError::LineTooLong { line, len, max } => LoadError::LineTooLong { line, len, max },
+            ReadError::TooManyEvents { line, max } => LoadError::TooManyEvents { line, max },
+            ReadError::EmptyLine { line } => LoadError::EmptyLine { line },
+            ReadError::BadFrame { line, fault } => LoadError::BadFrame { line, fault },
+        }
+    }
+}
+
+/// How a session file is loaded, opened or created: load limits, `fsync`, and the sink the
+/// file is written through.
+///
+/// The defaults read every file the crate can write: no limit on line length or on the
+/// number of events, no `fsync`, the file itself as the sink. Limits are for files from
+/// elsewhere: a line is refused by its length before it is parsed, so a hostile line costs its
+/// bytes, not the parser's tree.
+///
+/// ```
+/// use mektpoy::{FileOptions, LoadError};
+/// let file = b"{\"type\":\"session\",\"version\":0,\"id\":\"s\"}\n{\"type\":\"note/x\"}\n{\"type\":\"note/y\"}\n";
+/// assert_eq!(FileOptions::new().load_bytes(file)?.session.len(), 2);
+/// let err = FileOptions::new().max_events(1).load_bytes(file).unwrap_err();
+/// assert!(matches!(err, LoadError::TooManyEvents { line: 3, max: 1 }));
+/// let err = FileOptions::new().max_line_bytes(20).load_bytes(file).unwrap_err();
+/// assert!(matches!(err, LoadError::LineTooLong { line: 1, .. }));
+/// # Ok::<(), LoadError>(())
+/// ```
+#[derive(Clone, Default)]
+pub struct FileOptions {
+    limits: Limits,
+    sync: bool,
+    sink: Option<WrapSink>,
+}
+
+impl fmt::Debug for FileOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileOptions")
+            .field("max_line_bytes", &self.limits.max_line_bytes)
+            .field("max_events", &self.limits.max_events)
+            .field("sync", &self.sync)
+            .field("sink", &self.sink.as_ref().map_or("the file", |_| "custom"))
+            .finish()
+    }
+}
+
+impl FileOptions {
+    /// No limits, no `fsync`, the file as its own sink: what [`Session::load`],
+    /// [`Session::open`] and [`Session::create`] use.
+    pub fn new() -> Self {
+        FileOptions::default()
+    }
+
+    /// Refuses a file with a line longer than `max` bytes (the `\n` not counted), session and
+    /// frame lines included, with [`LoadError::LineTooLong`] naming the line. The limit holds
+    /// for a torn last line or batch too: it is checked before a line is parsed.
+    #[must_use]
+    pub fn max_line_bytes(mut self, max: usize) -> Self {
+        self.limits.max_line_bytes = Some(max);
+        self
+    }
+
+    /// Refuses a file holding more than `max` events (inherited ones included) with
+    /// [`LoadError::TooManyEvents`] naming the line of the first event beyond it. The events
+    /// of a torn tail are not counted: they are dropped.
+    #[must_use]
+    pub fn max_events(mut self, max: usize) -> Self {
+        self.limits.max_events = Some(max);
+        self
+    }
+
+    /// Whether a session that [`open`](Self::open) or [`create`](Self::create) returns syncs
+    /// each batch to disk (`fsync`), not only flushes it to the OS (as
+    /// [`Session::set_sync`]). Off by default.
+    #[must_use]
+    pub fn sync(mut self, sync: bool) -> Self {
+        self.sync = sync;
+        self
+    }
+
+    /// Has a session that [`open`](Self::open) or [`create`](Self::create) returns write its
+    /// file through `wrap(file)` instead of the file itself. This is for tests that need a
+    /// write to fail on purpose (a full disk, a cut write). The sink must keep the `File`: the
+    /// lock lives in it.
+    ///
+    /// ```
+    /// use std::fs::File;
+    /// use std::io;
+    /// use mektpoy::{FileOptions, JsonlSink, PersistError};
+    ///
+    /// /// A disk that is always full.
+    /// struct Full(File);
+    /// impl JsonlSink for Full {
+    ///     fn append(&mut self, _: &[u8]) -> io::Result<()> { Err(io::Error::other("full")) }
+    ///     fn truncate(&mut self, len: u64) -> io::Result<()> { self.0.set_len(len) }
+    ///     fn sync(&mut self) -> io::Result<()> { Ok(()) }
+    /// }
+    ///
+    /// let dir = std::env::temp_dir().join(format!("mektpoy-sink-doc-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let path = dir.join("s.jsonl");
+    /// let err = FileOptions::new().sink(Full).create(&path, "s").unwrap_err();
+    /// assert!(matches!(err, PersistError::Write { .. }));
+    /// assert!(!path.exists(), "a failed create leaves no file");
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), io::Error>(())
+    /// ```
+    #[must_use]
+    pub fn sink<S: JsonlSink + 'static>(
+        mut self,
+        wrap: impl Fn(File) -> S + Send + Sync + 'static,
+    ) -> Self {
+        self.sink = Some(Arc::new(move |file| -> Box<dyn JsonlSink> {
+            Box::new(wrap(file))
+        }));
+        self
+    }
+
+    /// [`Session::load`] with these options.
+    ///
+    /// # Errors
+    /// As `load`, plus [`LoadError::LineTooLong`] and [`LoadError::TooManyEvents`].
+    pub fn load(&self, path: impl AsRef<Path>) -> Result<Loaded, LoadError> {
+        let path = path.as_ref();
+        let bytes = store::read_file(path).map_err(io_load(path))?;
+        self.load_bytes(&bytes)
+    }
+
+    /// [`Session::load_bytes`] with these options.
+    ///
+    /// # Errors
+    /// As [`load`](Self::load), without `Io`.
+    pub fn load_bytes(&self, bytes: &[u8]) -> Result<Loaded, LoadError> {
+        let parsed = parse(bytes, self.limits)?;
+        let tail = parsed.tail;
+        Ok(Loaded {
+            session: parsed.into_session(None),
+            torn_tail: tail.torn_tail,
+            unterminated: tail.unterminated,
+        })
+    }
+
+    /// [`Session::open`] with these options.
+    ///
+    /// # Errors
+    /// As `open`, plus [`LoadError::LineTooLong`] and [`LoadError::TooManyEvents`].
+    pub fn open(&self, path: impl AsRef<Path>) -> Result<Loaded, LoadError> {
+        let path = path.as_ref();
+        let file = LockedFile::open(path).map_err(|e| match e {
+            OpenError::Io(source) => io_load(path)(source),
+            OpenError::Locked => LoadError::Locked {
+                path: path.to_owned(),
+            },
+        })?;
+        let parsed = parse(file.bytes(), self.limits)?;
+        let tail = parsed.tail;
+        let writer = file
+            .into_writer(tail, self.sink.as_ref(), self.sync)
+            .map_err(io_load(path))?;
+        Ok(Loaded {
+            session: parsed.into_session(Some(writer)),
+            torn_tail: tail.torn_tail,
+            unterminated: tail.unterminated,
+        })
+    }
+
+    /// [`Session::create`] with these options (limits do not apply). When the session line
+    /// cannot be written, the new file is removed again.
+    ///
+    /// # Errors
+    /// As `create`, plus [`PersistError::Write`] when the session line is not written.
+    pub fn create(
+        &self,
+        path: impl AsRef<Path>,
+        id: impl Into<String>,
+    ) -> Result<Session, PersistError> {
+        let id = id.into();
+        let writer = store::create(
+            path.as_ref(),
+            &render_session_line(&id, None),
+            self.sink.as_ref(),
+            self.sync,
+        )?;
+        Ok(Session::from_parts(
+            id,
+            None,
+            None,
+            LogState::default(),
+            Frames::new(),
+            Some(writer),
+        ))
+    }
+}
+
+/// A parsed file, before it becomes a session.
+struct Parsed {
+    head: SessionLine,
+    /// Line 1's exact bytes.
+    head_line: Arc<str>,
+    state: LogState,
+    frames: Frames,
+    tail: Tail,
+}
+
+impl Parsed {
+    /// The session, persisting through `writer` when there is one. A writer's file was
+    /// repaired first, so its log then ends in `\n` whatever the file did.
+    fn into_session(self, writer: Option<JsonlWriter>) -> Session {
+        let Parsed {
+            head,
+            head_line,
+            mut state,
+            frames,
+            tail,
+        } = self;
+        state.unterminated_tail = tail.unterminated && writer.is_none();
+        Session::from_parts(head.id, head.parent, Some(head_line), state, frames, writer)
+    }
+}
+
+/// Parses a whole file's bytes: `store` frames them, this decodes and validates each event
+/// line on the log it joins (a batch's own working copy until the batch is whole).
+fn parse(bytes: &[u8], limits: Limits) -> Result<Parsed, LoadError> {
+    let (first, mut lines) = Lines::new(bytes, limits)?;
+    let head = match first
+        .text
+        .map_err(|_| bad(SessionLineFault::NotUtf8))
+        .and_then(session_line)
+    {
+        Ok(head) => head,
+        // A whole session line of another version is not torn, even without its `\n`.
+        Err(e @ LoadError::UnsupportedVersion { .. }) => return Err(e),
+        // An unterminated only line that does not parse is a torn session line.
+        Err(_) if !first.terminated => return Err(LoadError::NoSessionLine),
+        Err(e) => return Err(e),
+    };
+    let head_line = Arc::from(first.text.unwrap_or_default());
+    let mut state = LogState::default();
+    // The log with the open batch's events read so far.
+    let mut pending: Option<LogState> = None;
+    let mut frames = Frames::new();
+    while let Some(item) = lines.next() {
+        let line = match item? {
+            Item::Begin => {
+                pending = Some(state.clone());
+                continue;
+            }
+            Item::End(frame) => {
+                if let Some(whole) = pending.take() {
+                    frames.insert(state.len(), frame);
+                    state = whole;
+                }
+                continue;
+            }
+            Item::Event(line) => line,
+        };
+        let target = pending.as_mut().unwrap_or(&mut state);
+        let seq = target.next_seq();
+        debug_assert_eq!(seq.index(), line.index);
+        let text = match line.text {
+            Ok(text) => text,
+            Err(_) if lines.tear() => break,
+            Err(_) => {
+                return Err(LoadError::NotUtf8 {
+                    line: line.line,
+                    seq,
+                });
+            }
+        };
+        let reject = |source| LoadError::Event {
+            line: line.line,
+            source,
+        };
+        let decoded = Event::from_json(text)
+            .map_err(|source| reject(AppendError::new(seq, AppendErrorKind::Decode { source })));
+        if let Ok(Event::Opaque(o)) = &decoded
+            && o.event_type() == "session"
+        {
+            // A whole session line is not a cut one, even without its `\n`.
+            return Err(LoadError::SecondSessionLine { line: line.line });
+        }
+        let checked = decoded.and_then(|event| match target.check(&event) {
+            Ok(()) => Ok(event),
+            Err(e) => Err(reject(e)),
+        });
+        match checked {
+            Ok(event) => target.apply(event, Some(Arc::from(text))),
+            Err(_) if lines.tear() => break,
+            Err(e) => return Err(e),
+        }
+    }
+    if let Some(p) = &head.parent
+        && p.upto > state.len() as u64
+    {
+        return Err(LoadError::UptoBeyondFile {
+            upto: p.upto,
+            len: state.len(),
+        });
+    }
+    Ok(Parsed {
+        head,
+        head_line,
+        state,
+        frames,
+        tail: lines.finish(),
+    })
+}
+
+/// The whole file's bytes for a session.
+fn render(session: &Session) -> String {
+    let head = match &session.session_line {
+        Some(l) => Cow::Borrowed(&**l),
+        None => Cow::Owned(render_session_line(session.id(), session.parent())),
+    };
+    let c = read(&session.log);
+    let lines = c
+        .state
+        .events
+        .iter()
+        .zip(c.state.lines.iter())
+        .map(|(e, line)| line_text(e, line));
+    store::file_text(&head, &c.frames, lines, !c.state.unterminated_tail)
+}
+
+impl Session {
+    /// Loads a session file. Lines keep their bytes; a torn final line, or a final batch the
+    /// file does not hold whole, is dropped and reported; a valid final line without `\n` is
+    /// kept and reported as unterminated. No limits: see [`FileOptions`] for them.
+    ///
+    /// # Errors
+    /// [`LoadError::NoSessionLine`] for an empty file or one whose only line is torn;
+    /// [`LoadError::EmptyLine`]; [`LoadError::UnsupportedVersion`];
+    /// [`LoadError::SecondSessionLine`]; [`LoadError::BadFrame`];
+    /// [`LoadError::UptoBeyondFile`]; [`LoadError::Event`] naming the 1-based line and the
+    /// `Seq` of a `\n`-terminated line that does not parse or validate; [`LoadError::Io`].
+    pub fn load(path: impl AsRef<Path>) -> Result<Loaded, LoadError> {
+        FileOptions::new().load(path)
+    }
+
+    /// Parses a session file's bytes, as [`load`](Self::load) does.
+    ///
+    /// # Errors
+    /// As `load`, without `Io`.
+    pub fn load_bytes(bytes: &[u8]) -> Result<Loaded, LoadError> {
+        FileOptions::new().load_bytes(bytes)
+    }
+
+    /// Creates `path` (which must not exist), locks it (as [`open`](Self::open) does), writes
+    /// the session line with one write and returns a persisting session.
+    /// [`FileOptions::create`] takes options.
+    ///
+    /// # Errors
+    /// [`PersistError::Io`] when the file exists or cannot be created;
+    /// [`PersistError::Locked`] when another process locked it in the instant after it was
+    /// created.
+    pub fn create(path: impl AsRef<Path>, id: impl Into<String>) -> Result<Session, PersistError> {
+        FileOptions::new().create(path, id)
+    }
+
+    /// Locks `path` for writing, loads it, repairs its end (terminates a valid unterminated
+    /// last line, truncates a torn line or batch to where it starts) and returns a persisting
+    /// session. The lock (an advisory `flock`-style lock on the open file) lasts as long as
+    /// the session: a second `open` of the file, from this process or another, is refused.
+    /// [`FileOptions::open`] takes options.
+    ///
+    /// # Errors
+    /// [`LoadError::Locked`] when another session holds the file; as [`load`](Self::load),
+    /// plus [`LoadError::Io`] when the repair fails.
+    pub fn open(path: impl AsRef<Path>) -> Result<Loaded, LoadError> {
+        FileOptions::new().open(path)
+    }
+
+    /// Writes the whole log to a temporary file beside `path` and renames it over `path`.
+    /// Loaded lines are written back verbatim. **Saving a persisting session to its own file
+    /// does nothing**: every committed batch is already there.
+    ///
+    /// # Errors
+    /// [`PersistError::Locked`] when `path` is the file of another persisting session;
+    /// [`PersistError::Io`] when writing or renaming fails (`path` is then untouched).
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<(), PersistError> {
+        let own = read(&self.log)
+            .writer
+            .as_ref()
+            .and_then(|w| w.path().map(Path::to_path_buf));
+        store::replace(path.as_ref(), own.as_deref(), || render(self))
+    }
+
+    /// The bytes [`save`](Self::save) would write.
+    pub fn to_jsonl(&self) -> String {
+        render(self)
+    }
+}
+
+fn io_load(path: &Path) -> impl FnOnce(io::Error) -> LoadError + '_ {
+    move |source| LoadError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+fn bad(reason: SessionLineFault) -> LoadError {
+    LoadError::BadSessionLine { reason }
+}
+
+/// What line 1 says.
+struct SessionLine {
+    id: String,
+    parent: Option<ParentRef>,
+}
+
+fn session_line(text: &str) -> Result<SessionLine, LoadError> {
+    let v: Value =
+        serde_json::from_str(text).map_err(|e| bad(SessionLineFault::Malformed(e.to_string())))?;
+    if v.get("type").and_then(Value::as_str) != Some("session") {
+        return Err(bad(SessionLineFault::Type));
+    }
+    match v.get("version") {
+        Some(n) if n.as_u64() == Some(VERSION) => {}
+        Some(found) => {
+            return Err(LoadError::UnsupportedVersion {
+                found: found.clone(),
+            });
+        }
+        None => return Err(bad(SessionLineFault::NoVersion)),
+    }
+    let id = v
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad(SessionLineFault::Id))?
+        .to_owned();
+    let parent = match v.get("parent") {
+        None => None,
+        Some(p) => Some(ParentRef {
+            id: p
+                .get("id")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad(SessionLineFault::ParentId))?
+                .to_owned(),
+            upto: p
+                .get("upto")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| bad(SessionLineFault::ParentUpto))?,
+        }),
+    };
+    Ok(SessionLine { id, parent })
+}
+
+/// The session line of a session created in this process.
+fn render_session_line(id: &str, parent: Option<&ParentRef>) -> String {
+    struct Line<'a>(&'a str, Option<&'a ParentRef>);
+    impl Serialize for Line<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let mut m = s.serialize_map(None)?;
+            m.serialize_entry("type", "session")?;
+            m.serialize_entry("version", &VERSION)?;
+            m.serialize_entry("id", self.0)?;
+            if let Some(p) = self.1 {
+                m.serialize_entry("parent", &Parent(p))?;
+            }
+            m.end()
+        }
+    }
+    struct Parent<'a>(&'a ParentRef);
+    impl Serialize for Parent<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let mut m = s.serialize_map(Some(2))?;
+            m.serialize_entry("id", &self.0.id)?;
+            m.serialize_entry("upto", &self.0.upto)?;
+            m.end()
+        }
+    }
+    serde_json::to_string(&Line(id, parent))
+        .expect("a session line holds only strings and integers")
+}
