@@ -6,7 +6,10 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use mektpoy::{
-    ToolUpdateMode, project_tool_updates, project_tool_updates_inline, route_for, serialize,
+    project::{project_tool_updates, project_tool_updates_inline},
+    route::ToolUpdateMode,
+    route_for,
+    wire::serialize,
 };
 
 mod common;

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use mektpoy::history::fold_events;
 use mektpoy::{
-    Config, ContentBlock, Event, Message, Reason, RequestHeader, Seq, Session, ToolSchema,
+    Config, ContentBlock, Event, Message, Session, ToolSchema,
+    event::{Reason, RequestHeader},
+    vocab::Seq,
 };
 
 /// Developer messages folded per run of the fold benchmark (as in the measurement).

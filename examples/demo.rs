@@ -5,8 +5,8 @@
 //! Run: `cargo run --release --example demo`
 
 use mektpoy::{
-    AgentLoop, Config, ContentBlock, Error, Event, Message, MessageSource, Request, Role, Route,
-    ToolSchema, route_for,
+    AgentLoop, Config, ContentBlock, Error, Event, Message, Request, Route, ToolSchema, route_for,
+    vocab::{MessageSource, Role},
 };
 use serde_json::json;
 

@@ -15,7 +15,7 @@ use std::error::Error;
 use std::io::Write;
 use std::process::ExitCode;
 
-use mektpoy::{LoadError, Session};
+use mektpoy::{Session, session::LoadError};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -19,8 +19,10 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 
 use mektpoy::{
-    Message, ToolHistory, ToolSchema, ToolUpdateMode, project_tool_updates,
-    project_tool_updates_inline,
+    Message, ToolSchema,
+    history::ToolHistory,
+    project::{project_tool_updates, project_tool_updates_inline},
+    route::ToolUpdateMode,
 };
 use serde::Deserialize;
 

@@ -28,10 +28,10 @@ pub enum Error {
     Block(#[from] BlockError),
     /// A message source is malformed, or a known kind was given to [`MessageSource::other`].
     ///
-    /// [`MessageSource::other`]: crate::MessageSource::other
+    /// [`MessageSource::other`]: crate::vocab::MessageSource::other
     #[error(transparent)]
     Source(#[from] SourceError),
-    /// [`OpaqueEvent::new`](crate::OpaqueEvent::new) refused its input.
+    /// [`OpaqueEvent::new`](crate::event::OpaqueEvent::new) refused its input.
     #[error(transparent)]
     Opaque(#[from] OpaqueError),
     /// An event's JSON is malformed.
@@ -72,7 +72,7 @@ pub enum Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::AppendErrorKind;
+    use crate::session::AppendErrorKind;
 
     fn pipeline() -> Result<(), Error> {
         let session = crate::Session::new("s");

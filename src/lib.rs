@@ -4,12 +4,28 @@
 //! When plugins and MCP servers add or remove tools mid-conversation, a changed tool list
 //! rewrites the head of that prefix. mektpoy records every request in an append-only
 //! [`Session`] log where headers hold the *effective* tools and tool changes are durable
-//! developer messages; folds that log into an immutable [`ToolHistory`] snapshot; and maps the
+//! developer messages; folds that log into an immutable [`ToolHistory`](history::ToolHistory)
+//! snapshot; and maps the
 //! snapshot to what each route may receive.
 //!
-//! Data flows one way: log ([`Session`]) → folds ([`ToolHistory`]) → projection → wire →
-//! meter, with the loop ([`AgentLoop`]) on top: it records each attempt into the log and hands
-//! back the [`Request`] to send.
+//! Data flows one way, and each module uses only the modules listed before it:
+//!
+//! | module | holds |
+//! |---|---|
+//! | [`vocab`] | the JSON nouns: [`Message`], [`ContentBlock`], [`ToolSchema`], `Seq`, `List` |
+//! | [`event`] | the log's events ([`Event`], [`Config`], headers, surface operations) |
+//! | [`history`] | the tool folds and their immutable `ToolHistory` snapshots |
+//! | [`route`] | [`Route`], its capabilities with their evidence, the catalog ([`route_for`]) |
+//! | [`store`] | JSONL framing and the single writer of a file |
+//! | [`session`] | [`Session`]: the log, all validation, its caches, files and forks |
+//! | [`project`] | what one route may receive of a request; unknown-tool checks |
+//! | [`wire`] | request bodies for the Messages API and OpenAI-compatible chat ([`WireRequest`]) |
+//! | [`notice`] | tool-change notices (en, zh) |
+//! | [`meter`] | the prefix-cache [`Meter`] |
+//! | [`agent`] | [`AgentLoop`] and the [`Request`] it hands back; the `Recorder` for replays |
+//! | [`error`] | the crate-wide [`Error`] and [`Result`] |
+//!
+//! The root re-exports what a loop calls; everything else lives at one module path.
 //!
 //! The crate's reference defines its terms (surface, series, effective, offered, declared)
 //! once and states each rule with the test that holds it:
@@ -62,37 +78,14 @@ pub mod store;
 pub mod vocab;
 pub mod wire;
 
-pub use agent::{AgentLoop, RecordError, Recorder, Request, Step};
+pub use agent::{AgentLoop, Request};
 pub use error::{Error, Result};
-pub use event::{
-    Config, DecodeError, Event, HeaderEvent, MessageEvent, OpaqueError, OpaqueEvent, Reason,
-    RequestHeader, Rewrite, SeriesStart, SurfaceOp, ThinkingEvent, ThinkingFloor, ThinkingPolicy,
-};
-pub use history::{ToolHistory, ToolUpdate};
-pub use meter::{Meter, MeterError, MeterReport, MeterRow, Price};
-pub use notice::{Locale, Notice, is_tool_notice, notice};
-pub use project::{
-    ProjectedToolUpdates, ProjectionPath, UnknownTool, project_tool_updates,
-    project_tool_updates_inline, validate_tool_call,
-};
-pub use route::{
-    Capability, Claim, Evidence, Route, RouteBuilder, RouteError, ToolUpdateMode, WireApi, catalog,
-    route_for,
-};
-pub use session::{
-    AppendError, AppendErrorKind, FileOptions, ForkError, LoadError, Loaded, ParentRef, Session,
-    SessionLineFault, SessionView, SurfaceNode,
-};
-pub use store::{FrameFault, JsonlSink, PersistError, TornBatch, TornTail, WriteError};
-pub use vocab::{
-    BlockError, ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message,
-    MessageSource, OtherBlock, OtherSource, Role, Seq, SourceError, ToolError, ToolSchema,
-    json_equivalent,
-};
-pub use wire::{
-    MessageFault, ThinkingPlan, ToolLimit, WireContext, WireError, WireReport, WireRequest,
-    serialize, serialize_messages, serialize_openai_chat, serialize_with,
-};
+pub use event::{Config, Event};
+pub use meter::Meter;
+pub use route::{Route, route_for};
+pub use session::Session;
+pub use vocab::{ContentBlock, Message, ToolSchema};
+pub use wire::WireRequest;
 
 /// The READMEs' Rust examples run as doctests.
 #[cfg(doctest)]

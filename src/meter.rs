@@ -43,7 +43,7 @@ impl Price {
     /// meter then shows tokens only.
     ///
     /// ```
-    /// use mektpoy::{Price, route_for};
+    /// use mektpoy::{route_for, meter::Price};
     /// let p = Price::for_route(&route_for("anthropic", "claude-opus-5-5")).unwrap();
     /// assert_eq!((p.input_per_mtok, p.cache_read_per_mtok), (4.0, 0.2));
     /// assert!(Price::for_route(&route_for("deepseek", "deepseek-flash")).is_none());

@@ -51,7 +51,7 @@ impl fmt::Display for Notice {
 /// a tool addition, removal or redefinition.
 ///
 /// ```
-/// use mektpoy::{is_tool_notice, ContentBlock, Message};
+/// use mektpoy::{ContentBlock, Message, notice::is_tool_notice};
 /// let change = Message::developer("d1", vec![ContentBlock::addition("read")]);
 /// assert!(is_tool_notice(&change));
 /// let mixed = Message::developer("d2", vec![ContentBlock::addition("read"), ContentBlock::text("x")]);
@@ -68,7 +68,7 @@ pub fn is_tool_notice(message: &Message) -> bool {
 /// ([`is_tool_notice`]). Costs O(blocks).
 ///
 /// ```
-/// use mektpoy::{notice, ContentBlock, Locale, Message};
+/// use mektpoy::{ContentBlock, Message, notice::{Locale, notice}};
 /// let m = Message::developer("d1", vec![ContentBlock::addition("a"), ContentBlock::removal("b")]);
 /// let n = notice(&m, Locale::En).unwrap();
 /// assert_eq!(n.to_string(), "Tools updated · 1 added, 1 removed");

@@ -128,8 +128,7 @@ impl ProjectionPath {
 ///
 /// ```
 /// use std::borrow::Cow;
-/// use mektpoy::{project_tool_updates, ContentBlock, Message, ToolHistory, ToolSchema,
-///               ToolUpdate, ToolUpdateMode};
+/// use mektpoy::{ContentBlock, Message, ToolSchema, history::{ToolHistory, ToolUpdate}, project::project_tool_updates, route::ToolUpdateMode};
 ///
 /// let a = ToolSchema::new("a", "tool a", serde_json::Map::new());
 /// let b = ToolSchema::new("b", "tool b", serde_json::Map::new());
@@ -216,8 +215,7 @@ pub fn project_tool_updates<'a>(
 /// **Cost:** as [`project_tool_updates`].
 ///
 /// ```
-/// use mektpoy::{project_tool_updates_inline, ContentBlock, Message, ToolHistory, ToolSchema,
-///               ToolUpdate};
+/// use mektpoy::{ContentBlock, Message, ToolSchema, history::{ToolHistory, ToolUpdate}, project::project_tool_updates_inline};
 ///
 /// let a = ToolSchema::new("a", "tool a", serde_json::Map::new());
 /// let b = ToolSchema::new("b", "tool b", serde_json::Map::new());
@@ -678,7 +676,7 @@ impl UnknownTool {
 /// absent from `header.tools`.
 ///
 /// ```
-/// use mektpoy::{validate_tool_call, Config, RequestHeader, ToolSchema, UnknownTool};
+/// use mektpoy::{Config, ToolSchema, event::RequestHeader, project::{UnknownTool, validate_tool_call}};
 /// let header = RequestHeader::new(
 ///     Config::new("anthropic", "claude-opus-5"),
 ///     vec![ToolSchema::new("read", "read a file", serde_json::Map::new())],

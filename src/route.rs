@@ -208,7 +208,7 @@ impl Route {
     /// combination.
     ///
     /// ```
-    /// use mektpoy::{Evidence, Route, ToolUpdateMode, WireApi};
+    /// use mektpoy::{Route, route::{Evidence, ToolUpdateMode, WireApi}};
     /// let model = String::from("my-model");
     /// let route = Route::builder("acme", model, WireApi::Messages)
     ///     .tool_update(Some(ToolUpdateMode::AdditionOnly))
@@ -219,7 +219,7 @@ impl Route {
     ///
     /// // Inline definitions without the in-history mode: refused.
     /// assert!(Route::builder("acme", "m", WireApi::Messages).inline_definitions(true).build().is_err());
-    /// # Ok::<(), mektpoy::RouteError>(())
+    /// # Ok::<(), mektpoy::route::RouteError>(())
     /// ```
     pub fn builder(
         provider: impl Into<Cow<'static, str>>,
@@ -694,7 +694,7 @@ static CATALOG: &[Route] = &[
 /// evidenced and removals are not, no mode without evidence.
 ///
 /// ```
-/// use mektpoy::{catalog, ToolUpdateMode};
+/// use mektpoy::route::{ToolUpdateMode, catalog};
 /// let flash = catalog().iter().find(|r| r.model == "deepseek-flash").unwrap();
 /// assert_eq!(flash.tool_update(), Some(ToolUpdateMode::AdditionOnly));
 /// ```
@@ -711,7 +711,7 @@ pub fn catalog() -> &'static [Route] {
 /// the logged configuration comes from the loop, not from the route. O(catalog).
 ///
 /// ```
-/// use mektpoy::{route_for, ToolUpdateMode};
+/// use mektpoy::{route_for, route::ToolUpdateMode};
 /// assert_eq!(route_for("anthropic", "claude-opus-5").tool_update(), Some(ToolUpdateMode::InHistory));
 /// assert_eq!(route_for("anthropic", "claude-sonnet-5").tool_update(), None);
 /// assert_eq!(route_for("acme", "acme-1").provider, "openai-compatible");

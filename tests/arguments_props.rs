@@ -4,8 +4,11 @@
 //! error instead of a silently different call.
 
 use mektpoy::{
-    Config, ContentBlock, Message, MessageFault, MessageSource, ProjectedToolUpdates, Role,
-    WireError, route_for, serialize,
+    Config, ContentBlock, Message,
+    project::ProjectedToolUpdates,
+    route_for,
+    vocab::{MessageSource, Role},
+    wire::{MessageFault, WireError, serialize},
 };
 use proptest::prelude::*;
 use serde::Deserialize;

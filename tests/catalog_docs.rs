@@ -8,10 +8,14 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use mektpoy::{
-    Config, ContentBlock, Event, Evidence, HeaderEvent, Message, MessageEvent, MessageSource,
-    OpaqueEvent, Reason, Recorder, RequestHeader, Rewrite, Role, Route, Seq, Session, Step,
-    SurfaceOp, ThinkingEvent, ThinkingFloor, ThinkingPolicy, ToolSchema, ToolUpdateMode, WireApi,
-    catalog,
+    Config, ContentBlock, Event, Message, Route, Session, ToolSchema,
+    agent::{Recorder, Step},
+    event::{
+        HeaderEvent, MessageEvent, OpaqueEvent, Reason, RequestHeader, Rewrite, SurfaceOp,
+        ThinkingEvent, ThinkingFloor, ThinkingPolicy,
+    },
+    route::{Evidence, ToolUpdateMode, WireApi, catalog},
+    vocab::{MessageSource, Role, Seq},
 };
 
 const HEADER: &str =
@@ -218,7 +222,7 @@ fn cite(evidence: &Evidence) -> String {
 
 fn routes_md() -> String {
     let mut out = String::from(HEADER);
-    out.push_str("# Route catalog\n\nThe built-in routes of `mektpoy::catalog()` (SPEC §6). The \
+    out.push_str("# Route catalog\n\nThe built-in routes of `mektpoy::route::catalog()` (SPEC §6). The \
                   decision rule is in [capability-rule.md](../capability-rule.md).\n\n\
                   | provider | model | api | mode | prompts in history | beta always | deferred section bytes | placeholder | inline definitions | binds thinking | auto cache | forced tool choice | prefill | evidence |\n\
                   |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");

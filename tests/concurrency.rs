@@ -12,8 +12,11 @@ use std::time::Duration;
 
 use mektpoy::history::fold_events;
 use mektpoy::{
-    Config, ContentBlock, Event, Message, Reason, RequestHeader, Seq, Session, SessionView,
-    ToolHistory,
+    Config, ContentBlock, Event, Message, Session,
+    event::{Reason, RequestHeader},
+    history::ToolHistory,
+    session::SessionView,
+    vocab::Seq,
 };
 use support::*;
 
@@ -79,8 +82,8 @@ fn script(n: usize) -> Vec<Event> {
             _ => Event::developer(Message::developer(id, vec![ContentBlock::text("n")]), None),
         };
         match event.surface_op() {
-            Some(mektpoy::SurfaceOp::Append) => surface += 1,
-            Some(mektpoy::SurfaceOp::Replace { start, end }) => surface -= end - start,
+            Some(mektpoy::event::SurfaceOp::Append) => surface += 1,
+            Some(mektpoy::event::SurfaceOp::Replace { start, end }) => surface -= end - start,
             None => {}
         }
         events.push(event);
@@ -213,7 +216,7 @@ fn the_script_exercises_every_kind_of_change() {
     assert!(
         s.surface()
             .iter()
-            .any(|n| matches!(n, mektpoy::SurfaceNode::Opaque(_)))
+            .any(|n| matches!(n, mektpoy::session::SurfaceNode::Opaque(_)))
     );
     assert_eq!(h, fold_events(events.iter()));
 }

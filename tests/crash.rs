@@ -23,8 +23,11 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use mektpoy::{
-    Config, Event, FileOptions, JsonlSink, LoadError, Message, Recorder, Route, Session, Step,
-    ToolSchema, ToolUpdateMode, TornTail, WireApi,
+    Config, Event, Message, Route, Session, ToolSchema,
+    agent::{Recorder, Step},
+    route::{ToolUpdateMode, WireApi},
+    session::{FileOptions, LoadError},
+    store::{JsonlSink, TornTail},
 };
 
 const CHILD: &str = "MEKTPOY_CRASH_CHILD";

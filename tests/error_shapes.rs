@@ -6,9 +6,13 @@
 use std::error::Error as _;
 
 use mektpoy::{
-    AppendErrorKind, BlockError, Config, ContentBlock, DecodeError, Event, Message, MessageFault,
-    MessageSource, OpaqueError, OpaqueEvent, ProjectedToolUpdates, Reason, RequestHeader, Role,
-    Seq, Session, SourceError, SurfaceOp, ToolSchema, WireError, route_for, serialize,
+    Config, ContentBlock, Event, Message, Session, ToolSchema,
+    event::{DecodeError, OpaqueError, OpaqueEvent, Reason, RequestHeader, SurfaceOp},
+    project::ProjectedToolUpdates,
+    route_for,
+    session::AppendErrorKind,
+    vocab::{BlockError, MessageSource, Role, Seq, SourceError},
+    wire::{MessageFault, WireError, serialize},
 };
 use serde_json::json;
 

@@ -7,9 +7,14 @@ use std::error::Error as StdError;
 use std::io;
 
 use mektpoy::{
-    AppendError, AppendErrorKind, Config, ContentBlock, Error, Message, MessageSource, Meter,
-    ProjectedToolUpdates, RequestHeader, Role, Seq, Session, ToolSchema, WriteError, route_for,
-    serialize,
+    Config, ContentBlock, Error, Message, Meter, Session, ToolSchema,
+    event::RequestHeader,
+    project::ProjectedToolUpdates,
+    route_for,
+    session::{AppendError, AppendErrorKind},
+    store::WriteError,
+    vocab::{MessageSource, Role, Seq},
+    wire::serialize,
 };
 
 /// Each error of the chain starting at `err`, outermost first.
@@ -83,7 +88,7 @@ fn every_error_prints_its_cause_once() {
     // refused").
     let refused = session.append_json("[]").unwrap_err();
     let text = refused.to_string();
-    let err = mektpoy::RecordError::from(refused);
+    let err = mektpoy::agent::RecordError::from(refused);
     assert_eq!(err.to_string(), text);
     assert_cause_once("a refused batch", &err, 2);
 
@@ -126,6 +131,6 @@ fn every_error_prints_its_cause_once() {
         Config::new("p", "m"),
         vec![ToolSchema::new("a", "a", serde_json::Map::new())],
     );
-    let err = mektpoy::validate_tool_call("", &header).unwrap_err();
+    let err = mektpoy::project::validate_tool_call("", &header).unwrap_err();
     assert_cause_once("an empty tool name", &err, 1);
 }

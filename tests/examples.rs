@@ -12,7 +12,9 @@ use std::sync::OnceLock;
 use std::time::SystemTime;
 
 use mektpoy::{
-    Config, ContentBlock, Event, Message, Reason, RequestHeader, Seq, Session, ToolSchema,
+    Config, ContentBlock, Event, Message, Session, ToolSchema,
+    event::{Reason, RequestHeader},
+    vocab::Seq,
 };
 use serde_json::{Value, json};
 

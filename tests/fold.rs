@@ -4,8 +4,11 @@
 
 use mektpoy::history::fold_events;
 use mektpoy::{
-    AppendErrorKind, Config, ContentBlock, Event, Message, Reason, RequestHeader, Seq, Session,
-    ToolHistory, ToolSchema,
+    Config, ContentBlock, Event, Message, Session, ToolSchema,
+    event::{Reason, RequestHeader},
+    history::ToolHistory,
+    session::AppendErrorKind,
+    vocab::Seq,
 };
 use serde_json::json;
 
@@ -31,7 +34,7 @@ fn h(tools: &[&str], reason: Reason, starts_series: bool) -> Event {
         Config::new("p", "m"),
         tools.iter().map(|s| t(s)).collect::<Vec<_>>(),
     );
-    mektpoy::HeaderEvent {
+    mektpoy::event::HeaderEvent {
         header,
         reason,
         starts_series,
@@ -242,9 +245,9 @@ fn f_rows() {
                 Event::developer(
                     Message::new(
                         "d2",
-                        mektpoy::Role::Developer,
+                        mektpoy::vocab::Role::Developer,
                         vec![],
-                        mektpoy::MessageSource::User,
+                        mektpoy::vocab::MessageSource::User,
                     ),
                     None,
                 ),
@@ -256,9 +259,9 @@ fn f_rows() {
             vec![
                 h(&["A"], Initial, false),
                 h(&["A", "B"], Change, false),
-                Event::Message(mektpoy::MessageEvent {
+                Event::Message(mektpoy::event::MessageEvent {
                     header_seq: Some(Seq(1)),
-                    ..mektpoy::MessageEvent::new(
+                    ..mektpoy::event::MessageEvent::new(
                         Message::developer("d1", vec![ContentBlock::addition("B")]),
                         None,
                     )

@@ -8,8 +8,10 @@ use std::sync::Arc;
 
 use mektpoy::history::fold_events;
 use mektpoy::{
-    Config, ContentBlock, Event, HeaderEvent, Message, Reason, RequestHeader, Seq, Session,
-    ToolHistory, ToolSchema,
+    Config, ContentBlock, Event, Message, Session, ToolSchema,
+    event::{HeaderEvent, Reason, RequestHeader},
+    history::ToolHistory,
+    vocab::Seq,
 };
 use proptest::prelude::*;
 use support::*;

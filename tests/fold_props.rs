@@ -4,8 +4,10 @@
 
 use mektpoy::history::fold_events;
 use mektpoy::{
-    Config, Event, Message, Recorder, Route, Session, Step, ToolHistory, ToolSchema,
-    ToolUpdateMode, WireApi,
+    Config, Event, Message, Route, Session, ToolSchema,
+    agent::{Recorder, Step},
+    history::ToolHistory,
+    route::{ToolUpdateMode, WireApi},
 };
 use proptest::prelude::*;
 

@@ -6,7 +6,11 @@ mod support;
 use std::fs;
 
 use mektpoy::history::fold_events;
-use mektpoy::{AppendErrorKind, ForkError, ParentRef, Seq, Session};
+use mektpoy::{
+    Session,
+    session::{AppendErrorKind, ForkError, ParentRef},
+    vocab::Seq,
+};
 use support::*;
 
 /// EXAMPLES F3 followed by a user message and a replace: `H(0,[A]) H(1,[A,B]) D(2,d1,[+B],1)`,
@@ -216,7 +220,7 @@ fn tool_history_of_a_fork_folds_inherited_events() {
     assert_eq!(g.tool_history(), f_prefix_history(&f, 3));
 }
 
-fn f_prefix_history(s: &Session, n: usize) -> mektpoy::ToolHistory {
+fn f_prefix_history(s: &Session, n: usize) -> mektpoy::history::ToolHistory {
     let events: Vec<_> = s.events().iter().take(n).cloned().collect();
     fold_events(&events)
 }

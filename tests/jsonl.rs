@@ -9,8 +9,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use mektpoy::{
-    AppendErrorKind, Config, DecodeError, Event, FileOptions, JsonlSink, LoadError, Message,
-    PersistError, Reason, RequestHeader, Seq, Session, TornTail, WriteError, json_equivalent,
+    Config, Event, Message, Session,
+    event::{DecodeError, Reason, RequestHeader},
+    session::{AppendErrorKind, FileOptions, LoadError},
+    store::{JsonlSink, PersistError, TornTail, WriteError},
+    vocab::{Seq, json_equivalent},
 };
 use serde_json::json;
 use support::*;

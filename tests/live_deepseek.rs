@@ -23,8 +23,10 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use mektpoy::{
-    AgentLoop, Config, ContentBlock, Message, MessageSource, Request, Role, Session, ToolSchema,
-    WireRequest, route_for, validate_tool_call,
+    AgentLoop, Config, ContentBlock, Message, Request, Session, ToolSchema, WireRequest,
+    project::validate_tool_call,
+    route_for,
+    vocab::{MessageSource, Role},
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;

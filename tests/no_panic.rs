@@ -3,7 +3,7 @@
 //! message sequences through projection and every serializer; each comes back as a value or a
 //! typed error.
 
-use mektpoy::{Event, Session, ToolHistory};
+use mektpoy::{Event, Session, history::ToolHistory};
 use proptest::prelude::*;
 
 /// A valid log to mutate: every event type, a replace, a header with tools, a developer
@@ -153,7 +153,10 @@ fn message(
     content: Vec<mektpoy::ContentBlock>,
     call: &str,
 ) -> mektpoy::Message {
-    use mektpoy::{Message, MessageSource, Role};
+    use mektpoy::{
+        Message,
+        vocab::{MessageSource, Role},
+    };
     let id = format!("m{i}");
     match role {
         0 => Message::new(id, Role::User, content, MessageSource::User),
@@ -213,21 +216,21 @@ proptest! {
             ("acme", "x"),
         ] {
             let route = mektpoy::route_for(provider, model);
-            let history = mektpoy::ToolHistory::new(
+            let history = mektpoy::history::ToolHistory::new(
                 [tools[0].clone()],
-                [mektpoy::ToolUpdate::new("m1", [tools[1].clone()]), mektpoy::ToolUpdate::new("m3", [])],
+                [mektpoy::history::ToolUpdate::new("m1", [tools[1].clone()]), mektpoy::history::ToolUpdate::new("m3", [])],
             );
             for tools in [None, Some(&tools[..])] {
-                let raw = mektpoy::ProjectedToolUpdates::new(&messages[..]);
+                let raw = mektpoy::project::ProjectedToolUpdates::new(&messages[..]);
                 let raw = match tools {
                     Some(tools) => raw.with_tools(tools),
                     None => raw,
                 };
-                let _ = mektpoy::serialize(&config, &raw, &route);
+                let _ = mektpoy::wire::serialize(&config, &raw, &route);
                 for history in [None, Some(&history)] {
                     let projected =
-                        mektpoy::project_tool_updates(&messages, tools, route.tool_update(), history);
-                    let _ = mektpoy::serialize(&config, &projected, &route);
+                        mektpoy::project::project_tool_updates(&messages, tools, route.tool_update(), history);
+                    let _ = mektpoy::wire::serialize(&config, &projected, &route);
                 }
             }
         }

@@ -9,9 +9,13 @@ use std::io::Write;
 use std::path::Path;
 
 use mektpoy::{
-    AppendErrorKind, Config, DecodeError, Event, FileOptions, FrameFault, LoadError, Message,
-    PersistError, RecordError, Recorder, Route, Seq, Session, Step, ToolSchema, ToolUpdateMode,
-    TornBatch, TornTail, WireApi, WriteError,
+    Config, Event, Message, Route, Session, ToolSchema,
+    agent::{RecordError, Recorder, Step},
+    event::DecodeError,
+    route::{ToolUpdateMode, WireApi},
+    session::{AppendErrorKind, FileOptions, LoadError},
+    store::{FrameFault, PersistError, TornBatch, TornTail, WriteError},
+    vocab::Seq,
 };
 use support::*;
 

@@ -11,9 +11,13 @@ mod support;
 use std::collections::{BTreeSet, HashSet};
 
 use mektpoy::{
-    Config, ContentBlock, Event, Message, ProjectedToolUpdates, ProjectionPath, Reason,
-    RequestHeader, Role, Seq, Session, ToolSchema, ToolUpdateMode, project_tool_updates,
-    project_tool_updates_inline,
+    Config, ContentBlock, Event, Message, Session, ToolSchema,
+    event::{Reason, RequestHeader},
+    project::{
+        ProjectedToolUpdates, ProjectionPath, project_tool_updates, project_tool_updates_inline,
+    },
+    route::ToolUpdateMode,
+    vocab::{Role, Seq},
 };
 use proptest::prelude::*;
 use support::recorded::{Change, NAMES, Request, StepOp, build_session};
@@ -576,7 +580,7 @@ fn a_guard_heal_rewrites_the_declarations() {
     assert_eq!(seq, Seq(6));
     let healed = session.view();
 
-    let project_view = |v: &mektpoy::SessionView, tools: &[ToolSchema]| {
+    let project_view = |v: &mektpoy::session::SessionView, tools: &[ToolSchema]| {
         let (_, h) = v.header.clone().unwrap();
         assert_eq!(&*h.header.tools, tools);
         (v.messages.clone(), v.tool_history.clone())
@@ -616,8 +620,11 @@ fn a_guard_heal_rewrites_the_declarations() {
 
 /// A projection with the rule that produced it.
 fn with_path(
-    p: mektpoy::ProjectedToolUpdates<'_>,
-) -> (mektpoy::ProjectedToolUpdates<'_>, mektpoy::ProjectionPath) {
+    p: mektpoy::project::ProjectedToolUpdates<'_>,
+) -> (
+    mektpoy::project::ProjectedToolUpdates<'_>,
+    mektpoy::project::ProjectionPath,
+) {
     let path = p.path;
     (p, path)
 }

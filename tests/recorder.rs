@@ -4,9 +4,12 @@
 use std::sync::Arc;
 
 use mektpoy::{
-    AgentLoop, AppendErrorKind, Config, ContentBlock, Event, Message, RecordError, Recorder,
-    Request, Route, SeriesStart, Session, Step, SurfaceNode, SurfaceOp, ToolHistory, ToolSchema,
-    ToolUpdateMode, WireApi,
+    AgentLoop, Config, ContentBlock, Event, Message, Request, Route, Session, ToolSchema,
+    agent::{RecordError, Recorder, Step},
+    event::{SeriesStart, SurfaceOp},
+    history::ToolHistory,
+    route::{ToolUpdateMode, WireApi},
+    session::{AppendErrorKind, SurfaceNode},
 };
 use serde_json::json;
 
@@ -131,12 +134,12 @@ fn describe(e: &Event) -> String {
         Event::Message(m) => {
             let msg = &m.message;
             match msg.role() {
-                mektpoy::Role::Developer => format!(
+                mektpoy::vocab::Role::Developer => format!(
                     "D([{}]{})",
                     blocks(msg.content()),
                     m.header_seq.map(|s| format!(",h{s}")).unwrap_or_default()
                 ),
-                mektpoy::Role::System => format!(
+                mektpoy::vocab::Role::System => format!(
                     "S({},{:?})",
                     match m.surface_op {
                         Some(SurfaceOp::Replace { start, .. }) => format!("replace {start}"),
@@ -144,9 +147,9 @@ fn describe(e: &Event) -> String {
                     },
                     msg.text()
                 ),
-                mektpoy::Role::User => "U".into(),
-                mektpoy::Role::Assistant => "A".into(),
-                mektpoy::Role::Tool => "T".into(),
+                mektpoy::vocab::Role::User => "U".into(),
+                mektpoy::vocab::Role::Assistant => "A".into(),
+                mektpoy::vocab::Role::Tool => "T".into(),
             }
         }
         _ => "?".into(),
@@ -512,12 +515,12 @@ fn l10_crash_between_header_and_developer_message_is_healed() {
     let session = Session::new("s");
     let config = Config::new("deepseek", "deepseek-flash");
     for (tools, reason) in [
-        (vec![tool("A")], mektpoy::Reason::Initial),
-        (vec![tool("A"), tool("B")], mektpoy::Reason::Change),
+        (vec![tool("A")], mektpoy::event::Reason::Initial),
+        (vec![tool("A"), tool("B")], mektpoy::event::Reason::Change),
     ] {
         session
             .append(Event::header(
-                mektpoy::RequestHeader::new(config.clone(), tools),
+                mektpoy::event::RequestHeader::new(config.clone(), tools),
                 reason,
             ))
             .unwrap();
@@ -563,20 +566,20 @@ fn a_log_without_developer_messages_reads_as_the_guard() {
     let config = Config::new("p", "m");
     session
         .append(Event::header(
-            mektpoy::RequestHeader::new(config.clone(), vec![tool("A")]),
-            mektpoy::Reason::Initial,
+            mektpoy::event::RequestHeader::new(config.clone(), vec![tool("A")]),
+            mektpoy::event::Reason::Initial,
         ))
         .unwrap();
     session
         .append(Event::header(
-            mektpoy::RequestHeader::new(config.clone(), vec![tool("A"), tool("B")]),
-            mektpoy::Reason::Change,
+            mektpoy::event::RequestHeader::new(config.clone(), vec![tool("A"), tool("B")]),
+            mektpoy::event::Reason::Change,
         ))
         .unwrap();
     session
         .append(Event::header(
-            mektpoy::RequestHeader::new(config, vec![tool("A"), tool("B"), tool("C")]),
-            mektpoy::Reason::Change,
+            mektpoy::event::RequestHeader::new(config, vec![tool("A"), tool("B"), tool("C")]),
+            mektpoy::event::Reason::Change,
         ))
         .unwrap();
     assert_eq!(snapshot(&session.tool_history()), "{[A,B,C], []}", "F11");
@@ -638,7 +641,7 @@ fn record_with_another_session_is_a_typed_error() {
 #[test]
 fn the_reserved_placeholder_name_cannot_be_registered() {
     let mut l = Loop::addition_only();
-    let tools = [tool(mektpoy::DEFERRED_PLACEHOLDER_NAME)];
+    let tools = [tool(mektpoy::vocab::DEFERRED_PLACEHOLDER_NAME)];
     l.agent.set_tools(tools);
     let err = l.agent.user_turn([]).map(|_| ()).unwrap_err();
     assert!(matches!(err, RecordError::ReservedToolName(_)));

@@ -50,7 +50,11 @@ fn append_json_keeps_the_line_and_its_unknown_fields() {
 /// 1, so no user message) that changes the tools appends a header first in its batch.
 #[test]
 fn a_retry_whose_batch_starts_with_the_header_records() {
-    use mektpoy::{Config, Recorder, Step, ToolSchema, route_for};
+    use mektpoy::{
+        Config, ToolSchema,
+        agent::{Recorder, Step},
+        route_for,
+    };
     let session = Session::new("s");
     let mut recorder = Recorder::attach(&session);
     let config = Config::new("deepseek", "deepseek-flash");
@@ -77,7 +81,11 @@ fn a_retry_whose_batch_starts_with_the_header_records() {
 #[test]
 fn a_system_role_compaction_summary_survives_the_next_record() {
     use mektpoy::{
-        Config, ContentBlock, MessageSource, Recorder, Role, Step, SurfaceNode, route_for,
+        Config, ContentBlock,
+        agent::{Recorder, Step},
+        route_for,
+        session::SurfaceNode,
+        vocab::{MessageSource, Role},
     };
     let session = Session::new("s");
     let mut recorder = Recorder::attach(&session);
@@ -126,7 +134,7 @@ fn a_system_role_compaction_summary_survives_the_next_record() {
 #[test]
 fn a_failed_create_leaves_no_file() {
     struct Full;
-    impl mektpoy::JsonlSink for Full {
+    impl mektpoy::store::JsonlSink for Full {
         fn append(&mut self, _: &[u8]) -> std::io::Result<()> {
             Err(std::io::Error::other("disk full"))
         }
@@ -139,12 +147,12 @@ fn a_failed_create_leaves_no_file() {
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.jsonl");
-    let err = mektpoy::FileOptions::new()
+    let err = mektpoy::session::FileOptions::new()
         .sink(|_| Full)
         .create(&path, "s")
         .unwrap_err();
     assert!(
-        matches!(err, mektpoy::PersistError::Write { .. }),
+        matches!(err, mektpoy::store::PersistError::Write { .. }),
         "{err:?}"
     );
     assert!(!path.exists());
@@ -183,7 +191,11 @@ fn concurrent_saves_to_one_path_each_publish_a_whole_file() {
 /// accepted and fail only at the wire, far from its cause.
 #[test]
 fn a_tool_result_without_a_call_id_is_refused_at_append() {
-    use mektpoy::{AppendErrorKind, ContentBlock, MessageSource, Role};
+    use mektpoy::{
+        ContentBlock,
+        session::AppendErrorKind,
+        vocab::{MessageSource, Role},
+    };
     let session = Session::new("s");
     let result = Message::new(
         "t1",
@@ -204,7 +216,7 @@ fn a_tool_result_without_a_call_id_is_refused_at_append() {
     assert!(
         matches!(
             err,
-            mektpoy::LoadError::Event { line: 2, ref source }
+            mektpoy::session::LoadError::Event { line: 2, ref source }
                 if matches!(source.kind(), AppendErrorKind::ToolResultWithoutCallId { .. })
         ),
         "{err:?}"

@@ -7,7 +7,11 @@ mod support;
 
 use std::fs;
 
-use mektpoy::{Config, Event, Message, Reason, RequestHeader, Session, TornTail};
+use mektpoy::{
+    Config, Event, Message, Session,
+    event::{Reason, RequestHeader},
+    store::TornTail,
+};
 use proptest::prelude::*;
 use support::{header, tool, user};
 

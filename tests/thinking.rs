@@ -3,8 +3,11 @@
 //! and survives a reopen, and that the policy is chosen once per session.
 
 use mektpoy::{
-    AgentLoop, AppendErrorKind, Config, ContentBlock, Event, Message, MessageSource, Request,
-    Rewrite, Role, Session, ThinkingEvent, ThinkingPolicy, ToolSchema, route_for,
+    AgentLoop, Config, ContentBlock, Event, Message, Request, Session, ToolSchema,
+    event::{Rewrite, ThinkingEvent, ThinkingPolicy},
+    route_for,
+    session::AppendErrorKind,
+    vocab::{MessageSource, Role},
 };
 use serde_json::json;
 
@@ -316,8 +319,8 @@ fn each_policy_acts_on_every_request_after_the_floor() {
     assert!(
         matches!(
             err,
-            mektpoy::WireError::Message {
-                kind: mektpoy::MessageFault::ThinkingRewrite {
+            mektpoy::wire::WireError::Message {
+                kind: mektpoy::wire::MessageFault::ThinkingRewrite {
                     rewrite: Rewrite::Tools,
                     ..
                 },

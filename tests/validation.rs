@@ -5,9 +5,13 @@
 mod support;
 
 use mektpoy::{
-    AppendError, AppendErrorKind, BlockError, Config, ContentBlock, DecodeError, Event, LoadError,
-    Message, MessageEvent, MessageSource, OpaqueError, OpaqueEvent, Reason, RequestHeader, Role,
-    Seq, Session, SourceError, SurfaceOp, ToolError, TornTail,
+    Config, ContentBlock, Event, Message, Session,
+    event::{
+        DecodeError, MessageEvent, OpaqueError, OpaqueEvent, Reason, RequestHeader, SurfaceOp,
+    },
+    session::{AppendError, AppendErrorKind, LoadError},
+    store::TornTail,
+    vocab::{BlockError, MessageSource, Role, Seq, SourceError, ToolError},
 };
 use serde_json::json;
 use support::*;
@@ -102,7 +106,7 @@ fn check(case: &Case) {
 
     let bad = case.bad.line();
     let line_no = n + 2;
-    let expect_load_err = |result: Result<mektpoy::Loaded, LoadError>, how: &str| {
+    let expect_load_err = |result: Result<mektpoy::session::Loaded, LoadError>, how: &str| {
         let err = match result {
             Ok(_) => panic!("{name} ({how}): loaded a file with a bad line"),
             Err(e) => e,
@@ -1036,7 +1040,11 @@ fn accepted_edge_cases() {
 /// and its JSON does not decode back into a log block.
 #[test]
 fn a_by_value_addition_never_reaches_a_log() {
-    use mektpoy::{ToolHistory, ToolSchema, ToolUpdate, project_tool_updates_inline};
+    use mektpoy::{
+        ToolSchema,
+        history::{ToolHistory, ToolUpdate},
+        project::project_tool_updates_inline,
+    };
     let a = ToolSchema::new("a", "a", serde_json::Map::new());
     let b = ToolSchema::new("b", "b", serde_json::Map::new());
     let messages = [
@@ -1231,7 +1239,7 @@ fn key_order_does_not_change_the_decoded_event() {
 /// when appended or loaded, not found out when a request is built.
 #[test]
 fn empty_and_reserved_tool_names() {
-    use mektpoy::{DEFERRED_PLACEHOLDER_NAME, ToolSchema};
+    use mektpoy::{ToolSchema, vocab::DEFERRED_PLACEHOLDER_NAME};
     let header_with = |tools: &str| {
         header_line(&format!(
             r#"{{"header":{{"config":{{"provider":"p","model":"m"}},"tools":[{tools}]}},"reason":"initial"}}"#

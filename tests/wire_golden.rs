@@ -9,9 +9,13 @@ use indexmap::IndexMap;
 use std::collections::HashSet;
 
 use mektpoy::{
-    Config, ContentBlock, Message, MessageSource, ProjectedToolUpdates, Rewrite, Role, Route,
-    ThinkingPlan, ThinkingPolicy, ToolHistory, ToolSchema, ToolUpdate, ToolUpdateMode, WireApi,
-    WireContext, WireReport, project_tool_updates_inline, serialize, serialize_with,
+    Config, ContentBlock, Message, Route, ToolSchema,
+    event::{Rewrite, ThinkingPolicy},
+    history::{ToolHistory, ToolUpdate},
+    project::{ProjectedToolUpdates, project_tool_updates_inline},
+    route::{ToolUpdateMode, WireApi},
+    vocab::{MessageSource, Role},
+    wire::{ThinkingPlan, WireContext, WireReport, serialize, serialize_with},
 };
 use serde_json::json;
 use support::golden::assert_golden;

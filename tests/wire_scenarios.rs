@@ -29,9 +29,13 @@
 mod support;
 
 use mektpoy::{
-    Config, ContentBlock, DEFERRED_PLACEHOLDER_NAME, Event, Message, MessageSource, ProjectionPath,
-    Recorder, Request, Role, Route, Session, Step, ToolSchema, ToolUpdateMode, WireApi,
-    WireRequest, project_tool_updates, route_for, serialize,
+    Config, ContentBlock, Event, Message, Request, Route, Session, ToolSchema, WireRequest,
+    agent::{Recorder, Step},
+    project::{ProjectionPath, project_tool_updates},
+    route::{ToolUpdateMode, WireApi},
+    route_for,
+    vocab::{DEFERRED_PLACEHOLDER_NAME, MessageSource, Role},
+    wire::serialize,
 };
 use serde_json::{Value, json};
 use support::golden::assert_golden;
@@ -1091,8 +1095,11 @@ fn route_switch_in_history() {
 
 /// A projection with the rule that produced it.
 fn with_path(
-    p: mektpoy::ProjectedToolUpdates<'_>,
-) -> (mektpoy::ProjectedToolUpdates<'_>, mektpoy::ProjectionPath) {
+    p: mektpoy::project::ProjectedToolUpdates<'_>,
+) -> (
+    mektpoy::project::ProjectedToolUpdates<'_>,
+    mektpoy::project::ProjectionPath,
+) {
     let path = p.path;
     (p, path)
 }

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mektpoy::{FileOptions, Session};
+use mektpoy::{Session, session::FileOptions};
 
 fuzz_target!(|data: &[u8]| {
     match Session::load_bytes(data) {

@@ -11,12 +11,7 @@ use std::collections::HashSet;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use mektpoy::{
-    Config, ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, MessageSource, Rewrite, Role,
-    ThinkingPlan, ThinkingPolicy, ToolHistory, ToolSchema, ToolUpdate, ToolUpdateMode, WireContext,
-    project_tool_updates_inline_traced, project_tool_updates_traced, route_for, serialize,
-    serialize_with,
-};
+use mektpoy::{Config, ContentBlock, Message, ToolSchema, project_tool_updates_inline_traced, project_tool_updates_traced, route_for, event::{Rewrite, ThinkingPolicy}, history::{ToolHistory, ToolUpdate}, route::ToolUpdateMode, vocab::{DEFERRED_PLACEHOLDER_NAME, MessageSource, Role}, wire::{ThinkingPlan, WireContext, serialize, serialize_with}};
 use serde_json::{Map, json};
 
 const NAMES: [&str; 5] = ["a", "b", "c", "", DEFERRED_PLACEHOLDER_NAME];

@@ -13,10 +13,7 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use mektpoy::{
-    Config, ContentBlock, DEFERRED_PLACEHOLDER_NAME, Event, Message, MessageSource, Recorder, Role,
-    Route, Session, Step, ThinkingPolicy, ToolSchema, route_for,
-};
+use mektpoy::{Config, ContentBlock, Event, Message, Route, Session, ToolSchema, route_for, agent::{Recorder, Step}, event::ThinkingPolicy, vocab::{DEFERRED_PLACEHOLDER_NAME, MessageSource, Role}};
 use serde_json::{Map, json};
 
 /// Tool names; the last one is the name the serializer reserves.

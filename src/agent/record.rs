@@ -124,7 +124,7 @@ type IdGenerator = Box<dyn FnMut() -> String + Send>;
 ///
 /// ```
 /// use mektpoy::agent::{Recorder, Step};
-/// use mektpoy::{Config, Message, Route, Session, ToolSchema, WireApi};
+/// use mektpoy::{Config, Message, Route, Session, ToolSchema, route::WireApi};
 /// let session = Session::new("s1");
 /// let mut recorder = Recorder::attach(&session);
 /// let config = Config::new("deepseek", "deepseek-flash");

@@ -305,7 +305,7 @@ impl OpaqueEvent {
     /// order) and, when it is a surface node, its surface operation.
     ///
     /// ```
-    /// use mektpoy::{OpaqueError, OpaqueEvent, SurfaceOp};
+    /// use mektpoy::event::{OpaqueError, OpaqueEvent, SurfaceOp};
     /// let note = OpaqueEvent::new("note/x", Default::default(), Some(SurfaceOp::Append))?;
     /// assert_eq!(note.event_type(), "note/x");
     /// assert!(matches!(

@@ -185,7 +185,7 @@ impl From<ReadError> for LoadError {
 /// bytes, not the parser's tree.
 ///
 /// ```
-/// use mektpoy::{FileOptions, LoadError};
+/// use mektpoy::session::{FileOptions, LoadError};
 /// let file = b"{\"type\":\"session\",\"version\":0,\"id\":\"s\"}\n{\"type\":\"note/x\"}\n{\"type\":\"note/y\"}\n";
 /// assert_eq!(FileOptions::new().load_bytes(file)?.session.len(), 2);
 /// let err = FileOptions::new().max_events(1).load_bytes(file).unwrap_err();
@@ -254,7 +254,7 @@ impl FileOptions {
     /// ```
     /// use std::fs::File;
     /// use std::io;
-    /// use mektpoy::{FileOptions, JsonlSink, PersistError};
+    /// use mektpoy::{session::FileOptions, store::{JsonlSink, PersistError}};
     ///
     /// /// A disk that is always full.
     /// struct Full(File);

@@ -77,7 +77,7 @@ pub enum ForkError {
 /// let seq = session.append(Event::append(Message::user("u1", "hello")))?;
 /// assert_eq!(seq.0, 0);
 /// assert_eq!(session.messages().len(), 1);
-/// # Ok::<(), mektpoy::AppendError>(())
+/// # Ok::<(), mektpoy::session::AppendError>(())
 /// ```
 pub struct Session {
     /// Process-unique identity, so a recorder can tell its session from another with the
@@ -475,13 +475,13 @@ impl Session {
     /// route's thinking floor exists.
     ///
     /// ```
-    /// use mektpoy::{Session, ThinkingPolicy};
+    /// use mektpoy::{Session, event::ThinkingPolicy};
     /// let session = Session::new("s");
     /// assert_eq!(session.thinking_policy(), ThinkingPolicy::StripThinking);
     /// session.set_thinking_policy(ThinkingPolicy::DropBlock)?;
     /// assert_eq!(session.thinking_policy(), ThinkingPolicy::DropBlock);
     /// assert!(session.set_thinking_policy(ThinkingPolicy::Refuse).is_err());
-    /// # Ok::<(), mektpoy::AppendError>(())
+    /// # Ok::<(), mektpoy::session::AppendError>(())
     /// ```
     ///
     /// # Errors

@@ -23,7 +23,7 @@ use crate::vocab::{
 /// [`source`](std::error::Error::source) is the kind's (the decode or write fault).
 ///
 /// ```
-/// use mektpoy::{AppendErrorKind, Seq, Session};
+/// use mektpoy::{Session, session::AppendErrorKind, vocab::Seq};
 /// let session = Session::new("s");
 /// let err = session.append_json("{}").unwrap_err();
 /// assert_eq!(err.seq(), Seq(0));
@@ -224,7 +224,7 @@ pub enum AppendErrorKind {
     /// and every type this crate decodes, and decoding reads those as their typed events, so
     /// `session` is the only type that reaches this.)
     ///
-    /// [`OpaqueEvent::new`]: crate::OpaqueEvent::new
+    /// [`OpaqueEvent::new`]: crate::event::OpaqueEvent::new
     #[error("an opaque event cannot have the known type `{event_type}`")]
     OpaqueKnownType {
         /// The known type.
@@ -235,7 +235,7 @@ pub enum AppendErrorKind {
     /// when the line is read back. (An opaque event's fields cannot: [`OpaqueEvent::new`]
     /// refuses `type` and `surfaceOp`.)
     ///
-    /// [`OpaqueEvent::new`]: crate::OpaqueEvent::new
+    /// [`OpaqueEvent::new`]: crate::event::OpaqueEvent::new
     #[error("unknown field `{key}` shadows a field of the event")]
     ReservedKey {
         /// The shadowing key.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use super::frame::{Frame, batch_text};
 
 /// Where a persisting session's writer puts its bytes: the file, or a test double that fails
-/// on purpose, handed in with [`FileOptions::sink`](crate::FileOptions::sink).
+/// on purpose, handed in with [`FileOptions::sink`](crate::session::FileOptions::sink).
 pub trait JsonlSink: Send + Sync {
     /// Appends `bytes` at the end with one `write_all` and flushes them to the OS.
     ///

@@ -13,7 +13,7 @@ use serde_json::{Number, Value};
 /// rounding through `f64`), so `9007199254740993` and `9007199254740992.0` differ.
 ///
 /// ```
-/// use mektpoy::json_equivalent;
+/// use mektpoy::vocab::json_equivalent;
 /// use serde_json::json;
 /// assert!(json_equivalent(&json!({"a": 1, "b": [1.0]}), &json!({"b": [1], "a": 1.0})));
 /// assert!(!json_equivalent(&json!([1, 2]), &json!([2, 1])));

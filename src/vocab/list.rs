@@ -20,7 +20,7 @@ use std::ops::Index;
 /// assert_eq!(events.len(), 1);
 /// assert!(matches!(&events[0], Event::Message(_)));
 /// assert_eq!(events.iter().count(), 1);
-/// # Ok::<(), mektpoy::AppendError>(())
+/// # Ok::<(), mektpoy::session::AppendError>(())
 /// ```
 #[derive(Clone, PartialEq)]
 pub struct List<T: Clone>(pub(crate) imbl::Vector<T>);

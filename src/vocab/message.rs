@@ -243,7 +243,7 @@ impl MessageSource {
     /// A source of a kind this crate does not know, kept verbatim.
     ///
     /// ```
-    /// use mektpoy::{MessageSource, SourceError};
+    /// use mektpoy::vocab::{MessageSource, SourceError};
     /// let note = MessageSource::other(serde_json::json!({"kind": "compaction"}))?;
     /// assert!(matches!(&note, MessageSource::Other(o) if o.kind() == "compaction"));
     /// assert_eq!(
@@ -496,7 +496,7 @@ impl ContentBlock {
 
     /// The deepest nesting the `arguments` of a tool call may have: the outer object is level
     /// 1, each array or object inside it one more. `append` and loading refuse deeper arguments
-    /// ([`AppendErrorKind::ArgumentsTooDeep`](crate::AppendErrorKind::ArgumentsTooDeep)), and so does
+    /// ([`AppendErrorKind::ArgumentsTooDeep`](crate::session::AppendErrorKind::ArgumentsTooDeep)), and so does
     /// the Messages-API serializer: there the arguments are a JSON value inside the body, five
     /// levels down, and a provider's parser stops somewhere past a hundred levels (serde_json's
     /// default limit is 128).
@@ -518,7 +518,7 @@ impl ContentBlock {
     /// A block of a type this crate does not know, kept verbatim.
     ///
     /// ```
-    /// use mektpoy::{BlockError, ContentBlock};
+    /// use mektpoy::{ContentBlock, vocab::BlockError};
     /// let image = ContentBlock::other(serde_json::json!({"type": "image", "url": "x"}))?;
     /// assert!(matches!(&image, ContentBlock::Other(o) if o.type_name() == "image"));
     /// assert_eq!(

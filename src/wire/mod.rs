@@ -261,7 +261,7 @@ impl WireRequest {
 /// [`WireError::Message`]: the message's id, and a [`MessageFault`] saying what is wrong there.
 ///
 /// ```
-/// use mektpoy::{MessageFault, WireError};
+/// use mektpoy::wire::{MessageFault, WireError};
 /// fn unanswered(e: &WireError) -> Option<(&str, &str)> {
 ///     match e {
 ///         WireError::Message { message_id, kind: MessageFault::MissingToolResult { call_id } } => {
@@ -289,7 +289,7 @@ pub enum WireError {
         index: usize,
     },
     /// Two projected tools share a name (the rule `append` enforces on a header, under the
-    /// same name: [`AppendErrorKind::DuplicateToolName`](crate::AppendErrorKind::DuplicateToolName)).
+    /// same name: [`AppendErrorKind::DuplicateToolName`](crate::session::AppendErrorKind::DuplicateToolName)).
     DuplicateToolName {
         /// The repeated name.
         tool: String,
@@ -453,7 +453,7 @@ pub enum MessageFault {
     },
     /// A tool-addition or tool-removal block outside a developer message (the rule `append`
     /// enforces under the same name:
-    /// [`AppendErrorKind::ToolChangeOutsideDeveloper`](crate::AppendErrorKind::ToolChangeOutsideDeveloper)).
+    /// [`AppendErrorKind::ToolChangeOutsideDeveloper`](crate::session::AppendErrorKind::ToolChangeOutsideDeveloper)).
     #[error("block {index} is a tool change in a {role} message")]
     ToolChangeOutsideDeveloper {
         /// 0-based index of the block.
@@ -527,7 +527,7 @@ pub enum MessageFault {
     },
     /// A tool message whose source is not `{"kind":"tool","callId"}` (the rule `append`
     /// enforces under the same name:
-    /// [`AppendErrorKind::ToolResultWithoutCallId`](crate::AppendErrorKind::ToolResultWithoutCallId)).
+    /// [`AppendErrorKind::ToolResultWithoutCallId`](crate::session::AppendErrorKind::ToolResultWithoutCallId)).
     #[error("tool result has no `callId` source")]
     ToolResultWithoutCallId,
     /// A user or assistant turn left without content once empty text blocks are dropped (the
@@ -594,7 +594,7 @@ pub enum MessageFault {
 /// # Examples
 /// ```
 /// use std::borrow::Cow;
-/// use mektpoy::{serialize, Config, Message, ProjectedToolUpdates, Route, WireApi};
+/// use mektpoy::{Config, Message, Route, project::ProjectedToolUpdates, route::WireApi, wire::serialize};
 ///
 /// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 1024.into());
 /// let messages = [Message::user("u1", "hello")];
@@ -605,7 +605,7 @@ pub enum MessageFault {
 ///     req.body,
 ///     r#"{"model":"deepseek-flash","max_tokens":1024,"messages":[{"role":"user","content":[{"type":"text","text":"hello"}]}]}"#
 /// );
-/// # Ok::<(), mektpoy::WireError>(())
+/// # Ok::<(), mektpoy::wire::WireError>(())
 /// ```
 pub fn serialize(
     config: &Config,

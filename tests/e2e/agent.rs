@@ -5,9 +5,13 @@
 
 use indexmap::IndexMap;
 use mektpoy::{
-    AgentLoop, Config, ContentBlock, Event, Message, MessageSource, ProjectionPath, Request, Role,
-    Route, Session, SurfaceNode, ToolSchema, WireError, WireRequest, project_tool_updates,
-    project_tool_updates_inline, route_for,
+    AgentLoop, Config, ContentBlock, Event, Message, Request, Route, Session, ToolSchema,
+    WireRequest,
+    project::{ProjectionPath, project_tool_updates, project_tool_updates_inline},
+    route_for,
+    session::SurfaceNode,
+    vocab::{MessageSource, Role},
+    wire::WireError,
 };
 use serde_json::{Value, json};
 
@@ -407,8 +411,11 @@ pub fn assert_strip_thinking<'s>(
 
 /// A projection with the rule that produced it.
 fn with_path(
-    p: mektpoy::ProjectedToolUpdates<'_>,
-) -> (mektpoy::ProjectedToolUpdates<'_>, mektpoy::ProjectionPath) {
+    p: mektpoy::project::ProjectedToolUpdates<'_>,
+) -> (
+    mektpoy::project::ProjectedToolUpdates<'_>,
+    mektpoy::project::ProjectionPath,
+) {
     let path = p.path;
     (p, path)
 }

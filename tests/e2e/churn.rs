@@ -134,7 +134,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use mektpoy::{ProjectionPath, SeriesStart, ToolSchema, route_for};
+use mektpoy::{ToolSchema, event::SeriesStart, project::ProjectionPath, route_for};
 use serde_json::Value;
 
 use crate::agent::{Agent, Reply, Sent, assert_strip_thinking, opus_by_reference, prompt, tool};
@@ -489,7 +489,7 @@ fn churn_on_anthropic_in_history_with_placeholder_loses_only_at_series_starts() 
             r.sent
                 .wire
                 .body
-                .matches(mektpoy::DEFERRED_PLACEHOLDER_NAME)
+                .matches(mektpoy::vocab::DEFERRED_PLACEHOLDER_NAME)
                 .count(),
             1,
             "step {}",
@@ -588,7 +588,7 @@ fn churn_on_claude_fable_5_1_inline_loses_only_at_the_compaction_and_sends_every
             !r.sent
                 .wire
                 .body
-                .contains(mektpoy::DEFERRED_PLACEHOLDER_NAME),
+                .contains(mektpoy::vocab::DEFERRED_PLACEHOLDER_NAME),
             "step {}",
             r.step
         );

@@ -10,7 +10,10 @@
 //! it, by value on the Claude API's `claude-opus-5` and `claude-fable-5-1` (which also gets its
 //! signed thinking back).
 
-use mektpoy::{MessageFault, Route, WireError, route_for};
+use mektpoy::{
+    Route, route_for,
+    wire::{MessageFault, WireError},
+};
 use serde_json::{Value, json};
 
 use crate::agent::{Agent, Reply, Unsent, opus_by_reference, prompt, tool};

@@ -16,7 +16,12 @@
 //! `search` **by value** (its definition inside the block, `deferLoading` cleared), the third
 //! **by reference** (`search` is one of the series' declarations with that definition).
 
-use mektpoy::{ContentBlock, Event, Reason, Role, Route, SeriesStart, SurfaceOp, route_for};
+use mektpoy::{
+    ContentBlock, Event, Route,
+    event::{Reason, SeriesStart, SurfaceOp},
+    route_for,
+    vocab::Role,
+};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -122,7 +127,7 @@ fn prompt_and_deferred_addition_in_one_step(key: &str, route: Route, search: Sea
     if floor {
         match batch[4] {
             Event::Thinking(t) => match &**t {
-                mektpoy::ThinkingEvent::Floor(f) => {
+                mektpoy::event::ThinkingEvent::Floor(f) => {
                     assert_eq!(
                         (f.provider.as_str(), f.model.as_str()),
                         ("anthropic", "claude-fable-5-2")

@@ -16,7 +16,12 @@
 
 use std::collections::BTreeSet;
 
-use mektpoy::{MessageFault, ProjectionPath, SeriesStart, WireError, route_for};
+use mektpoy::{
+    event::SeriesStart,
+    project::ProjectionPath,
+    route_for,
+    wire::{MessageFault, WireError},
+};
 use serde_json::Value;
 
 use crate::agent::{

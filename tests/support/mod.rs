@@ -14,7 +14,9 @@ pub mod recorded;
 
 use std::path::{Path, PathBuf};
 
-use mektpoy::{Event, Message, Seq, Session, SurfaceOp, ToolHistory, ToolSchema};
+use mektpoy::{
+    Event, Message, Session, ToolSchema, event::SurfaceOp, history::ToolHistory, vocab::Seq,
+};
 use serde_json::{Value, json};
 
 /// The session line of a session called `id`, without the newline.

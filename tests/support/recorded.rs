@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
-use mektpoy::{AgentLoop, Config, Event, Message, Reason, Session, ToolHistory, ToolSchema};
+use mektpoy::{
+    AgentLoop, Config, Event, Message, Session, ToolSchema, event::Reason, history::ToolHistory,
+};
 
 /// Tool names the generators draw from.
 pub const NAMES: [&str; 5] = ["read", "write", "grep", "bash", "fetch"];
