@@ -17,14 +17,17 @@
 #![cfg(unix)]
 
 use std::io::{BufRead, BufReader, Write};
+
+mod support;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
+use support::tool;
 
 use mektpoy::{
-    Config, Event, JsonlSink, LoadError, Message, Recorder, Route, Session, Step, ToolSchema,
-    ToolUpdateMode, TornTail, WireApi,
+    Config, Event, JsonlSink, LoadError, Message, Recorder, Route, Session, Step, ToolUpdateMode,
+    TornTail, WireApi,
 };
 
 const CHILD: &str = "MEKTPOY_CRASH_CHILD";
@@ -103,10 +106,6 @@ fn route() -> Route {
         .tool_update(Some(ToolUpdateMode::AdditionOnly))
         .build()
         .unwrap()
-}
-
-fn tool(name: &str) -> ToolSchema {
-    ToolSchema::new(name, format!("{name} tool"), serde_json::Map::new())
 }
 
 /// Batch `i`: every fourth one a single append (a plain line), the others one recorder
