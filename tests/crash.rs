@@ -17,13 +17,16 @@
 #![cfg(unix)]
 
 use std::io::{BufRead, BufReader, Write};
+
+mod support;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
+use support::tool;
 
 use mektpoy::{
-    Config, Event, Message, Route, Session, ToolSchema,
+    Config, Event, Message, Route, Session,
     agent::{Recorder, Step},
     route::{ToolUpdateMode, WireApi},
     session::{FileOptions, LoadError},
@@ -106,10 +109,6 @@ fn route() -> Route {
         .tool_update(Some(ToolUpdateMode::AdditionOnly))
         .build()
         .unwrap()
-}
-
-fn tool(name: &str) -> ToolSchema {
-    ToolSchema::new(name, format!("{name} tool"), serde_json::Map::new())
 }
 
 /// Batch `i`: every fourth one a single append (a plain line), the others one recorder

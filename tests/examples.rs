@@ -18,6 +18,9 @@ use mektpoy::{
 };
 use serde_json::{Value, json};
 
+mod support;
+use support::tool;
+
 fn newest_source(dir: &Path) -> SystemTime {
     let mut newest = SystemTime::UNIX_EPOCH;
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -88,10 +91,6 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn tool(name: &str) -> ToolSchema {
-    ToolSchema::new(name, format!("{name} tool"), serde_json::Map::new())
-}
-
 /// A recorded session: H0 [a], u1, H2 [a, b] change, D3 (+b headerSeq 2), a4.
 fn recorded_session() -> Session {
     let session = Session::new("s");
@@ -148,9 +147,9 @@ fn fold_prints_the_snapshot_as_one_json_line() {
     assert_eq!(
         v,
         json!({
-            "tools": [{"name": "a", "description": "a tool", "parameters": {}}],
+            "tools": [{"name": "a", "description": "a", "parameters": {}}],
             "updates": [{"messageId": "d1", "additions": [
-                {"name": "b", "description": "b tool", "parameters": {}}
+                {"name": "b", "description": "b", "parameters": {}}
             ]}]
         })
     );

@@ -4,35 +4,20 @@
 
 use mektpoy::history::fold_events;
 use mektpoy::{
-    Config, ContentBlock, Event, Message, Session, ToolSchema,
+    Config, ContentBlock, Event, Message, Session,
     event::{Reason, RequestHeader},
     history::ToolHistory,
     session::AppendErrorKind,
     vocab::Seq,
 };
-use serde_json::json;
 
-/// `A`, `Bd` (deferred), `A2` (another description), `A'` (A in another key order).
-fn t(spec: &str) -> ToolSchema {
-    match spec {
-        "A'" => serde_json::from_value(json!({"parameters": {}, "description": "A", "name": "A"}))
-            .unwrap(),
-        s if s.ends_with('2') => {
-            let name = &s[..s.len() - 1];
-            ToolSchema::new(name, format!("{name}2"), Default::default())
-        }
-        s if s.len() > 1 && s.ends_with('d') => {
-            let name = &s[..s.len() - 1];
-            ToolSchema::new(name, name, Default::default()).with_defer_loading(true)
-        }
-        s => ToolSchema::new(s, s, Default::default()),
-    }
-}
+mod support;
+use support::{block, summary, tool};
 
 fn h(tools: &[&str], reason: Reason, starts_series: bool) -> Event {
     let header = RequestHeader::new(
         Config::new("p", "m"),
-        tools.iter().map(|s| t(s)).collect::<Vec<_>>(),
+        tools.iter().map(|s| tool(s)).collect::<Vec<_>>(),
     );
     mektpoy::event::HeaderEvent {
         header,
@@ -42,41 +27,10 @@ fn h(tools: &[&str], reason: Reason, starts_series: bool) -> Event {
     .into()
 }
 
-/// `d1(+B,-A)` with `headerSeq`.
+/// `d1(+B,-A,~B)` (block specs) with `headerSeq`.
 fn d(id: &str, blocks: &[&str], header: Option<u64>) -> Event {
-    let content = blocks
-        .iter()
-        .map(|b| match b.split_at(1) {
-            ("+", n) => ContentBlock::addition(n),
-            ("-", n) => ContentBlock::removal(n),
-            ("~", n) => ContentBlock::redefinition(n),
-            _ => ContentBlock::text(*b),
-        })
-        .collect();
+    let content = blocks.iter().map(|b| block(b)).collect();
     Event::developer(Message::developer(id, content), header.map(Seq))
-}
-
-fn snapshot(h: &ToolHistory) -> String {
-    let name = |t: &ToolSchema| {
-        let changed = if t.description() != t.name() { "2" } else { "" };
-        let d = if t.defer_loading() { "d" } else { "" };
-        format!("{}{changed}{d}", t.name())
-    };
-    let tools: Vec<_> = h.tools().iter().map(name).collect();
-    let updates: Vec<_> = h
-        .updates()
-        .iter()
-        .map(|u| {
-            let a: Vec<_> = u.additions().iter().map(name).collect();
-            let r: Vec<_> = u.redefinitions().iter().map(name).collect();
-            if r.is_empty() {
-                format!("[{},[{}]]", u.message_id(), a.join(","))
-            } else {
-                format!("[{},[{}],~[{}]]", u.message_id(), a.join(","), r.join(","))
-            }
-        })
-        .collect();
-    format!("{{[{}], [{}]}}", tools.join(","), updates.join(","))
 }
 
 use Reason::{Change, Initial, Resume, Series};
@@ -101,18 +55,18 @@ fn with(mut base: Vec<Event>, more: Vec<Event>) -> Vec<Event> {
 #[test]
 fn f_rows() {
     let rows: Vec<(&str, Vec<Event>, &str)> = vec![
-        ("F1", vec![h(&["A"], Initial, false)], "{[A], []}"),
+        ("F1", vec![h(&["A"], Initial, false)], "{[A],[]}"),
         (
             "F2",
             vec![h(&["A"], Initial, false), h(&["A", "B"], Change, false)],
-            "{[A,B], []}",
+            "{[A,B],[]}",
         ),
-        ("F3", f3(), "{[A], [[d1,[B]]]}"),
-        ("F4", f4(), "{[A], [[d1,[B]],[d2,[]]]}"),
+        ("F3", f3(), "{[A],[[d1,[B]]]}"),
+        ("F4", f4(), "{[A],[[d1,[B]],[d2,[]]]}"),
         (
             "F5",
             with(f3(), vec![h(&["A", "B"], Series, false)]),
-            "{[A,B], []}",
+            "{[A,B],[]}",
         ),
         (
             "F6",
@@ -120,7 +74,7 @@ fn f_rows() {
                 f3(),
                 vec![h(&["A", "B", "C"], Change, true), d("d2", &["+C"], Some(3))],
             ),
-            "{[A,B,C], [[d2,[C]]]}",
+            "{[A,B,C],[[d2,[C]]]}",
         ),
         (
             "F7",
@@ -128,7 +82,7 @@ fn f_rows() {
                 f4(),
                 vec![h(&["A", "B2"], Change, false), d("d3", &["+B"], Some(5))],
             ),
-            "{[A,B2], [[d3,[B2]]]}",
+            "{[A,B2],[[d3,[B2]]]}",
         ),
         (
             "F7'",
@@ -136,7 +90,7 @@ fn f_rows() {
                 f4(),
                 vec![h(&["A", "B"], Change, false), d("d3", &["+B"], Some(5))],
             ),
-            "{[A], [[d1,[B]],[d2,[]],[d3,[B]]]}",
+            "{[A],[[d1,[B]],[d2,[]],[d3,[B]]]}",
         ),
         (
             "F8",
@@ -145,12 +99,12 @@ fn f_rows() {
                 h(&["B", "A"], Change, false),
                 d("d1", &["+B"], Some(1)),
             ],
-            "{[A], [[d1,[B]]]}",
+            "{[A],[[d1,[B]]]}",
         ),
         (
             "F9",
             vec![h(&["A", "Cd"], Initial, false), d("d1", &["+C"], Some(0))],
-            "{[A,Cd], [[d1,[Cd]]]}",
+            "{[A,Cd],[[d1,[Cd]]]}",
         ),
         (
             "F11",
@@ -160,7 +114,7 @@ fn f_rows() {
                 h(&["A", "B", "C"], Change, false),
                 d("d1", &["+B"], Some(1)),
             ],
-            "{[A,B,C], []}",
+            "{[A,B,C],[]}",
         ),
         (
             "F12",
@@ -170,7 +124,7 @@ fn f_rows() {
                 d("d1", &["+B"], Some(1)),
                 h(&["A'", "B"], Change, false),
             ],
-            "{[A], [[d1,[B]]]}",
+            "{[A],[[d1,[B]]]}",
         ),
         (
             "F13",
@@ -178,7 +132,7 @@ fn f_rows() {
                 h(&["A", "B"], Initial, false),
                 h(&["A2", "B"], Change, false),
             ],
-            "{[A2,B], []}",
+            "{[A2,B],[]}",
         ),
         (
             "F14",
@@ -187,7 +141,7 @@ fn f_rows() {
                 h(&[], Change, false),
                 d("d1", &["-A"], None),
             ],
-            "{[A], [[d1,[]]]}",
+            "{[A],[[d1,[]]]}",
         ),
         (
             "F15",
@@ -196,7 +150,7 @@ fn f_rows() {
                 h(&["A", "B"], Change, false),
                 d("d1", &["+B", "-B"], Some(1)),
             ],
-            "{[A,B], []}",
+            "{[A,B],[]}",
         ),
         (
             "F16",
@@ -205,7 +159,7 @@ fn f_rows() {
                 h(&["A", "B"], Resume, false),
                 d("d1", &["+B"], Some(1)),
             ],
-            "{[A], [[d1,[B]]]}",
+            "{[A],[[d1,[B]]]}",
         ),
         (
             "F17",
@@ -214,7 +168,7 @@ fn f_rows() {
                 h(&["B"], Change, false),
                 d("d1", &["+B"], Some(1)),
             ],
-            "{[B], [[d1,[B]]]}",
+            "{[B],[[d1,[B]]]}",
         ),
         (
             "F18",
@@ -225,7 +179,7 @@ fn f_rows() {
                 h(&["A", "B"], Change, false),
                 d("d2", &["+A"], Some(3)),
             ],
-            "{[A,B], [[d1,[]],[d2,[A]]]}",
+            "{[A,B],[[d1,[]],[d2,[A]]]}",
         ),
         (
             "F19",
@@ -235,7 +189,7 @@ fn f_rows() {
                 d("d1", &["+B"], Some(0)),
                 h(&["A", "B2"], Change, false),
             ],
-            "{[A,B2], []}",
+            "{[A,B2],[]}",
         ),
         (
             "every developer message is recorded, text-only and sourceless ones too",
@@ -252,7 +206,7 @@ fn f_rows() {
                     None,
                 ),
             ],
-            "{[A], [[d1,[]],[d2,[]]]}",
+            "{[A],[[d1,[]],[d2,[]]]}",
         ),
         (
             "a log-only developer message counts as well (the fold reads the log)",
@@ -267,7 +221,7 @@ fn f_rows() {
                     )
                 }),
             ],
-            "{[A], [[d1,[B]]]}",
+            "{[A],[[d1,[B]]]}",
         ),
         (
             "a baseline of only deferred tools gets replaced at the first immediate tool",
@@ -276,7 +230,7 @@ fn f_rows() {
                 h(&["Ad", "B"], Change, false),
                 d("d1", &["+B"], Some(1)),
             ],
-            "{[Ad,B], [[d1,[B]]]}",
+            "{[Ad,B],[[d1,[B]]]}",
         ),
     ];
     for (name, events, expect) in rows {
@@ -287,7 +241,7 @@ fn f_rows() {
                 .unwrap_or_else(|err| panic!("{name}: {err}"));
         }
         let got = session.tool_history();
-        assert_eq!(snapshot(&got), expect, "{name}");
+        assert_eq!(summary(&got), expect, "{name}");
         assert_eq!(
             got,
             fold_events(events.iter()),
@@ -317,8 +271,8 @@ fn f_rows_by_value() {
                 h(&["A", "B2"], Change, false),
                 d("d1", &["~B"], Some(1)),
             ],
-            "{[A,B2], [[d1,[],~[B2]]]}",
-            "{[A,B], [[d1,[],~[B2]]]}",
+            "{[A,B2],[[d1,[],~[B2]]]}",
+            "{[A,B],[[d1,[],~[B2]]]}",
         ),
         (
             "F21 died before the developer message: the by-value guard",
@@ -326,14 +280,14 @@ fn f_rows_by_value() {
                 h(&["A", "B"], Initial, false),
                 h(&["A", "B2"], Change, false),
             ],
-            "{[A,B2], []}",
-            "{[A,B2], []}",
+            "{[A,B2],[]}",
+            "{[A,B2],[]}",
         ),
         (
             "F22 a removed tool returns changed",
             f22.clone(),
-            "{[A,B2], [[d3,[B2]]]}",
-            "{[A], [[d1,[B]],[d2,[]],[d3,[B2]]]}",
+            "{[A,B2],[[d3,[B2]]]}",
+            "{[A],[[d1,[B]],[d2,[]],[d3,[B2]]]}",
         ),
         (
             "F17 by value: no series at the first usable tool",
@@ -342,8 +296,8 @@ fn f_rows_by_value() {
                 h(&["B"], Change, false),
                 d("d1", &["+B"], Some(1)),
             ],
-            "{[B], [[d1,[B]]]}",
-            "{[], [[d1,[B]]]}",
+            "{[B],[[d1,[B]]]}",
+            "{[],[[d1,[B]]]}",
         ),
         (
             "F13 by value: a definition change without its redefinition block is the guard",
@@ -351,14 +305,14 @@ fn f_rows_by_value() {
                 h(&["A", "B"], Initial, false),
                 h(&["A2", "B"], Change, false),
             ],
-            "{[A2,B], []}",
-            "{[A2,B], []}",
+            "{[A2,B],[]}",
+            "{[A2,B],[]}",
         ),
         (
             "F5 an explicit series resets both folds",
             with(f3(), vec![h(&["A", "B"], Series, false)]),
-            "{[A,B], []}",
-            "{[A,B], []}",
+            "{[A,B],[]}",
+            "{[A,B],[]}",
         ),
         (
             "F6 startsSeries resets both folds",
@@ -366,8 +320,8 @@ fn f_rows_by_value() {
                 f3(),
                 vec![h(&["A", "B", "C"], Change, true), d("d2", &["+C"], Some(3))],
             ),
-            "{[A,B,C], [[d2,[C]]]}",
-            "{[A,B,C], [[d2,[C]]]}",
+            "{[A,B,C],[[d2,[C]]]}",
+            "{[A,B,C],[[d2,[C]]]}",
         ),
         (
             "a redefinition leaves availability unchanged",
@@ -378,8 +332,8 @@ fn f_rows_by_value() {
                 h(&["A2"], Change, false),
                 d("d2", &["~A"], Some(3)),
             ],
-            "{[A2], [[d2,[],~[A2]]]}",
-            "{[A,B], [[d1,[]],[d2,[],~[A2]]]}",
+            "{[A2],[[d2,[],~[A2]]]}",
+            "{[A,B],[[d1,[]],[d2,[],~[A2]]]}",
         ),
     ];
     for (name, events, by_reference, by_value) in rows {
@@ -392,9 +346,9 @@ fn f_rows_by_value() {
             // Read after every append: the by-value cache folds incrementally.
             incremental = Some(session.tool_history_by_value());
         }
-        assert_eq!(snapshot(&session.tool_history()), by_reference, "{name}");
+        assert_eq!(summary(&session.tool_history()), by_reference, "{name}");
         let got = session.tool_history_by_value();
-        assert_eq!(snapshot(&got), by_value, "{name} by value");
+        assert_eq!(summary(&got), by_value, "{name} by value");
         assert_eq!(Some(&got), incremental.as_ref(), "{name}");
         // A fresh session folds the same log from scratch.
         let fresh = Session::fork(&session, session.len() as u64, "f").unwrap();
@@ -500,5 +454,5 @@ fn a_replace_removing_a_developer_message_keeps_its_update() {
         .append(Event::replace(Message::user("sum", "summary"), 0, 1))
         .unwrap();
     assert_eq!(session.messages().len(), 1);
-    assert_eq!(snapshot(&session.tool_history()), "{[A], [[d1,[B]]]}");
+    assert_eq!(summary(&session.tool_history()), "{[A],[[d1,[B]]]}");
 }

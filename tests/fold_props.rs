@@ -11,6 +11,8 @@ use mektpoy::{
 };
 use proptest::prelude::*;
 
+mod support;
+
 const NAMES: [&str; 5] = ["read", "write", "grep", "bash", "fetch"];
 
 #[derive(Clone, Debug)]
@@ -35,18 +37,10 @@ enum Op {
     },
 }
 
-fn tool(index: usize, variant: u8) -> ToolSchema {
-    let name = NAMES[index];
-    let t = ToolSchema::new(
-        name,
-        if variant == 2 {
-            format!("{name} v2")
-        } else {
-            format!("{name} v1")
-        },
-        serde_json::Map::new(),
-    );
-    t.with_defer_loading(variant == 1)
+/// `NAMES[index]`: variant 0 the first definition, 1 the same deferred, 2 another definition.
+fn named_tool(index: usize, variant: u8) -> ToolSchema {
+    let version = if variant == 2 { 2 } else { 1 };
+    support::tool_of(NAMES[index], version, variant == 1, serde_json::json!({}))
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -98,7 +92,7 @@ proptest! {
             counter += 1;
             match op {
                 Op::Step { tools, new_series, attempt, prompt } => {
-                    let tools: Vec<ToolSchema> = tools.into_iter().map(|(i, v)| tool(i, v)).collect();
+                    let tools: Vec<ToolSchema> = tools.into_iter().map(|(i, v)| named_tool(i, v)).collect();
                     let user = [Message::user(format!("u{counter}"), "hi")];
                     recorder.record(&session, Step::new(&config, ["", "prompt one", "prompt two"][prompt as usize], &tools, &route).at(counter, 0, attempt).new_series(new_series).user_messages(&user)).unwrap();
                 }

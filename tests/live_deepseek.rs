@@ -32,6 +32,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+mod support;
+
 const DEFAULT_URL: &str = "https://api.deepseek.com/anthropic/v1/messages";
 const DEFAULT_MODEL: &str = "deepseek-flash";
 
@@ -216,24 +218,28 @@ impl Conversation {
     }
 }
 
-fn tool(name: &str, what: &str) -> ToolSchema {
-    let parameters = json!({
-        "type": "object",
-        "properties": {"query": {"type": "string", "description": what}},
-        "required": ["query"]
-    });
-    ToolSchema::new(name, what, parameters.as_object().unwrap().clone())
+/// A tool `name` described as `what`, taking one string `query` described the same way.
+fn query_tool(name: &str, what: &str) -> ToolSchema {
+    support::tool_from(json!({
+        "name": name,
+        "description": what,
+        "parameters": {
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": what}},
+            "required": ["query"]
+        }
+    }))
 }
 
 fn base_tools() -> Vec<ToolSchema> {
     vec![
-        tool("get_weather", "Current weather for a city."),
-        tool("read_file", "Read a file of the workspace."),
+        query_tool("get_weather", "Current weather for a city."),
+        query_tool("read_file", "Read a file of the workspace."),
     ]
 }
 
 fn added_tool() -> ToolSchema {
-    tool("search_docs", "Search the project documentation.")
+    query_tool("search_docs", "Search the project documentation.")
 }
 
 const PROMPT: &str = "You are a terse assistant inside an automated test. Do not call tools. \

@@ -540,8 +540,8 @@ fn a_restore_rewrites_on_addition_only_only() {
 /// although no series starts.
 #[test]
 fn a_guard_heal_rewrites_the_declarations() {
-    let a = support::recorded::tool("read", 0, false);
-    let b = support::recorded::tool("write", 0, false);
+    let a = support::tool_of("read", 0, false, serde_json::json!({"type": "object"}));
+    let b = support::tool_of("write", 0, false, serde_json::json!({"type": "object"}));
     let header = |tools: Vec<ToolSchema>, reason| {
         Event::header(
             RequestHeader::new(Config::new("deepseek", "deepseek-flash"), tools),
@@ -586,8 +586,8 @@ fn a_guard_heal_rewrites_the_declarations() {
         (v.messages.clone(), v.tool_history.clone())
     };
     let tools = [
-        support::recorded::tool("read", 0, false),
-        support::recorded::tool("write", 0, false),
+        support::tool_of("read", 0, false, serde_json::json!({"type": "object"})),
+        support::tool_of("write", 0, false, serde_json::json!({"type": "object"})),
     ];
     let (m1, s1) = project_view(&guard, &tools);
     let (m2, s2) = project_view(&healed, &tools);

@@ -13,15 +13,8 @@ use mektpoy::{
 };
 use serde_json::json;
 
-fn tool(name: &str) -> ToolSchema {
-    ToolSchema::new(name, name, serde_json::Map::new())
-}
-fn deferred(name: &str) -> ToolSchema {
-    tool(name).with_defer_loading(true)
-}
-fn changed(name: &str) -> ToolSchema {
-    ToolSchema::new(name, format!("{name}2"), serde_json::Map::new())
-}
+mod support;
+use support::tool;
 
 fn route(mode: Option<ToolUpdateMode>, prompts_in_history: bool) -> Route {
     Route::builder("deepseek", "deepseek-flash", WireApi::Messages)
@@ -278,27 +271,27 @@ fn changed_restore_opens_a_declaration_series() {
     l.step(&[tool("A")]);
     l.step(&[tool("A"), tool("B")]);
     l.step(&[tool("A")]);
-    let (req, ev) = l.step(&[tool("A"), changed("B")]);
+    let (req, ev) = l.step(&[tool("A"), tool("B2")]);
     assert_eq!(ev, ["U", "H(change)[A,B]", "D([+B],h9)"]);
     assert!(req.starts_series);
     let h = l.session.tool_history();
     assert_eq!(snapshot(&h), "{[A,B], [[s:10,[B]]]}");
-    assert_eq!(h.tools()[1].description(), "B2");
-    assert_eq!(h.updates()[0].additions()[0].description(), "B2");
+    assert_eq!(h.tools()[1].description(), "B v2");
+    assert_eq!(h.updates()[0].additions()[0].description(), "B v2");
 }
 
 #[test]
 fn l5_definition_change_is_recorded_as_a_redefinition() {
     let mut l = Loop::addition_only();
     l.step(&[tool("A"), tool("B")]);
-    let (req, ev) = l.step(&[changed("A"), tool("B")]);
+    let (req, ev) = l.step(&[tool("A2"), tool("B")]);
     assert_eq!(ev, ["U", "H(change)[A,B]", "D([~A],h3)"]);
     assert!(req.starts_series, "by reference, a new declaration series");
     assert_eq!(req.series_start, Some(SeriesStart::Redeclared));
     assert_eq!(l.snapshot(), "{[A,B], [[s:4,[]]]}");
     assert_eq!(
         l.session.tool_history().updates()[0].redefinitions()[0].description(),
-        "A2"
+        "A v2"
     );
 }
 
@@ -306,7 +299,7 @@ fn l5_definition_change_is_recorded_as_a_redefinition() {
 fn l5_prime_additions_then_removals_then_redefinitions() {
     let mut l = Loop::addition_only();
     l.step(&[tool("A"), tool("B")]);
-    let (_, ev) = l.step(&[changed("B"), tool("C")]);
+    let (_, ev) = l.step(&[tool("B2"), tool("C")]);
     assert_eq!(ev, ["U", "H(change)[B,C]", "D([+C,-A,~B],h3)"]);
 }
 
@@ -321,7 +314,7 @@ fn on_an_inline_route_a_definition_change_keeps_the_series_and_returns_the_by_va
     let (first, _) = l.step(&[tool("A"), tool("B")]);
     assert_eq!(first.series_start, Some(SeriesStart::First));
     assert!(first.by_value);
-    let (req, ev) = l.step(&[tool("A"), changed("B")]);
+    let (req, ev) = l.step(&[tool("A"), tool("B2")]);
     assert_eq!(ev, ["U", "H(change)[A,B]", "D([~B],h3)"]);
     assert!(!req.starts_series, "by value, no declaration series");
     assert_eq!(req.series_start, None);
@@ -329,7 +322,7 @@ fn on_an_inline_route_a_definition_change_keeps_the_series_and_returns_the_by_va
     assert_eq!(req.tool_history, l.session.tool_history_by_value());
     assert_eq!(
         req.tool_history.updates()[0].redefinitions()[0].description(),
-        "B2"
+        "B v2"
     );
     // Removed, then back changed: an addition carrying the new definition, no series.
     l.step(&[tool("A")]);
@@ -540,7 +533,7 @@ fn l10_crash_between_header_and_developer_message_is_healed() {
 fn l12_deferred_tool_added_later_is_activated_by_its_addition() {
     let mut l = Loop::addition_only();
     l.step(&[tool("A")]);
-    let (_, ev) = l.step(&[tool("A"), deferred("X")]);
+    let (_, ev) = l.step(&[tool("A"), tool("Xd")]);
     assert_eq!(ev, ["U", "H(change)[A,Xd]", "D([+X],h3)"]);
     assert_eq!(l.snapshot(), "{[A], [[s:4,[Xd]]]}");
 }
@@ -548,10 +541,10 @@ fn l12_deferred_tool_added_later_is_activated_by_its_addition() {
 #[test]
 fn deferred_baseline_tool_activated_by_a_later_addition() {
     let mut l = Loop::addition_only();
-    l.step(&[tool("A"), deferred("C")]);
+    l.step(&[tool("A"), tool("Cd")]);
     assert_eq!(l.snapshot(), "{[A,Cd], []}");
     l.step(&[tool("A")]);
-    let (req, ev) = l.step(&[tool("A"), deferred("C")]);
+    let (req, ev) = l.step(&[tool("A"), tool("Cd")]);
     assert_eq!(ev, ["U", "H(change)[A,Cd]", "D([+C],h6)"]);
     assert!(
         !req.starts_series,

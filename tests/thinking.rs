@@ -11,12 +11,8 @@ use mektpoy::{
 };
 use serde_json::json;
 
-fn tool(name: &str) -> ToolSchema {
-    ToolSchema::from_value(json!({
-        "name": name, "description": name, "parameters": {"type": "object"}
-    }))
-    .unwrap()
-}
+mod support;
+use support::object_tool;
 
 fn config(model: &str) -> Config {
     Config::new("anthropic", model).with("max_tokens", 1024.into())
@@ -94,14 +90,14 @@ const BINDING_INLINE: &str = "claude-fable-5-1";
 #[test]
 fn a_tools_rewrite_before_signed_thinking_sets_the_floor_in_the_same_batch() {
     let mut l = Loop::new(Session::new("s"), BINDING_NO_MODE);
-    let first = l.step(&[tool("read")], false);
+    let first = l.step(&[object_tool("read")], false);
     assert_eq!(first.rewrite, None, "a first request rewrites nothing");
     l.answer();
-    let same = l.step(&[tool("read")], false);
+    let same = l.step(&[object_tool("read")], false);
     assert_eq!(same.rewrite, None);
     assert_eq!(l.floors(), 0);
     let before = l.session().len();
-    let changed = l.step(&[tool("read"), tool("grep")], false);
+    let changed = l.step(&[object_tool("read"), object_tool("grep")], false);
     assert_eq!(changed.rewrite, Some(Rewrite::Tools));
     assert_eq!(l.floors(), 1);
     // The floor is the last event of the batch that rewrote.
@@ -113,10 +109,10 @@ fn a_tools_rewrite_before_signed_thinking_sets_the_floor_in_the_same_batch() {
     assert_eq!(floor.index(), l.session().len() - 1);
     assert!(floor.index() >= before);
     // Another rewrite with no signed thinking since the floor moves nothing.
-    l.step(&[tool("read")], false);
+    l.step(&[object_tool("read")], false);
     assert_eq!(l.floors(), 1, "no thinking after the floor: no new floor");
     l.answer();
-    l.step(&[tool("read"), tool("grep")], false);
+    l.step(&[object_tool("read"), object_tool("grep")], false);
     assert_eq!(
         l.floors(),
         2,
@@ -127,11 +123,15 @@ fn a_tools_rewrite_before_signed_thinking_sets_the_floor_in_the_same_batch() {
 #[test]
 fn on_an_inline_route_tool_churn_never_rewrites() {
     let mut l = Loop::new(Session::new("s"), BINDING_INLINE);
-    l.step(&[tool("read"), tool("shell")], false);
+    l.step(&[object_tool("read"), object_tool("shell")], false);
     for tools in [
-        vec![tool("read")],
-        vec![tool("read"), tool("shell")],
-        vec![tool("read"), tool("shell"), tool("grep")],
+        vec![object_tool("read")],
+        vec![object_tool("read"), object_tool("shell")],
+        vec![
+            object_tool("read"),
+            object_tool("shell"),
+            object_tool("grep"),
+        ],
     ] {
         l.answer();
         let r = l.step(&tools, false);
@@ -143,9 +143,9 @@ fn on_an_inline_route_tool_churn_never_rewrites() {
 #[test]
 fn a_series_start_that_changes_no_byte_is_not_a_rewrite() {
     let mut l = Loop::new(Session::new("s"), BINDING_NO_MODE);
-    l.step(&[tool("read")], false);
+    l.step(&[object_tool("read")], false);
     l.answer();
-    let r = l.step(&[tool("read")], true);
+    let r = l.step(&[object_tool("read")], true);
     assert!(r.starts_series, "a `series` header was logged");
     assert_eq!(r.rewrite, None);
     assert_eq!(l.floors(), 0);
@@ -154,15 +154,15 @@ fn a_series_start_that_changes_no_byte_is_not_a_rewrite() {
 #[test]
 fn a_compaction_is_a_history_rewrite() {
     let mut l = Loop::new(Session::new("s"), BINDING_NO_MODE);
-    l.step(&[tool("read")], false);
+    l.step(&[object_tool("read")], false);
     l.answer();
-    l.step(&[tool("read")], false);
+    l.step(&[object_tool("read")], false);
     l.answer();
     // Replace the first user turn (node 1, after the prompt node) with a summary.
     l.session()
         .append(Event::replace(Message::user("sum", "summary"), 1, 1))
         .unwrap();
-    let r = l.step(&[tool("read")], false);
+    let r = l.step(&[object_tool("read")], false);
     assert!(
         matches!(r.rewrite, Some(Rewrite::History { .. })),
         "{:?}",
@@ -176,7 +176,7 @@ fn the_floor_survives_a_reopen_and_a_resumed_loop_sends_the_same_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.jsonl");
     let copy = dir.path().join("copy.jsonl");
-    let tools = [tool("read"), tool("grep")];
+    let tools = [object_tool("read"), object_tool("grep")];
     let mut a = Loop::new(Session::create(&path, "s").unwrap(), BINDING_NO_MODE);
     a.step(&tools[..1], false);
     a.answer();
@@ -209,9 +209,9 @@ fn a_replace_the_dead_process_appended_after_its_last_record_is_a_rewrite() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.jsonl");
     let mut a = Loop::new(Session::create(&path, "s").unwrap(), BINDING_NO_MODE);
-    a.step(&[tool("read")], false);
+    a.step(&[object_tool("read")], false);
     a.answer();
-    a.step(&[tool("read")], false);
+    a.step(&[object_tool("read")], false);
     a.answer();
     // A compaction, then the process dies before its next record.
     a.session()
@@ -220,7 +220,7 @@ fn a_replace_the_dead_process_appended_after_its_last_record_is_a_rewrite() {
     drop(a);
     let mut b = Loop::new(Session::open(&path).unwrap().session, BINDING_NO_MODE);
     b.turn = 2;
-    let r = b.step(&[tool("read")], false);
+    let r = b.step(&[object_tool("read")], false);
     assert_eq!(r.rewrite, Some(Rewrite::History { message: 0 }));
     assert_eq!(b.floors(), 1);
 }
@@ -253,9 +253,9 @@ fn the_policy_is_chosen_once_before_any_floor_and_is_logged() {
 
     // After a floor the default has acted: choosing now is refused.
     let mut l = Loop::new(Session::new("t"), BINDING_NO_MODE);
-    l.step(&[tool("read")], false);
+    l.step(&[object_tool("read")], false);
     l.answer();
-    l.step(&[tool("read"), tool("grep")], false);
+    l.step(&[object_tool("read"), object_tool("grep")], false);
     assert!(matches!(
         l.session().set_thinking_policy(ThinkingPolicy::DropBlock),
         Err(e) if matches!(e.kind(), AppendErrorKind::ThinkingPolicyChosen {
@@ -275,9 +275,9 @@ fn each_policy_acts_on_every_request_after_the_floor() {
             session.set_thinking_policy(p).unwrap();
         }
         let mut l = Loop::new(session, BINDING_NO_MODE);
-        l.step(&[tool("read")], false);
+        l.step(&[object_tool("read")], false);
         l.answer();
-        let unchanged = l.step(&[tool("read")], false);
+        let unchanged = l.step(&[object_tool("read")], false);
         let before = unchanged.to_wire().unwrap();
         assert!(
             before.body.contains(r#""type":"thinking""#),
@@ -285,10 +285,12 @@ fn each_policy_acts_on_every_request_after_the_floor() {
         );
         assert_eq!(before.report.thinking_left_out, 0);
         l.answer();
-        let rewrite = l.step(&[tool("read"), tool("grep")], false);
+        let rewrite = l.step(&[object_tool("read"), object_tool("grep")], false);
         let wire = rewrite.to_wire();
         l.answer();
-        let next = l.step(&[tool("read"), tool("grep")], false).to_wire();
+        let next = l
+            .step(&[object_tool("read"), object_tool("grep")], false)
+            .to_wire();
         (wire, next)
     };
 

@@ -19,6 +19,7 @@ use mektpoy::{
 };
 use serde_json::json;
 use support::golden::assert_golden;
+use support::tool_from;
 
 fn flash() -> Route {
     Route::builder("deepseek", "deepseek-flash", WireApi::Messages)
@@ -37,13 +38,9 @@ fn anthropic() -> Route {
         .unwrap()
 }
 
-fn tool(value: serde_json::Value) -> ToolSchema {
-    ToolSchema::from_value(value).unwrap()
-}
-
 fn read_tool() -> ToolSchema {
     // Unknown fields (`title`, `annotations`) stay in the log and are never sent.
-    tool(json!({
+    tool_from(json!({
         "name": "read",
         "description": "Read a file",
         "parameters": {
@@ -57,7 +54,7 @@ fn read_tool() -> ToolSchema {
 }
 
 fn search_tool() -> ToolSchema {
-    tool(json!({
+    tool_from(json!({
         "name": "search",
         "description": "Search the web",
         "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}
@@ -65,7 +62,7 @@ fn search_tool() -> ToolSchema {
 }
 
 fn fetch_tool() -> ToolSchema {
-    tool(json!({
+    tool_from(json!({
         "name": "fetch",
         "description": "Fetch a URL",
         "parameters": {"type": "object", "properties": {"url": {"type": "string"}}}
@@ -280,7 +277,7 @@ fn anthropic_v4() -> Route {
 
 /// A strict tool: on Anthropic routes `strict` and `input_examples` are sent, `title` is not.
 fn strict_read_tool() -> ToolSchema {
-    tool(json!({
+    tool_from(json!({
         "name": "read",
         "description": "Read a file",
         "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},

@@ -219,17 +219,16 @@ impl Turn {
 }
 
 fn schema(name: &str, description: &str, parameters: Value) -> ToolSchema {
-    ToolSchema::from_value(json!({
+    support::tool_from(json!({
         "name": name,
         "description": description,
         "parameters": parameters,
     }))
-    .unwrap()
 }
 
 /// The tools scripts name: `read`, `grep`, `fetch`, and `fetch2` (`fetch` with another
 /// definition).
-fn tool(name: &str) -> ToolSchema {
+fn scripted_tool(name: &str) -> ToolSchema {
     let string_param =
         |p: &str| json!({"type": "object", "properties": {p: {"type": "string"}}, "required": [p]});
     match name {
@@ -288,7 +287,7 @@ fn run(id: &str, start: Lane, turns: &[Turn]) -> Vec<Sent> {
                 .expect("compaction");
         }
         let (route, config) = (lane.route(), lane.config());
-        let tools: Vec<ToolSchema> = turn.tools.iter().map(|t| tool(t)).collect();
+        let tools: Vec<ToolSchema> = turn.tools.iter().map(|t| scripted_tool(t)).collect();
         let user: Vec<Message> = turn
             .user
             .map(|text| Message::user(format!("user-{n}"), text))

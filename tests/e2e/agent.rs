@@ -64,15 +64,11 @@ pub struct Agent {
     redacted: bool,
 }
 
-/// A tool with a small object schema and a description derived from its name.
-pub fn tool(name: &str, version: u32, deferred: bool) -> ToolSchema {
-    let parameters = json!({"type": "object", "properties": {"arg": {"type": "string"}}});
-    let description = match version {
-        1 => format!("The {name} test tool."),
-        v => format!("The {name} test tool, version {v}."),
-    };
-    ToolSchema::new(name, description, parameters.as_object().unwrap().clone())
-        .with_defer_loading(deferred)
+pub use crate::support::tool_of;
+
+/// The parameters of every test tool here (built with [`tool_of`]): one string `arg`.
+pub fn arg_params() -> Value {
+    json!({"type": "object", "properties": {"arg": {"type": "string"}}})
 }
 
 /// `claude-opus-5` as Amazon Bedrock and Google Cloud serve it: tool changes by reference only

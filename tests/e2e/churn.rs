@@ -137,7 +137,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use mektpoy::{ToolSchema, event::SeriesStart, project::ProjectionPath, route_for};
 use serde_json::Value;
 
-use crate::agent::{Agent, Reply, Sent, assert_strip_thinking, opus_by_reference, prompt, tool};
+use crate::agent::{
+    Agent, Reply, Sent, arg_params, assert_strip_thinking, opus_by_reference, prompt, tool_of,
+};
 
 /// What happens at a step besides its effective tools.
 #[derive(Clone, Copy, Debug)]
@@ -233,8 +235,8 @@ fn tools(spec: &str) -> Vec<ToolSchema> {
         .map(|t| {
             let (t, deferred) = t.strip_suffix('*').map_or((t, false), |n| (n, true));
             match t.strip_suffix('2') {
-                Some(name) => tool(name, 2, deferred),
-                None => tool(t, 1, deferred),
+                Some(name) => tool_of(name, 2, deferred, arg_params()),
+                None => tool_of(t, 1, deferred, arg_params()),
             }
         })
         .collect()
@@ -622,7 +624,7 @@ fn churn_on_claude_fable_5_1_inline_loses_only_at_the_compaction_and_sends_every
             .sent
             .wire
             .body
-            .contains("The fetch test tool, version 2.")
+            .contains(r#""description":"fetch v2""#)
     );
     assert_eq!(
         changes(&rows[39]),

@@ -16,14 +16,14 @@ use mektpoy::{
 };
 use serde_json::{Value, json};
 
-use crate::agent::{Agent, Reply, Unsent, opus_by_reference, prompt, tool};
+use crate::agent::{Agent, Reply, Unsent, arg_params, opus_by_reference, prompt, tool_of};
 
 /// The addition block of `search` on `route`'s wire.
 fn search_addition(route: &Route) -> Value {
     if route.inline_definitions() {
         json!({"type": "tool_addition", "tool": {"type": "tool_definition", "definition": {
             "name": "search",
-            "description": "The search test tool.",
+            "description": "search",
             "input_schema": {"type": "object", "properties": {"arg": {"type": "string"}}}
         }}})
     } else {
@@ -37,8 +37,8 @@ fn change_waits_for_the_next_user_turn(key: &str, route: Route) {
     let binds = route.binds_thinking();
     let mut agent = Agent::new(key, route);
     let prompt = prompt("You are a headless agent.");
-    let read = tool("read", 1, false);
-    let search = tool("search", 1, false);
+    let read = tool_of("read", 1, false, arg_params());
+    let search = tool_of("search", 1, false, arg_params());
     let refused = |step: u32| {
         move |r: crate::standin::Refused| -> crate::agent::Sent {
             panic!("{key} step {step}: refused ({}): {}", r.status, r.message)
@@ -127,7 +127,10 @@ fn next_user_turn_carries_the_addition(
     addition: Value,
     binds: bool,
 ) {
-    let tools = [tool("read", 1, false), tool("search", 1, false)];
+    let tools = [
+        tool_of("read", 1, false, arg_params()),
+        tool_of("search", 1, false, arg_params()),
+    ];
     let third = agent
         .step(prompt, &tools, Some("Go on."), Reply::Text)
         .unwrap_or_else(|r| panic!("{key} step 3: refused ({}): {}", r.status, r.message));

@@ -26,7 +26,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::agent::{Agent, Reply, Sent, opus_by_reference, prompt, tool};
+use crate::agent::{Agent, Reply, Sent, arg_params, opus_by_reference, prompt, tool_of};
 
 /// The parts of a Messages body the scenario compares, as raw bytes.
 #[derive(Deserialize)]
@@ -68,8 +68,8 @@ fn prompt_and_deferred_addition_in_one_step(key: &str, route: Route, search: Sea
     let mut agent = Agent::new(key, route);
     let p1 = prompt("You are a headless agent.");
     let p2 = prompt("You are a headless agent. Report progress after each tool call.");
-    let read = tool("read", 1, false);
-    let searched = tool("search", 1, search != Search::New);
+    let read = tool_of("read", 1, false, arg_params());
+    let searched = tool_of("search", 1, search != Search::New, arg_params());
     let refused = |what: &'static str| {
         move |r: crate::standin::Refused| -> Sent {
             panic!(
@@ -221,7 +221,7 @@ fn prompt_and_deferred_addition_in_one_step(key: &str, route: Route, search: Sea
     let addition = if by_value {
         json!({"type": "tool_addition", "tool": {"type": "tool_definition", "definition": {
             "name": "search",
-            "description": "The search test tool.",
+            "description": "search",
             "input_schema": {"type": "object", "properties": {"arg": {"type": "string"}}}
         }}})
     } else {

@@ -24,3 +24,5 @@ mod continuation;
 mod headless;
 mod random_churn;
 mod standin;
+#[path = "../support/mod.rs"]
+mod support;

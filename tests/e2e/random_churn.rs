@@ -25,7 +25,8 @@ use mektpoy::{
 use serde_json::Value;
 
 use crate::agent::{
-    Agent, Reply, Sent, Unsent, assert_strip_thinking, opus_by_reference, prompt, tool,
+    Agent, Reply, Sent, Unsent, arg_params, assert_strip_thinking, opus_by_reference, prompt,
+    tool_of,
 };
 
 const NAMES: [&str; 6] = ["read", "write", "grep", "bash", "fetch", "lint"];
@@ -112,7 +113,7 @@ fn run(mut agent: Agent, seed: u64) -> Vec<Row> {
         }
         let schemas: Vec<_> = tools
             .iter()
-            .map(|&(n, v, d)| tool(NAMES[n], v, d))
+            .map(|&(n, v, d)| tool_of(NAMES[n], v, d, arg_params()))
             .collect();
         // A step after a tool call continues from its result; others sometimes continue right
         // after the assistant's text. (Both draws are made on every step, so that the draws do

@@ -1,10 +1,24 @@
-//! Fixtures shared by the integration tests: event lines written by hand (in SPEC §1 key
-//! order, independent of the crate's encoder), a `LogBuilder` for whole session files, and a
-//! replay model of the surface.
+//! Fixtures shared by the integration tests: the examples' notation (tools, content blocks,
+//! messages and snapshots, parsed and rendered in one place), event lines written by hand (in
+//! the log's key order, independent of the crate's encoder), a `LogBuilder` for whole session
+//! files, and a replay model of the surface.
 //!
-//! Tool specs follow EXAMPLES.md: `"A"` is `{name: A, description: A, parameters: {}}`, a
-//! trailing `d` adds `deferLoading: true` (`"Bd"`), a trailing `2` changes the description
-//! (`"A2"`).
+//! # Notation
+//!
+//! Tools: `"A"` is `{name: A, description: A, parameters: {}}`; a version digit gives another
+//! description (`"A2"`: `A v2`), a trailing `d` adds `deferLoading: true` (`"Bd"`, `"A2d"`), a
+//! trailing `'` writes the same definition with its keys in another order (`"A'"`). The
+//! suffixes apply to a one-capital-letter name; any other spec (`"read"`, `"v1"`) is a plain
+//! name. Every tool fixture is built by [`tool_of`].
+//!
+//! Content blocks: `+B` a `tool-addition`, `-A` a `tool-removal`, `~B` a `tool-redefinition`,
+//! `?r` an unknown block `{"type":"image","ref":"r"}`, anything else a text block.
+//!
+//! Messages: `u1` user, `a1` assistant, `s1` system, `d1(+B,-A,note)` a developer message with
+//! those blocks (`d1()`: none).
+//!
+//! Snapshots: `{[A,Bd],[[d1,[B]]]}` (tools, then each update's message id and additions; an
+//! update with redefinitions adds `,~[B2]`).
 
 // Each test crate uses a different subset of these helpers.
 #![allow(dead_code)]
@@ -15,7 +29,10 @@ pub mod recorded;
 use std::path::{Path, PathBuf};
 
 use mektpoy::{
-    Event, Message, Session, ToolSchema, event::SurfaceOp, history::ToolHistory, vocab::Seq,
+    ContentBlock, Event, Message, Session, ToolSchema,
+    event::SurfaceOp,
+    history::ToolHistory,
+    vocab::{Role, Seq},
 };
 use serde_json::{Value, json};
 
@@ -24,38 +41,225 @@ pub fn session_line(id: &str) -> String {
     format!(r#"{{"type":"session","version":0,"id":"{id}"}}"#)
 }
 
-/// The JSON of an EXAMPLES.md tool spec.
-pub fn tool_json(spec: &str) -> String {
-    let (name, deferred, changed) = parse_tool_spec(spec);
-    let description = if changed {
-        format!("{name} v2")
-    } else {
-        name.to_owned()
+/// A tool spec of the notation, parsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ToolSpec<'a> {
+    /// The tool's name.
+    pub name: &'a str,
+    /// The definition's version: 1 unless the spec has a digit.
+    pub version: u32,
+    /// `d`: declared with `deferLoading: true`.
+    pub deferred: bool,
+    /// `'`: the definition written with its keys in another order.
+    pub reordered: bool,
+}
+
+/// Parses a tool spec (see the module notes).
+pub fn parse_tool_spec(spec: &str) -> ToolSpec<'_> {
+    let plain = ToolSpec {
+        name: spec,
+        version: 1,
+        deferred: false,
+        reordered: false,
     };
-    let defer = if deferred {
-        r#","deferLoading":true"#
+    if !spec.starts_with(|c: char| c.is_ascii_uppercase()) {
+        return plain;
+    }
+    let (name, mut rest) = spec.split_at(1);
+    let reordered = rest.ends_with('\'');
+    if reordered {
+        rest = &rest[..rest.len() - 1];
+    }
+    let deferred = rest.ends_with('d');
+    if deferred {
+        rest = &rest[..rest.len() - 1];
+    }
+    let version = match rest {
+        "" => 1,
+        digits => match digits.parse() {
+            Ok(v) => v,
+            Err(_) => return plain,
+        },
+    };
+    ToolSpec {
+        name,
+        version,
+        deferred,
+        reordered,
+    }
+}
+
+/// The description of version `version` of tool `name`: `name` for version 1, `name vN`
+/// otherwise.
+pub fn description(name: &str, version: u32) -> String {
+    if version == 1 {
+        name.to_owned()
+    } else {
+        format!("{name} v{version}")
+    }
+}
+
+/// The one tool builder: `name` at definition version `version` (see [`description`]), with
+/// `parameters`, deferred or not.
+pub fn tool_of(name: &str, version: u32, deferred: bool, parameters: Value) -> ToolSchema {
+    ToolSchema::new(name, description(name, version), obj(parameters)).with_defer_loading(deferred)
+}
+
+/// A tool spec as a `ToolSchema`, parameters `{}`.
+pub fn tool(spec: &str) -> ToolSchema {
+    tool_with(spec, json!({}))
+}
+
+/// A tool spec as a `ToolSchema`, parameters `{"type":"object"}` (what Anthropic routes
+/// require at the root).
+pub fn object_tool(spec: &str) -> ToolSchema {
+    tool_with(spec, json!({"type": "object"}))
+}
+
+/// A tool spec as a `ToolSchema` with these `parameters`.
+pub fn tool_with(spec: &str, parameters: Value) -> ToolSchema {
+    let t = parse_tool_spec(spec);
+    if t.reordered {
+        let parameters = format!(r#""parameters":{parameters}"#);
+        let text = tool_json(spec).replace(r#""parameters":{}"#, &parameters);
+        return serde_json::from_str(&text).unwrap();
+    }
+    tool_of(t.name, t.version, t.deferred, parameters)
+}
+
+/// A tool from its JSON (for fixtures the notation cannot write: real schemas, unknown
+/// fields).
+pub fn tool_from(value: Value) -> ToolSchema {
+    ToolSchema::from_value(value).unwrap()
+}
+
+/// Space-separated tool specs as `ToolSchema`s.
+pub fn tools(specs: &str) -> Vec<ToolSchema> {
+    specs.split_whitespace().map(tool).collect()
+}
+
+/// The JSON text of a tool spec, written by hand: keys `name`, `description`, `parameters`
+/// (`{}`), `deferLoading` in that order, or reversed for a `'` spec.
+pub fn tool_json(spec: &str) -> String {
+    let t = parse_tool_spec(spec);
+    let (name, description) = (t.name, description(t.name, t.version));
+    let defer = if t.deferred {
+        r#""deferLoading":true"#
     } else {
         ""
     };
-    format!(r#"{{"name":"{name}","description":"{description}","parameters":{{}}{defer}}}"#)
+    let mut fields = vec![
+        format!(r#""name":"{name}""#),
+        format!(r#""description":"{description}""#),
+        r#""parameters":{}"#.to_owned(),
+    ];
+    if t.deferred {
+        fields.push(defer.to_owned());
+    }
+    if t.reordered {
+        fields.reverse();
+    }
+    format!("{{{}}}", fields.join(","))
 }
 
-fn parse_tool_spec(spec: &str) -> (&str, bool, bool) {
-    let mut name = spec;
-    let deferred = name.len() > 1 && name.ends_with('d');
-    if deferred {
-        name = &name[..name.len() - 1];
+/// A tool rendered as a spec: its name, its version when the description is not the
+/// name's (`2` for `A v2`; `?` for a description of no version), `d` when deferred.
+pub fn tool_spec(t: &ToolSchema) -> String {
+    let mut spec = t.name().to_owned();
+    if t.description() != t.name() {
+        match t
+            .description()
+            .strip_prefix(t.name())
+            .and_then(|d| d.strip_prefix(" v"))
+        {
+            Some(version) => spec.push_str(version),
+            None => spec.push('?'),
+        }
     }
-    let changed = name.len() > 1 && name.ends_with('2');
-    if changed {
-        name = &name[..name.len() - 1];
+    if t.defer_loading() {
+        spec.push('d');
     }
-    (name, deferred, changed)
+    spec
 }
 
-/// An EXAMPLES.md tool spec as a `ToolSchema`.
-pub fn tool(spec: &str) -> ToolSchema {
-    ToolSchema::from_value(serde_json::from_str(&tool_json(spec)).unwrap()).unwrap()
+/// Tools rendered as space-separated specs.
+pub fn tools_spec(tools: &[ToolSchema]) -> String {
+    tools.iter().map(tool_spec).collect::<Vec<_>>().join(" ")
+}
+
+/// A content block spec as a `ContentBlock`.
+pub fn block(spec: &str) -> ContentBlock {
+    match spec.split_at_checked(1) {
+        Some(("+", n)) => ContentBlock::addition(n),
+        Some(("-", n)) => ContentBlock::removal(n),
+        Some(("~", n)) => ContentBlock::redefinition(n),
+        Some(("?", r)) => ContentBlock::other(json!({"type": "image", "ref": r})).unwrap(),
+        _ => ContentBlock::text(spec),
+    }
+}
+
+/// The JSON text of a content block spec, written by hand.
+pub fn block_json(spec: &str) -> String {
+    match spec.split_at_checked(1) {
+        Some(("+", n)) => format!(r#"{{"type":"tool-addition","toolName":"{n}"}}"#),
+        Some(("-", n)) => format!(r#"{{"type":"tool-removal","toolName":"{n}"}}"#),
+        Some(("~", n)) => format!(r#"{{"type":"tool-redefinition","toolName":"{n}"}}"#),
+        Some(("?", r)) => format!(r#"{{"type":"image","ref":"{r}"}}"#),
+        _ => format!(r#"{{"type":"text","text":"{spec}"}}"#),
+    }
+}
+
+/// A content block rendered as a spec (`!` for a block the notation has no spec for).
+pub fn block_spec(b: &ContentBlock) -> String {
+    match b {
+        ContentBlock::ToolAddition { tool_name } => format!("+{tool_name}"),
+        ContentBlock::ToolRemoval { tool_name } => format!("-{tool_name}"),
+        ContentBlock::ToolRedefinition { tool_name } => format!("~{tool_name}"),
+        ContentBlock::Text { text } => text.clone(),
+        ContentBlock::Other(v) => {
+            format!("?{}", v.get("ref").and_then(|r| r.as_str()).unwrap_or(""))
+        }
+        _ => "!".to_owned(),
+    }
+}
+
+/// A message spec as a `Message`: `u1` (text `text of u1`), `a1` (text `answer`, from
+/// provider `p`, model `m`), `s1` (prompt `prompt`), `d1(…)` (a developer message).
+pub fn msg(spec: &str) -> Message {
+    if let Some((id, rest)) = spec.split_once('(') {
+        let blocks = rest
+            .strip_suffix(')')
+            .unwrap_or_else(|| panic!("bad message {spec}"))
+            .split(',')
+            .filter(|b| !b.is_empty())
+            .map(block)
+            .collect();
+        return Message::developer(id, blocks);
+    }
+    match &spec[..1] {
+        "u" => Message::user(spec, format!("text of {spec}")),
+        "a" => Message::assistant(spec, "answer", "p", "m"),
+        "s" => Message::system(spec, "prompt"),
+        _ => panic!("bad message {spec}"),
+    }
+}
+
+/// Space-separated message specs as `Message`s.
+pub fn msgs(specs: &str) -> Vec<Message> {
+    specs.split_whitespace().map(msg).collect()
+}
+
+/// Messages rendered as space-separated specs: a developer message as `d1(+B,…)`, any other
+/// message as its id.
+pub fn msgs_spec(messages: &[Message]) -> String {
+    let one = |m: &Message| {
+        if m.role() != Role::Developer {
+            return m.id().to_owned();
+        }
+        let blocks: Vec<String> = m.content().iter().map(block_spec).collect();
+        format!("{}({})", m.id(), blocks.join(","))
+    };
+    messages.iter().map(one).collect::<Vec<_>>().join(" ")
 }
 
 /// A `request/header` line with config `{"provider":"p","model":"m"}`.
@@ -139,19 +343,7 @@ pub fn assistant(id: &str) -> String {
     message("assistant", id, APPEND)
 }
 
-/// A tool-change block from `"+B"` (addition) or `"-A"` (removal); anything else is a text
-/// block.
-pub fn block_json(block: &str) -> String {
-    if let Some(name) = block.strip_prefix('+') {
-        format!(r#"{{"type":"tool-addition","toolName":"{name}"}}"#)
-    } else if let Some(name) = block.strip_prefix('-') {
-        format!(r#"{{"type":"tool-removal","toolName":"{name}"}}"#)
-    } else {
-        format!(r#"{{"type":"text","text":"{block}"}}"#)
-    }
-}
-
-/// A `developer/message` line (appended to the surface) with `blocks` (see [`block_json`])
+/// A `developer/message` line (appended to the surface) with `blocks` (block specs)
 /// and an optional `headerSeq`.
 pub fn dev(id: &str, blocks: &[&str], header_seq: Option<u64>) -> String {
     let content: Vec<String> = blocks.iter().map(|b| block_json(b)).collect();
@@ -253,7 +445,7 @@ pub enum Node {
     Opaque(Seq),
 }
 
-/// The surface after `events`, replayed from the rules of SPEC §1 (the model the session's
+/// The surface after `events`, replayed from the log's rules (the model the session's
 /// cached surface is compared against), and the number of replaces.
 pub fn replay_surface<'a>(events: impl IntoIterator<Item = &'a Event>) -> (Vec<Node>, u64) {
     let mut surface = Vec::new();
@@ -286,29 +478,26 @@ pub fn surface_messages(surface: &[Node]) -> Vec<Message> {
         .collect()
 }
 
-/// A snapshot in EXAMPLES.md notation: `{[A,Bd],[[d1,[B]]]}` (`d` = deferred, `2` = the
-/// changed description).
+/// A snapshot rendered in the notation: `{[A,Bd],[[d1,[B]]]}`, an update with
+/// redefinitions as `[d1,[],~[B2]]`.
 pub fn summary(h: &ToolHistory) -> String {
-    let name = |t: &ToolSchema| {
-        let mut n = t.name().to_owned();
-        if t.description().ends_with(" v2") {
-            n.push('2');
-        }
-        if t.defer_loading() {
-            n.push('d');
-        }
-        n
+    let specs = |tools: &mektpoy::vocab::List<ToolSchema>| {
+        tools.iter().map(tool_spec).collect::<Vec<_>>().join(",")
     };
-    let tools: Vec<String> = h.tools().iter().map(name).collect();
     let updates: Vec<String> = h
         .updates()
         .iter()
         .map(|u| {
-            let adds: Vec<String> = u.additions().iter().map(name).collect();
-            format!("[{},[{}]]", u.message_id(), adds.join(","))
+            let adds = specs(u.additions());
+            if u.redefinitions().is_empty() {
+                format!("[{},[{adds}]]", u.message_id())
+            } else {
+                let redefs = specs(u.redefinitions());
+                format!("[{},[{adds}],~[{redefs}]]", u.message_id())
+            }
         })
         .collect();
-    format!("{{[{}],[{}]}}", tools.join(","), updates.join(","))
+    format!("{{[{}],[{}]}}", specs(h.tools()), updates.join(","))
 }
 
 /// A typed user message event with a fresh id, for "the session still works" checks.

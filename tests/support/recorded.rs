@@ -60,7 +60,7 @@ pub struct Request {
     /// A request series starts at this request (a header with `startsSeries` or reason
     /// `series`).
     pub starts_series: bool,
-    /// A declaration series (SPEC §3 step 2) starts at this request.
+    /// A declaration series (reference §3 step 2) starts at this request.
     pub new_declaration_series: bool,
 }
 
@@ -71,12 +71,14 @@ impl Request {
     }
 }
 
-/// `name` with definition version `version`.
-pub fn tool(name: &str, version: u32, deferred: bool) -> ToolSchema {
-    let mut parameters = serde_json::Map::new();
-    parameters.insert("type".into(), "object".into());
-    ToolSchema::new(name, format!("{name} tool v{version}"), parameters)
-        .with_defer_loading(deferred)
+/// `name` with definition version `version`, parameters `{"type":"object"}`.
+fn versioned(name: &str, version: u32, deferred: bool) -> ToolSchema {
+    super::tool_of(
+        name,
+        version,
+        deferred,
+        serde_json::json!({"type": "object"}),
+    )
 }
 
 /// Records `ops` into a new session, one request per step.
@@ -150,14 +152,14 @@ fn apply(current: &mut Vec<ToolSchema>, versions: &mut [u32], change: Change) {
     match change {
         Change::Add { name, deferred } => {
             if !current.iter().any(|t| t.name() == NAMES[name]) {
-                current.push(tool(NAMES[name], versions[name], deferred));
+                current.push(versioned(NAMES[name], versions[name], deferred));
             }
         }
         Change::Remove { name } => current.retain(|t| t.name() != NAMES[name]),
         Change::Redefine { name } => {
             if let Some(i) = current.iter().position(|t| t.name() == NAMES[name]) {
                 versions[name] += 1;
-                current[i] = tool(NAMES[name], versions[name], current[i].defer_loading());
+                current[i] = versioned(NAMES[name], versions[name], current[i].defer_loading());
             }
         }
     }
