@@ -11,7 +11,6 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
-use serde::ser::{SerializeMap, Serializer};
 
 use crate::event::RequestHeader;
 use crate::history::{ToolHistory, ToolUpdate};
@@ -24,21 +23,12 @@ use crate::vocab::{
 ///
 /// Serializes as `{"messages":[...],"tools":[...]|null}` (the JSON the `project` example
 /// prints), tools with `deferLoading` only when true.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ProjectedToolUpdates<'a> {
     /// The messages, borrowed when none was dropped or changed.
     pub messages: Cow<'a, [Message]>,
     /// The declarations; `None` when the input had none and a fallback was taken.
     pub tools: Option<Cow<'a, [ToolSchema]>>,
-}
-
-impl Serialize for ProjectedToolUpdates<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2))?;
-        m.serialize_entry("messages", &*self.messages)?;
-        m.serialize_entry("tools", &self.tools.as_deref())?;
-        m.end()
-    }
 }
 
 /// Which rule of SPEC §5 produced a projection, as reported by
