@@ -11,7 +11,6 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
-use serde::ser::{SerializeMap, Serializer};
 
 use crate::event::RequestHeader;
 use crate::history::{ToolHistory, ToolUpdate};
@@ -24,7 +23,7 @@ use crate::vocab::{
 ///
 /// Serializes as `{"messages":[...],"tools":[...]|null}` (the JSON the `project` example
 /// prints), tools with `deferLoading` only when true.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct ProjectedToolUpdates<'a> {
     /// The messages, borrowed when none was dropped or changed.
@@ -33,6 +32,7 @@ pub struct ProjectedToolUpdates<'a> {
     pub tools: Option<Cow<'a, [ToolSchema]>>,
     /// Which rule produced this projection: a meter or a test can show why a request fell
     /// back. Not serialized.
+    #[serde(skip)]
     pub path: ProjectionPath,
 }
 
@@ -52,15 +52,6 @@ impl<'a> ProjectedToolUpdates<'a> {
     pub fn with_tools(mut self, tools: impl Into<Cow<'a, [ToolSchema]>>) -> Self {
         self.tools = Some(tools.into());
         self
-    }
-}
-
-impl Serialize for ProjectedToolUpdates<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2))?;
-        m.serialize_entry("messages", &*self.messages)?;
-        m.serialize_entry("tools", &self.tools.as_deref())?;
-        m.end()
     }
 }
 

@@ -9,8 +9,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 /// How a route takes tool changes in history (SPEC §5). `None` where a route has no mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ToolUpdateMode {
     /// Additions of deferred declarations *and* removals are accepted in history and keep
     /// the cached prefix: removed definitions stay declared, removal blocks are sent.
@@ -27,6 +26,23 @@ impl ToolUpdateMode {
             ToolUpdateMode::InHistory => "in-history",
             ToolUpdateMode::AdditionOnly => "addition-only",
         }
+    }
+}
+
+// Hand-written, as is `Deserialize`: the spelling is [`ToolUpdateMode::as_str`], defined once.
+impl Serialize for ToolUpdateMode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolUpdateMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = Cow::<str>::deserialize(d)?;
+        [ToolUpdateMode::InHistory, ToolUpdateMode::AdditionOnly]
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| serde::de::Error::custom(format_args!("unknown mode `{s}`")))
     }
 }
 

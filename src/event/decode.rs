@@ -240,8 +240,8 @@ enum Kind {
 
 fn kind(event_type: &str) -> Kind {
     match event_type {
-        "request/header" => Kind::Header,
-        "thinking/policy" | "thinking/floor" => Kind::Thinking,
+        super::HEADER_TYPE => Kind::Header,
+        super::POLICY_TYPE | super::FLOOR_TYPE => Kind::Thinking,
         _ => Role::for_event_type(event_type).map_or(Kind::Opaque, Kind::Message),
     }
 }
@@ -419,7 +419,7 @@ fn thinking_event(event_type: &str, data: &Obj) -> Result<ThinkingEvent, DecodeE
             .and_then(Value::as_str)
             .ok_or(DecodeError::Field { what })
     };
-    if event_type == "thinking/policy" {
+    if event_type == super::POLICY_TYPE {
         let policy = text("policy", "data.policy")?;
         return ThinkingPolicy::from_str_opt(policy)
             .map(ThinkingEvent::Policy)
@@ -427,10 +427,9 @@ fn thinking_event(event_type: &str, data: &Obj) -> Result<ThinkingEvent, DecodeE
                 what: "data.policy",
             });
     }
-    let rewrite = match text("rewrite", "data.rewrite")? {
-        "tools" => Rewrite::Tools,
-        "system" => Rewrite::System,
-        "history" => Rewrite::History {
+    let kind = text("rewrite", "data.rewrite")?;
+    let rewrite = match Rewrite::KINDS.into_iter().find(|k| k.as_str() == kind) {
+        Some(Rewrite::History { .. }) => Rewrite::History {
             message: data
                 .get("message")
                 .and_then(Value::as_u64)
@@ -439,7 +438,8 @@ fn thinking_event(event_type: &str, data: &Obj) -> Result<ThinkingEvent, DecodeE
                     what: "data.message",
                 })?,
         },
-        _ => {
+        Some(other) => other,
+        None => {
             return Err(DecodeError::Field {
                 what: "data.rewrite",
             });
@@ -453,12 +453,12 @@ fn thinking_event(event_type: &str, data: &Obj) -> Result<ThinkingEvent, DecodeE
 }
 
 fn surface_op(v: Value) -> Result<SurfaceOp, DecodeError> {
-    if v.as_str() == Some("append") {
+    if v.as_str() == Some(SurfaceOp::APPEND) {
         return Ok(SurfaceOp::Append);
     }
     let parsed = (|| {
         let o = v.as_object()?;
-        if o.len() != 3 || o.get("op")?.as_str()? != "replace" {
+        if o.len() != 3 || o.get("op")?.as_str()? != SurfaceOp::REPLACE {
             return None;
         }
         let start = usize::try_from(o.get("start")?.as_u64()?).ok()?;
@@ -499,12 +499,9 @@ impl<'de> Shape<'de> for HeaderData {
     fn finish(self) -> Self::Out {
         let reason = match self.reason {
             None => return Err(DecodeError::MissingReason),
-            Some(Value::String(r)) => match r.as_str() {
-                "initial" => Reason::Initial,
-                "resume" => Reason::Resume,
-                "change" => Reason::Change,
-                "series" => Reason::Series,
-                _ => return Err(DecodeError::UnknownReason(r)),
+            Some(Value::String(r)) => match Reason::from_str_opt(&r) {
+                Some(reason) => reason,
+                None => return Err(DecodeError::UnknownReason(r)),
             },
             Some(other) => return Err(DecodeError::UnknownReason(other.to_string())),
         };
@@ -751,6 +748,27 @@ fn message_event(
         header_seq: parts.header_seq,
         surface_op,
     })
+}
+
+// The one message decoder: a message given alone (the `project` example's input, an
+// application's JSON) is read as a log line's `data.message` is, a key repeated at any
+// depth refused.
+impl<'de> serde::Deserialize<'de> for Message {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let ctx = Ctx {
+            strict: Strict::default(),
+            text: false,
+        };
+        match Object(MessageShape::default(), &ctx).deserialize(d) {
+            Ok(Some(Ok(message))) => Ok(message),
+            Ok(Some(Err(e))) => Err(de::Error::custom(e)),
+            Ok(None) => Err(de::Error::custom("a message must be a JSON object")),
+            Err(e) => Err(match ctx.strict.duplicate() {
+                Some(key) => de::Error::custom(DecodeError::DuplicateKey { key }),
+                None => e,
+            }),
+        }
+    }
 }
 
 /// `{"id","role","content","source","isError"?}`; other keys ignored.

@@ -1,130 +1,168 @@
-//! `Event` → compact JSON in the key order of SPEC §1.
+//! `Event` → compact JSON in the log's key order.
 //!
-//! Written against `serde::Serializer` with explicit maps, never through `Value`, whose key
-//! order depends on a Cargo feature another crate may turn on.
+//! Written through `serde::Serializer` from ordered fields (derived), never through `Value`,
+//! whose key order depends on a Cargo feature another crate may turn on. Enum spellings are
+//! the types' `as_str`, the tables decoding reads too.
 
+use indexmap::IndexMap;
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
+use serde_json::Value;
 
-use super::{
-    Config, Event, HeaderEvent, MessageEvent, RequestHeader, Rewrite, SurfaceOp, ThinkingEvent,
-};
+use super::{Event, HeaderEvent, MessageEvent, RequestHeader, SurfaceOp, ThinkingEvent};
+use crate::vocab::{Message, Seq, ToolSchema};
 
 pub(super) fn event(e: &Event) -> String {
     // Serializing owned strings, numbers and maps of them into a `Vec` cannot fail.
-    serde_json::to_string(&Line(e)).expect("an event has string keys and finite numbers")
+    serde_json::to_string(&Line::of(e)).expect("an event has string keys and finite numbers")
 }
 
-struct Line<'a>(&'a Event);
+/// `{"type", "data" | the opaque event's fields, "surfaceOp"?}`.
+#[derive(Serialize)]
+struct Line<'a> {
+    #[serde(rename = "type")]
+    event_type: &'a str,
+    #[serde(flatten)]
+    body: Body<'a>,
+    #[serde(rename = "surfaceOp", skip_serializing_if = "Option::is_none")]
+    surface_op: Option<SurfaceOp>,
+}
 
-impl Serialize for Line<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("type", self.0.event_type())?;
-        match self.0 {
-            Event::Header(h) => m.serialize_entry("data", &HeaderData(h))?,
-            Event::Message(me) => m.serialize_entry("data", &MessageData(me))?,
-            Event::Thinking(t) => m.serialize_entry("data", &ThinkingData(t))?,
-            Event::Opaque(o) => {
-                for (k, v) in &o.fields {
-                    m.serialize_entry(k, v)?;
-                }
-            }
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Body<'a> {
+    Data {
+        data: Data<'a>,
+    },
+    /// An opaque event's fields, verbatim and in order.
+    Opaque(&'a IndexMap<String, Value>),
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Data<'a> {
+    Header(HeaderData<'a>),
+    Message(MessageData<'a>),
+    Thinking(ThinkingData<'a>),
+}
+
+impl<'a> Line<'a> {
+    fn of(e: &'a Event) -> Self {
+        let data = |data| Body::Data { data };
+        let body = match e {
+            Event::Header(h) => data(Data::Header(HeaderData::of(h))),
+            Event::Message(m) => data(Data::Message(MessageData::of(m))),
+            Event::Thinking(t) => data(Data::Thinking(ThinkingData::of(t))),
+            Event::Opaque(o) => Body::Opaque(&o.fields),
+        };
+        Line {
+            event_type: e.event_type(),
+            body,
+            surface_op: e.surface_op(),
         }
-        if let Some(op) = self.0.surface_op() {
-            m.serialize_entry("surfaceOp", &op)?;
-        }
-        m.end()
     }
 }
 
-struct ThinkingData<'a>(&'a ThinkingEvent);
+/// `{"policy"}` or `{"provider","model","rewrite","message"?}`.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ThinkingData<'a> {
+    Policy {
+        policy: &'static str,
+    },
+    Floor {
+        provider: &'a str,
+        model: &'a str,
+        rewrite: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<usize>,
+    },
+}
 
-impl Serialize for ThinkingData<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
-        match self.0 {
-            ThinkingEvent::Policy(p) => m.serialize_entry("policy", p.as_str())?,
-            ThinkingEvent::Floor(f) => {
-                m.serialize_entry("provider", &f.provider)?;
-                m.serialize_entry("model", &f.model)?;
-                m.serialize_entry("rewrite", f.rewrite.as_str())?;
-                if let Rewrite::History { message } = f.rewrite {
-                    m.serialize_entry("message", &message)?;
-                }
-            }
+impl<'a> ThinkingData<'a> {
+    fn of(t: &'a ThinkingEvent) -> Self {
+        match t {
+            ThinkingEvent::Policy(p) => ThinkingData::Policy { policy: p.as_str() },
+            ThinkingEvent::Floor(f) => ThinkingData::Floor {
+                provider: &f.provider,
+                model: &f.model,
+                rewrite: f.rewrite.as_str(),
+                message: match f.rewrite {
+                    super::Rewrite::History { message } => Some(message),
+                    _ => None,
+                },
+            },
         }
-        m.end()
     }
 }
 
-struct HeaderData<'a>(&'a HeaderEvent);
+/// `{"header","reason","startsSeries"?}` (`startsSeries` only when true).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct HeaderData<'a> {
+    header: &'a RequestHeader,
+    reason: &'static str,
+    #[serde(skip_serializing_if = "is_false")]
+    starts_series: bool,
+}
 
-impl Serialize for HeaderData<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("header", &self.0.header)?;
-        m.serialize_entry("reason", self.0.reason.as_str())?;
-        if self.0.starts_series {
-            m.serialize_entry("startsSeries", &true)?;
+impl<'a> HeaderData<'a> {
+    fn of(h: &'a HeaderEvent) -> Self {
+        HeaderData {
+            header: &h.header,
+            reason: h.reason.as_str(),
+            starts_series: h.starts_series,
         }
-        m.end()
     }
 }
 
-impl Serialize for RequestHeader {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("config", &self.config)?;
-        if !self.tools.is_empty() {
-            m.serialize_entry("tools", &*self.tools)?;
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// `RequestHeader`'s `tools`, omitted when empty (an `Arc<[_]>`, which serde writes only with
+/// its `rc` feature).
+pub(super) fn tools<S: Serializer>(tools: &[ToolSchema], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(tools)
+}
+
+pub(super) fn no_tools(tools: &[ToolSchema]) -> bool {
+    tools.is_empty()
+}
+
+/// `{"turn"?,"step"?,"message","headerSeq"?}`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MessageData<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turn: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step: Option<u64>,
+    message: &'a Message,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    header_seq: Option<Seq>,
+}
+
+impl<'a> MessageData<'a> {
+    fn of(e: &'a MessageEvent) -> Self {
+        MessageData {
+            turn: e.turn,
+            step: e.step,
+            message: &e.message,
+            header_seq: e.header_seq,
         }
-        for (k, v) in &self.extra {
-            m.serialize_entry(k, v)?;
-        }
-        m.end()
     }
 }
 
-impl Serialize for Config {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2 + self.extra.len()))?;
-        m.serialize_entry("provider", &self.provider)?;
-        m.serialize_entry("model", &self.model)?;
-        for (k, v) in &self.extra {
-            m.serialize_entry(k, v)?;
-        }
-        m.end()
-    }
-}
-
-struct MessageData<'a>(&'a MessageEvent);
-
-impl Serialize for MessageData<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let e = self.0;
-        let mut m = s.serialize_map(None)?;
-        if let Some(t) = e.turn {
-            m.serialize_entry("turn", &t)?;
-        }
-        if let Some(t) = e.step {
-            m.serialize_entry("step", &t)?;
-        }
-        m.serialize_entry("message", &e.message)?;
-        if let Some(h) = e.header_seq {
-            m.serialize_entry("headerSeq", &h)?;
-        }
-        m.end()
-    }
-}
-
+// Hand-written: `"append"` is a bare string and `replace` an object tagged by `op`; no one
+// serde enum representation writes both.
 impl Serialize for SurfaceOp {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match *self {
-            SurfaceOp::Append => s.serialize_str("append"),
+            SurfaceOp::Append => s.serialize_str(SurfaceOp::APPEND),
             SurfaceOp::Replace { start, end } => {
                 let mut m = s.serialize_map(Some(3))?;
-                m.serialize_entry("op", "replace")?;
+                m.serialize_entry("op", SurfaceOp::REPLACE)?;
                 m.serialize_entry("start", &start)?;
                 m.serialize_entry("end", &end)?;
                 m.end()

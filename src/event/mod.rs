@@ -82,6 +82,13 @@ pub enum Rewrite {
 }
 
 impl Rewrite {
+    /// Every kind (`History` with message 0): decoding finds a spelling's kind here.
+    pub(crate) const KINDS: [Rewrite; 3] = [
+        Rewrite::Tools,
+        Rewrite::System,
+        Rewrite::History { message: 0 },
+    ];
+
     /// The JSON spelling of the kind (`"tools"`, `"system"`, `"history"`).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -117,13 +124,18 @@ pub struct HeaderEvent {
 }
 
 /// `{"config":{...},"tools"?:[...]}`: what a request was sent with.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct RequestHeader {
     /// Provider, model and the other request options.
     pub config: Config,
     /// The **effective** tools, never provider declarations. Shared with the fold.
+    #[serde(
+        skip_serializing_if = "encode::no_tools",
+        serialize_with = "encode::tools"
+    )]
     pub tools: Arc<[ToolSchema]>,
     /// Unknown `header` keys: kept, written back, ignored by comparisons.
+    #[serde(flatten)]
     pub extra: IndexMap<String, Value>,
 }
 
@@ -147,13 +159,14 @@ impl RequestHeader {
 }
 
 /// `{"provider","model",...}`: a request's configuration. Equality is §1 equivalence.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct Config {
     /// Provider id, e.g. `deepseek`.
     pub provider: String,
     /// Model id, e.g. `deepseek-flash`.
     pub model: String,
     /// Every other option (`max_tokens`, `temperature`, …), in order.
+    #[serde(flatten)]
     pub extra: IndexMap<String, Value>,
 }
 
@@ -247,6 +260,18 @@ impl Reason {
             Reason::Series => "series",
         }
     }
+
+    /// The reason of a JSON spelling (the inverse of [`as_str`](Self::as_str)).
+    pub(crate) fn from_str_opt(s: &str) -> Option<Self> {
+        [
+            Reason::Initial,
+            Reason::Resume,
+            Reason::Change,
+            Reason::Series,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
+    }
 }
 
 /// The data of a message event plus its surface operation.
@@ -277,6 +302,13 @@ pub enum SurfaceOp {
         /// Last replaced node (inclusive).
         end: usize,
     },
+}
+
+impl SurfaceOp {
+    /// The spelling of `Append`.
+    pub(crate) const APPEND: &'static str = "append";
+    /// The `op` of `Replace`.
+    pub(crate) const REPLACE: &'static str = "replace";
 }
 
 /// An event of unknown type, kept verbatim.
@@ -396,6 +428,13 @@ impl From<OpaqueEvent> for Event {
     }
 }
 
+/// The `type` of a `request/header` event.
+pub(crate) const HEADER_TYPE: &str = "request/header";
+/// The `type` of a `thinking/policy` event.
+pub(crate) const POLICY_TYPE: &str = "thinking/policy";
+/// The `type` of a `thinking/floor` event.
+pub(crate) const FLOOR_TYPE: &str = "thinking/floor";
+
 impl Event {
     /// A message event appended to the surface.
     pub fn append(message: Message) -> Self {
@@ -431,11 +470,11 @@ impl Event {
     /// The log `type` of this event.
     pub fn event_type(&self) -> &str {
         match self {
-            Event::Header(_) => "request/header",
+            Event::Header(_) => HEADER_TYPE,
             Event::Message(m) => m.message.role().event_type(),
             Event::Thinking(t) => match **t {
-                ThinkingEvent::Policy(_) => "thinking/policy",
-                ThinkingEvent::Floor(_) => "thinking/floor",
+                ThinkingEvent::Policy(_) => POLICY_TYPE,
+                ThinkingEvent::Floor(_) => FLOOR_TYPE,
             },
             Event::Opaque(o) => &o.event_type,
         }

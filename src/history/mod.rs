@@ -15,7 +15,7 @@ mod reducer;
 use std::fmt;
 
 use serde::de::{self, Deserializer};
-use serde::ser::{SerializeMap, Serializer};
+use serde::ser::Serializer;
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::{List, ToolSchema};
@@ -27,18 +27,23 @@ pub(crate) use reducer::{FoldKind, ToolFold};
 ///
 /// JSON: `{"tools":[...],"updates":[{"messageId":...,"additions":[...],"redefinitions"?:[...]}]}`
 /// (`redefinitions` only when non-empty). Cloning is O(1).
-#[derive(Clone, Default, PartialEq)]
+#[derive(Clone, Default, PartialEq, Serialize)]
 pub struct ToolHistory {
+    #[serde(serialize_with = "array")]
     tools: List<ToolSchema>,
+    #[serde(serialize_with = "array")]
     updates: List<ToolUpdate>,
 }
 
 /// One developer message of the current declaration series and the definitions it added or
 /// redefined, each resolved through the header the message named.
-#[derive(Clone, PartialEq)]
+#[derive(Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ToolUpdate {
     message_id: String,
+    #[serde(serialize_with = "array")]
     additions: List<ToolSchema>,
+    #[serde(serialize_with = "array", skip_serializing_if = "List::is_empty")]
     redefinitions: List<ToolSchema>,
 }
 
@@ -135,34 +140,9 @@ impl fmt::Debug for ToolUpdate {
     }
 }
 
-impl Serialize for ToolHistory {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2))?;
-        m.serialize_entry("tools", &Array(&self.tools))?;
-        m.serialize_entry("updates", &Array(&self.updates))?;
-        m.end()
-    }
-}
-
-impl Serialize for ToolUpdate {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("messageId", &self.message_id)?;
-        m.serialize_entry("additions", &Array(&self.additions))?;
-        if !self.redefinitions.is_empty() {
-            m.serialize_entry("redefinitions", &Array(&self.redefinitions))?;
-        }
-        m.end()
-    }
-}
-
-/// Serializes a `List` as a JSON array.
-struct Array<'a, T: Clone>(&'a List<T>);
-
-impl<T: Serialize + Clone> Serialize for Array<'_, T> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter())
-    }
+/// Writes a `List` as a JSON array.
+fn array<T: Serialize + Clone, S: Serializer>(list: &List<T>, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(list.iter())
 }
 
 impl<'de> Deserialize<'de> for ToolHistory {

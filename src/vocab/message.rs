@@ -19,8 +19,7 @@ use super::ToolSchema;
 use super::strict::{Entries, Strict, StrictValue, Strictly, wrong_shape};
 
 /// Who speaks a message. The event type follows from it (`tool` → `tool/result`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Role {
     /// A system prompt node (`system/message`).
     System,
@@ -48,14 +47,7 @@ impl Role {
 
     /// The role a message event type carries, if it is one.
     pub fn for_event_type(event_type: &str) -> Option<Role> {
-        Some(match event_type {
-            "system/message" => Role::System,
-            "developer/message" => Role::Developer,
-            "user/message" => Role::User,
-            "assistant/message" => Role::Assistant,
-            "tool/result" => Role::Tool,
-            _ => return None,
-        })
+        Role::ALL.into_iter().find(|r| r.event_type() == event_type)
     }
 
     /// The JSON spelling.
@@ -67,6 +59,34 @@ impl Role {
             Role::Assistant => "assistant",
             Role::Tool => "tool",
         }
+    }
+
+    const ALL: [Role; 5] = [
+        Role::System,
+        Role::Developer,
+        Role::User,
+        Role::Assistant,
+        Role::Tool,
+    ];
+
+    /// The role of a JSON spelling (the inverse of [`as_str`](Self::as_str)).
+    pub(crate) fn from_str_opt(s: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+// Hand-written, as is `Deserialize`: the spelling is [`Role::as_str`], the one table
+// decoding reads too.
+impl Serialize for Role {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Role {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = Cow::<str>::deserialize(d)?;
+        Role::from_str_opt(&s).ok_or_else(|| de::Error::custom(format_args!("unknown role `{s}`")))
     }
 }
 
@@ -166,6 +186,17 @@ pub enum SourceError {
     },
 }
 
+/// The `kind` spellings of [`MessageSource`]: the one table encoding and decoding read.
+mod kind {
+    pub(super) const USER: &str = "user";
+    pub(super) const MODEL: &str = "model";
+    pub(super) const TOOL: &str = "tool";
+    pub(super) const TOOL_REGISTRY: &str = "tool-registry";
+    pub(super) const SYSTEM_PROMPT: &str = "system-prompt";
+}
+
+// Hand-written: the `kind` spellings are the table the strict decoder reads, and `Other` is
+// written verbatim.
 impl Serialize for MessageSource {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let kind = |s: S, k: &str| {
@@ -174,19 +205,19 @@ impl Serialize for MessageSource {
             m.end()
         };
         match self {
-            MessageSource::User => kind(s, "user"),
-            MessageSource::ToolRegistry => kind(s, "tool-registry"),
-            MessageSource::SystemPrompt => kind(s, "system-prompt"),
+            MessageSource::User => kind(s, kind::USER),
+            MessageSource::ToolRegistry => kind(s, kind::TOOL_REGISTRY),
+            MessageSource::SystemPrompt => kind(s, kind::SYSTEM_PROMPT),
             MessageSource::Model { provider, model } => {
                 let mut m = s.serialize_map(Some(3))?;
-                m.serialize_entry("kind", "model")?;
+                m.serialize_entry("kind", kind::MODEL)?;
                 m.serialize_entry("provider", provider)?;
                 m.serialize_entry("model", model)?;
                 m.end()
             }
             MessageSource::Tool { call_id } => {
                 let mut m = s.serialize_map(Some(2))?;
-                m.serialize_entry("kind", "tool")?;
+                m.serialize_entry("kind", kind::TOOL)?;
                 m.serialize_entry("callId", call_id)?;
                 m.end()
             }
@@ -227,10 +258,10 @@ impl MessageSource {
                 .ok_or(SourceError::Field { kind, field })
         };
         Ok(match kind {
-            "user" => MessageSource::User,
-            "tool-registry" => MessageSource::ToolRegistry,
-            "system-prompt" => MessageSource::SystemPrompt,
-            "model" => MessageSource::Model {
+            kind::USER => MessageSource::User,
+            kind::TOOL_REGISTRY => MessageSource::ToolRegistry,
+            kind::SYSTEM_PROMPT => MessageSource::SystemPrompt,
+            kind::MODEL => MessageSource::Model {
                 provider: field("provider")?,
                 model: field("model")?,
             },
@@ -269,7 +300,13 @@ impl MessageSource {
     }
 }
 
-const KNOWN_SOURCE_KINDS: [&str; 5] = ["user", "model", "tool", "tool-registry", "system-prompt"];
+const KNOWN_SOURCE_KINDS: [&str; 5] = [
+    kind::USER,
+    kind::MODEL,
+    kind::TOOL,
+    kind::TOOL_REGISTRY,
+    kind::SYSTEM_PROMPT,
+];
 
 /// One block of message content.
 ///
@@ -406,13 +443,24 @@ pub enum BlockError {
     },
 }
 
+/// The `type` spellings of the known blocks: the one table encoding, decoding and error
+/// messages read.
+mod block_type {
+    pub(super) const TEXT: &str = "text";
+    pub(super) const REASONING: &str = "reasoning";
+    pub(super) const TOOL_CALL: &str = "tool-call";
+    pub(super) const TOOL_ADDITION: &str = "tool-addition";
+    pub(super) const TOOL_REMOVAL: &str = "tool-removal";
+    pub(super) const TOOL_REDEFINITION: &str = "tool-redefinition";
+}
+
 const KNOWN_BLOCK_TYPES: [&str; 6] = [
-    "text",
-    "reasoning",
-    "tool-call",
-    "tool-addition",
-    "tool-removal",
-    "tool-redefinition",
+    block_type::TEXT,
+    block_type::REASONING,
+    block_type::TOOL_CALL,
+    block_type::TOOL_ADDITION,
+    block_type::TOOL_REMOVAL,
+    block_type::TOOL_REDEFINITION,
 ];
 
 /// A tool addition that carries the tool's definition (`deferLoading` cleared: a by-value
@@ -584,10 +632,10 @@ impl ContentBlock {
             }
         };
         Ok(match ty {
-            "text" => ContentBlock::Text {
+            block_type::TEXT => ContentBlock::Text {
                 text: take("text")?,
             },
-            "tool-call" => {
+            block_type::TOOL_CALL => {
                 let id = take("id")?;
                 let name = named(take("name")?, "name")?;
                 ContentBlock::ToolCall {
@@ -596,14 +644,14 @@ impl ContentBlock {
                     arguments: take("arguments")?,
                 }
             }
-            "tool-addition" if has_definition => return Err(BlockError::ProjectionOnly),
-            "tool-addition" => ContentBlock::ToolAddition {
+            block_type::TOOL_ADDITION if has_definition => return Err(BlockError::ProjectionOnly),
+            block_type::TOOL_ADDITION => ContentBlock::ToolAddition {
                 tool_name: named(take("toolName")?, "toolName")?,
             },
-            "tool-redefinition" => ContentBlock::ToolRedefinition {
+            block_type::TOOL_REDEFINITION => ContentBlock::ToolRedefinition {
                 tool_name: named(take("toolName")?, "toolName")?,
             },
-            "tool-removal" => ContentBlock::ToolRemoval {
+            block_type::TOOL_REMOVAL => ContentBlock::ToolRemoval {
                 tool_name: named(take("toolName")?, "toolName")?,
             },
             _ => {
@@ -615,6 +663,22 @@ impl ContentBlock {
                     .collect();
                 ContentBlock::Reasoning { text, extra }
             }
+        })
+    }
+
+    /// The `type` of a known block as the log spells it (a by-value addition's too); `None`
+    /// for `Other`.
+    pub(crate) fn known_type(&self) -> Option<&'static str> {
+        Some(match self {
+            ContentBlock::Text { .. } => block_type::TEXT,
+            ContentBlock::Reasoning { .. } => block_type::REASONING,
+            ContentBlock::ToolCall { .. } => block_type::TOOL_CALL,
+            ContentBlock::ToolAddition { .. } | ContentBlock::InlineAddition(_) => {
+                block_type::TOOL_ADDITION
+            }
+            ContentBlock::ToolRemoval { .. } => block_type::TOOL_REMOVAL,
+            ContentBlock::ToolRedefinition { .. } => block_type::TOOL_REDEFINITION,
+            ContentBlock::Other(_) => return None,
         })
     }
 
@@ -631,18 +695,21 @@ impl ContentBlock {
     }
 }
 
+// Hand-written: the `type` spellings are the table the strict decoder reads, a by-value
+// addition shares `tool-addition` with the by-reference one, and `Other` is written verbatim.
 impl Serialize for ContentBlock {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let ty = self.known_type().unwrap_or_default();
         match self {
             ContentBlock::Text { text } => {
                 let mut m = s.serialize_map(Some(2))?;
-                m.serialize_entry("type", "text")?;
+                m.serialize_entry("type", ty)?;
                 m.serialize_entry("text", text)?;
                 m.end()
             }
             ContentBlock::Reasoning { text, extra } => {
                 let mut m = s.serialize_map(Some(2 + extra.len()))?;
-                m.serialize_entry("type", "reasoning")?;
+                m.serialize_entry("type", ty)?;
                 m.serialize_entry("text", text)?;
                 for (k, v) in extra {
                     m.serialize_entry(k, v)?;
@@ -655,7 +722,7 @@ impl Serialize for ContentBlock {
                 arguments,
             } => {
                 let mut m = s.serialize_map(Some(4))?;
-                m.serialize_entry("type", "tool-call")?;
+                m.serialize_entry("type", ty)?;
                 m.serialize_entry("id", id)?;
                 m.serialize_entry("name", name)?;
                 m.serialize_entry("arguments", arguments)?;
@@ -664,11 +731,6 @@ impl Serialize for ContentBlock {
             ContentBlock::ToolAddition { tool_name }
             | ContentBlock::ToolRemoval { tool_name }
             | ContentBlock::ToolRedefinition { tool_name } => {
-                let ty = match self {
-                    ContentBlock::ToolAddition { .. } => "tool-addition",
-                    ContentBlock::ToolRemoval { .. } => "tool-removal",
-                    _ => "tool-redefinition",
-                };
                 let mut m = s.serialize_map(Some(2))?;
                 m.serialize_entry("type", ty)?;
                 m.serialize_entry("toolName", tool_name)?;
@@ -676,7 +738,7 @@ impl Serialize for ContentBlock {
             }
             ContentBlock::InlineAddition(a) => {
                 let mut m = s.serialize_map(Some(3))?;
-                m.serialize_entry("type", "tool-addition")?;
+                m.serialize_entry("type", ty)?;
                 m.serialize_entry("toolName", a.tool_name())?;
                 m.serialize_entry("definition", &a.definition)?;
                 m.end()
@@ -732,12 +794,14 @@ impl<'de> Visitor<'de> for BlockSeed<'_> {
 #[derive(Clone, PartialEq)]
 pub struct Message(Arc<MessageData>);
 
-#[derive(Debug, PartialEq)]
+#[derive(Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 struct MessageData {
     id: String,
     role: Role,
     content: Vec<ContentBlock>,
     source: MessageSource,
+    #[serde(skip_serializing_if = "Option::is_none")]
     is_error: Option<bool>,
 }
 
@@ -877,6 +941,12 @@ impl Message {
             .collect()
     }
 
+    /// Whether this is a prompt node: a system message with source `system-prompt` (other
+    /// system messages, such as a compaction summary, are not prompts).
+    pub(crate) fn is_prompt(&self) -> bool {
+        self.0.role == Role::System && self.0.source == MessageSource::SystemPrompt
+    }
+
     /// Whether two handles share one allocation (a clone, not a copy).
     pub fn ptr_eq(&self, other: &Message) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
@@ -889,41 +959,11 @@ impl fmt::Debug for Message {
     }
 }
 
+// `{"id","role","content","source","isError"?}` (derived on the shared data). The one
+// decoder, `Deserialize`, is the log's (`event/decode.rs`).
 impl Serialize for Message {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let d = &self.0;
-        let mut m = s.serialize_map(Some(4 + usize::from(d.is_error.is_some())))?;
-        m.serialize_entry("id", &d.id)?;
-        m.serialize_entry("role", &d.role)?;
-        m.serialize_entry("content", &d.content)?;
-        m.serialize_entry("source", &d.source)?;
-        if let Some(e) = d.is_error {
-            m.serialize_entry("isError", &e)?;
-        }
-        m.end()
-    }
-}
-
-impl<'de> Deserialize<'de> for Message {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Repr {
-            id: String,
-            role: Role,
-            content: Vec<ContentBlock>,
-            source: MessageSource,
-            #[serde(default)]
-            is_error: Option<bool>,
-        }
-        let r = Repr::deserialize(d)?;
-        Ok(Message(Arc::new(MessageData {
-            id: r.id,
-            role: r.role,
-            content: r.content,
-            source: r.source,
-            is_error: r.is_error,
-        })))
+        self.0.serialize(s)
     }
 }
 

@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
-use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
@@ -263,21 +262,36 @@ impl fmt::Debug for ToolSchema {
     }
 }
 
+/// `{"name","description","parameters","deferLoading"?,...unknown fields}`: the log's order.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolLine<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Map<String, Value>,
+    #[serde(skip_serializing_if = "is_false")]
+    defer_loading: bool,
+    #[serde(flatten)]
+    extra: &'a IndexMap<String, Value>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+// Derived on [`ToolLine`] (the definition is shared behind an `Arc` apart from
+// `deferLoading`).
 impl Serialize for ToolSchema {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let def = &self.def;
-        let len = 3 + usize::from(self.defer_loading) + def.extra.len();
-        let mut map = serializer.serialize_map(Some(len))?;
-        map.serialize_entry("name", &def.name)?;
-        map.serialize_entry("description", &def.description)?;
-        map.serialize_entry("parameters", &def.parameters)?;
-        if self.defer_loading {
-            map.serialize_entry("deferLoading", &true)?;
+        ToolLine {
+            name: &def.name,
+            description: &def.description,
+            parameters: &def.parameters,
+            defer_loading: self.defer_loading,
+            extra: &def.extra,
         }
-        for (k, v) in &def.extra {
-            map.serialize_entry(k, v)?;
-        }
-        map.end()
+        .serialize(serializer)
     }
 }
 

@@ -229,8 +229,8 @@ pub(crate) fn serialize_messages_with(
         system: conversation.system.as_deref(),
         tools: tools
             .iter()
-            .map(|t| WireTool::Declared(t, anthropic))
-            .chain(placeholder.then_some(WireTool::Placeholder))
+            .map(|t| WireTool::Declared(DeclaredTool::new(t, anthropic)))
+            .chain(placeholder.then_some(WireTool::Placeholder(PLACEHOLDER_TOOL)))
             .collect(),
         messages: conversation.turns,
     };
@@ -343,92 +343,116 @@ struct Rules<'r> {
 
 /// A `tools` entry: `{name, description, input_schema, <Anthropic fields>?, defer_loading?}`;
 /// other unknown tool fields are not sent (the API refuses extra keys).
+#[derive(Serialize)]
+#[serde(untagged)]
 enum WireTool<'a> {
-    /// A projected declaration, and whether the route is Anthropic's (which takes
-    /// [`ANTHROPIC_TOOL_FIELDS`]).
-    Declared(&'a ToolSchema, bool),
+    /// A projected declaration.
+    Declared(DeclaredTool<'a>),
     /// The reserved deferred placeholder, never logged and never named by a block.
-    Placeholder,
+    Placeholder(PlaceholderTool),
 }
+
+/// A projected declaration on the wire.
+#[derive(Serialize)]
+struct DeclaredTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: CanonicalObject<'a>,
+    /// The tool, on Anthropic's routes: its [`ANTHROPIC_TOOL_FIELDS`] are sent.
+    #[serde(flatten, serialize_with = "anthropic_fields")]
+    anthropic: Option<&'a ToolSchema>,
+    #[serde(skip_serializing_if = "is_false")]
+    defer_loading: bool,
+}
+
+impl<'a> DeclaredTool<'a> {
+    fn new(tool: &'a ToolSchema, anthropic: bool) -> Self {
+        DeclaredTool {
+            name: tool.name(),
+            description: tool.description(),
+            input_schema: CanonicalObject(tool.parameters()),
+            anthropic: anthropic.then_some(tool),
+            defer_loading: tool.defer_loading(),
+        }
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Hand-written: picks the [`ANTHROPIC_TOOL_FIELDS`] a tool's `extra` holds, in that order
+/// (a derive cannot select keys of a map).
+fn anthropic_fields<S: Serializer>(tool: &Option<&ToolSchema>, s: S) -> Result<S::Ok, S::Error> {
+    let fields = tool.iter().flat_map(|t| {
+        ANTHROPIC_TOOL_FIELDS
+            .iter()
+            .filter_map(|key| Some((*key, Canonical(t.extra().get(*key)?))))
+    });
+    s.collect_map(fields)
+}
+
+/// The reserved deferred placeholder's declaration.
+#[derive(Serialize)]
+struct PlaceholderTool {
+    name: &'static str,
+    description: &'static str,
+    input_schema: EmptyObjectSchema,
+    defer_loading: bool,
+}
+
+const PLACEHOLDER_TOOL: PlaceholderTool = PlaceholderTool {
+    name: DEFERRED_PLACEHOLDER_NAME,
+    description: "Reserved; never call.",
+    input_schema: EmptyObjectSchema {
+        kind: "object",
+        properties: EmptyMap {},
+    },
+    defer_loading: true,
+};
 
 /// `{"type":"object","properties":{}}`, in that key order (the bytes are fixed).
-struct EmptyObjectSchema;
-
-impl Serialize for EmptyObjectSchema {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2))?;
-        m.serialize_entry("type", "object")?;
-        m.serialize_entry("properties", &EmptyMap)?;
-        m.end()
-    }
+#[derive(Serialize)]
+struct EmptyObjectSchema {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    properties: EmptyMap,
 }
 
-struct EmptyMap;
-
-impl Serialize for EmptyMap {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_map(Some(0))?.end()
-    }
-}
-
-impl Serialize for WireTool<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let (t, anthropic) = match self {
-            WireTool::Declared(t, anthropic) => (*t, *anthropic),
-            WireTool::Placeholder => {
-                let mut m = s.serialize_map(Some(4))?;
-                m.serialize_entry("name", DEFERRED_PLACEHOLDER_NAME)?;
-                m.serialize_entry("description", "Reserved; never call.")?;
-                m.serialize_entry("input_schema", &EmptyObjectSchema)?;
-                m.serialize_entry("defer_loading", &true)?;
-                return m.end();
-            }
-        };
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("name", t.name())?;
-        m.serialize_entry("description", t.description())?;
-        m.serialize_entry("input_schema", &CanonicalObject(t.parameters()))?;
-        if anthropic {
-            for key in ANTHROPIC_TOOL_FIELDS {
-                if let Some(value) = t.extra().get(key) {
-                    m.serialize_entry(key, &Canonical(value))?;
-                }
-            }
-        }
-        if t.defer_loading() {
-            m.serialize_entry("defer_loading", &true)?;
-        }
-        m.end()
-    }
-}
+/// `{}`.
+#[derive(Serialize)]
+struct EmptyMap {}
 
 /// A by-value definition: exactly `{name, description, input_schema}` (never `defer_loading`:
 /// a by-value addition offers the tool at once).
-struct Definition<'a>(&'a ToolSchema);
+#[derive(Serialize)]
+struct Definition<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: CanonicalObject<'a>,
+}
 
-impl Serialize for Definition<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(3))?;
-        m.serialize_entry("name", self.0.name())?;
-        m.serialize_entry("description", self.0.description())?;
-        m.serialize_entry("input_schema", &CanonicalObject(self.0.parameters()))?;
-        m.end()
+impl<'a> Definition<'a> {
+    fn new(tool: &'a ToolSchema) -> Self {
+        Definition {
+            name: tool.name(),
+            description: tool.description(),
+            input_schema: CanonicalObject(tool.parameters()),
+        }
     }
 }
 
+/// The `tool` of a tool-change block: `{"type":"tool_reference","name":N}` or
 /// `{"type":"tool_definition","definition":{...}}`.
-struct ToolDefinition<'a>(&'a ToolSchema);
-
-impl Serialize for ToolDefinition<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2))?;
-        m.serialize_entry("type", "tool_definition")?;
-        m.serialize_entry("definition", &Definition(self.0))?;
-        m.end()
-    }
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ToolRef<'a> {
+    ToolReference { name: &'a str },
+    ToolDefinition { definition: Definition<'a> },
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
 enum TurnRole {
     User,
     Assistant,
@@ -459,15 +483,12 @@ impl<'a> Turn<'a> {
     }
 }
 
+/// Hand-written: `content` is written with the block `cache_mark` names marked, which a field
+/// attribute cannot see.
 impl Serialize for Turn<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let role = match self.role {
-            TurnRole::User => "user",
-            TurnRole::Assistant => "assistant",
-            TurnRole::System => "system",
-        };
         let mut m = s.serialize_map(Some(2))?;
-        m.serialize_entry("role", role)?;
+        m.serialize_entry("role", &self.role)?;
         m.serialize_entry(
             "content",
             &Content {
@@ -479,7 +500,8 @@ impl Serialize for Turn<'_> {
     }
 }
 
-/// A content array, one block of which may carry a `cache_control`.
+/// A content array, one block of which may carry a `cache_control`. Hand-written: one element
+/// of the sequence is written marked.
 struct Content<'b, 'a> {
     blocks: &'b [Block<'a>],
     mark: Option<&'b (usize, Value)>,
@@ -500,7 +522,8 @@ impl Serialize for Content<'_, '_> {
     }
 }
 
-/// A block with a `cache_control` written after its own fields.
+/// A block with a `cache_control` written after its own fields (hand-written: it extends the
+/// block's open map).
 struct Marked<'b, 'a>(&'b Block<'a>, &'b Value);
 
 impl Serialize for Marked<'_, '_> {
@@ -596,37 +619,29 @@ impl Block<'_> {
             }
             Block::ToolAddition(name) => {
                 m.serialize_entry("type", "tool_addition")?;
-                m.serialize_entry("tool", &ToolReference(name))?;
+                m.serialize_entry("tool", &ToolRef::ToolReference { name })?;
             }
             Block::ToolDefinition(definition) => {
                 m.serialize_entry("type", "tool_addition")?;
-                m.serialize_entry("tool", &ToolDefinition(definition))?;
+                let definition = Definition::new(definition);
+                m.serialize_entry("tool", &ToolRef::ToolDefinition { definition })?;
             }
             Block::ToolRemoval(name) => {
                 m.serialize_entry("type", "tool_removal")?;
-                m.serialize_entry("tool", &ToolReference(name))?;
+                m.serialize_entry("tool", &ToolRef::ToolReference { name })?;
             }
         }
         Ok(())
     }
 }
 
+/// Hand-written: two variants share the `type` `tool_addition`, a redacted block writes its own
+/// fields (sorted) and a thinking block its extra fields sorted, and [`Marked`] extends the map;
+/// no serde enum representation does these.
 impl Serialize for Block<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(None)?;
         self.write_fields(&mut m)?;
-        m.end()
-    }
-}
-
-/// `{"type":"tool_reference","name":N}`.
-struct ToolReference<'a>(&'a str);
-
-impl Serialize for ToolReference<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2))?;
-        m.serialize_entry("type", "tool_reference")?;
-        m.serialize_entry("name", self.0)?;
         m.end()
     }
 }
@@ -921,7 +936,7 @@ impl<'a> Builder<'a, '_> {
             if self.rules.limited {
                 match &block {
                     Block::ToolDefinition(definition) => {
-                        let bytes = limits::json_len(&Definition(definition));
+                        let bytes = limits::json_len(&Definition::new(definition));
                         self.by_value.define(definition.name(), bytes, from);
                     }
                     Block::ToolAddition(name) | Block::ToolRemoval(name) => {

@@ -30,7 +30,7 @@ mod tests;
 use std::collections::HashSet;
 
 use serde::Serialize;
-use serde::ser::{SerializeMap, Serializer};
+use serde::ser::Serializer;
 use serde_json::Value;
 
 use crate::event::Config;
@@ -677,30 +677,26 @@ fn checked_tools<'p>(
 
 /// A request body: `model`, the sorted config options, `system` when non-empty, `tools` when
 /// there are any, `messages`.
+#[derive(Serialize)]
 struct Body<'a, T, M> {
     model: &'a str,
+    #[serde(flatten, serialize_with = "canonical_entries")]
     options: Vec<(&'a str, &'a Value)>,
+    #[serde(skip_serializing_if = "is_none_or_empty")]
     system: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<T>,
     messages: Vec<M>,
 }
 
-impl<T: Serialize, M: Serialize> Serialize for Body<'_, T, M> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("model", self.model)?;
-        for (key, value) in &self.options {
-            m.serialize_entry(key, &Canonical(value))?;
-        }
-        if let Some(system) = self.system.filter(|s| !s.is_empty()) {
-            m.serialize_entry("system", system)?;
-        }
-        if !self.tools.is_empty() {
-            m.serialize_entry("tools", &self.tools)?;
-        }
-        m.serialize_entry("messages", &self.messages)?;
-        m.end()
-    }
+/// Hand-written: the options are `(key, value)` pairs, written as entries with canonical
+/// values.
+fn canonical_entries<S: Serializer>(options: &[(&str, &Value)], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_map(options.iter().map(|(k, v)| (k, Canonical(v))))
+}
+
+fn is_none_or_empty(system: &Option<&str>) -> bool {
+    system.is_none_or(str::is_empty)
 }
 
 impl<T: Serialize, M: Serialize> Body<'_, T, M> {
@@ -774,14 +770,11 @@ impl<'a> Calls<'a> {
 /// The `type` of a block as the log spells it, for error messages.
 fn block_type(block: &ContentBlock) -> String {
     match block {
-        ContentBlock::Text { .. } => "text".into(),
-        ContentBlock::Reasoning { .. } => "reasoning".into(),
-        ContentBlock::ToolCall { .. } => "tool-call".into(),
-        ContentBlock::ToolAddition { .. } => "tool-addition".into(),
-        ContentBlock::ToolRemoval { .. } => "tool-removal".into(),
-        ContentBlock::ToolRedefinition { .. } => "tool-redefinition".into(),
-        ContentBlock::InlineAddition(_) => "tool-addition (by value)".into(),
+        ContentBlock::InlineAddition(_) => {
+            format!("{} (by value)", block.known_type().unwrap_or_default())
+        }
         ContentBlock::Other(o) => o.type_name().into(),
+        known => known.known_type().unwrap_or_default().into(),
     }
 }
 
@@ -817,22 +810,16 @@ fn system_text(message: &Message) -> Result<String, WireError> {
     Ok(message.text())
 }
 
-/// Whether `message` is a prompt node (a system message with source
-/// `system-prompt`).
-fn is_prompt(message: &Message) -> bool {
-    message.role() == Role::System && *message.source() == MessageSource::SystemPrompt
-}
-
 /// The latest prompt node of `messages`, if any.
 fn latest_prompt(messages: &[Message]) -> Option<&Message> {
-    messages.iter().rev().find(|m| is_prompt(m))
+    messages.iter().rev().find(|m| m.is_prompt())
 }
 
 /// On routes without prompts in history: checks a system message that is not the top-level
 /// `system` (its text must still be representable, and it must be a prompt node).
 fn check_system_without_history(message: &Message) -> Result<(), WireError> {
     system_text(message)?;
-    if is_prompt(message) {
+    if message.is_prompt() {
         Ok(())
     } else {
         Err(WireError::message(

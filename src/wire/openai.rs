@@ -4,8 +4,9 @@
 //! no-mode projections (which drop developer messages and clear `defer_loading`), and anything
 //! a mode would have added is refused.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
-use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 
 use super::canonical::CanonicalObject;
 use super::{
@@ -58,7 +59,7 @@ pub fn serialize_openai_chat(
         model: &config.model,
         options,
         system: None,
-        tools: tools.iter().map(FunctionTool).collect(),
+        tools: tools.iter().map(FunctionTool::new).collect(),
         messages,
     };
     Ok(WireRequest::new(
@@ -72,7 +73,9 @@ fn chat_messages(messages: &[Message]) -> Result<Vec<ChatMessage<'_>>, WireError
     if let Some(system) = latest_prompt(messages) {
         let text = system_text(system)?;
         if !text.is_empty() {
-            out.push(ChatMessage::System(text));
+            out.push(ChatMessage::System {
+                content: Texts::One(Cow::Owned(text)),
+            });
         }
     }
     let mut calls = Calls::default();
@@ -87,12 +90,14 @@ fn chat_messages(messages: &[Message]) -> Result<Vec<ChatMessage<'_>>, WireError
             }
             Role::User => {
                 calls.require_answered()?;
-                out.push(ChatMessage::User(texts(message)?));
+                out.push(ChatMessage::User {
+                    content: texts(message)?,
+                });
             }
             Role::Tool => {
                 let call_id = calls.answer(message)?;
                 out.push(ChatMessage::Tool {
-                    call_id,
+                    tool_call_id: call_id,
                     content: texts(message)?,
                 });
             }
@@ -110,17 +115,13 @@ fn chat_messages(messages: &[Message]) -> Result<Vec<ChatMessage<'_>>, WireError
                             arguments,
                         } => {
                             calls.call(message, id)?;
-                            tool_calls.push(FunctionCall {
-                                id,
-                                name,
-                                arguments,
-                            });
+                            tool_calls.push(FunctionCall::new(id, name, arguments));
                         }
                         other => return Err(unsupported(message, index, other)),
                     }
                 }
                 out.push(ChatMessage::Assistant {
-                    content: (!text.is_empty() || tool_calls.is_empty()).then_some(Texts(text)),
+                    content: (!text.is_empty() || tool_calls.is_empty()).then(|| Texts::new(text)),
                     tool_calls,
                 });
             }
@@ -139,129 +140,105 @@ fn texts(message: &Message) -> Result<Texts<'_>, WireError> {
             other => return Err(unsupported(message, index, other)),
         }
     }
-    Ok(Texts(out))
+    Ok(Texts::new(out))
 }
 
 /// `{"type":"function","function":{name, description, parameters}}`.
-struct FunctionTool<'a>(&'a ToolSchema);
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum FunctionTool<'a> {
+    Function { function: Function<'a> },
+}
 
-impl Serialize for FunctionTool<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        struct Function<'a>(&'a ToolSchema);
-        impl Serialize for Function<'_> {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let mut m = s.serialize_map(Some(3))?;
-                m.serialize_entry("name", self.0.name())?;
-                m.serialize_entry("description", self.0.description())?;
-                m.serialize_entry("parameters", &CanonicalObject(self.0.parameters()))?;
-                m.end()
-            }
+impl<'a> FunctionTool<'a> {
+    fn new(tool: &'a ToolSchema) -> Self {
+        FunctionTool::Function {
+            function: Function {
+                name: tool.name(),
+                description: tool.description(),
+                parameters: CanonicalObject(tool.parameters()),
+            },
         }
-        let mut m = s.serialize_map(Some(2))?;
-        m.serialize_entry("type", "function")?;
-        m.serialize_entry("function", &Function(self.0))?;
-        m.end()
     }
 }
 
+#[derive(Serialize)]
+struct Function<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: CanonicalObject<'a>,
+}
+
+/// A chat message: `{"role", ...}`.
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
 enum ChatMessage<'a> {
-    System(String),
-    User(Texts<'a>),
+    System {
+        content: Texts<'a>,
+    },
+    User {
+        content: Texts<'a>,
+    },
     Assistant {
+        #[serde(skip_serializing_if = "Option::is_none")]
         content: Option<Texts<'a>>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<FunctionCall<'a>>,
     },
     Tool {
-        call_id: &'a str,
+        tool_call_id: &'a str,
         content: Texts<'a>,
     },
 }
 
-impl Serialize for ChatMessage<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
-        match self {
-            ChatMessage::System(text) => {
-                m.serialize_entry("role", "system")?;
-                m.serialize_entry("content", text)?;
-            }
-            ChatMessage::User(content) => {
-                m.serialize_entry("role", "user")?;
-                m.serialize_entry("content", content)?;
-            }
-            ChatMessage::Assistant {
-                content,
-                tool_calls,
-            } => {
-                m.serialize_entry("role", "assistant")?;
-                if let Some(content) = content {
-                    m.serialize_entry("content", content)?;
-                }
-                if !tool_calls.is_empty() {
-                    m.serialize_entry("tool_calls", tool_calls)?;
-                }
-            }
-            ChatMessage::Tool { call_id, content } => {
-                m.serialize_entry("role", "tool")?;
-                m.serialize_entry("tool_call_id", call_id)?;
-                m.serialize_entry("content", content)?;
-            }
+/// Message content: a string for one text block (`""` for none), text parts for several.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Texts<'a> {
+    One(Cow<'a, str>),
+    Many(Vec<Part<'a>>),
+}
+
+impl<'a> Texts<'a> {
+    fn new(texts: Vec<&'a str>) -> Self {
+        match texts.as_slice() {
+            [] => Texts::One(Cow::Borrowed("")),
+            [one] => Texts::One(Cow::Borrowed(one)),
+            _ => Texts::Many(texts.into_iter().map(|text| Part::Text { text }).collect()),
         }
-        m.end()
     }
 }
 
-/// Message content: a string for one text block (`""` for none), text parts for several.
-struct Texts<'a>(Vec<&'a str>);
-
-impl Serialize for Texts<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        struct Part<'a>(&'a str);
-        impl Serialize for Part<'_> {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let mut m = s.serialize_map(Some(2))?;
-                m.serialize_entry("type", "text")?;
-                m.serialize_entry("text", self.0)?;
-                m.end()
-            }
-        }
-        match self.0.as_slice() {
-            [] => s.serialize_str(""),
-            [one] => s.serialize_str(one),
-            many => {
-                let mut seq = s.serialize_seq(Some(many.len()))?;
-                for text in many {
-                    seq.serialize_element(&Part(text))?;
-                }
-                seq.end()
-            }
-        }
-    }
+/// `{"type":"text","text"}`.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum Part<'a> {
+    Text { text: &'a str },
 }
 
 /// `{"id","type":"function","function":{"name","arguments"}}`, `arguments` the raw string the
 /// model produced.
+#[derive(Serialize)]
 struct FunctionCall<'a> {
     id: &'a str,
-    name: &'a str,
-    arguments: &'a str,
+    /// Always `"function"` (the tag comes after `id`, so it is a field).
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: CalledFunction<'a>,
 }
 
-impl Serialize for FunctionCall<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        struct Function<'a>(&'a str, &'a str);
-        impl Serialize for Function<'_> {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let mut m = s.serialize_map(Some(2))?;
-                m.serialize_entry("name", self.0)?;
-                m.serialize_entry("arguments", self.1)?;
-                m.end()
-            }
+impl<'a> FunctionCall<'a> {
+    fn new(id: &'a str, name: &'a str, arguments: &'a str) -> Self {
+        FunctionCall {
+            id,
+            kind: "function",
+            function: CalledFunction { name, arguments },
         }
-        let mut m = s.serialize_map(Some(3))?;
-        m.serialize_entry("id", self.id)?;
-        m.serialize_entry("type", "function")?;
-        m.serialize_entry("function", &Function(self.name, self.arguments))?;
-        m.end()
     }
+}
+
+#[derive(Serialize)]
+struct CalledFunction<'a> {
+    name: &'a str,
+    arguments: &'a str,
 }
