@@ -6,7 +6,6 @@
 use std::hint::black_box;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
-use mektpoy::history::fold_events;
 use mektpoy::{Event, Message, Session};
 
 mod common;
@@ -35,9 +34,13 @@ fn fold(c: &mut Criterion) {
                 BatchSize::SmallInput,
             )
         });
-        let log = s.events();
-        group.bench_with_input(BenchmarkId::new("full_rescan", events), &log, |b, log| {
-            b.iter(|| black_box(fold_events(log.iter())))
+        // The full rescan: the first read of a fresh fork folds the whole log.
+        group.bench_function(BenchmarkId::new("full_rescan", events), |b| {
+            b.iter_batched(
+                || Session::fork(&s, s.len() as u64, "f").expect("fork"),
+                |f| black_box(f.tool_history()),
+                BatchSize::SmallInput,
+            )
         });
         // The by-value fold: incremental after one append, and from scratch (the first call
         // on a fresh fork folds the whole log).

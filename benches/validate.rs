@@ -9,8 +9,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use mektpoy::history::fold_events;
+use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
 use mektpoy::{
     Config, ContentBlock, Event, Message, Session, ToolSchema,
     event::{Reason, RequestHeader},
@@ -59,17 +58,36 @@ fn validate(c: &mut Criterion) {
         });
         // The by-reference fold of a header and MESSAGES developer messages naming it, and of
         // the header alone: (fold − header) / MESSAGES is the cost per message.
-        let mut log = vec![header(tools)];
+        // Each is folded from scratch: the first read of a fresh fork.
+        let log = Session::new("fold");
+        log.append(header(tools)).expect("header");
         group.bench_function(BenchmarkId::new("fold_header_only", tools), |b| {
-            b.iter(|| black_box(fold_events(log.iter())))
+            b.iter_batched(
+                || fresh(&log),
+                |f| black_box(f.tool_history()),
+                BatchSize::SmallInput,
+            )
         });
-        log.extend((0..MESSAGES).map(|i| developer(i, tools)));
+        for i in 0..MESSAGES {
+            log.append(developer(i, tools)).expect("developer message");
+        }
         group.bench_function(
             BenchmarkId::new(format!("fold_header_and_{MESSAGES}_messages"), tools),
-            |b| b.iter(|| black_box(fold_events(log.iter()))),
+            |b| {
+                b.iter_batched(
+                    || fresh(&log),
+                    |f| black_box(f.tool_history()),
+                    BatchSize::SmallInput,
+                )
+            },
         );
     }
     group.finish();
+}
+
+/// A fork of the whole of `log` whose folds have read nothing yet.
+fn fresh(log: &Session) -> Session {
+    Session::fork(log, log.len() as u64, "f").expect("fork")
 }
 
 criterion_group! {

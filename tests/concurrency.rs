@@ -10,7 +10,6 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
-use mektpoy::history::fold_events;
 use mektpoy::{
     Config, ContentBlock, Event, Message, Session,
     event::{Reason, RequestHeader},
@@ -107,7 +106,7 @@ fn expected(events: &[Event]) -> Expected {
             .rposition(|e| matches!(e, Event::Header(_)))
             .map(|i| Seq(i as u64)),
         generation,
-        tool_history: fold_events(events),
+        tool_history: support::refold(events),
     }
 }
 
@@ -218,5 +217,5 @@ fn the_script_exercises_every_kind_of_change() {
             .iter()
             .any(|n| matches!(n, mektpoy::session::SurfaceNode::Opaque(_)))
     );
-    assert_eq!(h, fold_events(events.iter()));
+    assert_eq!(h, support::refold(events.iter()));
 }

@@ -2,7 +2,6 @@
 //! `tool_history()` (by reference) and `tool_history_by_value()`, and checked against the
 //! from-scratch fold.
 
-use mektpoy::history::fold_events;
 use mektpoy::{
     Config, ContentBlock, Event, Message, Session,
     event::{Reason, RequestHeader},
@@ -244,7 +243,7 @@ fn f_rows() {
         assert_eq!(summary(&got), expect, "{name}");
         assert_eq!(
             got,
-            fold_events(events.iter()),
+            support::refold(events.iter()),
             "{name}: incremental = from scratch"
         );
     }

@@ -6,7 +6,6 @@ mod support;
 
 use std::sync::Arc;
 
-use mektpoy::history::fold_events;
 use mektpoy::{
     Config, ContentBlock, Event, Message, Session, ToolSchema,
     event::{HeaderEvent, Reason, RequestHeader},
@@ -26,7 +25,7 @@ fn fold_incrementally(session: &Session, lines: &[String]) -> ToolHistory {
             .unwrap_or_else(|e| panic!("{e}\n{line}"));
         let cached = session.tool_history();
         let events = session.events();
-        assert_eq!(cached, fold_events(events.iter()), "after {line}");
+        assert_eq!(cached, support::refold(events.iter()), "after {line}");
         taken.push((cached.clone(), cached.to_json()));
     }
     for (snapshot, json) in &taken {
@@ -375,12 +374,12 @@ proptest! {
             s.append(e.clone()).unwrap_or_else(|err| panic!("{err}: {e:?}"));
             if reads[i % reads.len()] {
                 let cached = s.tool_history();
-                prop_assert_eq!(&cached, &fold_events(&events[..=i]));
+                prop_assert_eq!(&cached, &support::refold(&events[..=i]));
                 taken.push((cached.clone(), cached.to_json()));
             }
         }
-        prop_assert_eq!(s.tool_history(), fold_events(&events));
-        prop_assert_eq!(s.view().tool_history, fold_events(&events));
+        prop_assert_eq!(s.tool_history(), support::refold(&events));
+        prop_assert_eq!(s.view().tool_history, support::refold(&events));
         for (snapshot, json) in taken {
             prop_assert_eq!(snapshot.to_json(), json);
         }

@@ -2,7 +2,6 @@
 //! the incremental `tool_history()` equals a fresh fold of the same prefix after every batch,
 //! and snapshots handed out earlier never change.
 
-use mektpoy::history::fold_events;
 use mektpoy::{
     Config, Event, Message, Route, Session, ToolSchema,
     agent::{Recorder, Step},
@@ -115,7 +114,7 @@ proptest! {
             }
             let snapshot = session.tool_history();
             let events = session.events();
-            prop_assert_eq!(&snapshot, &fold_events(events.iter()));
+            prop_assert_eq!(&snapshot, &support::refold(events.iter()));
             for (old, json) in &handed_out {
                 prop_assert_eq!(&old.to_json(), json);
             }

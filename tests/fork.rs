@@ -5,7 +5,6 @@ mod support;
 
 use std::fs;
 
-use mektpoy::history::fold_events;
 use mektpoy::{
     Session,
     session::{AppendErrorKind, ForkError, ParentRef},
@@ -209,7 +208,7 @@ fn tool_history_of_a_fork_folds_inherited_events() {
     let inherited: Vec<_> = p.events().iter().take(3).cloned().collect();
     // EXAMPLES F3.
     assert_eq!(summary(&f.tool_history()), "{[A],[[d1,[B]]]}");
-    assert_eq!(f.tool_history(), fold_events(&inherited));
+    assert_eq!(f.tool_history(), support::refold(&inherited));
     // F4 in the fork; the parent keeps F3.
     f.append_json(&header(&["A"], "change")).unwrap();
     f.append_json(&dev("d2", &["-B"], None)).unwrap();
@@ -222,5 +221,5 @@ fn tool_history_of_a_fork_folds_inherited_events() {
 
 fn f_prefix_history(s: &Session, n: usize) -> mektpoy::history::ToolHistory {
     let events: Vec<_> = s.events().iter().take(n).cloned().collect();
-    fold_events(&events)
+    support::refold(&events)
 }

@@ -5,7 +5,6 @@
 //! take prompt updates in history a continuing request series never rewrites its prefix.
 
 use crate::session::SurfaceNode;
-use crate::vocab::{MessageSource, Role};
 
 /// What §4.1 does to the surface.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,8 +29,7 @@ pub(crate) fn prompt_change(
         // A prompt node is a system message written as a prompt; other system-role
         // messages (a compaction summary, an application's note) are not prompts.
         if let SurfaceNode::Message(m) = node
-            && m.role() == Role::System
-            && *m.source() == MessageSource::SystemPrompt
+            && m.is_prompt()
         {
             first.get_or_insert(i);
             latest = Some((i, m));
@@ -63,7 +61,7 @@ pub(crate) fn prompt_change(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vocab::Message;
+    use crate::vocab::{Message, MessageSource, Role};
     use PromptChange::*;
 
     fn surface(nodes: &[(&str, &str)]) -> imbl::Vector<SurfaceNode> {

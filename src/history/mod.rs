@@ -20,7 +20,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::vocab::{List, ToolSchema};
 
-pub use reducer::fold_events;
 pub(crate) use reducer::{FoldKind, ToolFold};
 
 /// Tool declarations and updates a route may rely on (SPEC §3).

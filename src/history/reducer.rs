@@ -72,11 +72,6 @@ impl ToolFold {
         }
     }
 
-    /// Folds the next event. O(size of the event + log n).
-    pub fn apply(&mut self, event: &Event) {
-        self.apply_indexed(event, |_| None);
-    }
-
     /// Folds the next event, taking a header's name index from `index` (by the header's `Seq`)
     /// when it has one already, so that the fold and validation share one index per header.
     /// O(size of the event + log n); O(1 + log n) for a header whose index is given.
@@ -229,22 +224,4 @@ impl ToolFold {
             .filter(|n| self.available.contains(n.as_str()))
             .map(String::as_str)
     }
-}
-
-/// Folds a whole event sequence from scratch, by reference (the model the incremental fold
-/// is tested against, and the "full rescan" of the benchmarks).
-pub fn fold_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> ToolHistory {
-    fold_events_as(FoldKind::ByReference, events)
-}
-
-/// Folds a whole event sequence from scratch with the fold of `kind`.
-pub(crate) fn fold_events_as<'a>(
-    kind: FoldKind,
-    events: impl IntoIterator<Item = &'a Event>,
-) -> ToolHistory {
-    let mut fold = ToolFold::new(kind);
-    for e in events {
-        fold.apply(e);
-    }
-    fold.snapshot()
 }

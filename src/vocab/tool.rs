@@ -166,8 +166,13 @@ impl ToolSchema {
         self.defer_loading == other.defer_loading && self.same_definition(other)
     }
 
-    /// Whether two definitions share one allocation (a clone, not a copy). For tests of the
-    /// "never deep-copies" promise.
+    /// Whether two schemas share one definition allocation (one is a clone of the other, or
+    /// both were taken from the same snapshot), whatever their `defer_loading`. O(1): a cheap
+    /// identity check before a [`same_definition`](Self::same_definition) comparison, e.g. to
+    /// reuse what was computed for a definition last time, as [`Message::ptr_eq`] does for
+    /// messages.
+    ///
+    /// [`Message::ptr_eq`]: crate::Message::ptr_eq
     pub fn shares_definition_with(&self, other: &ToolSchema) -> bool {
         Arc::ptr_eq(&self.def, &other.def)
     }

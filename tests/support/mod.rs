@@ -522,3 +522,14 @@ pub fn obj(v: Value) -> serde_json::Map<String, Value> {
 pub fn no_params() -> serde_json::Map<String, Value> {
     obj(json!({}))
 }
+
+/// The by-reference snapshot of `events` folded from scratch: a fresh session appends them and
+/// is read once, so its fold has no cached state to reuse. The model the incremental and
+/// cached folds are checked against.
+pub fn refold<'a>(events: impl IntoIterator<Item = &'a Event>) -> ToolHistory {
+    let session = Session::new("refold");
+    for e in events {
+        session.append(e.clone()).expect("a valid event");
+    }
+    session.tool_history()
+}
