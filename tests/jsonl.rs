@@ -12,7 +12,7 @@ use mektpoy::{
     Config, Event, Message, Session,
     event::{DecodeError, Reason, RequestHeader},
     session::{AppendErrorKind, FileOptions, LoadError},
-    store::{JsonlSink, PersistError, TornTail, WriteError},
+    store::{JsonlSink, PersistError, WriteError},
     vocab::{Seq, json_equivalent},
 };
 use serde_json::json;
@@ -175,12 +175,8 @@ fn torn_last_line_is_dropped_and_reported() {
         let text = format!("{prefix}{}", &last[..cut]);
         let loaded = Session::load_bytes(text.as_bytes()).unwrap();
         assert_eq!(
-            loaded.torn_tail,
-            Some(TornTail {
-                offset: prefix.len() as u64,
-                len: cut as u64,
-                batch: None
-            }),
+            torn(loaded.torn_tail),
+            Some((prefix.len() as u64, cut as u64, None)),
             "cut at {cut}"
         );
         assert!(!loaded.unterminated);
@@ -341,12 +337,8 @@ fn open_truncates_a_torn_tail_then_appends() {
 
     let loaded = Session::open(&path).unwrap();
     assert_eq!(
-        loaded.torn_tail,
-        Some(TornTail {
-            offset: prefix.len() as u64,
-            len: 40,
-            batch: None
-        })
+        torn(loaded.torn_tail),
+        Some((prefix.len() as u64, 40, None))
     );
     assert_eq!(
         fs::read_to_string(&path).unwrap(),
@@ -608,12 +600,8 @@ fn failed_rollback_poisons_the_writer() {
     // The file ends in the partial line, which loading reports as torn.
     let loaded = Session::load(&path).unwrap();
     assert_eq!(
-        loaded.torn_tail,
-        Some(TornTail {
-            offset: before.len() as u64,
-            len: 10,
-            batch: None
-        })
+        torn(loaded.torn_tail),
+        Some((before.len() as u64, 10, None))
     );
     assert_eq!(loaded.session.events(), events);
 }

@@ -14,7 +14,7 @@ use mektpoy::{
     event::DecodeError,
     route::{ToolUpdateMode, WireApi},
     session::{AppendErrorKind, FileOptions, LoadError},
-    store::{FrameFault, PersistError, TornBatch, TornTail, WriteError},
+    store::{FrameFault, PersistError, WriteError},
     vocab::Seq,
 };
 use support::*;
@@ -217,27 +217,19 @@ fn every_cut_of_a_framed_file_keeps_whole_batches_only() {
                     // `{` or `{"`: any line starts so.
                     None
                 } else if into < frame_len {
-                    Some(TornBatch {
-                        line,
-                        announced: None,
-                        dropped_events: 0,
-                    })
+                    Some((line, None, 0))
                 } else {
-                    Some(TornBatch {
+                    Some((
                         line,
-                        announced: Some(announced),
-                        dropped_events: b.line_ends.iter().filter(|e| **e <= cut).count(),
-                    })
+                        Some(announced),
+                        b.line_ends.iter().filter(|e| **e <= cut).count(),
+                    ))
                 }
             });
-            Some(TornTail {
-                offset: kept_end as u64,
-                len: (cut - kept_end) as u64,
-                batch,
-            })
+            Some((kept_end as u64, (cut - kept_end) as u64, batch))
         };
-        assert_eq!(loaded.torn_tail, expected_torn, "cut {cut}");
-        torn_batches += usize::from(expected_torn.is_some_and(|t| t.batch.is_some()));
+        assert_eq!(torn(loaded.torn_tail), expected_torn, "cut {cut}");
+        torn_batches += usize::from(expected_torn.is_some_and(|t| t.2.is_some()));
         // What was kept saves byte for byte.
         assert_eq!(
             loaded.session.to_jsonl(),
@@ -262,16 +254,12 @@ fn open_drops_an_incomplete_batch_whole_then_appends() {
     fs::write(&path, &text[..cut]).unwrap();
     let loaded = Session::open(&path).unwrap();
     assert_eq!(
-        loaded.torn_tail,
-        Some(TornTail {
-            offset: b.start as u64,
-            len: (cut - b.start) as u64,
-            batch: Some(TornBatch {
-                line: 7,
-                announced: Some(3),
-                dropped_events: 2
-            }),
-        })
+        torn(loaded.torn_tail),
+        Some((
+            b.start as u64,
+            (cut - b.start) as u64,
+            Some((7, Some(3), 2))
+        ))
     );
     assert_eq!(fs::read_to_string(&path).unwrap(), &text[..b.start]);
     let s = loaded.session;
@@ -303,16 +291,12 @@ fn a_frame_announcing_more_lines_than_the_file_holds_is_torn() {
         let loaded = Session::load_bytes(text.as_bytes()).unwrap();
         assert_eq!(loaded.session.len(), 1, "{tail}");
         assert_eq!(
-            loaded.torn_tail,
-            Some(TornTail {
-                offset: prefix.len() as u64,
-                len: tail.len() as u64,
-                batch: Some(TornBatch {
-                    line: 3,
-                    announced: Some(announced),
-                    dropped_events: dropped
-                })
-            }),
+            torn(loaded.torn_tail),
+            Some((
+                prefix.len() as u64,
+                tail.len() as u64,
+                Some((3, Some(announced), dropped))
+            )),
             "{tail}"
         );
         assert!(!loaded.unterminated);
@@ -324,16 +308,8 @@ fn a_frame_announcing_more_lines_than_the_file_holds_is_torn() {
         let loaded = Session::load_bytes(text.as_bytes()).unwrap();
         assert_eq!(loaded.session.len(), 1);
         assert_eq!(
-            loaded.torn_tail,
-            Some(TornTail {
-                offset: prefix.len() as u64,
-                len: tail.len() as u64,
-                batch: Some(TornBatch {
-                    line: 3,
-                    announced: None,
-                    dropped_events: 0
-                })
-            }),
+            torn(loaded.torn_tail),
+            Some((prefix.len() as u64, tail.len() as u64, Some((3, None, 0)))),
             "{tail}"
         );
     }

@@ -10,7 +10,6 @@ use std::fs;
 use mektpoy::{
     Config, Event, Message, Session,
     event::{Reason, RequestHeader},
-    store::TornTail,
 };
 use proptest::prelude::*;
 use support::{header, tool, user};
@@ -532,7 +531,7 @@ proptest! {
             prop_assert_eq!(loaded.torn_tail, None);
             prop_assert_eq!(loaded.session.len(), lines.len() - 1);
         } else {
-            prop_assert_eq!(loaded.torn_tail, Some(TornTail { offset: start as u64, len: cut as u64, batch: None }));
+            prop_assert_eq!(support::torn(loaded.torn_tail), Some((start as u64, cut as u64, None)));
             prop_assert!(!loaded.unterminated);
             prop_assert_eq!(
                 loaded.session.events().to_vec(),

@@ -10,7 +10,6 @@ use mektpoy::{
         DecodeError, MessageEvent, OpaqueError, OpaqueEvent, Reason, RequestHeader, SurfaceOp,
     },
     session::{AppendError, AppendErrorKind, LoadError},
-    store::TornTail,
     vocab::{BlockError, MessageSource, Role, Seq, SourceError, ToolError},
 };
 use serde_json::json;
@@ -140,12 +139,8 @@ fn check(case: &Case) {
     let torn = format!("{prefix}{bad}");
     let loaded = Session::load_bytes(torn.as_bytes()).unwrap_or_else(|e| panic!("{name}: {e}"));
     assert_eq!(
-        loaded.torn_tail,
-        Some(TornTail {
-            offset: prefix.len() as u64,
-            len: bad.len() as u64,
-            batch: None
-        }),
+        support::torn(loaded.torn_tail),
+        Some((prefix.len() as u64, bad.len() as u64, None)),
         "{name}"
     );
     assert!(!loaded.unterminated, "{name}");

@@ -28,6 +28,7 @@ const VERSION: u64 = 0;
 
 /// A loaded session and what loading noticed without refusing the file.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Loaded {
     /// The session.
     pub session: Session,

@@ -15,6 +15,7 @@ use super::frame::{Frame, FrameFault, Probe, cut_frame, looks_like_frame};
 /// A dropped end of the file: its last line had no `\n` and did not parse or validate, or its
 /// last batch is incomplete (a write cut short).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TornTail {
     /// Byte offset where the dropped bytes start (the file's length once they are dropped).
     pub offset: u64,
@@ -27,6 +28,7 @@ pub struct TornTail {
 
 /// A framed batch dropped because the file does not hold all of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TornBatch {
     /// 1-based line number of its frame line.
     pub line: usize,

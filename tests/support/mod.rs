@@ -533,3 +533,15 @@ pub fn refold<'a>(events: impl IntoIterator<Item = &'a Event>) -> ToolHistory {
     }
     session.tool_history()
 }
+
+/// A torn batch as plain values: `(line, announced, dropped_events)`.
+pub type Batch = (usize, Option<u64>, usize);
+
+/// A torn tail as plain values to compare with (the type is `#[non_exhaustive]`): `(offset,
+/// len, batch)`, the batch as `(line, announced, dropped_events)`.
+pub fn torn(tail: Option<mektpoy::store::TornTail>) -> Option<(u64, u64, Option<Batch>)> {
+    tail.map(|t| {
+        let batch = t.batch.map(|b| (b.line, b.announced, b.dropped_events));
+        (t.offset, t.len, batch)
+    })
+}
