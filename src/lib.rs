@@ -52,6 +52,7 @@ pub mod history;
 pub mod meter;
 pub mod notice;
 pub mod project;
+pub mod response;
 pub mod route;
 pub mod session;
 pub mod store;
