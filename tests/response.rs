@@ -1134,3 +1134,47 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn push_line_frames_the_stream_itself() {
+    let text = sse(&one_text_block());
+    let mut s = MessagesStream::new("anthropic", Some("a9"));
+    for line in text.split('\n') {
+        s.push_line(line).unwrap();
+    }
+    let answer = s.finish().unwrap();
+    assert_eq!(answer.message.id(), "a9");
+    assert_eq!(answer.message.text(), "Hello");
+    assert_eq!(answer.usage.unwrap().output_tokens, 3);
+}
+
+/// Some compatible servers send tool-call deltas without `index`: an `id` opens the next call.
+#[test]
+fn chat_tool_call_deltas_without_index() {
+    let mut s = ChatStream::new("acme", None);
+    for data in [
+        r#"{"id":"c","model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"id":"a","function":{"name":"f","arguments":"{\"x\":"}}]}}]}"#,
+        r#"{"id":"c","model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"function":{"arguments":"1}"}}]}}]}"#,
+        r#"{"id":"c","model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"id":"b","function":{"name":"g","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#,
+        "[DONE]",
+    ] {
+        s.push_chunk(data).unwrap();
+    }
+    let answer = s.finish().unwrap();
+    assert_eq!(
+        answer.message.content(),
+        &[
+            ContentBlock::ToolCall {
+                id: "a".into(),
+                name: "f".into(),
+                arguments: r#"{"x":1}"#.into()
+            },
+            ContentBlock::ToolCall {
+                id: "b".into(),
+                name: "g".into(),
+                arguments: "{}".into()
+            },
+        ]
+    );
+    assert_eq!(answer.usage, None);
+}
