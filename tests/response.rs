@@ -1178,3 +1178,38 @@ fn chat_tool_call_deltas_without_index() {
     );
     assert_eq!(answer.usage, None);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Network input never panics a decoder.
+    #[test]
+    fn garbage_never_panics(text in "(\\PC|\n){0,200}", cut in any::<prop::sample::Index>()) {
+        let _ = decode_messages(&text, "anthropic", None);
+        let _ = decode_chat(&text, "deepseek", None);
+        let at = cut.index(text.len() + 1);
+        let at = (at..=text.len()).find(|&i| text.is_char_boundary(i)).unwrap();
+        let mut m = MessagesStream::new("anthropic", None);
+        let _ = m.push_text(&text[..at]);
+        let _ = m.push_text(&text[at..]);
+        let _ = m.finish();
+        let mut c = ChatStream::new("deepseek", None);
+        let _ = c.push_text(&text);
+        let _ = c.finish();
+    }
+
+    /// A valid stream cut anywhere before its last event is refused, never half-decoded.
+    #[test]
+    fn any_truncation_is_refused(
+        blocks in prop::collection::vec(gen_block(), 1..4),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let case = case(&blocks, &[], false, (1, 2, 3, 4));
+        let last = case.sse.rfind("event: message_stop").unwrap();
+        let at = cut.index(last);
+        let at = (at..=last).find(|&i| case.sse.is_char_boundary(i)).unwrap();
+        let mut s = MessagesStream::new("anthropic", None);
+        let result = s.push_text(&case.sse[..at]).and_then(|()| s.finish());
+        prop_assert!(result.is_err());
+    }
+}
