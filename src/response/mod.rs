@@ -506,15 +506,12 @@ fn transformations(raw: Option<Vec<RawTransformation>>) -> Option<Vec<InputTrans
 /// The one place an unknown block is built, so that the log's checked constructor for unknown
 /// blocks replaces one line. Refuses what the log would refuse.
 fn unknown_block(index: usize, value: Value) -> Result<ContentBlock, ResponseError> {
+    let block_type = value.get("type").and_then(Value::as_str).map(str::to_owned);
     let block = ContentBlock::Other(value);
     if block.is_malformed() {
-        let block_type = match &block {
-            ContentBlock::Other(v) => v.get("type").and_then(Value::as_str).unwrap_or_default(),
-            _ => "",
-        };
         return Err(ResponseError::UnrepresentableBlock {
             index,
-            block_type: block_type.to_owned(),
+            block_type: block_type.unwrap_or_default(),
         });
     }
     Ok(block)
