@@ -67,6 +67,9 @@ pub enum Error {
     /// A body could not be metered.
     #[error(transparent)]
     Meter(#[from] MeterError),
+    /// A provider response could not be decoded.
+    #[error(transparent)]
+    Response(#[from] crate::response::ResponseError),
 }
 
 #[cfg(test)]

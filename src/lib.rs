@@ -72,6 +72,7 @@ pub mod history;
 pub mod meter;
 pub mod notice;
 pub mod project;
+pub mod response;
 pub mod route;
 pub mod session;
 pub mod store;

@@ -1,0 +1,552 @@
+//! Provider responses decoded: the way back from a response body (or its event stream) to the
+//! assistant [`Message`] the log records, with what the request cost ([`Usage`]).
+//!
+//! The glue every loop wrote by hand (walk `content`, rebuild reasoning blocks, re-encode tool
+//! inputs) got the one thing that matters wrong in small ways: a tool input re-encoded from a
+//! parsed value is not the text the provider sent, and a signature copied into the wrong field
+//! is never sent back. Here each block is decoded the way the serializers send it back:
+//!
+//! | response block | log block |
+//! |---|---|
+//! | Messages `text` | [`ContentBlock::Text`] (citations are not kept) |
+//! | Messages `thinking` | [`ContentBlock::Reasoning`], `signature` (and any other field) in `extra` |
+//! | Messages `tool_use` | [`ContentBlock::ToolCall`], `arguments` = the text of `input` as received |
+//! | Messages `redacted_thinking`, any other type | kept verbatim as an unknown block |
+//! | chat `reasoning_content` (DeepSeek) | [`ContentBlock::Reasoning`] without a signature |
+//! | chat `content` | [`ContentBlock::Text`] |
+//! | chat `tool_calls[]` | [`ContentBlock::ToolCall`], `arguments` = `function.arguments` as received |
+//!
+//! Everything is pure: bodies and events go in as text, an [`Answer`] comes out. The streams
+//! ([`MessagesStream`], [`ChatStream`]) are push-based accumulators the caller feeds from
+//! whatever transport it has.
+//!
+//! # Vendor pages
+//!
+//! Each shape was encoded from the vendor's text, all read 2026-12-01. Where the stored copy
+//! of a vendor page held only its navigation, the text was read in the vendor's own generated
+//! SDK types (which quote the API reference) or in copies of the page; that is said below.
+//! - Messages response (`id`, `model`, `content`, `stop_reason` values, `usage`, `diagnostics`,
+//!   `input_transformations`): <https://platform.claude.com/docs/en/api/beta/messages.md>
+//!   (beta names, `cache-diagnosis-2026-04-07` among them), and the fields' text in the
+//!   vendor's OpenAPI-generated types of `anthropics/anthropic-sdk-python`: `types/usage.py`,
+//!   `types/stop_reason.py`, `types/beta/beta_message.py`, `beta_raw_message_delta_event.py`,
+//!   `beta_diagnostics.py`, `beta_cache_miss_*.py`, `beta_input_transformation.py`,
+//!   `beta_thinking_dropped_input_transformation.py`,
+//!   `beta_thinking_mismatch_allowed_input_transformation.py`.
+//! - Messages streaming (event order, `text_delta`, `thinking_delta`, `signature_delta`,
+//!   `input_json_delta`, `ping`, `error`):
+//!   <https://platform.claude.com/docs/en/build-with-claude/streaming>, its examples read in
+//!   copies of the page.
+//! - Cache diagnostics (`diagnostics.cache_miss_reason`, `cache_missed_input_tokens`, `null`
+//!   while pending): <https://platform.claude.com/docs/en/build-with-claude/cache-diagnostics>.
+//! - DeepSeek's Anthropic-compatible endpoint (same request and response shapes, its field
+//!   support table): <https://api-docs.deepseek.com/guides/anthropic_api>.
+//! - DeepSeek chat: `reasoning_content` next to `content`
+//!   (<https://api-docs.deepseek.com/guides/thinking_mode>); context caching
+//!   (<https://api-docs.deepseek.com/guides/kv_cache>), with the usage field names
+//!   `prompt_cache_hit_tokens` / `prompt_cache_miss_tokens` read in captured DeepSeek responses.
+//! - OpenAI-compatible chat (`choices[].delta`, `tool_calls[].index`, `finish_reason` values,
+//!   `stream_options.include_usage`, `prompt_tokens_details.cached_tokens`):
+//!   <https://platform.openai.com/docs/api-reference/chat>, read in copies of the reference
+//!   text (the page itself was not stored).
+//!
+//! The usage arithmetic per vendor is on [`Usage`]; `docs/responses.md` has the whole design.
+
+use std::fmt;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::vocab::{ContentBlock, Message, MessageSource, Role};
+
+mod chat;
+mod messages;
+mod sse;
+mod usage;
+
+pub use chat::{ChatStream, decode_chat};
+pub use messages::{MessagesStream, decode_messages};
+pub use usage::{CacheCreation, Usage};
+
+/// A decoded answer: the assistant message to append to the log and what the response said
+/// about it.
+///
+/// The message's source is `{"kind":"model","provider":<the caller's provider>,"model":<the
+/// response's model>}`: the serializer sends signed reasoning back only to the provider that
+/// produced it, so the provider must be the route's, not whatever the response calls itself.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Answer {
+    /// The assistant message, never empty (an answer without content is refused).
+    pub message: Message,
+    /// The response's own `id` (the message id unless the caller gave one).
+    pub response_id: String,
+    /// The model that answered, as the response names it.
+    pub model: String,
+    /// The request's usage; `None` only for a chat stream without the usage chunk
+    /// (`stream_options.include_usage` not set).
+    pub usage: Option<Usage>,
+    /// Why the model stopped, when the response says.
+    pub stop_reason: Option<StopReason>,
+    /// The custom stop sequence that ended the answer (Messages API).
+    pub stop_sequence: Option<String>,
+    /// Anthropic's cache diagnostics, when the request asked for them and a comparison
+    /// reported something (`null` and absent both decode to `None`).
+    pub diagnostics: Option<CacheDiagnostics>,
+    /// Anthropic's `input_transformations`: what the provider changed in the request's input
+    /// (thinking it dropped). `None` when the response has no such field.
+    pub input_transformations: Option<Vec<InputTransformation>>,
+}
+
+/// Why the model stopped, in the vendor's own terms: the two APIs do not mean the same thing
+/// by their values, so they are not merged.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// Messages `end_turn`: a natural stopping point.
+    EndTurn,
+    /// Messages `max_tokens`: the requested or the model's maximum was reached.
+    MaxTokens,
+    /// Messages `stop_sequence`: a custom stop sequence was generated.
+    StopSequence,
+    /// Messages `tool_use`: the model called tools.
+    ToolUse,
+    /// Messages `pause_turn`: a long turn was paused; send the answer back to continue.
+    PauseTurn,
+    /// Messages `refusal`.
+    Refusal,
+    /// Messages `model_context_window_exceeded`.
+    ModelContextWindowExceeded,
+    /// Chat `stop`: a natural stop point or a stop sequence.
+    Stop,
+    /// Chat `length`: the token limit was reached.
+    Length,
+    /// Chat `tool_calls`: the model called tools.
+    ToolCalls,
+    /// Chat `content_filter`: content was omitted by a filter.
+    ContentFilter,
+    /// Any other value, kept as sent.
+    Other(String),
+}
+
+impl StopReason {
+    fn messages(value: &str) -> Self {
+        match value {
+            "end_turn" => StopReason::EndTurn,
+            "max_tokens" => StopReason::MaxTokens,
+            "stop_sequence" => StopReason::StopSequence,
+            "tool_use" => StopReason::ToolUse,
+            "pause_turn" => StopReason::PauseTurn,
+            "refusal" => StopReason::Refusal,
+            "model_context_window_exceeded" => StopReason::ModelContextWindowExceeded,
+            other => StopReason::Other(other.to_owned()),
+        }
+    }
+
+    fn chat(value: &str) -> Self {
+        match value {
+            "stop" => StopReason::Stop,
+            "length" => StopReason::Length,
+            "tool_calls" => StopReason::ToolCalls,
+            "content_filter" => StopReason::ContentFilter,
+            other => StopReason::Other(other.to_owned()),
+        }
+    }
+
+    /// The wire spelling.
+    pub fn as_str(&self) -> &str {
+        match self {
+            StopReason::EndTurn => "end_turn",
+            StopReason::MaxTokens => "max_tokens",
+            StopReason::StopSequence => "stop_sequence",
+            StopReason::ToolUse => "tool_use",
+            StopReason::PauseTurn => "pause_turn",
+            StopReason::Refusal => "refusal",
+            StopReason::ModelContextWindowExceeded => "model_context_window_exceeded",
+            StopReason::Stop => "stop",
+            StopReason::Length => "length",
+            StopReason::ToolCalls => "tool_calls",
+            StopReason::ContentFilter => "content_filter",
+            StopReason::Other(s) => s,
+        }
+    }
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Anthropic's cache diagnostics (beta `cache-diagnosis-2026-04-07`): why the prompt cache could
+/// not reuse the prefix of the request named by `diagnostics.previous_message_id`. This is the
+/// provider's own answer to the question this crate exists for, so it is kept typed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CacheDiagnostics {
+    /// The first divergence; `None` while the provider's comparison is still pending (the
+    /// response was written before it finished).
+    pub cache_miss_reason: Option<CacheMissReason>,
+}
+
+/// Where two consecutive requests diverged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CacheMissReason {
+    /// What changed.
+    pub kind: CacheMissKind,
+    /// The provider's estimate of the input tokens that would have been read from the cache had
+    /// the prefix matched (documented for the four `*_changed` kinds).
+    pub cache_missed_input_tokens: Option<u64>,
+}
+
+/// `cache_miss_reason.type`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CacheMissKind {
+    /// `model_changed`.
+    ModelChanged,
+    /// `system_changed`.
+    SystemChanged,
+    /// `tools_changed`.
+    ToolsChanged,
+    /// `messages_changed`.
+    MessagesChanged,
+    /// `previous_message_not_found`: the previous request's fingerprint is gone.
+    PreviousMessageNotFound,
+    /// `unavailable`: the comparison could not be made.
+    Unavailable,
+    /// Any other type, kept as sent.
+    Other(String),
+}
+
+impl CacheMissKind {
+    fn new(value: &str) -> Self {
+        match value {
+            "model_changed" => CacheMissKind::ModelChanged,
+            "system_changed" => CacheMissKind::SystemChanged,
+            "tools_changed" => CacheMissKind::ToolsChanged,
+            "messages_changed" => CacheMissKind::MessagesChanged,
+            "previous_message_not_found" => CacheMissKind::PreviousMessageNotFound,
+            "unavailable" => CacheMissKind::Unavailable,
+            other => CacheMissKind::Other(other.to_owned()),
+        }
+    }
+}
+
+/// One entry of Anthropic's `input_transformations` (beta
+/// `thinking-binding-controls-2026-08-01`): a block of the request the provider changed or
+/// flagged before showing the prompt to the model. A dropped thinking block silently changes
+/// what the model saw, so a loop should see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InputTransformation {
+    /// The entry type.
+    pub kind: TransformationKind,
+    /// Where the block was in the request, `messages.{i}.content.{j}` (wire indices).
+    pub path: Option<String>,
+    /// Which binding check the block failed.
+    pub reason: Option<BindingCheck>,
+}
+
+impl InputTransformation {
+    /// `path` as `(i, j)`: the index in the request's wire `messages` and in that message's
+    /// `content`.
+    pub fn wire_position(&self) -> Option<(usize, usize)> {
+        let rest = self.path.as_deref()?.strip_prefix("messages.")?;
+        let (i, rest) = rest.split_once('.')?;
+        let j = rest.strip_prefix("content.")?;
+        Some((i.parse().ok()?, j.parse().ok()?))
+    }
+}
+
+/// An `input_transformations` entry type.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TransformationKind {
+    /// `thinking_dropped`: a `thinking`, `redacted_thinking` or `connector_text` block was removed
+    /// from the prompt because it failed a binding check.
+    ThinkingDropped,
+    /// `thinking_mismatch_allowed`: a block failed the conversation check and was shown to the
+    /// model all the same.
+    ThinkingMismatchAllowed,
+    /// Any other type (the vendor says more may be added), kept as sent.
+    Other(String),
+}
+
+/// The binding check an `input_transformations` entry names.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BindingCheck {
+    /// `model_binding_mismatch`.
+    Model,
+    /// `prefix_binding_mismatch`: the conversation before the block differs from the one it was
+    /// created in.
+    Prefix,
+    /// `organization_binding_mismatch`.
+    Organization,
+    /// `end_user_binding_mismatch`.
+    EndUser,
+    /// Any other value, kept as sent.
+    Other(String),
+}
+
+/// Everything a response or a stream can be refused for. The input comes from the network:
+/// every fault is an error, none a panic.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResponseError {
+    /// A body or an event is not JSON of the documented shape.
+    #[error("{context}: not JSON of the expected shape: {source}")]
+    Json {
+        /// What was being decoded (`response body`, or the event type).
+        context: String,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A body or an event is JSON, but a field the decoding needs is missing or wrong.
+    #[error("{context}: {reason}")]
+    Malformed {
+        /// What was being decoded.
+        context: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The provider answered with an error object (a Messages `error` event or body, a chat
+    /// `error` object).
+    #[error("the provider reported an error: {error_type}: {message}")]
+    Provider {
+        /// The provider's error type (e.g. `overloaded_error`); empty when it sent none.
+        error_type: String,
+        /// The provider's message.
+        message: String,
+    },
+    /// The answer holds no block, or only empty text blocks: an empty assistant message would
+    /// go into the log and every later request would carry a turn the API refuses.
+    #[error("the answer holds no content")]
+    EmptyAnswer,
+    /// A tool call's input is not a JSON object (the Messages API takes only objects).
+    #[error("tool call {id}: the input is not a JSON object")]
+    ToolInputNotObject {
+        /// The call id.
+        id: String,
+    },
+    /// A streamed tool input does not concatenate to JSON.
+    #[error("tool call {id}: the streamed input is not JSON: {source}")]
+    InvalidToolInput {
+        /// The call id.
+        id: String,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A block of an unknown type that the log cannot keep verbatim (it names a type of the
+    /// log's own vocabulary, or has no string `type`).
+    #[error("block {index}: a `{block_type}` block cannot be kept verbatim in the log")]
+    UnrepresentableBlock {
+        /// The block's index in the answer.
+        index: usize,
+        /// Its `type`, or empty.
+        block_type: String,
+    },
+    /// An event names a block that was never started.
+    #[error("an event for block {index}, which was never started")]
+    UnknownIndex {
+        /// The event's `index`.
+        index: u64,
+    },
+    /// A block starts at another index than the next one.
+    #[error("block {index} starts out of order (the next block is {expected})")]
+    BlockOutOfOrder {
+        /// The event's `index`.
+        index: u64,
+        /// The next index.
+        expected: usize,
+    },
+    /// An event for a block after its `content_block_stop`.
+    #[error("an event for block {index} after it stopped")]
+    BlockStopped {
+        /// The block's index.
+        index: usize,
+    },
+    /// A delta that does not apply to its block (e.g. `input_json_delta` on a text block).
+    #[error("block {index}: a `{delta_type}` delta does not apply to a `{block_type}` block")]
+    UnexpectedDelta {
+        /// The block's index.
+        index: usize,
+        /// The delta's `type`.
+        delta_type: String,
+        /// The block's `type`.
+        block_type: String,
+    },
+    /// An event that needs `message_start` came before it.
+    #[error("`{event}` before `message_start`")]
+    NotStarted {
+        /// The event type.
+        event: String,
+    },
+    /// An event after the stream's end (`message_stop`, `[DONE]`).
+    #[error("`{event}` after the end of the stream")]
+    AfterEnd {
+        /// The event type (or `chunk`).
+        event: String,
+    },
+    /// The stream ended before it was complete: the answer would be partial.
+    #[error("the stream was cut off: {missing} never came")]
+    CutOff {
+        /// What was still missing.
+        missing: String,
+    },
+    /// The stream already refused an event; a refused stream cannot be resumed.
+    #[error("the stream already failed")]
+    Failed,
+}
+
+impl ResponseError {
+    fn json(context: impl Into<String>, source: serde_json::Error) -> Self {
+        ResponseError::Json {
+            context: context.into(),
+            source,
+        }
+    }
+
+    fn malformed(context: impl Into<String>, reason: impl Into<String>) -> Self {
+        ResponseError::Malformed {
+            context: context.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// `{"type","message"}`: the error object both APIs nest under `error`.
+#[derive(Deserialize)]
+struct ProviderError {
+    #[serde(rename = "type", default)]
+    error_type: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    code: Option<Value>,
+}
+
+impl ProviderError {
+    fn into_error(self) -> ResponseError {
+        let code = || match &self.code {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Number(n)) => Some(n.to_string()),
+            _ => None,
+        };
+        ResponseError::Provider {
+            error_type: self.error_type.clone().or_else(code).unwrap_or_default(),
+            message: self.message.unwrap_or_default(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RawDiagnostics {
+    #[serde(default)]
+    cache_miss_reason: Option<RawMissReason>,
+}
+
+#[derive(Deserialize)]
+struct RawMissReason {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    cache_missed_input_tokens: Option<u64>,
+}
+
+impl RawDiagnostics {
+    fn typed(self) -> CacheDiagnostics {
+        CacheDiagnostics {
+            cache_miss_reason: self.cache_miss_reason.map(|r| CacheMissReason {
+                kind: CacheMissKind::new(&r.kind),
+                cache_missed_input_tokens: r.cache_missed_input_tokens,
+            }),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RawTransformation {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+impl RawTransformation {
+    fn typed(self) -> InputTransformation {
+        InputTransformation {
+            kind: match self.kind.as_str() {
+                "thinking_dropped" => TransformationKind::ThinkingDropped,
+                "thinking_mismatch_allowed" => TransformationKind::ThinkingMismatchAllowed,
+                _ => TransformationKind::Other(self.kind),
+            },
+            path: self.path,
+            reason: self.reason.map(|r| match r.as_str() {
+                "model_binding_mismatch" => BindingCheck::Model,
+                "prefix_binding_mismatch" => BindingCheck::Prefix,
+                "organization_binding_mismatch" => BindingCheck::Organization,
+                "end_user_binding_mismatch" => BindingCheck::EndUser,
+                _ => BindingCheck::Other(r),
+            }),
+        }
+    }
+}
+
+fn transformations(raw: Option<Vec<RawTransformation>>) -> Option<Vec<InputTransformation>> {
+    raw.map(|list| list.into_iter().map(RawTransformation::typed).collect())
+}
+
+/// The one place an unknown block is built, so that the log's checked constructor for unknown
+/// blocks replaces one line. Refuses what the log would refuse.
+fn unknown_block(index: usize, value: Value) -> Result<ContentBlock, ResponseError> {
+    let block_type = value.get("type").and_then(Value::as_str).map(str::to_owned);
+    let block = ContentBlock::Other(value);
+    if block.is_malformed() {
+        return Err(ResponseError::UnrepresentableBlock {
+            index,
+            block_type: block_type.unwrap_or_default(),
+        });
+    }
+    Ok(block)
+}
+
+/// Whether the blocks carry nothing a request could send back.
+fn is_empty_answer(blocks: &[ContentBlock]) -> bool {
+    blocks
+        .iter()
+        .all(|b| matches!(b, ContentBlock::Text { text } if text.is_empty()))
+}
+
+/// The assistant message of an answer, refusing an empty one.
+fn assistant_message(
+    id: &str,
+    content: Vec<ContentBlock>,
+    provider: &str,
+    model: &str,
+) -> Result<Message, ResponseError> {
+    if is_empty_answer(&content) {
+        return Err(ResponseError::EmptyAnswer);
+    }
+    Ok(Message::new(
+        id,
+        Role::Assistant,
+        content,
+        MessageSource::Model {
+            provider: provider.to_owned(),
+            model: model.to_owned(),
+        },
+    ))
+}
+
+/// A reasoning block from its fields: `text` and every field but `type` and the text's own,
+/// in order.
+fn reasoning(text: String, extra: indexmap::IndexMap<String, Value>) -> ContentBlock {
+    ContentBlock::Reasoning { text, extra }
+}
