@@ -20,6 +20,7 @@
 //! | [`session`] | [`Session`]: the log, all validation, its caches, files and forks |
 //! | [`project`] | what one route may receive of a request; unknown-tool checks |
 //! | [`wire`] | request bodies for the Messages API and OpenAI-compatible chat ([`WireRequest`]) |
+//! | [`response`] | the way back: provider answers (JSON and streamed) decoded into a [`Message`], usage normalized |
 //! | [`notice`] | tool-change notices (en, zh) |
 //! | [`meter`] | the prefix-cache [`Meter`] |
 //! | [`agent`] | [`AgentLoop`] and the [`Request`] it hands back; the `Recorder` for replays |

@@ -7,8 +7,11 @@ use mektpoy::response::{
     TransformationKind, decode_chat, decode_messages,
 };
 use mektpoy::{
-    Config, ContentBlock, Event, Message, MessageSource, ProjectedToolUpdates, Role, Session,
-    route_for, serialize,
+    Config, ContentBlock, Event, Message, Session,
+    project::ProjectedToolUpdates,
+    route_for,
+    vocab::{MessageSource, Role},
+    wire::serialize,
 };
 use proptest::prelude::*;
 use serde::Deserialize;
@@ -165,11 +168,15 @@ fn redacted_and_unknown_blocks_are_kept_verbatim() {
     let content = answer.message.content();
     assert_eq!(
         content[0],
-        ContentBlock::Other(
+        ContentBlock::other(
             json!({"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"})
         )
+        .unwrap()
     );
-    assert_eq!(content[1], ContentBlock::Other(body["content"][1].clone()));
+    assert_eq!(
+        content[1],
+        ContentBlock::other(body["content"][1].clone()).unwrap()
+    );
     let usage = answer.usage.unwrap();
     assert_eq!((usage.prompt_tokens, usage.cache_read_tokens), (5, None));
     // The redacted block goes back as it came (the server tool block is the serializer's to

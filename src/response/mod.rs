@@ -503,18 +503,14 @@ fn transformations(raw: Option<Vec<RawTransformation>>) -> Option<Vec<InputTrans
     raw.map(|list| list.into_iter().map(RawTransformation::typed).collect())
 }
 
-/// The one place an unknown block is built, so that the log's checked constructor for unknown
-/// blocks replaces one line. Refuses what the log would refuse.
+/// The one place an unknown block is built: the log's checked constructor, which refuses what
+/// the log would refuse (a known `type` in an unknown shape, or none).
 fn unknown_block(index: usize, value: Value) -> Result<ContentBlock, ResponseError> {
     let block_type = value.get("type").and_then(Value::as_str).map(str::to_owned);
-    let block = ContentBlock::Other(value);
-    if block.is_malformed() {
-        return Err(ResponseError::UnrepresentableBlock {
-            index,
-            block_type: block_type.unwrap_or_default(),
-        });
-    }
-    Ok(block)
+    ContentBlock::other(value).map_err(|_| ResponseError::UnrepresentableBlock {
+        index,
+        block_type: block_type.unwrap_or_default(),
+    })
 }
 
 /// Whether the blocks carry nothing a request could send back.
