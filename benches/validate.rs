@@ -1,6 +1,6 @@
 //! Checking and folding a developer message against a header of 10 and of 10,000 tools.
 //!
-//! SPEC §1 promises O(size of the event + log n) per check: the cost of a developer message
+//! reference §1 promises O(size of the event + log n) per check: the cost of a developer message
 //! naming a header must not grow with the header's tools. An index rebuilt per message made it
 //! O(tools): 115 µs per event against 10,000 tools, 2.2 µs against 10.
 //!
@@ -43,7 +43,7 @@ fn developer(i: usize, tools: usize) -> Event {
 fn validate(c: &mut Criterion) {
     let mut group = c.benchmark_group("developer_message");
     for tools in [10usize, 10_000] {
-        // `append` = validation (SPEC §1) + applying the event, per event. A fresh session per
+        // `append` = validation (reference §1) + applying the event, per event. A fresh session per
         // sample; its header is setup, not measured.
         group.bench_function(BenchmarkId::new("append", tools), |b| {
             b.iter_custom(|iters| {

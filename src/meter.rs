@@ -1,4 +1,4 @@
-//! The prefix-cache meter (SPEC §9): how much of each request a provider could serve from its
+//! The prefix-cache meter (reference §9): how much of each request a provider could serve from its
 //! prefix cache, and the best any client could have done.
 //!
 //! The meter reads wire bodies, not the log, so it measures exactly the bytes sent. It cuts a

@@ -1,4 +1,4 @@
-//! `project_tool_updates`: what one route may receive of a request (SPEC §5), and
+//! `project_tool_updates`: what one route may receive of a request (reference §5), and
 //! `validate_tool_call`, the unknown-tool check on the model's calls.
 //!
 //! Projection is a pure function of (messages, current tools, route mode, snapshot). It never
@@ -55,7 +55,7 @@ impl<'a> ProjectedToolUpdates<'a> {
     }
 }
 
-/// Which rule of SPEC §5 produced a projection ([`ProjectedToolUpdates::path`]).
+/// Which rule of reference §5 produced a projection ([`ProjectedToolUpdates::path`]).
 ///
 /// Only [`Main`](Self::Main) sends tool updates in history; every other path is a fallback
 /// that drops developer messages and sends the tools as given (cleared of `defer_loading` on
@@ -89,7 +89,7 @@ impl ProjectionPath {
     }
 }
 
-/// Projects a request for one route (SPEC §5).
+/// Projects a request for one route (reference §5).
 ///
 /// - `mode: None` (rule 1): every developer message is dropped and `defer_loading` is
 ///   cleared on the tools.
@@ -146,7 +146,7 @@ pub fn project_tool_updates<'a>(
     mode: Option<ToolUpdateMode>,
     history: Option<&ToolHistory>,
 ) -> ProjectedToolUpdates<'a> {
-    // SPEC §5 rule 1.
+    // reference §5 rule 1.
     let Some(mode) = mode else {
         return ProjectedToolUpdates {
             messages: without_developer(messages),
@@ -184,7 +184,7 @@ pub fn project_tool_updates<'a>(
     }
 }
 
-/// Projects a request for a route with inline definitions (SPEC §5.1); `history` is the
+/// Projects a request for a route with inline definitions (reference §5.1); `history` is the
 /// **by-value** snapshot ([`Session::tool_history_by_value`](crate::Session::tool_history_by_value)).
 ///
 /// Rules 2–3 fall back as in [`project_tool_updates`]. On the main path the declarations are
@@ -623,7 +623,7 @@ fn same_schemas(a: &[ToolSchema], b: &[ToolSchema]) -> bool {
             .all(|(x, y)| x.shares_definition_with(y) && x.defer_loading() == y.defer_loading())
 }
 
-/// A tool call naming a tool the model may not call (SPEC §5, §7).
+/// A tool call naming a tool the model may not call (reference §5, §7).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum UnknownTool {

@@ -1,4 +1,4 @@
-//! Routes: what one provider endpoint and model accept (SPEC §6).
+//! Routes: what one provider endpoint and model accept (reference §6).
 //!
 //! A route only supplies capabilities; the configuration that is logged comes from the loop.
 //! Every built-in entry carries the evidence its capabilities rest on, and the decision rule
@@ -8,7 +8,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-/// How a route takes tool changes in history (SPEC §5). `None` where a route has no mode.
+/// How a route takes tool changes in history (reference §5). `None` where a route has no mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ToolUpdateMode {
     /// Additions of deferred declarations *and* removals are accepted in history and keep
@@ -85,7 +85,7 @@ pub enum Evidence {
 ///
 /// The identity (`provider`, `model`, `api`) is plain data; the capabilities are read through
 /// methods and set only through [`RouteBuilder`], which refuses combinations no provider
-/// accepts (SPEC §6), so an impossible route cannot be built.
+/// accepts (reference §6), so an impossible route cannot be built.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Route {
@@ -147,7 +147,7 @@ impl Capabilities {
     }
 }
 
-/// A route capability that rests on its own vendor evidence (SPEC §6, v4).
+/// A route capability that rests on its own vendor evidence (reference §6, v4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Capability {
@@ -174,7 +174,7 @@ pub struct Claim {
     pub evidence: Evidence,
 }
 
-/// A capability combination no provider accepts (SPEC §6).
+/// A capability combination no provider accepts (reference §6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RouteError {
@@ -255,7 +255,7 @@ impl Route {
         self.caps.tool_update
     }
 
-    /// Whether prompt updates may be appended to history as system nodes (SPEC §4.1).
+    /// Whether prompt updates may be appended to history as system nodes (reference §4.1).
     pub fn system_prompt_in_history(&self) -> bool {
         self.caps.system_prompt_in_history
     }
@@ -265,18 +265,18 @@ impl Route {
         self.caps.beta_always
     }
 
-    /// Bytes the provider's deferred-tools section adds to the cached prefix (SPEC §9).
+    /// Bytes the provider's deferred-tools section adds to the cached prefix (reference §9).
     pub fn deferred_section_bytes(&self) -> u32 {
         self.caps.deferred_section_bytes
     }
 
-    /// Whether the serializer appends the reserved deferred placeholder (SPEC §7).
+    /// Whether the serializer appends the reserved deferred placeholder (reference §7).
     pub fn deferred_placeholder(&self) -> bool {
         self.caps.deferred_placeholder
     }
 
     /// Whether additions and redefinitions may carry their definition by value
-    /// (`inline-tools-2026-09-15`): the projection of SPEC §5.1, the by-value snapshot.
+    /// (`inline-tools-2026-09-15`): the projection of reference §5.1, the by-value snapshot.
     pub fn inline_definitions(&self) -> bool {
         self.caps.inline_definitions
     }
@@ -288,7 +288,7 @@ impl Route {
     }
 
     /// Whether the provider caches only when asked: the serializer adds automatic
-    /// `cache_control` (SPEC §7).
+    /// `cache_control` (reference §7).
     pub fn auto_cache(&self) -> bool {
         self.caps.auto_cache
     }
@@ -416,7 +416,7 @@ pub const ANTHROPIC_TOOL_CHANGES_DOC: &str =
 pub const ANTHROPIC_TOOL_CHANGES_READ_ON: &str = "2026-12-01";
 
 /// An **estimate**, not a documented figure: bytes the deferred-tools part of an Anthropic
-/// request adds to the cached prefix, for the meter (SPEC §9).
+/// request adds to the cached prefix, for the meter (reference §9).
 ///
 /// The vendor documents that deferred declarations stay out of the cached prefix until a
 /// `tool_addition` surfaces them, but not the size of what the rendered prompt holds because
@@ -530,7 +530,7 @@ const fn anthropic(model: &'static str, m: AnthropicModel) -> Route {
                 0
             },
             // The inline beta accepts declarations that are all deferred, or none: no
-            // placeholder is needed there (SPEC §7).
+            // placeholder is needed there (reference §7).
             deferred_placeholder: false,
             inline_definitions: m.tool_changes,
             binds_thinking: m.binds,
@@ -700,7 +700,7 @@ static CATALOG: &[Route] = &[
     Route::plain(OPENAI_COMPATIBLE, ANY_MODEL, WireApi::OpenAiChat),
 ];
 
-/// The built-in routes (SPEC §6), each with the evidence its capabilities rest on.
+/// The built-in routes (reference §6), each with the evidence its capabilities rest on.
 ///
 /// Exact model entries first, then one generic entry (model [`ANY_MODEL`]) per provider and
 /// the generic OpenAI-compatible chat route; generic entries have no mode. Which evidence buys
@@ -922,7 +922,7 @@ mod tests {
         }
     }
 
-    /// SPEC §6 (v4): which models bind thinking and which refuse a forced tool choice, per the
+    /// reference §6 (v4): which models bind thinking and which refuse a forced tool choice, per the
     /// vendor pages read 2026-12-01; automatic caching and no prefill on every Anthropic route.
     #[test]
     fn v4_capabilities_per_anthropic_model() {

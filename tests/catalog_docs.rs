@@ -1,4 +1,4 @@
-//! The generated catalogs in `docs/catalog/` (SPEC §10): event types and fields, with example
+//! The generated catalogs in `docs/catalog/` (reference §10): event types and fields, with example
 //! lines written by the crate's own encoder; built-in routes, modes and evidence from
 //! `catalog()`. This test fails when a file is stale.
 //!
@@ -158,7 +158,7 @@ fn events_md() -> String {
     out.push_str(
         "# Event catalog\n\nEvery line of a session file after the session line \
                   `{\"type\":\"session\",\"version\":0,\"id\":...}` is one event \
-                  `{\"type\",\"data\",\"surfaceOp\"?}` (SPEC §1), or a batch frame (see \
+                  `{\"type\",\"data\",\"surfaceOp\"?}` (reference §1), or a batch frame (see \
                   [Batch frames](#batch-frames)). The examples are written by \
                   `Event::to_json`.\n\n| type | data | surfaceOp |\n|---|---|---|\n",
     );
@@ -222,7 +222,7 @@ fn cite(evidence: &Evidence) -> String {
 
 fn routes_md() -> String {
     let mut out = String::from(HEADER);
-    out.push_str("# Route catalog\n\nThe built-in routes of `mektpoy::route::catalog()` (SPEC §6). The \
+    out.push_str("# Route catalog\n\nThe built-in routes of `mektpoy::route::catalog()` (reference §6). The \
                   decision rule is in [capability-rule.md](../capability-rule.md).\n\n\
                   | provider | model | api | mode | prompts in history | beta always | deferred section bytes | placeholder | inline definitions | binds thinking | auto cache | forced tool choice | prefill | evidence |\n\
                   |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");

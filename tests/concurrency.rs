@@ -1,4 +1,4 @@
-//! SPEC §2: `Session` is `Send + Sync`, and `view()` is one consistent read: its messages,
+//! reference §2: `Session` is `Send + Sync`, and `view()` is one consistent read: its messages,
 //! header, generation and snapshot all belong to the first `view.len` events, even while
 //! another thread appends.
 

@@ -1,4 +1,4 @@
-//! What decoding and loading allocate, measured with a counting allocator (SPEC §1 promises
+//! What decoding and loading allocate, measured with a counting allocator (reference §1 promises
 //! O(size of the event); this binary checks the constant stays small).
 //!
 //! One test function so that no other test allocates while a figure is taken. The figures in

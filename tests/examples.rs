@@ -241,7 +241,7 @@ fn fold_refuses_an_invalid_log_with_the_error_chain() {
 
 #[test]
 fn project_reads_a_request_and_prints_the_projection() {
-    // P5 of EXAMPLES.md.
+    // P5 of the reference.
     let tool = |n: &str| json!({"name": n, "description": n, "parameters": {}});
     let input = json!({
         "messages": [

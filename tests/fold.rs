@@ -249,7 +249,7 @@ fn f_rows() {
     }
 }
 
-/// The rows whose by-value snapshot (SPEC §3.1) is worked out: F20–F22 and the rows where the
+/// The rows whose by-value snapshot (reference §3.1) is worked out: F20–F22 and the rows where the
 /// by-value fold differs because it opens a series only where a request series starts.
 #[test]
 fn f_rows_by_value() {

@@ -1,5 +1,5 @@
-//! SPEC §3 caching: `tool_history()` after any number of appends equals the fold from
-//! scratch of the same prefix (EXAMPLES F1–F19 and random logs), and a snapshot handed out
+//! reference §3 caching: `tool_history()` after any number of appends equals the fold from
+//! scratch of the same prefix (reference example F1–F19 and random logs), and a snapshot handed out
 //! never changes.
 
 mod support;
@@ -64,7 +64,7 @@ fn examples_fold_table() {
         base.extend(more);
         base
     };
-    // A with its keys in another order (EXAMPLES F12).
+    // A with its keys in another order (reference example F12).
     let a_reordered = r#"{"type":"request/header","data":{"header":{"config":{"model":"m","provider":"p"},"tools":[{"parameters":{},"description":"A","name":"A"},{"name":"B","description":"B","parameters":{}}]},"reason":"change"}}"#;
     let table: Vec<(&str, Vec<String>, &str)> = vec![
         ("F1", vec![h(&["A"], "initial")], "{[A],[]}"),
@@ -223,7 +223,7 @@ fn non_tool_events_do_not_disturb_the_fold() {
     ];
     let s = Session::new("s");
     let got = fold_incrementally(&s, &lines);
-    // The replace removed d1 from the surface; its update stays (SPEC §3 caching).
+    // The replace removed d1 from the surface; its update stays (reference §3 caching).
     assert_eq!(summary(&got), "{[A],[[d1,[B]]]}");
     assert_eq!(s.messages().len(), 1);
 }

@@ -1,4 +1,4 @@
-//! SPEC §2 `Session::fork`: inherited events count in `Seq`, the surface, validation and the
+//! reference §2 `Session::fork`: inherited events count in `Seq`, the surface, validation and the
 //! fold; a fork's file holds every event, inherited lines byte for byte, and loads alone.
 
 mod support;
@@ -12,7 +12,7 @@ use mektpoy::{
 };
 use support::*;
 
-/// EXAMPLES F3 followed by a user message and a replace: `H(0,[A]) H(1,[A,B]) D(2,d1,[+B],1)`,
+/// reference example F3 followed by a user message and a replace: `H(0,[A]) H(1,[A,B]) D(2,d1,[+B],1)`,
 /// `u1` at 3, `sum` replacing nodes 0..=1 at 4, `u2` at 5.
 fn parent() -> Session {
     LogBuilder::new("p")
@@ -206,7 +206,7 @@ fn tool_history_of_a_fork_folds_inherited_events() {
     let p = parent();
     let f = Session::fork(&p, 3, "f").unwrap();
     let inherited: Vec<_> = p.events().iter().take(3).cloned().collect();
-    // EXAMPLES F3.
+    // reference example F3.
     assert_eq!(summary(&f.tool_history()), "{[A],[[d1,[B]]]}");
     assert_eq!(f.tool_history(), support::refold(&inherited));
     // F4 in the fork; the parent keeps F3.

@@ -1,4 +1,4 @@
-//! SPEC §2 files: byte-identical round trips, torn and unterminated tails, load errors,
+//! reference §2 files: byte-identical round trips, torn and unterminated tails, load errors,
 //! `open`'s repair, `create`, and failed writes through an injected sink.
 
 mod support;

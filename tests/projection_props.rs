@@ -1,5 +1,5 @@
-//! Properties of `project_tool_updates` over sessions recorded by the rules of SPEC §4
-//! (steps 5–6), in every mode, and the prefix property of SPEC §5.
+//! Properties of `project_tool_updates` over sessions recorded by the rules of reference §4
+//! (steps 5–6), in every mode, and the prefix property of reference §5.
 //!
 //! The properties are checked only where the projection took the main path
 //! (`ProjectionPath::Main`); sessions built by `support::recorded::build_session` (the real `Recorder`) are never interrupted,
@@ -176,7 +176,7 @@ fn declared_in_series(r: &Request) -> HashSet<&str> {
         .collect()
 }
 
-/// The prefix property of SPEC §5 on consecutive requests; returns how many pairs it checked.
+/// The prefix property of reference §5 on consecutive requests; returns how many pairs it checked.
 fn check_prefix(requests: &[Request]) -> Result<usize, TestCaseError> {
     let mut checked = 0;
     for pair in requests.windows(2) {
@@ -216,7 +216,7 @@ fn check_prefix(requests: &[Request]) -> Result<usize, TestCaseError> {
     Ok(checked)
 }
 
-/// SPEC §5.1 on one request: the declarations are the by-value snapshot's tools, and replaying
+/// reference §5.1 on one request: the declarations are the by-value snapshot's tools, and replaying
 /// the kept blocks from the non-deferred declarations offers exactly the effective tools, each
 /// with its effective definition (minus deferred baseline tools no addition activated).
 fn check_inline(r: &Request) -> Result<(), TestCaseError> {
@@ -294,7 +294,7 @@ fn check_inline(r: &Request) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// SPEC §5.1's cache property: within a request series every tool change keeps `tools`
+/// reference §5.1's cache property: within a request series every tool change keeps `tools`
 /// unchanged and the messages extended. Returns how many pairs it checked.
 fn check_inline_prefix(requests: &[Request]) -> Result<usize, TestCaseError> {
     let mut checked = 0;
@@ -536,7 +536,7 @@ fn a_restore_rewrites_on_addition_only_only() {
 }
 
 /// A record interrupted between its header and its developer message leaves a guard
-/// snapshot; the next record heals the log (SPEC §4 step 6) and the declarations change
+/// snapshot; the next record heals the log (reference §4 step 6) and the declarations change
 /// although no series starts.
 #[test]
 fn a_guard_heal_rewrites_the_declarations() {

@@ -1,5 +1,5 @@
-//! Scenario tests of SPEC §3 and §4: given a log, when `record`, then these events and this
-//! snapshot. Notation as in `EXAMPLES.md`.
+//! Scenario tests of reference §3 and §4: given a log, when `record`, then these events and this
+//! snapshot. Notation as in the reference's examples (`docs/reference.md`).
 
 use std::sync::Arc;
 

@@ -75,7 +75,7 @@ fn a_retry_whose_batch_starts_with_the_header_records() {
     assert_eq!(session.tool_history().updates().len(), 1);
 }
 
-/// SPEC §4.1 counts prompt nodes (system messages with source `system-prompt`); any system
+/// reference §4.1 counts prompt nodes (system messages with source `system-prompt`); any system
 /// message used to count, so a compaction summary written as a system message became the
 /// "effective prompt" and the next record replaced it with the prompt.
 #[test]
@@ -187,7 +187,7 @@ fn concurrent_saves_to_one_path_each_publish_a_whole_file() {
     assert_eq!(leftovers, 1, "no temporary file left behind");
 }
 
-/// SPEC §1: a `tool/result` carries `{"kind":"tool","callId"}`. One without it used to be
+/// reference §1: a `tool/result` carries `{"kind":"tool","callId"}`. One without it used to be
 /// accepted and fail only at the wire, far from its cause.
 #[test]
 fn a_tool_result_without_a_call_id_is_refused_at_append() {

@@ -1,4 +1,4 @@
-//! Property tests of SPEC §2 persistence: random valid logs, written with random whitespace,
+//! Property tests of reference §2 persistence: random valid logs, written with random whitespace,
 //! key orders, number spellings and string escapes, load and save byte for byte; appending
 //! after loading writes the loaded lines verbatim and the new lines compactly; a cut inside
 //! the last line is a torn tail.

@@ -1,4 +1,4 @@
-//! SPEC §1 validation: every rule refuses the bad event with its typed error naming the
+//! reference §1 validation: every rule refuses the bad event with its typed error naming the
 //! event's `Seq`, leaves the log unchanged, and refuses the same line when loading (naming the
 //! 1-based line), unless the line is an unterminated last line, which is torn.
 
@@ -70,7 +70,7 @@ fn typed_case(
 }
 
 /// Runs one case through `append`, `load` (terminated bad line, in the middle, and as an
-/// unterminated last line) and checks what SPEC §1 and §2 promise.
+/// unterminated last line) and checks what reference §1 and §2 promise.
 fn check(case: &Case) {
     let name = case.name;
     let log = LogBuilder::new("s").lines(case.given.iter().cloned());
@@ -750,7 +750,7 @@ fn header_references_and_tool_change_blocks() {
             unknown(1),
         ),
         json_case(
-            "addition absent from the named header (EXAMPLES F10)",
+            "addition absent from the named header (reference example F10)",
             vec![h0(), header(&["A"], "change")],
             dev("d1", &["+B"], Some(1)),
             |e| matches!(e.kind(), AppendErrorKind::AdditionNotInHeader { id, tool, header: Seq(1), .. } if id == "d1" && tool == "B"),
@@ -999,11 +999,11 @@ fn accepted_edge_cases() {
         .lines([
             header(&["A", "Cd"], "initial"),
             user("u1"),
-            // SPEC §1: a headerSeq on a developer message without additions is accepted.
+            // reference §1: a headerSeq on a developer message without additions is accepted.
             dev("d0", &["-A"], Some(0)),
             dev("d1", &["just a note"], Some(0)),
             dev("d2", &[], Some(0)),
-            // An addition pointing at the series' own first header (EXAMPLES F9).
+            // An addition pointing at the series' own first header (reference example F9).
             dev("d3", &["+C", "+A"], Some(0)),
             // startsSeries false reads as absent.
             header(&["A"], "resume").replace(

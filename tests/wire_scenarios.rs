@@ -7,7 +7,7 @@
 //! The route-switch scenarios change route mid-session; each step's files go under the route
 //! that step was sent on.
 //!
-//! Beyond the bytes, every step is checked against the properties of SPEC §5 and §7 in
+//! Beyond the bytes, every step is checked against the properties of reference §5 and §7 in
 //! [`check_invariants`], and summarized in one line that the scenario's table pins, worked
 //! out by hand from the spec:
 //!
@@ -447,7 +447,7 @@ fn is_tool_change(block: &Value) -> bool {
     )
 }
 
-/// Whether `cur`'s cached prefix extends `prev`'s (SPEC §9 segments: immediately available
+/// Whether `cur`'s cached prefix extends `prev`'s (reference §9 segments: immediately available
 /// tools, the deferred section where the route has one, `system`, messages).
 fn keeps_prefix(prev: &Sent, cur: &Sent) -> bool {
     let immediate = |s: &Sent| -> Vec<Value> {
@@ -549,7 +549,7 @@ fn describe(message: &Value) -> String {
 // ---------------------------------------------------------------------------------------
 // Invariants
 
-/// The properties of SPEC §5 and §7 every step must have, whatever the scenario.
+/// The properties of reference §5 and §7 every step must have, whatever the scenario.
 #[track_caller]
 fn check_invariants(label: &str, s: &Sent, previous: Option<&Sent>) {
     let route = s.lane.route();
@@ -774,7 +774,7 @@ fn removal() {
 }
 
 /// `grep` is added, removed, and restored with the same definition: the declaration series
-/// continues (SPEC §3).
+/// continues (reference §3).
 #[test]
 fn unchanged_restore() {
     scenario(
@@ -819,7 +819,7 @@ fn unchanged_restore() {
 }
 
 /// `fetch` is added in history, removed, and comes back with another definition: a new
-/// declaration series (SPEC §3 step 2), which drops the earlier developer messages.
+/// declaration series (reference §3 step 2), which drops the earlier developer messages.
 #[test]
 fn changed_restore() {
     scenario(
@@ -907,7 +907,7 @@ fn prompt_update() {
 }
 
 /// A prompt update and an addition in one step: one flush holds both, prompt first
-/// (EXAMPLES L9′, W7); on the no-mode route the tool change makes the step a new series.
+/// (reference example L9′, W7); on the no-mode route the tool change makes the step a new series.
 #[test]
 fn prompt_update_with_addition() {
     scenario(
@@ -992,9 +992,9 @@ fn compaction() {
 }
 
 /// The same compaction covering the prompt (surface nodes 0..=2): no system node is live,
-/// so the recorder appends the prompt again (SPEC §4.1), after the remaining messages. On the
+/// so the recorder appends the prompt again (reference §4.1), after the remaining messages. On the
 /// routes with prompts in history it is no longer the first surface node, so there is no
-/// top-level `system` from then on: the prompt is flushed as a system message (EXAMPLES W8).
+/// top-level `system` from then on: the prompt is flushed as a system message (reference example W8).
 #[test]
 fn compaction_over_prompt() {
     scenario(

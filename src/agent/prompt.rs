@@ -1,4 +1,4 @@
-//! System prompt in history (SPEC §4.1): which surface change, if any, brings the rendered
+//! System prompt in history (reference §4.1): which surface change, if any, brings the rendered
 //! prompt onto the surface.
 //!
 //! Appending a new system node keeps every earlier byte of the request, so on routes that
@@ -16,7 +16,7 @@ pub(crate) enum PromptChange {
     Replace { index: usize, text: String },
 }
 
-/// SPEC §4.1 over the current surface. O(surface).
+/// reference §4.1 over the current surface. O(surface).
 pub(crate) fn prompt_change(
     surface: &imbl::Vector<SurfaceNode>,
     rendered: &str,
@@ -78,7 +78,7 @@ mod tests {
             .collect()
     }
 
-    /// Every row of the SPEC §4.1 table.
+    /// Every row of the reference §4.1 table.
     #[test]
     fn spec_table() {
         let one = surface(&[("s", "P1"), ("u", "hi")]);

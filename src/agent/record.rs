@@ -1,4 +1,4 @@
-//! `Recorder`: logs one request per loop attempt (SPEC §4).
+//! `Recorder`: logs one request per loop attempt (reference §4).
 //!
 //! Everything one `record` call appends — system node, user messages, header, developer
 //! message — is one batch: computed and validated under the session's write lock on a working
@@ -163,7 +163,7 @@ enum HeaderDecision {
     Keep(Arc<HeaderEvent>),
 }
 
-/// SPEC §4 step 6: the developer message's blocks, diffed against what the **by-value** fold
+/// reference §4 step 6: the developer message's blocks, diffed against what the **by-value** fold
 /// had available (and had resolved for each name) just before the new header, which heals a
 /// log whose earlier record was cut between header and developer message. Additions, then
 /// removals, then redefinitions; `None` when nothing changed.
@@ -230,7 +230,7 @@ impl Recorder {
         self
     }
 
-    /// Records one attempt of one step (SPEC §4) and returns the request to send.
+    /// Records one attempt of one step (reference §4) and returns the request to send.
     ///
     /// # Errors
     /// [`RecordError::WrongSession`] for a session other than the attached one;

@@ -1,9 +1,9 @@
-//! Log events (SPEC §1): the envelope `{"type","data","surfaceOp"?}`, request headers,
+//! Log events (reference §1): the envelope `{"type","data","surfaceOp"?}`, request headers,
 //! message events and opaque events of unknown type.
 //!
 //! Decoding is hand-written so that every shape fault is its own typed [`DecodeError`]
 //! (serde's derive would report strings, and inside a tagged enum without line numbers).
-//! Encoding writes compact JSON in the key order of SPEC §1 from ordered fields; it is used
+//! Encoding writes compact JSON in the key order of reference §1 from ordered fields; it is used
 //! only for events created in this process, since loaded lines keep their bytes.
 
 mod decode;
@@ -140,7 +140,7 @@ pub struct RequestHeader {
 }
 
 impl PartialEq for RequestHeader {
-    /// SPEC §4 step 5: §1 equivalence on `config` and on the tools in order; unknown header
+    /// reference §4 step 5: §1 equivalence on `config` and on the tools in order; unknown header
     /// keys are ignored.
     fn eq(&self, other: &Self) -> bool {
         self.config == other.config && crate::vocab::same_tools(&self.tools, &other.tools)
@@ -197,7 +197,7 @@ impl PartialEq for Config {
 }
 
 /// How signed thinking blocks produced before a rewrite of the conversation are sent on a
-/// route that binds thinking to the conversation before it (SPEC §7). Chosen once per
+/// route that binds thinking to the conversation before it (reference §7). Chosen once per
 /// session and recorded in its log, so a resumed loop applies the same policy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -517,7 +517,7 @@ impl Event {
         decode::from_value(value)
     }
 
-    /// The compact JSON line of this event (SPEC §1 key order), without the newline.
+    /// The compact JSON line of this event (reference §1 key order), without the newline.
     pub fn to_json(&self) -> String {
         encode::event(self)
     }

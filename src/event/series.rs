@@ -1,7 +1,7 @@
 //! Why a request opens a series: the recorder's verdict, read by the meter and the thinking
 //! policy.
 
-/// Why a request opens a series (SPEC §4 step 7). The meter and the thinking policy need the
+/// Why a request opens a series (reference §4 step 7). The meter and the thinking policy need the
 /// difference: a series the caller opened is a loss the caller chose; one the crate's rules
 /// opened is a loss a better route could have avoided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -14,9 +14,9 @@ pub enum SeriesStart {
     /// A surface replace was appended since this recorder's previous record (a compaction or
     /// a rewind by the caller).
     Rewound,
-    /// The recorder replaced a system prompt node (SPEC §4.1).
+    /// The recorder replaced a system prompt node (reference §4.1).
     PromptReplaced,
-    /// The route's fold opened a new declaration series (SPEC §3 step 2): a changed
+    /// The route's fold opened a new declaration series (reference §3 step 2): a changed
     /// definition on a by-reference route, a first usable tool.
     Redeclared,
 }

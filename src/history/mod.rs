@@ -1,4 +1,4 @@
-//! `ToolHistory`: the immutable snapshot of tool declarations and updates (SPEC §3), and the
+//! `ToolHistory`: the immutable snapshot of tool declarations and updates (reference §3), and the
 //! incremental fold that produces it.
 //!
 //! Two folds read the same log: **by reference** (`Session::tool_history`), for routes that
@@ -22,7 +22,7 @@ use crate::vocab::{List, ToolSchema};
 
 pub(crate) use reducer::{FoldKind, ToolFold};
 
-/// Tool declarations and updates a route may rely on (SPEC §3).
+/// Tool declarations and updates a route may rely on (reference §3).
 ///
 /// JSON: `{"tools":[...],"updates":[{"messageId":...,"additions":[...],"redefinitions"?:[...]}]}`
 /// (`redefinitions` only when non-empty). Cloning is O(1).

@@ -1,4 +1,4 @@
-//! The folds of SPEC §3 and §3.1: request headers and developer messages → `ToolHistory`.
+//! The folds of reference §3 and §3.1: request headers and developer messages → `ToolHistory`.
 //!
 //! One reducer, two readings of the same log ([`FoldKind`]): the by-reference fold opens a
 //! declaration series whenever a definition changes (a route that names tools in history has
@@ -17,10 +17,10 @@ use crate::vocab::{ContentBlock, List, Role, Seq, ToolIndex, ToolSchema};
 /// Which of the two folds a [`ToolFold`] computes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum FoldKind {
-    /// SPEC §3: `Session::tool_history`, for routes that change tools by reference.
+    /// reference §3: `Session::tool_history`, for routes that change tools by reference.
     #[default]
     ByReference,
-    /// SPEC §3.1: for routes with inline definitions.
+    /// reference §3.1: for routes with inline definitions.
     ByValue,
 }
 
@@ -94,7 +94,7 @@ impl ToolFold {
         }
     }
 
-    /// SPEC §3 step 2 (§3.1 for the by-value fold): whether a header with these properties
+    /// reference §3 step 2 (§3.1 for the by-value fold): whether a header with these properties
     /// opens a declaration series.
     pub fn opens_declaration_series(&self, h: &HeaderEvent) -> bool {
         if !self.has_header || h.reason == Reason::Series || h.starts_series {
@@ -186,7 +186,7 @@ impl ToolFold {
             })
     }
 
-    /// The snapshot of SPEC §3 "Reading".
+    /// The snapshot of reference §3 "Reading".
     pub fn snapshot(&self) -> ToolHistory {
         if self.consistent() {
             ToolHistory {

@@ -1,4 +1,4 @@
-//! `Session`: the append-only log and the caches derived from it (SPEC §2).
+//! `Session`: the append-only log and the caches derived from it (reference §2).
 //!
 //! One `RwLock` guards the committed log; a `Mutex` guards the derived caches (the tool fold
 //! and the surface's messages). Lock order is always log, then caches, so readers never see
@@ -38,7 +38,7 @@ pub struct ParentRef {
     pub upto: u64,
 }
 
-/// One consistent read of a session (SPEC §2), taken under one lock.
+/// One consistent read of a session (reference §2), taken under one lock.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct SessionView {
@@ -163,9 +163,9 @@ impl Cached {
 }
 
 struct Derived {
-    /// The by-reference fold (SPEC §3), folded on first use.
+    /// The by-reference fold (reference §3), folded on first use.
     by_reference: Cached,
-    /// The by-value fold (SPEC §3.1), folded on first use by a route that needs it.
+    /// The by-value fold (reference §3.1), folded on first use by a route that needs it.
     by_value: Option<Cached>,
     /// The surface's messages, keyed by `LogState::surface_version`.
     messages: Option<(u64, Arc<[Message]>)>,
@@ -323,7 +323,7 @@ impl Session {
     /// O(size of the event + log n).
     ///
     /// # Errors
-    /// The [`AppendError`] of the first rule the event breaks (SPEC §1), naming its `Seq`, or
+    /// The [`AppendError`] of the first rule the event breaks (reference §1), naming its `Seq`, or
     /// [`AppendErrorKind::Write`] when the line could not be persisted. The log is unchanged.
     pub fn append(&self, event: Event) -> Result<Seq, AppendError> {
         self.transact(|tx| tx.push(event))
@@ -446,7 +446,7 @@ impl Session {
         lock(&self.derived).tool_history(FoldKind::ByReference, &log.state)
     }
 
-    /// The **by-value** snapshot (SPEC §3.1), for routes whose additions and redefinitions may
+    /// The **by-value** snapshot (reference §3.1), for routes whose additions and redefinitions may
     /// carry their definition ([`Route::inline_definitions`](crate::Route::inline_definitions)):
     /// a declaration series starts only where a request series does, so a changed or
     /// returning tool never rewrites the declarations.

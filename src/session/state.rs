@@ -194,7 +194,7 @@ pub enum AppendErrorKind {
         /// The message's role.
         role: Role,
     },
-    /// A `tool/result` whose source is not `{"kind":"tool","callId"}` (SPEC §1): the result
+    /// A `tool/result` whose source is not `{"kind":"tool","callId"}` (reference §1): the result
     /// could never be paired with its call.
     #[error("tool result {id} has no `{{\"kind\":\"tool\",\"callId\"}}` source")]
     ToolResultWithoutCallId {
@@ -302,7 +302,7 @@ impl LogState {
         Seq::from(self.events.len())
     }
 
-    /// SPEC §1 validation of `event` as the next event. O(size of the event + log n).
+    /// reference §1 validation of `event` as the next event. O(size of the event + log n).
     pub fn check(&self, event: &Event) -> Result<(), AppendError> {
         self.check_kind(event)
             .map_err(|kind| AppendError::new(self.next_seq(), kind))

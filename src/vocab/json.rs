@@ -1,4 +1,4 @@
-//! JSON equivalence (SPEC §1): two values are equivalent when equal as data.
+//! JSON equivalence (reference §1): two values are equivalent when equal as data.
 //!
 //! Objects compare as unordered maps at every depth, arrays in order, numbers by value
 //! (`1` ≡ `1.0` ≡ `1e0`). Key order or number spelling never makes a change; the original
@@ -7,7 +7,7 @@
 use indexmap::IndexMap;
 use serde_json::{Number, Value};
 
-/// Whether `a` and `b` are equal as data (SPEC §1).
+/// Whether `a` and `b` are equal as data (reference §1).
 ///
 /// Costs O(size of the smaller value). Integers and integral floats compare exactly (no
 /// rounding through `f64`), so `9007199254740993` and `9007199254740992.0` differ.

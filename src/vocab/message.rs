@@ -1,4 +1,4 @@
-//! Messages and their content blocks (SPEC §1).
+//! Messages and their content blocks (reference §1).
 //!
 //! `Message` is a shared handle: the surface, snapshots and projections pass messages around on
 //! every step, and a projection must never deep-copy one. Decoding is strict for the block

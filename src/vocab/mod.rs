@@ -1,4 +1,4 @@
-//! The JSON nouns of the log (SPEC §1): tools, messages, content blocks, sequence numbers.
+//! The JSON nouns of the log (reference §1): tools, messages, content blocks, sequence numbers.
 
 mod json;
 mod list;

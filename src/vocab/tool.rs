@@ -1,4 +1,4 @@
-//! `ToolSchema`: one tool declaration as the log records it (SPEC §1).
+//! `ToolSchema`: one tool declaration as the log records it (reference §1).
 //!
 //! The definition sits behind an `Arc` so that snapshots, projections and requests clone a
 //! schema in O(1); `defer_loading` sits outside it because projection flips it on every step
@@ -18,7 +18,7 @@ use super::strict::{Entries, Strict, Strictly, wrong_shape};
 /// One tool declaration: `{"name","description","parameters","deferLoading"?, ...}`.
 ///
 /// Unknown fields (MCP `title`, `annotations`, …) are kept in [`extra`](Self::extra), in
-/// their order, and written back. Cloning is O(1). Equality (`==`) is SPEC §1 equivalence:
+/// their order, and written back. Cloning is O(1). Equality (`==`) is reference §1 equivalence:
 /// *the same tool* when every field is equivalent, unknown ones included, so key order and
 /// number spelling never make a change.
 #[derive(Clone)]
@@ -161,7 +161,7 @@ impl ToolSchema {
                 && map_equivalent(&self.def.extra, &other.def.extra))
     }
 
-    /// Whether both are *the same tool* (SPEC §1): every field equivalent.
+    /// Whether both are *the same tool* (reference §1): every field equivalent.
     pub fn same_tool(&self, other: &ToolSchema) -> bool {
         self.defer_loading == other.defer_loading && self.same_definition(other)
     }
@@ -179,7 +179,7 @@ impl ToolSchema {
 }
 
 /// The tool name the wire serializer reserves for its deferred placeholder declaration
-/// (SPEC §7). Reserved on every route: the recorder refuses to register it, the serializers
+/// (reference §7). Reserved on every route: the recorder refuses to register it, the serializers
 /// refuse projected tools that carry it, and `validate_tool_call` treats a call of it as unknown.
 pub const DEFERRED_PLACEHOLDER_NAME: &str = "mektpoy_deferred_placeholder";
 
@@ -245,7 +245,7 @@ impl PartialEq for ByName {
 
 impl Eq for ByName {}
 
-/// Whether two tool lists are the same tools in the same order (SPEC §4 step 5).
+/// Whether two tool lists are the same tools in the same order (reference §4 step 5).
 pub(crate) fn same_tools(a: &[ToolSchema], b: &[ToolSchema]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_tool(y))
 }

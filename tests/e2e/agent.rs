@@ -85,7 +85,7 @@ pub fn opus_by_reference(placeholder: bool) -> Route {
 
 /// The house rules every test prompt carries after its own first sentence: about 2.3 KB, so
 /// that a request's cached prefix is never below the minimum cacheable length of the Claude
-/// models (512 tokens, 2,048 bytes, SPEC §9) and a kept prefix reads as kept.
+/// models (512 tokens, 2,048 bytes, reference §9) and a kept prefix reads as kept.
 const HOUSE_RULES: &str = "\n\nHouse rules.\n\
 1. Read the files you are going to change before you change them, and read the tests that \
 cover them. Do not guess at the contents of a file you have not opened in this session.\n\
@@ -232,7 +232,7 @@ impl Agent {
             None => self.agent.next_step(),
         };
         let request = recorded.unwrap_or_else(|e| panic!("{key} step {turn}: record refused: {e}"));
-        // The snapshot the recorder returned is the one of the route's fold (SPEC §4 step 7).
+        // The snapshot the recorder returned is the one of the route's fold (reference §4 step 7).
         let inline = self.agent.route().inline_definitions();
         assert_eq!(request.by_value, inline, "{key} step {turn}: by_value");
         let (projected, path) = if inline {
@@ -290,7 +290,7 @@ impl Agent {
         assert_eq!(
             (row.total_bytes, row.cached_bytes),
             (answer.usage.total_bytes, answer.usage.cached_bytes),
-            "{key} step {turn}: the crate's Meter and the stand-in's SPEC §9 count disagree"
+            "{key} step {turn}: the crate's Meter and the stand-in's reference §9 count disagree"
         );
 
         let config = self.agent.config();
@@ -345,7 +345,7 @@ impl Agent {
     }
 }
 
-/// On a route that binds thinking, with the default policy (`StripThinking`, SPEC §7): each
+/// On a route that binds thinking, with the default policy (`StripThinking`, reference §7): each
 /// request of `sent` (in order, every request the route sent) leaves out exactly the thinking
 /// blocks of the answers appended before the latest rewriting request (the route's thinking
 /// floor: that request or an earlier one) and sends back every later answer's; each answer

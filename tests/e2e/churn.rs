@@ -1,5 +1,5 @@
 //! A 40-step scripted session with tool churn, recorded once per route and sent to the
-//! stand-in; which requests lose the cached prefix is derived below from SPEC v4 §3–§9 and
+//! stand-in; which requests lose the cached prefix is derived below from reference §3–§9 and
 //! asserted exactly.
 //!
 //! Routes (all on the Messages API):
@@ -9,7 +9,7 @@
 //!   deferred section 512 bytes, deferred placeholder on.
 //! - **IH⁻** the same without the placeholder.
 //! - **NM** `deepseek-v4-pro` (catalog): no mode, prompts not in history.
-//! - **IL** `claude-fable-5-1` (catalog): in-history with inline definitions (SPEC §5.1), binds
+//! - **IL** `claude-fable-5-1` (catalog): in-history with inline definitions (reference §5.1), binds
 //!   thinking; its answers carry a signed `thinking` and a `redacted_thinking` block, which the
 //!   loop sends back as they came.
 //! - **NB** `claude-fable-5-2` (catalog): no mode, prompts not in history, binds thinking (same
@@ -21,7 +21,7 @@
 //! Each step records one request, projects it for the route, prepares it for the wire
 //! (`Request::to_wire`: automatic `cache_control` on the Claude routes, the thinking policy),
 //! sends it and appends the assistant's reply as the stand-in returned it. "Lost" means the
-//! stand-in's cached bytes are not the whole previous request (SPEC §9 segments); step 1 has no
+//! stand-in's cached bytes are not the whole previous request (reference §9 segments); step 1 has no
 //! previous request. The prompts are above the Claude models' minimum cacheable length (512
 //! tokens, 2,048 bytes), so that minimum never cuts a kept prefix.
 //!
@@ -78,23 +78,23 @@
 //!
 //! - **s** — a request- or declaration-series start (`Request::series_start`). By reference
 //!   (AO, IH, IH⁻, and the folds of NM and NB) the series start at 1 (first header), 24
-//!   (`fetch` is declared in series 1 with another definition: a declaration series, SPEC §3
-//!   step 2) and 29 (the compaction's replace moves the surface generation, SPEC §4 step 4; on
+//!   (`fetch` is declared in series 1 with another definition: a declaration series, reference §3
+//!   step 2) and 29 (the compaction's replace moves the surface generation, reference §4 step 4; on
 //!   the in-history-prompt routes §4.1 then also replaces node 0 with P2, since the compaction
 //!   dropped the P2 node). A new series sets the declarations to the header's tools, all
-//!   non-deferred here, and drops the earlier series' developer messages (SPEC §5 rule 5), so
+//!   non-deferred here, and drops the earlier series' developer messages (reference §5 rule 5), so
 //!   the non-deferred tools or the messages change. A removed baseline tool that returns
 //!   unchanged (`write` at 18, `read` at 38, `search` at 40) *continues* the series (v4 §3
 //!   step 2): its recorded addition re-offers it. The by-value fold of IL starts a series only
 //!   at request-series starts (v4 §3.1): 1 and 29; at 24 `fetch2` is an addition by value.
 //! - **d** (IH⁻) — the first deferred declaration after a series start whose baseline has no
 //!   deferred tool: the route's 512-byte deferred section appears after the non-deferred tools
-//!   (SPEC §9) and everything after it moves (26 in series 2, 31 in series 3). In series 1 the
+//!   (reference §9) and everything after it moves (26 in series 2, 31 in series 3). In series 1 the
 //!   section is there from step 1 (`grep*` is a deferred baseline tool), so series 1 has no such
 //!   loss (20's `+lint` is no longer after a series start). On IH the placeholder keeps the
-//!   section present from each series' first request (SPEC §7): no **d** losses.
+//!   section present from each series' first request (reference §7): no **d** losses.
 //! - **a** (AO) — a name offered in the current declaration series left the effective set:
-//!   AdditionOnly drops its declaration and every addition block naming it (SPEC §5 rules 4–5).
+//!   AdditionOnly drops its declaration and every addition block naming it (reference §5 rules 4–5).
 //!   8: `search`'s block in step 3's message; 14: `lint` and `bash` in step 6's; 16: `write`
 //!   (non-deferred baseline) and `grep` (activated at 13); 22: `fetch`'s block in step 6's; 27:
 //!   `bash` (added at 26); 33: every non-deferred baseline tool.
@@ -103,30 +103,30 @@
 //!   10: step 3's `+search`; 20: step 6's `+lint` (dropped since 14).
 //! - **r** (AO) — a non-deferred baseline name returned: AdditionOnly declares it again, so the
 //!   non-deferred tools at the head of the prefix change (its new addition block is dropped:
-//!   baseline tools count as offered, SPEC §5 rule 5). 18: `write`; 38: `read`; 40: `search`
+//!   baseline tools count as offered, reference §5 rule 5). 18: `write`; 38: `read`; 40: `search`
 //!   (series 3's baseline).
 //! - **f** (AO) — from 33 to 37 no non-deferred baseline tool is available, so every declaration
 //!   would be deferred and the all-deferred fallback sends the tools as given without developer
-//!   messages (SPEC §5 rule 4): steps that change the tool set lose (35, 37), the others (34,
+//!   messages (reference §5 rule 4): steps that change the tool set lose (35, 37), the others (34,
 //!   36) repeat the previous request and keep it. At 38 `read` makes a declaration
 //!   non-deferred again: the main path is back (tools and developer messages change).
 //! - **g** (AO) — no loss, on purpose: `grep*` was never offered (explicit deferral, never
 //!   added), so its leaving at 12 drops only a deferred declaration (no bytes with a 0-byte
 //!   section) and the removal block; its return at 13 brings the declaration back and appends
 //!   a new `+grep` block at the end. The issue's wording "a name removed earlier in the series
-//!   returned" would count 13; SPEC §5 and §9 do not, and the stand-in agrees.
+//!   returned" would count 13; reference §5 and §9 do not, and the stand-in agrees.
 //! - **t** (NM, NB) — the tool set changed: without a mode every change rewrites the tool list,
-//!   the head of the prefix (SPEC §5 rule 1). **p** (NM, NB) — the prompt is not kept in
-//!   history, so P1 → P2 replaces the prompt node and opens a request series (SPEC §4.1, §4
-//!   step 4). On NB each of these is also a rewrite (SPEC §7 thinking policy): that request and
+//!   the head of the prefix (reference §5 rule 1). **p** (NM, NB) — the prompt is not kept in
+//!   history, so P1 → P2 replaces the prompt node and opens a request series (reference §4.1, §4
+//!   step 4). On NB each of these is also a rewrite (reference §7 thinking policy): that request and
 //!   every later one leave out the thinking blocks of the answers before it.
 //!
 //! IH and IH⁻ lose nothing at removals, restores or additions inside a series: removed
-//! definitions and removal blocks stay (SPEC §5 rule 5), an unchanged restore re-adds the tool
+//! definitions and removal blocks stay (reference §5 rule 5), an unchanged restore re-adds the tool
 //! by a new block (10, 18, 20, 38, 40), and `grep*`'s removal at 12 is dropped (never offered)
 //! while its addition at 13 activates it.
 //!
-//! IL loses nothing but the compaction: within a request series `tools` is frozen (SPEC §5.1),
+//! IL loses nothing but the compaction: within a request series `tools` is frozen (reference §5.1),
 //! every addition of a tool that is not a baseline tool with that definition goes by value
 //! (3, 6, 10, 14's `mcp`, 20, 24's `fetch2`, 26, 31, 35), an activation or re-offer of a
 //! baseline tool goes by reference (13 `grep`, 18 `write`, 38 `read`, 40 `search`), and removal
@@ -512,7 +512,9 @@ fn churn_on_deepseek_v4_pro_without_mode_loses_at_every_tool_change_prompt_chang
     assert_eq!(route.tool_update(), None);
     let rows = run(Agent::new("churn/deepseek-v4-pro", route));
     let t = table(&rows);
-    eprintln!("deepseek-v4-pro (no mode), SPEC §9 bytes; tokens estimated as ⌈bytes / 4⌉\n{t}");
+    eprintln!(
+        "deepseek-v4-pro (no mode), reference §9 bytes; tokens estimated as ⌈bytes / 4⌉\n{t}"
+    );
     let lost = lost(&rows);
     let lost_bytes: u64 = rows
         .windows(2)
@@ -562,7 +564,7 @@ fn churn_on_claude_fable_5_1_inline_loses_only_at_the_compaction_and_sends_every
     assert_eq!(lost(&rows), set(INLINE_SERIES_STARTS.map(|s| s.0)), "{t}");
     // The compaction is the one rewrite: `system` (node 0 becomes P2) and the history.
     assert_eq!(rewrites(&rows), set([29]), "{t}");
-    // `tools` is frozen for each request series (SPEC §5.1): series 1 declares its baseline,
+    // `tools` is frozen for each request series (reference §5.1): series 1 declares its baseline,
     // series 2 the tools of the compaction's header.
     for r in &rows {
         let baseline = if r.step < 29 {

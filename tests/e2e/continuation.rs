@@ -1,10 +1,10 @@
 //! A tool change on a continuation step right after an assistant message (no user message, no
 //! tool result): the Messages API takes a system message only after a user / tool-result turn,
-//! so the change waits for the next such turn (SPEC §7 queue, departure 7).
+//! so the change waits for the next such turn (reference §7 queue, departure 7).
 //!
 //! On DeepSeek flash the continuation is sent as it is (it ends with the assistant's turn) and
 //! the addition follows the next user turn. Claude models refuse a request that ends with an
-//! assistant turn (assistant prefill, SPEC §7): there the crate refuses the continuation before
+//! assistant turn (assistant prefill, reference §7): there the crate refuses the continuation before
 //! any I/O (`MessageFault::AssistantPrefill`), and the next step, with a user message, is accepted
 //! and carries the addition — by reference on `claude-opus-5` as Bedrock and Google Cloud serve
 //! it, by value on the Claude API's `claude-opus-5` and `claude-fable-5-1` (which also gets its

@@ -10,9 +10,9 @@
 //! - `search` is new, declared without `deferLoading`;
 //! - `search` is new, declared with `deferLoading` (its addition activates it);
 //! - `search` is a deferred tool of the first header (a *baseline* tool), withdrawn before it
-//!   was ever offered and declared again in the step (SPEC §3: it continues the series).
+//!   was ever offered and declared again in the step (reference §3: it continues the series).
 //!
-//! On an inline-definition route `tools` is frozen (SPEC §5.1): the first two shapes add
+//! On an inline-definition route `tools` is frozen (reference §5.1): the first two shapes add
 //! `search` **by value** (its definition inside the block, `deferLoading` cleared), the third
 //! **by reference** (`search` is one of the series' declarations with that definition).
 

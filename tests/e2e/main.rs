@@ -9,7 +9,7 @@
 //!   by reference, by value and without a mode.
 //! - `churn`: a 40-step session with tool churn on six routes (addition-only, in-history by
 //!   reference with and without the placeholder, no mode, inline definitions, no mode with bound
-//!   thinking), every cache loss derived from SPEC v4 and asserted exactly.
+//!   thinking), every cache loss derived from the crate's reference and asserted exactly.
 //! - `continuation`: a tool change right after an assistant message waits for the next user
 //!   turn; on Claude models that continuation is refused before any I/O (assistant prefill).
 //! - `random_churn`: seeded random churn on every route: always accepted (the crate refuses the

@@ -1,11 +1,11 @@
 //! Random tool churn over the stand-in: whatever the loop does — additions (some declared
 //! deferred), removals, redefinitions, prompt changes, compactions, tool calls, continuations —
 //! every request of every route is accepted, the crate's `Meter` agrees with the stand-in (in
-//! `Agent::step`), and the cache is lost only where SPEC says it may be.
+//! `Agent::step`), and the cache is lost only where the reference says it may be.
 //!
 //! The draws are the same for a given seed on every route. A continuation right after the
 //! assistant's text ends its request with an assistant turn: DeepSeek takes it, Claude models
-//! refuse it (assistant prefill, SPEC §7). On Claude routes such a step is still recorded, and
+//! refuse it (assistant prefill, reference §7). On Claude routes such a step is still recorded, and
 //! the test asserts that `Request::to_wire` refuses it with `MessageFault::AssistantPrefill`
 //! (nothing is sent, no answer appended) — exactly those steps and no others; the invariants
 //! then compare each sent request with the previous *sent* one, which is what the provider
@@ -212,7 +212,7 @@ fn seeds() -> std::ops::RangeInclusive<u64> {
 
 /// On an in-history route by reference with the placeholder, a request keeps the whole
 /// previous one unless a series starts, the previous request ended with the assistant's turn
-/// (the next reply joins that turn, SPEC §7; never on a Claude model, which refuses such a
+/// (the next reply joins that turn, reference §7; never on a Claude model, which refuses such a
 /// request), or every declaration is deferred (the all-deferred fallback sends the tools as
 /// given, so a tool change rewrites them).
 #[test]
@@ -235,7 +235,7 @@ fn random_churn_on_in_history_with_placeholder_is_accepted_and_loses_only_where_
 }
 
 /// Without a mode, a request sends the effective tools in order with `deferLoading` cleared
-/// (SPEC §5 rule 1), and loses the cache exactly when that list changed, a request series
+/// (reference §5 rule 1), and loses the cache exactly when that list changed, a request series
 /// starts (compaction, prompt replaced; a declaration series is a definition change, so the
 /// list changed — or only a `deferLoading` flag did, which this route does not send), or the
 /// previous request ended with the assistant's turn. On `claude-fable-5-2`,
@@ -308,7 +308,7 @@ fn random_churn_without_mode_is_accepted_and_loses_exactly_at_changes() {
 }
 
 /// With inline definitions, `tools` and `system` are frozen and every tool change keeps the
-/// prefix within a request series (SPEC §5.1): a request loses the cache only where a request
+/// prefix within a request series (reference §5.1): a request loses the cache only where a request
 /// series starts (a compaction, a prompt node replaced) — or at the one exception §5.1
 /// documents —, never rewrites elsewhere, and sends the `tools` of its series' first request. On `claude-fable-5-1` every answer's signed
 /// thinking goes back.
@@ -329,7 +329,7 @@ fn random_churn_on_inline_definitions_loses_only_at_request_series_starts() {
             for (i, r) in rows.iter().enumerate().skip(1) {
                 let before = &rows[i - 1];
                 let lost = r.sent.usage.cached_bytes != before.sent.usage.total_bytes;
-                // SPEC §5.1's one documented exception: when the series' declarations hold no
+                // reference §5.1's one documented exception: when the series' declarations hold no
                 // tool without `deferLoading`, the first by-value addition changes the start of
                 // the rendered prompt (the vendor: one full cache miss). The stand-in and the
                 // meter both model it (seeds 19, 39 and 55 reach the case): there it must be

@@ -59,7 +59,7 @@
 //! `tools.N.custom.input_schema.type: Field required` —, an empty text block, ...), so a
 //! serializer that drifts from the API shows up here rather than on the real endpoint.
 //!
-//! Accepted requests get a usage block whose cached input follows SPEC §9, computed here from
+//! Accepted requests get a usage block whose cached input follows reference §9, computed here from
 //! the raw body bytes independently of the crate's `Meter`: the concatenation of each
 //! non-deferred tool's JSON, a fixed deferred section of the size the test announces in
 //! `x-mektpoy-deferred-section-bytes` (the route's `deferred_section_bytes`) when any declaration
@@ -92,7 +92,7 @@ pub const INLINE_BETA: &str = "inline-tools-2026-09-15";
 pub const BINDING_BETA: &str = "thinking-binding-controls-2026-08-01";
 /// The header that keys the stand-in's state.
 pub const SESSION_HEADER: &str = "x-mektpoy-test-session";
-/// The header that announces the route's deferred section size (SPEC §9).
+/// The header that announces the route's deferred section size (reference §9).
 pub const SECTION_HEADER: &str = "x-mektpoy-deferred-section-bytes";
 /// Test support: with this header set to `true`, an answer on a model that binds thinking also
 /// carries a `redacted_thinking` block after its `thinking` block.
@@ -149,7 +149,7 @@ fn is_anthropic(model: &str) -> bool {
 /// What the stand-in reports about one accepted request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Usage {
-    /// Bytes of the request's SPEC §9 segments.
+    /// Bytes of the request's reference §9 segments.
     pub total_bytes: u64,
     /// Bytes shared, as a prefix, with the session's previous cached request (0 when the
     /// request does not ask for caching on a Claude model).
@@ -683,7 +683,7 @@ fn asks_caching(v: &Value) -> bool {
         || blocks.any(|b| has(b) || b.pointer("/tool/definition").is_some_and(has))
 }
 
-/// The raw JSON of the parts SPEC §9 cuts a body into.
+/// The raw JSON of the parts reference §9 cuts a body into.
 #[derive(Deserialize)]
 struct RawBody<'a> {
     #[serde(borrow, default)]
@@ -694,7 +694,7 @@ struct RawBody<'a> {
     messages: Vec<&'a RawValue>,
 }
 
-/// SPEC §9: non-deferred tools, the fixed deferred section when any declaration is deferred,
+/// reference §9: non-deferred tools, the fixed deferred section when any declaration is deferred,
 /// `system`, each message — concatenated, as sent (a by-value definition is part of its
 /// message), without the content blocks at `dropped` (`(message, block)` indices).
 fn segments(
@@ -1584,7 +1584,7 @@ mod tests {
             ("tool change in a user message", &[BETA], "a b*", "U(+b)", Some("only allowed in system messages")),
             ("only deferred declarations", &[BETA], "b*", "u", Some("need at least one declaration")),
             ("only deferred declarations, no beta", &[], "b*", "u", Some("need at least one declaration")),
-            // SPEC §5.1: the inline beta takes all-deferred (or no) declarations.
+            // reference §5.1: the inline beta takes all-deferred (or no) declarations.
             ("only deferred declarations under the inline beta", &[IN], "b*", "u S(+b)", None),
             ("two tools with one name", &[BETA], "a a", "u", Some("Tool names must be unique")),
         ];
@@ -1843,7 +1843,7 @@ mod tests {
         }
     }
 
-    /// SPEC §9 segments: non-deferred tools, a fixed section when any declaration is deferred,
+    /// reference §9 segments: non-deferred tools, a fixed section when any declaration is deferred,
     /// `system`, each message, as raw bytes; a by-value definition is part of its message; a
     /// dropped block is cut out of its message, every other byte kept.
     #[test]
