@@ -40,6 +40,7 @@ use super::{
     assistant_message, reasoning, transformations, unknown_block,
 };
 use crate::vocab::ContentBlock;
+use crate::wire::compact_json;
 
 const BODY: &str = "response body";
 
@@ -232,27 +233,6 @@ fn tool_call(
         name,
         arguments: input,
     })
-}
-
-/// `text` without the JSON whitespace between tokens; inside strings every byte is kept.
-fn compact(text: &str) -> String {
-    let (mut in_string, mut escaped) = (false, false);
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if in_string {
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, '\\') => escaped = true,
-                (false, '"') => in_string = false,
-                _ => {}
-            }
-            out.push(c);
-        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
-            in_string = c == '"';
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// A Messages-API stream, decoded as its events arrive.
@@ -787,18 +767,6 @@ fn streamed_input(id: &str, partial: &str) -> Result<String, ResponseError> {
             source,
         }
     })?;
-    Ok(compact(partial))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn compact_keeps_tokens() {
-        assert_eq!(
-            compact("{ \"a b\" : [1.50 , \"x\\\" y\"],\n \"c\":{} }"),
-            r#"{"a b":[1.50,"x\" y"],"c":{}}"#
-        );
-    }
+    // The serializer's own rule, so the next request sends what a JSON answer would have.
+    Ok(compact_json(partial).into_owned())
 }

@@ -87,7 +87,7 @@ pub(super) fn checked(
 
 /// `text` without the JSON whitespace between tokens (inside strings every byte is kept).
 /// Borrowed when there is none.
-pub(super) fn compact(text: &str) -> Cow<'_, str> {
+pub(crate) fn compact(text: &str) -> Cow<'_, str> {
     let (mut in_string, mut escaped) = (false, false);
     let mut out: Option<String> = None;
     for (i, c) in text.char_indices() {

@@ -38,6 +38,7 @@ use crate::project::ProjectedToolUpdates;
 use crate::route::{Route, WireApi};
 use crate::vocab::{ContentBlock, Message, MessageSource, Role, ToolSchema};
 
+pub(crate) use arguments::compact as compact_json;
 use canonical::Canonical;
 pub(crate) use fingerprint::{Fingerprint, without_markers};
 pub(crate) use thinking::is_bound_thinking;
