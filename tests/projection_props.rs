@@ -32,12 +32,9 @@ fn project(
     r: &Request,
     mode: Option<ToolUpdateMode>,
 ) -> (ProjectedToolUpdates<'_>, ProjectionPath) {
-    with_path(project_tool_updates(
-        &r.messages,
-        Some(&r.tools),
-        mode,
-        Some(&r.snapshot),
-    ))
+    let projected = project_tool_updates(&r.messages, Some(&r.tools), mode, Some(&r.snapshot));
+    let path = projected.path;
+    (projected, path)
 }
 
 fn names(tools: &[ToolSchema]) -> Vec<&str> {
@@ -220,11 +217,8 @@ fn check_prefix(requests: &[Request]) -> Result<usize, TestCaseError> {
 /// the kept blocks from the non-deferred declarations offers exactly the effective tools, each
 /// with its effective definition (minus deferred baseline tools no addition activated).
 fn check_inline(r: &Request) -> Result<(), TestCaseError> {
-    let (out, path) = with_path(project_tool_updates_inline(
-        &r.messages,
-        Some(&r.tools),
-        Some(&r.by_value),
-    ));
+    let out = project_tool_updates_inline(&r.messages, Some(&r.tools), Some(&r.by_value));
+    let path = out.path;
     if !path.is_main() {
         return Ok(());
     }
@@ -303,16 +297,11 @@ fn check_inline_prefix(requests: &[Request]) -> Result<usize, TestCaseError> {
         if next.starts_series {
             continue;
         }
-        let (before, p1) = with_path(project_tool_updates_inline(
-            &n.messages,
-            Some(&n.tools),
-            Some(&n.by_value),
-        ));
-        let (after, p2) = with_path(project_tool_updates_inline(
-            &next.messages,
-            Some(&next.tools),
-            Some(&next.by_value),
-        ));
+        let before = project_tool_updates_inline(&n.messages, Some(&n.tools), Some(&n.by_value));
+        let p1 = before.path;
+        let after =
+            project_tool_updates_inline(&next.messages, Some(&next.tools), Some(&next.by_value));
+        let p2 = after.path;
         if !(p1.is_main() && p2.is_main()) {
             continue;
         }
@@ -616,15 +605,4 @@ fn a_guard_heal_rewrites_the_declarations() {
         );
         assert!(!prefix_kept(&before, &after), "{mode:?}");
     }
-}
-
-/// A projection with the rule that produced it.
-fn with_path(
-    p: mektpoy::project::ProjectedToolUpdates<'_>,
-) -> (
-    mektpoy::project::ProjectedToolUpdates<'_>,
-    mektpoy::project::ProjectionPath,
-) {
-    let path = p.path;
-    (p, path)
 }

@@ -306,12 +306,13 @@ fn run(id: &str, start: Lane, turns: &[Turn]) -> Vec<Sent> {
                     .user_messages(&user),
             )
             .unwrap_or_else(|e| panic!("{id} step {n}: record: {e}"));
-        let (projected, path) = with_path(project_tool_updates(
+        let projected = project_tool_updates(
             &request.messages,
             Some(&request.tools),
             route.tool_update(),
             Some(&request.tool_history),
-        ));
+        );
+        let path = projected.path;
         let wire = serialize(&request.config, &projected, &route)
             .unwrap_or_else(|e| panic!("{id} step {n}: serialize: {e}"));
         let body = serde_json::from_str(&wire.body).expect("the body is JSON");
@@ -1090,15 +1091,4 @@ fn route_switch_in_history() {
             ],
         )],
     );
-}
-
-/// A projection with the rule that produced it.
-fn with_path(
-    p: mektpoy::project::ProjectedToolUpdates<'_>,
-) -> (
-    mektpoy::project::ProjectedToolUpdates<'_>,
-    mektpoy::project::ProjectionPath,
-) {
-    let path = p.path;
-    (p, path)
 }

@@ -235,23 +235,24 @@ impl Agent {
         // The snapshot the recorder returned is the one of the route's fold (reference §4 step 7).
         let inline = self.agent.route().inline_definitions();
         assert_eq!(request.by_value, inline, "{key} step {turn}: by_value");
-        let (projected, path) = if inline {
-            with_path(project_tool_updates_inline(
+        let projected = if inline {
+            project_tool_updates_inline(
                 &request.messages,
                 Some(&request.tools),
                 Some(&request.tool_history),
-            ))
+            )
         } else {
-            with_path(project_tool_updates(
+            project_tool_updates(
                 &request.messages,
                 Some(&request.tools),
                 self.agent.route().tool_update(),
                 Some(&request.tool_history),
-            ))
+            )
         };
+        let path = projected.path;
         assert!(
             projected == request.project(),
-            "{key} step {turn}: the traced projection is the request's own"
+            "{key} step {turn}: the projection is the request's own"
         );
         // A name that is declared but not effective (removed, kept for the cache) is never
         // callable.
@@ -403,15 +404,4 @@ pub fn assert_strip_thinking<'s>(
         // Every answer starts with the signed block the stand-in bound to this request.
         assert_eq!(s.content[0]["type"], "thinking", "{key} step {turn}");
     }
-}
-
-/// A projection with the rule that produced it.
-fn with_path(
-    p: mektpoy::project::ProjectedToolUpdates<'_>,
-) -> (
-    mektpoy::project::ProjectedToolUpdates<'_>,
-    mektpoy::project::ProjectionPath,
-) {
-    let path = p.path;
-    (p, path)
 }
