@@ -20,12 +20,13 @@ pub use record::{RecordError, Recorder, Step};
 use crate::event::{Config, Event, MessageEvent, Rewrite, SeriesStart, SurfaceOp};
 use crate::history::ToolHistory;
 use crate::meter::{Meter, MeterError, MeterRow, Price};
+use crate::notice::{Locale, Notice, notice};
 use crate::project::{
     ProjectedToolUpdates, UnknownTool, project_tool_updates, project_tool_updates_inline,
     validate_tool_name,
 };
 use crate::route::Route;
-use crate::session::{AppendError, Session};
+use crate::session::{AppendError, Position, Session};
 use crate::vocab::{Message, Seq, ToolSchema};
 use crate::wire::{WireError, WireRequest, serialize, serialize_with};
 
@@ -56,6 +57,9 @@ pub struct Request {
     /// `system`, or the history), when it did: where the cached prefix ends, and, on a route
     /// that binds thinking, where the thinking floor moved. Messages-API routes only.
     pub rewrite: Option<Rewrite>,
+    /// The developer message this attempt's batch appended (the tool changes since the
+    /// previous header), for a view to show: see [`notice`](Self::notice).
+    pub tool_change: Option<Message>,
     route: Route,
     /// The wire request the recorder prepared against the route's previous request, or the
     /// context that refused it (Messages-API routes).
@@ -140,6 +144,27 @@ impl Request {
         };
         wire.series_start = self.series_start;
         Ok(wire)
+    }
+
+    /// The notice a chat or trajectory view shows for this attempt's tool changes, in
+    /// `locale`; `None` when the attempt changed no tool.
+    ///
+    /// ```
+    /// use mektpoy::notice::Locale;
+    /// use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
+    /// let read = ToolSchema::new("read", "Read a file", Default::default());
+    /// let config = Config::new("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::new(Session::new("s"), route_for("deepseek", "deepseek-flash"), config)
+    ///     .with_tools([read.clone()]);
+    /// assert!(agent.user_turn([Message::user("u1", "hi")])?.notice(Locale::En).is_none());
+    /// agent.set_tools([read, ToolSchema::new("grep", "Search", Default::default())]);
+    /// let request = agent.user_turn([Message::user("u2", "go on")])?;
+    /// assert_eq!(request.notice(Locale::En).unwrap().title, "Tool added: grep");
+    /// assert_eq!(request.notice(Locale::Zh).unwrap().title, "已添加工具：grep");
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
+    pub fn notice(&self, locale: Locale) -> Option<Notice> {
+        self.tool_change.as_ref().and_then(|m| notice(m, locale))
     }
 
     /// Checks a tool call the model made in answer to this request: its name must be one of
@@ -368,6 +393,13 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// [`MeterError`] for a body that is not a request body; the meter is unchanged.
     pub fn observe(&mut self, wire: &WireRequest) -> Result<MeterRow, MeterError> {
         self.meter.observe(&wire.body, wire.series_start)
+    }
+
+    /// What the loop does next, from the log alone ([`Session::position`]): after a restart,
+    /// [`retry`](Self::retry) on `Resend`, run the calls and [`next_step`](Self::next_step) on
+    /// `RunTools`, `next_step` on `Continue`, [`user_turn`](Self::user_turn) otherwise.
+    pub fn position(&self) -> Position {
+        self.session.borrow().position()
     }
 
     /// The session.

@@ -334,6 +334,7 @@ impl Recorder {
         } else {
             FoldKind::ByReference
         };
+        let mut tool_change = None;
         let (latest, header_seq, series_start) = match decision {
             HeaderDecision::Keep(h) => (h, None, None),
             HeaderDecision::Append(reason) => {
@@ -376,6 +377,7 @@ impl Recorder {
                         });
                         let id = self.next_id(&session_id, tx.next_seq());
                         let message = Message::developer(id, content);
+                        tool_change = Some(message.clone());
                         let mut event = self.stamped(message, step, true, SurfaceOp::Append);
                         if let Event::Message(m) = &mut event {
                             m.header_seq = names_header.then_some(seq);
@@ -398,6 +400,7 @@ impl Recorder {
             series_start,
             by_value: kind == FoldKind::ByValue,
             rewrite: None,
+            tool_change,
             route: step.route.clone(),
             prepared: None,
         };

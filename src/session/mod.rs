@@ -5,6 +5,7 @@
 //! messages and a snapshot from two different moments.
 
 mod file;
+mod position;
 mod state;
 
 use std::borrow::Cow;
@@ -12,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use file::{FileOptions, LoadError, Loaded, SessionLineFault};
+pub use position::{PendingCall, Position};
 use state::LogState;
 pub use state::{AppendError, AppendErrorKind};
 
@@ -418,6 +420,26 @@ impl Session {
     pub fn messages(&self) -> Arc<[Message]> {
         let log = read(&self.log);
         lock(&self.derived).messages(&log.state)
+    }
+
+    /// What a loop does next, read from the surface alone: after [`Session::open`] a process
+    /// resends a request left without an answer, runs the tool calls of an answer left without
+    /// results, continues after results, or waits for the user. O(messages since the last
+    /// answer).
+    ///
+    /// ```
+    /// use mektpoy::session::Position;
+    /// use mektpoy::{Event, Message, Session};
+    /// let session = Session::new("s");
+    /// assert_eq!(session.position(), Position::Start);
+    /// session.append(Event::append(Message::user("u1", "hi")))?;
+    /// assert_eq!(session.position(), Position::Resend);
+    /// session.append(Event::append(Message::assistant("a1", "ok", "p", "m")))?;
+    /// assert_eq!(session.position(), Position::AwaitUser);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
+    pub fn position(&self) -> Position {
+        position::position(&self.messages())
     }
 
     /// Every surface node in order, as replace ranges index them. O(1).
