@@ -453,15 +453,18 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     }
 }
 
-/// The last turn and step the session's messages carry, (0, 0) when none does.
+/// The last turn and step the session's messages carry, (0, 0) when none does. A turn whose
+/// messages carry no step (the user's messages of a turn killed before its answer) is at its
+/// first step.
 fn last_position(session: &Session) -> (u64, u64) {
     let events = session.events();
-    events
-        .iter()
-        .rev()
-        .find_map(|e| match e {
-            Event::Message(m) => m.turn.map(|t| (t, m.step.unwrap_or(0))),
-            _ => None,
-        })
-        .unwrap_or((0, 0))
+    let mut stamps = events.iter().rev().filter_map(|e| match e {
+        Event::Message(m) => m.turn.map(|t| (t, m.step)),
+        _ => None,
+    });
+    let Some((turn, step)) = stamps.next() else {
+        return (0, 0);
+    };
+    let step = step.or_else(|| stamps.take_while(|(t, _)| *t == turn).find_map(|(_, s)| s));
+    (turn, step.unwrap_or(1))
 }
