@@ -7,13 +7,13 @@ use std::error::Error as StdError;
 use std::io;
 
 use mektpoy::{
-    Config, ContentBlock, Error, Message, Meter, Session, ToolSchema,
+    Config, ContentBlock, Error, Event, Message, Meter, Session, ToolSchema,
     event::RequestHeader,
     project::ProjectedToolUpdates,
     route_for,
-    session::{AppendError, AppendErrorKind},
-    store::WriteError,
-    vocab::{MessageSource, Role, Seq},
+    session::{AppendErrorKind, FileOptions},
+    store::JsonlSink,
+    vocab::{MessageSource, Role},
     wire::serialize,
 };
 
@@ -74,12 +74,34 @@ fn every_error_prints_its_cause_once() {
     let err = Session::load(dir.path().join("missing.jsonl")).unwrap_err();
     assert_cause_once("a missing file", &err, 2);
 
-    // A write fault under an append.
-    let err = AppendError::new(
-        Seq(3),
-        AppendErrorKind::Write {
-            source: WriteError::Io(io::Error::other("disk full")),
-        },
+    // A write fault under an append, from a sink whose disk is full after the session line.
+    struct Full(usize);
+    impl JsonlSink for Full {
+        fn append(&mut self, _: &[u8]) -> io::Result<()> {
+            self.0 += 1;
+            if self.0 > 1 {
+                Err(io::Error::other("disk full"))
+            } else {
+                Ok(())
+            }
+        }
+        fn truncate(&mut self, _: u64) -> io::Result<()> {
+            Ok(())
+        }
+        fn sync(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let full = FileOptions::new()
+        .sink(|_| Full(0))
+        .create(dir.path().join("full.jsonl"), "s")
+        .unwrap();
+    let err = full
+        .append(Event::append(Message::user("u1", "hi")))
+        .unwrap_err();
+    assert!(
+        matches!(err.kind(), AppendErrorKind::Write { .. }),
+        "{err:?}"
     );
     assert_cause_once("a failed write", &err, 3);
 

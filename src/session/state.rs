@@ -39,7 +39,7 @@ pub struct AppendError {
 impl AppendError {
     /// The refusal of the event at `seq`.
     #[must_use]
-    pub fn new(seq: Seq, kind: AppendErrorKind) -> Self {
+    pub(crate) fn new(seq: Seq, kind: AppendErrorKind) -> Self {
         AppendError { seq, kind }
     }
 
