@@ -6,13 +6,20 @@
 //! deferred-tools section when any declaration is deferred, `system`, each message — and
 //! compares the concatenation with the previous request's byte by byte. Token figures are
 //! estimates: ⌈bytes / 4⌉.
+//!
+//! After a response, [`Meter::observe_usage`] attaches the provider's measured figures to the
+//! latest row ([`Measured`]); [`MeterRow::unexplained_miss`] flags a request whose measured
+//! read falls short of the estimate by more than one cache block
+//! ([`Route::cache_block_tokens`]). [`Meter::save`] / [`Meter::restore`] and [`Meter::prime`]
+//! carry the meter over a restart.
 
 use std::borrow::Cow;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::event::SeriesStart;
+use crate::response::Usage;
 use crate::route::Route;
 use crate::wire::without_markers;
 
@@ -80,6 +87,50 @@ impl Price {
     }
 }
 
+/// What the provider reported for one request (its usage, reference §12), beside the
+/// meter's estimate. `None` in a cache figure means the provider does not report it, which is
+/// not zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Measured {
+    /// Every prompt token of the request, cached or not ([`Usage::prompt_tokens`]).
+    pub prompt_tokens: u64,
+    /// Of those, the tokens read from the provider's cache.
+    pub cache_read_tokens: Option<u64>,
+    /// Of those, the tokens written to the provider's cache (Messages API only).
+    pub cache_write_tokens: Option<u64>,
+}
+
+impl Measured {
+    /// Measured figures given by hand (from a log, or a vendor this crate does not decode).
+    pub fn new(
+        prompt_tokens: u64,
+        cache_read_tokens: Option<u64>,
+        cache_write_tokens: Option<u64>,
+    ) -> Self {
+        Measured {
+            prompt_tokens,
+            cache_read_tokens,
+            cache_write_tokens,
+        }
+    }
+}
+
+impl From<&Usage> for Measured {
+    fn from(usage: &Usage) -> Self {
+        Measured::new(
+            usage.prompt_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+        )
+    }
+}
+
+/// The block a route without [`Route::cache_block_tokens`] gets, in tokens: 1,024, the
+/// largest minimum cacheable length in the catalog (Claude Opus 4.8, on the vendor's
+/// prompt-caching page). A conservative choice: a larger block flags fewer requests.
+pub const DEFAULT_CACHE_BLOCK_TOKENS: u32 = 1024;
+
 /// One metered request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -95,12 +146,62 @@ pub struct MeterRow {
     pub best_bytes: u64,
     /// Why the request opened a series, if it did.
     pub series_start: Option<SeriesStart>,
+    /// The provider's figures, once [`Meter::observe_usage`] attached them.
+    pub measured: Option<Measured>,
+    /// The estimated cached tokens at the measured rate, and the route's block: what
+    /// [`unexplained_miss`](Self::unexplained_miss) compares. Set with `measured`.
+    expected: Option<Expected>,
+}
+
+/// The flag's inputs, fixed when the measured figures are attached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Expected {
+    read_tokens: u64,
+    block_tokens: u32,
 }
 
 impl MeterRow {
     /// Bytes not served from the cache.
     pub fn new_bytes(&self) -> u64 {
         self.total_bytes.saturating_sub(self.cached_bytes)
+    }
+
+    /// The estimated cached amount in tokens at the measured rate, once measured figures are
+    /// attached: `cached_bytes × P / B`, where `P / B` is the measured prompt tokens per byte
+    /// of the route's previous request when it was measured (its prompt is what the cache
+    /// holds), else of this request. Converting at ⌈bytes / 4⌉ would flag every full hit of a
+    /// prompt whose tokenizer packs more than four bytes a token.
+    pub fn expected_read_tokens(&self) -> Option<u64> {
+        self.expected.map(|e| e.read_tokens)
+    }
+
+    /// The unexplained miss: how many tokens the provider's measured cache read falls short
+    /// of [`expected_read_tokens`](Self::expected_read_tokens), when it falls short by more
+    /// than one cache block ([`Route::cache_block_tokens`], else
+    /// [`DEFAULT_CACHE_BLOCK_TOKENS`]). `None` without measured figures, when the provider
+    /// reports no cache read, when the estimate is 0, and for a series the caller opened
+    /// ([`SeriesStart::by_caller`]): a loss the caller chose is not unexplained.
+    ///
+    /// ```
+    /// use mektpoy::{Meter, route_for, meter::Measured};
+    /// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    /// let body = format!(r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#, "x".repeat(4000));
+    /// meter.observe(&body, None)?;
+    /// meter.observe_measured(Measured::new(1000, Some(0), None))?;
+    /// let row = meter.observe(&body, None)?; // the same prompt: all of it should be cached
+    /// assert_eq!(row.unexplained_miss(), None, "nothing measured yet");
+    /// let row = meter.observe_measured(Measured::new(1000, Some(0), None))?;
+    /// assert_eq!(row.unexplained_miss(), Some(1000), "the provider read nothing");
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
+    pub fn unexplained_miss(&self) -> Option<u64> {
+        if self.series_start.is_some_and(SeriesStart::by_caller) {
+            return None;
+        }
+        let expected = self.expected?;
+        let read = self.measured?.cache_read_tokens?;
+        let short = expected.read_tokens.saturating_sub(read);
+        (expected.read_tokens > 0 && short > u64::from(expected.block_tokens)).then_some(short)
     }
 }
 
@@ -124,6 +225,35 @@ pub struct MeterReport {
     pub best_tokens: u64,
     /// The estimated cost, when the meter has a price.
     pub cost: Option<f64>,
+    /// Σ of the measured figures, over the rows that have them.
+    pub measured: MeasuredTotals,
+    /// Requests flagged with an [unexplained miss](MeterRow::unexplained_miss).
+    pub unexplained_misses: usize,
+}
+
+/// The provider's figures summed over the rows that carry them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MeasuredTotals {
+    /// Rows with measured figures.
+    pub requests: usize,
+    /// Σ measured prompt tokens.
+    pub prompt_tokens: u64,
+    /// Σ measured cache reads, over the rows whose provider reports them.
+    pub cache_read_tokens: u64,
+    /// Σ measured cache writes, over the rows whose provider reports them.
+    pub cache_write_tokens: u64,
+    /// Rows whose provider reported a cache read.
+    pub read_reported: usize,
+    /// Rows whose provider reported a cache write.
+    pub write_reported: usize,
+}
+
+impl MeasuredTotals {
+    /// The measured hit ratio: Σ cache read ÷ Σ prompt tokens (0 when nothing was measured).
+    pub fn hit_ratio(&self) -> f64 {
+        ratio(self.cache_read_tokens, self.prompt_tokens)
+    }
 }
 
 impl MeterReport {
@@ -149,7 +279,45 @@ pub enum MeterError {
     /// The body is not a Messages-API or chat body.
     #[error("the request body is not a JSON object with a `messages` array")]
     Body(#[source] serde_json::Error),
+    /// Measured figures came before any request was observed.
+    #[error("no observed request to attach the measured usage to")]
+    NoRequest,
+    /// The latest request already has measured figures.
+    #[error("request {row} already has measured usage")]
+    AlreadyMeasured {
+        /// The row's index in [`Meter::rows`].
+        row: usize,
+    },
+    /// A saved meter that [`Meter::restore`] cannot take.
+    #[error("the saved meter cannot be restored: {reason}")]
+    Restore {
+        /// What is wrong with it.
+        reason: RestoreFault,
+    },
 }
+
+/// Why a saved meter was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RestoreFault {
+    /// Not the JSON [`Meter::save`] writes.
+    #[error("not a saved meter ({0})")]
+    Malformed(String),
+    /// A version this crate does not read.
+    #[error("version {0} is not {SAVE_VERSION}")]
+    Version(u64),
+    /// Saved for another route, or a route whose meter rules changed since.
+    #[error("saved for {saved}, restored for {route}")]
+    Route {
+        /// The route and rules it was saved with.
+        saved: String,
+        /// The route given to `restore`.
+        route: String,
+    },
+}
+
+/// The version [`Meter::save`] writes.
+pub const SAVE_VERSION: u64 = 1;
 
 /// Feeds on the requests of one route, in order.
 #[derive(Clone, Debug)]
@@ -157,9 +325,33 @@ pub struct Meter {
     deferred_section_bytes: u32,
     auto_cache: bool,
     min_cache_tokens: u32,
+    block_tokens: u32,
+    /// `provider/model` and the rules above, for [`Meter::restore`] to check.
+    fingerprint: String,
     price: Option<Price>,
     previous: Option<Previous>,
+    /// The measured prompt tokens and bytes of the request before the latest one, when it
+    /// was measured: the rate [`MeterRow::expected_read_tokens`] converts at.
+    rate_before: Option<Rate>,
     rows: Vec<MeterRow>,
+}
+
+/// Measured prompt tokens over the bytes they were measured on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Rate {
+    tokens: u64,
+    bytes: u64,
+}
+
+impl Rate {
+    /// `bytes` converted at this rate (`None` for a rate over no bytes).
+    fn convert(self, bytes: u64) -> Option<u64> {
+        if self.bytes == 0 {
+            return None;
+        }
+        let tokens = u128::from(bytes) * u128::from(self.tokens) / u128::from(self.bytes);
+        Some(u64::try_from(tokens).unwrap_or(u64::MAX))
+    }
 }
 
 /// What the meter keeps of the previous request.
@@ -170,6 +362,11 @@ struct Previous {
     blocks: usize,
     /// Whether it carried a tool defined by value.
     by_value: bool,
+    /// Its measured rate, once its usage was attached.
+    rate: Option<Rate>,
+    /// Whether it is the latest row's request (not a primed body), so that the latest row's
+    /// figures are its own.
+    row: bool,
 }
 
 /// A body cut into the provider's caching order, with what caching needs to know of it.
@@ -219,12 +416,27 @@ impl Meter {
     /// A meter for `route`, whose deferred-tools section counts
     /// `route.deferred_section_bytes()`.
     pub fn new(route: &Route) -> Self {
+        let block_tokens = match route.cache_block_tokens() {
+            0 => DEFAULT_CACHE_BLOCK_TOKENS,
+            n => n,
+        };
         Meter {
             deferred_section_bytes: route.deferred_section_bytes(),
             auto_cache: route.auto_cache(),
             min_cache_tokens: route.min_cache_tokens(),
+            block_tokens,
+            fingerprint: format!(
+                "{}/{} (deferred {}, auto cache {}, min {}, block {})",
+                route.provider,
+                route.model,
+                route.deferred_section_bytes(),
+                route.auto_cache(),
+                route.min_cache_tokens(),
+                block_tokens
+            ),
             price: None,
             previous: None,
+            rate_before: None,
             rows: Vec::new(),
         }
     }
@@ -322,7 +534,8 @@ impl Meter {
                     .count() as u64;
                 // Automatic caching finds the previous entry only within the lookback
                 // window, unless a block breakpoint marks it.
-                let in_window = cut.blocks < prev.blocks + LOOKBACK_BLOCKS || cut.block_breakpoint;
+                let in_window = cut.blocks < prev.blocks.saturating_add(LOOKBACK_BLOCKS)
+                    || cut.block_breakpoint;
                 let long_enough = |n: u64| {
                     if n.div_ceil(4) >= u64::from(self.min_cache_tokens) {
                         n
@@ -354,14 +567,145 @@ impl Meter {
             cached_bytes: cached,
             best_bytes: best,
             series_start,
+            measured: None,
+            expected: None,
         };
+        self.rate_before = self.previous.take().and_then(|p| p.rate);
         self.previous = Some(Previous {
             bytes: cut.bytes,
             blocks: cut.blocks,
             by_value: cut.by_value,
+            rate: None,
+            row: true,
         });
         self.rows.push(row);
         Ok(row)
+    }
+
+    /// Attaches the provider's usage for the latest observed request (decoded from its
+    /// response, reference §12) and returns the row with it.
+    ///
+    /// # Errors
+    /// [`MeterError::NoRequest`] before any request was observed;
+    /// [`MeterError::AlreadyMeasured`] when the latest row already has figures. The meter is
+    /// unchanged either way.
+    pub fn observe_usage(&mut self, usage: &Usage) -> Result<MeterRow, MeterError> {
+        self.observe_measured(Measured::from(usage))
+    }
+
+    /// [`observe_usage`](Self::observe_usage) with the figures given by hand.
+    ///
+    /// # Errors
+    /// As [`observe_usage`](Self::observe_usage).
+    pub fn observe_measured(&mut self, measured: Measured) -> Result<MeterRow, MeterError> {
+        let index = self
+            .rows
+            .len()
+            .checked_sub(1)
+            .ok_or(MeterError::NoRequest)?;
+        let row = &mut self.rows[index];
+        if row.measured.is_some() {
+            return Err(MeterError::AlreadyMeasured { row: index });
+        }
+        let own = Rate {
+            tokens: measured.prompt_tokens,
+            bytes: row.total_bytes,
+        };
+        // The cache holds the previous prompt: its own rate converts the shared bytes best.
+        let read_tokens = self
+            .rate_before
+            .and_then(|r| r.convert(row.cached_bytes))
+            .or_else(|| own.convert(row.cached_bytes))
+            .unwrap_or(0);
+        row.measured = Some(measured);
+        row.expected = Some(Expected {
+            read_tokens,
+            block_tokens: self.block_tokens,
+        });
+        if let Some(previous) = self.previous.as_mut().filter(|p| p.row) {
+            previous.rate = Some(own);
+        }
+        Ok(*row)
+    }
+
+    /// Makes `previous_body` the route's previous request without adding a row: what a
+    /// resumed process calls with the last request it rebuilds from the log, so that the
+    /// next request is compared with it. The rows stay as they are (empty in a new meter).
+    ///
+    /// # Errors
+    /// [`MeterError::Body`] for a body that is not a request body; the meter is unchanged.
+    pub fn prime(&mut self, previous_body: &str) -> Result<(), MeterError> {
+        let cut = self.cut(previous_body)?;
+        self.rate_before = None;
+        self.previous = Some(Previous {
+            bytes: cut.bytes,
+            blocks: cut.blocks,
+            by_value: cut.by_value,
+            rate: None,
+            row: false,
+        });
+        Ok(())
+    }
+
+    /// The meter's state as a small versioned JSON text: the route it meters (with the rules
+    /// that shape a row), the previous request's cut (its concatenated segment bytes, block
+    /// count and whether it defined a tool by value) and every row. [`Meter::restore`] gives
+    /// back a meter whose next rows are exactly this one's. The price is not saved: set it
+    /// again with [`with_price`](Self::with_price).
+    ///
+    /// The previous request's bytes are the bulk, kept once: the next estimate is the length
+    /// of the common prefix with them, which no digest short of the bytes determines to the
+    /// byte. A caller that can rebuild that request (from the log) may instead start a new
+    /// meter and [`prime`](Self::prime) it, keeping only the rows it wants.
+    pub fn save(&self) -> String {
+        let saved = Saved {
+            version: SAVE_VERSION,
+            route: Cow::Borrowed(&self.fingerprint),
+            previous: self.previous.as_ref().map(|p| SavedPrevious {
+                // The segments are slices of a JSON text and `#`: always UTF-8.
+                prefix: String::from_utf8_lossy(&p.bytes),
+                blocks: p.blocks,
+                by_value: p.by_value,
+                rate: p.rate,
+                row: p.row,
+            }),
+            rate_before: self.rate_before,
+            rows: self.rows.iter().map(SavedRow::from).collect(),
+        };
+        serde_json::to_string(&saved).unwrap_or_default()
+    }
+
+    /// A meter for `route` from what [`save`](Self::save) wrote, without a price.
+    ///
+    /// # Errors
+    /// [`MeterError::Restore`] when `saved` is not a saved meter, has another version, or
+    /// was saved for another route (or one whose meter rules have changed since).
+    pub fn restore(route: &Route, saved: &str) -> Result<Meter, MeterError> {
+        let fault = |reason| MeterError::Restore { reason };
+        let version: SavedVersion = serde_json::from_str(saved)
+            .map_err(|e| fault(RestoreFault::Malformed(e.to_string())))?;
+        if version.version != SAVE_VERSION {
+            return Err(fault(RestoreFault::Version(version.version)));
+        }
+        let saved: Saved<'_> = serde_json::from_str(saved)
+            .map_err(|e| fault(RestoreFault::Malformed(e.to_string())))?;
+        let mut meter = Meter::new(route);
+        if saved.route != meter.fingerprint {
+            return Err(fault(RestoreFault::Route {
+                saved: saved.route.into_owned(),
+                route: meter.fingerprint,
+            }));
+        }
+        meter.previous = saved.previous.map(|p| Previous {
+            bytes: p.prefix.into_owned().into_bytes(),
+            blocks: p.blocks,
+            by_value: p.by_value,
+            rate: p.rate,
+            row: p.row,
+        });
+        meter.rate_before = saved.rate_before;
+        meter.rows = saved.rows.into_iter().map(MeterRow::from).collect();
+        Ok(meter)
     }
 
     /// Every row so far.
@@ -369,12 +713,27 @@ impl Meter {
         &self.rows
     }
 
-    /// Totals, token estimates and, with a price, the estimated cost.
+    /// Totals, token estimates and, with a price, the estimated cost; the measured figures
+    /// summed over the rows that have them, and the number of unexplained misses.
     pub fn report(&self) -> MeterReport {
         let tokens = |b: u64| b.div_ceil(4);
-        let sum = |f: fn(&MeterRow) -> u64| self.rows.iter().map(f).sum::<u64>();
-        let total_tokens = self.rows.iter().map(|r| tokens(r.total_bytes)).sum();
-        let cached_tokens: u64 = self.rows.iter().map(|r| tokens(r.cached_bytes)).sum();
+        let sum =
+            |f: &dyn Fn(&MeterRow) -> u64| self.rows.iter().map(f).fold(0u64, u64::saturating_add);
+        let total_tokens = sum(&|r| tokens(r.total_bytes));
+        let cached_tokens = sum(&|r| tokens(r.cached_bytes));
+        let mut measured = MeasuredTotals::default();
+        for m in self.rows.iter().filter_map(|r| r.measured) {
+            measured.requests += 1;
+            measured.prompt_tokens = measured.prompt_tokens.saturating_add(m.prompt_tokens);
+            if let Some(read) = m.cache_read_tokens {
+                measured.read_reported += 1;
+                measured.cache_read_tokens = measured.cache_read_tokens.saturating_add(read);
+            }
+            if let Some(write) = m.cache_write_tokens {
+                measured.write_reported += 1;
+                measured.cache_write_tokens = measured.cache_write_tokens.saturating_add(write);
+            }
+        }
         let cost = self.price.as_ref().map(|p| {
             self.rows
                 .iter()
@@ -389,13 +748,114 @@ impl Meter {
         });
         MeterReport {
             requests: self.rows.len(),
-            total_bytes: sum(|r| r.total_bytes),
-            cached_bytes: sum(|r| r.cached_bytes),
-            best_bytes: sum(|r| r.best_bytes),
+            total_bytes: sum(&|r| r.total_bytes),
+            cached_bytes: sum(&|r| r.cached_bytes),
+            best_bytes: sum(&|r| r.best_bytes),
             total_tokens,
             cached_tokens,
-            best_tokens: self.rows.iter().map(|r| tokens(r.best_bytes)).sum(),
+            best_tokens: sum(&|r| tokens(r.best_bytes)),
             cost,
+            measured,
+            unexplained_misses: self
+                .rows
+                .iter()
+                .filter(|r| r.unexplained_miss().is_some())
+                .count(),
+        }
+    }
+}
+
+/// The saved form (version 1). Field names are camelCase, as in the session log.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Saved<'a> {
+    version: u64,
+    #[serde(borrow)]
+    route: Cow<'a, str>,
+    #[serde(borrow)]
+    previous: Option<SavedPrevious<'a>>,
+    rate_before: Option<Rate>,
+    rows: Vec<SavedRow>,
+}
+
+/// Only the version, read first so that another version is refused as such.
+#[derive(Deserialize)]
+struct SavedVersion {
+    version: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SavedPrevious<'a> {
+    #[serde(borrow)]
+    prefix: Cow<'a, str>,
+    blocks: usize,
+    by_value: bool,
+    rate: Option<Rate>,
+    row: bool,
+}
+
+/// One row: `[total, cached, best, series start, measured, expected]`, where measured is
+/// `[prompt, read, write]` and expected `[read, block]`.
+#[derive(Serialize, Deserialize)]
+struct SavedRow(
+    u64,
+    u64,
+    u64,
+    Option<SavedSeriesStart>,
+    Option<(u64, Option<u64>, Option<u64>)>,
+    Option<(u64, u32)>,
+);
+
+#[derive(Clone, Copy, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum SavedSeriesStart {
+    First,
+    Asked,
+    Rewound,
+    PromptReplaced,
+    Redeclared,
+}
+
+impl From<&MeterRow> for SavedRow {
+    fn from(r: &MeterRow) -> Self {
+        let start = r.series_start.map(|s| match s {
+            SeriesStart::First => SavedSeriesStart::First,
+            SeriesStart::Asked => SavedSeriesStart::Asked,
+            SeriesStart::Rewound => SavedSeriesStart::Rewound,
+            SeriesStart::PromptReplaced => SavedSeriesStart::PromptReplaced,
+            SeriesStart::Redeclared => SavedSeriesStart::Redeclared,
+        });
+        SavedRow(
+            r.total_bytes,
+            r.cached_bytes,
+            r.best_bytes,
+            start,
+            r.measured
+                .map(|m| (m.prompt_tokens, m.cache_read_tokens, m.cache_write_tokens)),
+            r.expected.map(|e| (e.read_tokens, e.block_tokens)),
+        )
+    }
+}
+
+impl From<SavedRow> for MeterRow {
+    fn from(SavedRow(total, cached, best, start, measured, expected): SavedRow) -> Self {
+        MeterRow {
+            total_bytes: total,
+            cached_bytes: cached,
+            best_bytes: best,
+            series_start: start.map(|s| match s {
+                SavedSeriesStart::First => SeriesStart::First,
+                SavedSeriesStart::Asked => SeriesStart::Asked,
+                SavedSeriesStart::Rewound => SeriesStart::Rewound,
+                SavedSeriesStart::PromptReplaced => SeriesStart::PromptReplaced,
+                SavedSeriesStart::Redeclared => SeriesStart::Redeclared,
+            }),
+            measured: measured.map(|(p, r, w)| Measured::new(p, r, w)),
+            expected: expected.map(|(read_tokens, block_tokens)| Expected {
+                read_tokens,
+                block_tokens,
+            }),
         }
     }
 }

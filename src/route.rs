@@ -115,6 +115,7 @@ struct Capabilities {
     forced_tool_choice: bool,
     assistant_prefill: bool,
     min_cache_tokens: u32,
+    cache_block_tokens: u32,
 }
 
 impl Capabilities {
@@ -131,6 +132,7 @@ impl Capabilities {
         forced_tool_choice: true,
         assistant_prefill: true,
         min_cache_tokens: 0,
+        cache_block_tokens: 0,
     };
 
     const fn check(&self) -> Result<(), RouteError> {
@@ -163,6 +165,8 @@ pub enum Capability {
     AssistantPrefill,
     /// [`Route::min_cache_tokens`].
     MinCacheTokens,
+    /// [`Route::cache_block_tokens`].
+    CacheBlockTokens,
 }
 
 /// One capability and the evidence it rests on.
@@ -309,6 +313,13 @@ impl Route {
         self.caps.min_cache_tokens
     }
 
+    /// The granularity, in tokens, of the provider's cache read (0 where the route claims
+    /// none): a measured read may fall short of the meter's estimate by up to one block
+    /// before the meter flags the request (reference §9). Only the meter reads it.
+    pub fn cache_block_tokens(&self) -> u32 {
+        self.caps.cache_block_tokens
+    }
+
     /// What the tool-update mode and prompts in history rest on.
     pub fn evidence(&self) -> &Evidence {
         &self.evidence
@@ -369,6 +380,8 @@ impl RouteBuilder {
         assistant_prefill: bool,
         /// See [`Route::min_cache_tokens`].
         min_cache_tokens: u32,
+        /// See [`Route::cache_block_tokens`].
+        cache_block_tokens: u32,
     }
 
     /// What the mode and prompts in history rest on.
@@ -433,7 +446,11 @@ pub const ANY_MODEL: &str = "*";
 pub const OPENAI_COMPATIBLE: &str = "openai-compatible";
 
 /// The vendor's page on prompt caching: caching is opt-in (`cache_control`), automatic
-/// caching with a top-level `cache_control`.
+/// caching with a top-level `cache_control`, the minimum cacheable length per model. A read
+/// is a whole cached prefix ending at a content-block boundary; the page gives no token
+/// granularity for `cache_read_input_tokens`, so [`Route::cache_block_tokens`] takes the
+/// model's minimum cacheable length (the shortest entry the cache holds), a conservative
+/// block for the meter's flag.
 pub const ANTHROPIC_PROMPT_CACHING_DOC: &str =
     "https://platform.claude.com/docs/en/build-with-claude/prompt-caching";
 
@@ -468,6 +485,45 @@ pub const ANTHROPIC_FABLE_5_2_DOC: &str =
 /// The date the v4 capability pages were read (see `docs/capability-rule.md`).
 pub const ANTHROPIC_V4_READ_ON: &str = "2026-12-01";
 
+/// DeepSeek's announcement of context caching (2024-08-02): "The cache system uses 64 tokens
+/// as a storage unit; content less than 64 tokens will not be cached." The current guide
+/// ([`DEEPSEEK_KV_CACHE_DOC`]) says units are also carved "at fixed token intervals" without
+/// giving the interval, so the announcement's figure is the one documented.
+pub const DEEPSEEK_CACHE_UNIT_DOC: &str = "https://api-docs.deepseek.com/news/news0802";
+
+/// DeepSeek's context-caching guide: caching is on by default, a hit needs a request to match
+/// a whole persisted "cache prefix unit" (units at the end of the user input and of the model
+/// output, at a detected common prefix, and at fixed token intervals), on a "best-effort"
+/// basis.
+pub const DEEPSEEK_KV_CACHE_DOC: &str = "https://api-docs.deepseek.com/guides/kv_cache";
+
+/// The date the DeepSeek caching pages were read.
+pub const DEEPSEEK_READ_ON: &str = "2026-12-01";
+
+/// DeepSeek's documented cache storage unit, in tokens ([`DEEPSEEK_CACHE_UNIT_DOC`]).
+pub const DEEPSEEK_CACHE_BLOCK_TOKENS: u32 = 64;
+
+/// What every DeepSeek route rests on: the cache's storage unit.
+const DEEPSEEK_CLAIMS: &[Claim] = &[Claim {
+    capability: Capability::CacheBlockTokens,
+    evidence: vendor(DEEPSEEK_CACHE_UNIT_DOC, DEEPSEEK_READ_ON),
+}];
+
+/// A DeepSeek route without a mode: the vendor-wide cache unit and nothing else.
+const fn deepseek(model: &'static str) -> Route {
+    Route {
+        provider: Cow::Borrowed("deepseek"),
+        model: Cow::Borrowed(model),
+        api: WireApi::Messages,
+        caps: Capabilities {
+            cache_block_tokens: DEEPSEEK_CACHE_BLOCK_TOKENS,
+            ..Capabilities::PLAIN
+        },
+        evidence: Evidence::None,
+        claims: Cow::Borrowed(DEEPSEEK_CLAIMS),
+    }
+}
+
 const fn vendor(url: &'static str, read_on: &'static str) -> Evidence {
     Evidence::VendorDoc {
         url: Cow::Borrowed(url),
@@ -490,6 +546,7 @@ macro_rules! claims {
             claim(Capability::AutoCache, ANTHROPIC_PROMPT_CACHING_DOC),
             claim(Capability::AssistantPrefill, ANTHROPIC_PREFILL_DOC),
             claim(Capability::MinCacheTokens, ANTHROPIC_PROMPT_CACHING_DOC),
+            claim(Capability::CacheBlockTokens, ANTHROPIC_PROMPT_CACHING_DOC),
             $(claim(Capability::$capability, $url),)*
         ];
         CLAIMS
@@ -538,6 +595,9 @@ const fn anthropic(model: &'static str, m: AnthropicModel) -> Route {
             forced_tool_choice: m.forced_tool_choice,
             assistant_prefill: false,
             min_cache_tokens: m.min_cache_tokens,
+            // No token granularity is documented: the model's minimum cacheable length is
+            // the block (see `ANTHROPIC_PROMPT_CACHING_DOC`'s note on reads).
+            cache_block_tokens: m.min_cache_tokens,
         },
         evidence: if m.tool_changes {
             vendor(ANTHROPIC_TOOL_CHANGES_DOC, ANTHROPIC_TOOL_CHANGES_READ_ON)
@@ -587,6 +647,7 @@ static CATALOG: &[Route] = &[
         caps: Capabilities {
             tool_update: Some(ToolUpdateMode::AdditionOnly),
             system_prompt_in_history: true,
+            cache_block_tokens: DEEPSEEK_CACHE_BLOCK_TOKENS,
             ..Capabilities::PLAIN
         },
         evidence: Evidence::UpstreamDefault {
@@ -595,9 +656,9 @@ static CATALOG: &[Route] = &[
                         deepseek-flash catalog entry, addition-only (reported, not verified here)",
             ),
         },
-        claims: Cow::Borrowed(&[]),
+        claims: Cow::Borrowed(DEEPSEEK_CLAIMS),
     },
-    Route::plain("deepseek", "deepseek-v4-pro", WireApi::Messages),
+    deepseek("deepseek-v4-pro"),
     // The models the vendor lists for mid-conversation tool changes, by exact API id.
     anthropic(
         "claude-fable-5-1",
@@ -684,7 +745,7 @@ static CATALOG: &[Route] = &[
     ),
     // Generic entries: what unknown models get. No evidence, no mode; an unknown Anthropic
     // model still gets what the vendor documents for every model.
-    Route::plain("deepseek", ANY_MODEL, WireApi::Messages),
+    deepseek(ANY_MODEL),
     Route {
         provider: Cow::Borrowed("anthropic"),
         model: Cow::Borrowed(ANY_MODEL),
@@ -959,6 +1020,7 @@ mod tests {
                 (r.auto_cache(), Capability::AutoCache),
                 (!r.assistant_prefill(), Capability::AssistantPrefill),
                 (r.min_cache_tokens() > 0, Capability::MinCacheTokens),
+                (r.cache_block_tokens() > 0, Capability::CacheBlockTokens),
             ] {
                 let evidence = r.claim(capability);
                 assert_eq!(
@@ -986,6 +1048,32 @@ mod tests {
             );
             assert!(r.forced_tool_choice() && r.assistant_prefill());
         }
+    }
+
+    /// reference §9: the cache's read granularity is a vendor fact with its page: DeepSeek's
+    /// documented 64-token storage unit on every DeepSeek route; on Anthropic, which documents
+    /// none, the model's minimum cacheable length; nothing elsewhere.
+    #[test]
+    fn cache_block_tokens_rest_on_the_vendor_pages() {
+        for r in catalog() {
+            let id = format!("{}/{}", r.provider, r.model);
+            let expected = match &*r.provider {
+                "deepseek" => DEEPSEEK_CACHE_BLOCK_TOKENS,
+                "anthropic" => r.min_cache_tokens(),
+                _ => 0,
+            };
+            assert_eq!(r.cache_block_tokens(), expected, "{id}");
+            let evidence = r.claim(Capability::CacheBlockTokens);
+            assert_eq!(evidence.is_some(), expected > 0, "{id}");
+            if r.provider == "deepseek" {
+                assert_eq!(
+                    evidence,
+                    Some(&vendor(DEEPSEEK_CACHE_UNIT_DOC, DEEPSEEK_READ_ON)),
+                    "{id}"
+                );
+            }
+        }
+        assert_eq!(DEEPSEEK_CACHE_BLOCK_TOKENS, 64);
     }
 
     #[test]
@@ -1088,7 +1176,7 @@ mod tests {
     /// changed entry fails here until both notes follow).
     #[test]
     fn capability_rule_docs_list_every_entry() {
-        const COLUMNS: usize = 16;
+        const COLUMNS: usize = 17;
         for (doc, none, yes, no) in [
             (
                 include_str!("../docs/capability-rule.md"),
@@ -1117,7 +1205,7 @@ mod tests {
             let flag = |b: bool| if b { yes } else { no };
             for (row, r) in rows.iter().zip(catalog()) {
                 let id = format!("{}/{}", r.provider, r.model);
-                // `| a | … | p |` splits into an empty cell, the 16 columns, an empty cell.
+                // `| a | … | q |` splits into an empty cell, the 17 columns, an empty cell.
                 assert_eq!(row.len(), COLUMNS + 2, "{id}: {COLUMNS} columns");
                 let cell = |i: usize| row[i + 1].trim_matches('`');
                 // A number cell may carry a note after the figure: `512 (estimate)`.
@@ -1143,14 +1231,15 @@ mod tests {
                     (10, flag(r.auto_cache()).to_owned()),
                     (11, flag(r.forced_tool_choice()).to_owned()),
                     (12, flag(r.assistant_prefill()).to_owned()),
-                    (14, evidence_kind(r.evidence()).to_owned()),
+                    (15, evidence_kind(r.evidence()).to_owned()),
                 ];
                 for (i, want) in expected {
                     assert_eq!(cell(i), want, "{id}: column {}", i + 1);
                 }
                 assert_eq!(number(6), r.deferred_section_bytes().to_string(), "{id}");
                 assert_eq!(number(13), r.min_cache_tokens().to_string(), "{id}");
-                assert!(!cell(15).is_empty(), "{id}: a reason");
+                assert_eq!(number(14), r.cache_block_tokens().to_string(), "{id}");
+                assert!(!cell(16).is_empty(), "{id}: a reason");
                 for evidence in r.claims().iter().map(|c| &c.evidence).chain([r.evidence()]) {
                     if let Evidence::VendorDoc { url, read_on } = evidence {
                         assert!(

@@ -1,0 +1,449 @@
+//! The measured meter (reference §9 rules 7–9): the provider's usage attached to the rows and
+//! summed, the unexplained-miss flag, and a meter carried over a restart (save / restore,
+//! prime) producing exactly the rows the original would have.
+
+use mektpoy::{
+    Meter, Route,
+    event::SeriesStart,
+    meter::{DEFAULT_CACHE_BLOCK_TOKENS, Measured, MeterError, RestoreFault},
+    response::{decode_chat, decode_messages},
+    route::WireApi,
+    route_for,
+};
+use proptest::prelude::*;
+
+/// A chat body whose messages are `texts`, one user message each.
+fn body(texts: &[&str]) -> String {
+    let messages: Vec<String> = texts
+        .iter()
+        .map(|t| format!(r#"{{"role":"user","content":"{t}"}}"#))
+        .collect();
+    format!(r#"{{"messages":[{}]}}"#, messages.join(","))
+}
+
+fn deepseek() -> Meter {
+    Meter::new(&route_for("deepseek", "deepseek-flash"))
+}
+
+#[test]
+fn measured_figures_are_attached_to_the_latest_row_and_summed() {
+    let mut m = deepseek();
+    let long = "x".repeat(4000);
+    m.observe(&body(&[&long]), Some(SeriesStart::First))
+        .unwrap();
+    let first = m
+        .observe_measured(Measured::new(1000, Some(0), None))
+        .unwrap();
+    assert_eq!(first.measured, Some(Measured::new(1000, Some(0), None)));
+    m.observe(&body(&[&long, "more"]), None).unwrap();
+    // The chat decoder's usage: DeepSeek's hit and miss figures.
+    let answer = decode_chat(
+        r#"{"id":"r","model":"deepseek-flash","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],
+           "usage":{"prompt_tokens":1010,"completion_tokens":1,"prompt_cache_hit_tokens":1000,"prompt_cache_miss_tokens":10}}"#,
+        "deepseek",
+        None,
+    )
+    .unwrap();
+    let second = m.observe_usage(&answer.usage.unwrap()).unwrap();
+    assert_eq!(second.measured, Some(Measured::new(1010, Some(1000), None)));
+    assert_eq!(
+        second.unexplained_miss(),
+        None,
+        "the whole previous prompt was read"
+    );
+    // A third row without figures is not in the measured sums.
+    m.observe(&body(&[&long, "more", "again"]), None).unwrap();
+    let report = m.report();
+    assert_eq!(report.requests, 3);
+    assert_eq!(report.measured.requests, 2);
+    assert_eq!(report.measured.prompt_tokens, 2010);
+    assert_eq!(report.measured.cache_read_tokens, 1000);
+    assert_eq!(
+        (
+            report.measured.read_reported,
+            report.measured.write_reported
+        ),
+        (2, 0)
+    );
+    assert_eq!(report.measured.cache_write_tokens, 0);
+    assert!((report.measured.hit_ratio() - 1000.0 / 2010.0).abs() < 1e-12);
+    // The estimates are as before.
+    assert_eq!(
+        report.cached_bytes,
+        m.rows()[1].cached_bytes + m.rows()[2].cached_bytes
+    );
+    assert_eq!(report.unexplained_misses, 0);
+}
+
+#[test]
+fn messages_usage_carries_the_cache_write() {
+    let mut m = Meter::new(&route_for("anthropic", "claude-opus-5"));
+    m.observe(
+        r#"{"cache_control":{"type":"ephemeral"},"messages":[{"role":"user","content":"hi"}]}"#,
+        None,
+    )
+    .unwrap();
+    let answer = decode_messages(
+        r#"{"id":"msg","type":"message","role":"assistant","model":"claude-opus-5","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn",
+           "usage":{"input_tokens":3,"output_tokens":1,"cache_creation_input_tokens":600,"cache_read_input_tokens":0}}"#,
+        "anthropic",
+        None,
+    )
+    .unwrap();
+    let row = m.observe_usage(&answer.usage.unwrap()).unwrap();
+    assert_eq!(row.measured, Some(Measured::new(603, Some(0), Some(600))));
+    let report = m.report();
+    assert_eq!(
+        (
+            report.measured.cache_write_tokens,
+            report.measured.write_reported
+        ),
+        (600, 1)
+    );
+}
+
+#[test]
+fn usage_without_a_request_or_twice_is_refused() {
+    let mut m = deepseek();
+    let figures = Measured::new(10, Some(0), None);
+    assert!(matches!(
+        m.observe_measured(figures),
+        Err(MeterError::NoRequest)
+    ));
+    m.observe(&body(&["a"]), None).unwrap();
+    m.observe_measured(figures).unwrap();
+    let again = m.observe_measured(Measured::new(99, Some(99), None));
+    assert!(matches!(again, Err(MeterError::AlreadyMeasured { row: 0 })));
+    assert_eq!(
+        m.rows()[0].measured,
+        Some(figures),
+        "a refused attach changes nothing"
+    );
+    assert_eq!(
+        again.unwrap_err().to_string(),
+        "request 0 already has measured usage"
+    );
+}
+
+/// Two requests of the same long prompt, the second measured with `read` cached tokens.
+fn repeat_with_read(read: u64) -> mektpoy::meter::MeterRow {
+    let mut m = deepseek();
+    let prompt = body(&[&"y".repeat(8000)]);
+    m.observe(&prompt, Some(SeriesStart::First)).unwrap();
+    m.observe_measured(Measured::new(2000, Some(0), None))
+        .unwrap();
+    let row = m.observe(&prompt, None).unwrap();
+    assert_eq!(
+        row.cached_bytes, row.total_bytes,
+        "the estimate: all cached"
+    );
+    m.observe_measured(Measured::new(2000, Some(read), None))
+        .unwrap()
+}
+
+#[test]
+fn a_read_short_by_more_than_one_block_is_an_unexplained_miss() {
+    let miss = repeat_with_read(0);
+    assert_eq!(miss.expected_read_tokens(), Some(2000));
+    assert_eq!(
+        miss.unexplained_miss(),
+        Some(2000),
+        "estimate cached, usage 0"
+    );
+    // DeepSeek's block is 64 tokens: 65 short is flagged, 64 short is within one block.
+    assert_eq!(repeat_with_read(2000 - 65).unexplained_miss(), Some(65));
+    assert_eq!(repeat_with_read(2000 - 64).unexplained_miss(), None);
+    assert_eq!(repeat_with_read(2000).unexplained_miss(), None);
+    assert_eq!(
+        repeat_with_read(2100).unexplained_miss(),
+        None,
+        "more than estimated"
+    );
+}
+
+#[test]
+fn the_estimate_converts_at_the_measured_rate_not_four_bytes_a_token() {
+    // 8,000 bytes the provider counts as 1,000 tokens: at ⌈bytes / 4⌉ the estimate would be
+    // 2,000 and a full hit would look 1,000 short.
+    let mut m = deepseek();
+    let prompt = body(&[&"z".repeat(8000)]);
+    m.observe(&prompt, None).unwrap();
+    m.observe_measured(Measured::new(1000, Some(0), None))
+        .unwrap();
+    m.observe(&prompt, None).unwrap();
+    let row = m
+        .observe_measured(Measured::new(1000, Some(1000), None))
+        .unwrap();
+    assert_eq!(row.expected_read_tokens(), Some(1000));
+    assert_eq!(row.unexplained_miss(), None);
+    // Without the previous request's figures, this request's own rate is used.
+    let mut m = deepseek();
+    m.observe(&prompt, None).unwrap();
+    m.observe(&prompt, None).unwrap();
+    let row = m
+        .observe_measured(Measured::new(1000, Some(0), None))
+        .unwrap();
+    assert_eq!(row.expected_read_tokens(), Some(1000));
+    assert_eq!(row.unexplained_miss(), Some(1000));
+}
+
+#[test]
+fn a_series_the_caller_opened_or_a_zero_estimate_is_never_flagged() {
+    let mut m = deepseek();
+    let prompt = body(&[&"w".repeat(8000)]);
+    m.observe(&prompt, None).unwrap();
+    m.observe_measured(Measured::new(2000, Some(0), None))
+        .unwrap();
+    for start in [SeriesStart::Asked, SeriesStart::Rewound] {
+        assert!(start.by_caller());
+        m.observe(&prompt, Some(start)).unwrap();
+        let row = m
+            .observe_measured(Measured::new(2000, Some(0), None))
+            .unwrap();
+        assert!(row.expected_read_tokens().unwrap() > 0);
+        assert_eq!(
+            row.unexplained_miss(),
+            None,
+            "{start:?}: the caller's choice"
+        );
+    }
+    // A series the crate's rules opened is no excuse.
+    m.observe(&prompt, Some(SeriesStart::Redeclared)).unwrap();
+    let row = m
+        .observe_measured(Measured::new(2000, Some(0), None))
+        .unwrap();
+    assert_eq!(row.unexplained_miss(), Some(2000));
+    // An estimate of 0 (nothing in common) is never flagged, whatever the provider read.
+    m.observe(r#"{"messages":["other"]}"#, None).unwrap();
+    let row = m.observe_measured(Measured::new(5, Some(0), None)).unwrap();
+    assert_eq!(row.cached_bytes, 0);
+    assert_eq!(row.unexplained_miss(), None);
+    // A provider that reports no cache read is not judged.
+    m.observe(&body(&["other"]), None).unwrap();
+    let row = m.observe_measured(Measured::new(5, None, None)).unwrap();
+    assert_eq!(row.unexplained_miss(), None);
+    assert_eq!(m.report().unexplained_misses, 1);
+}
+
+#[test]
+fn a_route_without_a_documented_block_gets_the_default() {
+    let route = Route::builder("p", "m", WireApi::OpenAiChat)
+        .build()
+        .unwrap();
+    assert_eq!(route.cache_block_tokens(), 0);
+    let mut m = Meter::new(&route);
+    let prompt = body(&[&"v".repeat(40_000)]);
+    m.observe(&prompt, None).unwrap();
+    m.observe(&prompt, None).unwrap();
+    let short = u64::from(DEFAULT_CACHE_BLOCK_TOKENS);
+    let row = m
+        .observe_measured(Measured::new(10_000, Some(10_000 - short), None))
+        .unwrap();
+    assert_eq!(row.unexplained_miss(), None, "within one default block");
+}
+
+#[test]
+fn prime_makes_a_body_the_previous_request_without_a_row() {
+    let (one, two) = (
+        body(&["a long first message"]),
+        body(&["a long first message", "b"]),
+    );
+    let mut original = deepseek();
+    original.observe(&one, Some(SeriesStart::First)).unwrap();
+    let expected = original.observe(&two, None).unwrap();
+    let mut resumed = deepseek();
+    resumed.prime(&one).unwrap();
+    assert!(resumed.rows().is_empty());
+    assert_eq!(resumed.observe(&two, None).unwrap(), expected);
+    assert!(matches!(resumed.prime("[]"), Err(MeterError::Body(_))));
+    assert_eq!(resumed.rows().len(), 1, "a refused body changes nothing");
+    // A body primed after a row: the row's figures are not the primed body's rate.
+    let prompt = body(&[&"p".repeat(8000)]);
+    let mut m = deepseek();
+    m.observe(&body(&["short"]), None).unwrap();
+    m.prime(&prompt).unwrap();
+    m.observe_measured(Measured::new(1, Some(0), None)).unwrap();
+    m.observe(&prompt, None).unwrap();
+    let row = m
+        .observe_measured(Measured::new(2000, Some(2000), None))
+        .unwrap();
+    assert_eq!(row.expected_read_tokens(), Some(2000), "its own rate");
+}
+
+#[test]
+fn a_restored_meter_continues_where_the_saved_one_stopped() {
+    let route = route_for("anthropic", "claude-opus-5");
+    let mut m = Meter::new(&route);
+    let prompt = |n: usize| {
+        format!(
+            r#"{{"cache_control":{{"type":"ephemeral"}},"messages":[{{"role":"user","content":"{}"}}]}}"#,
+            "q".repeat(n)
+        )
+    };
+    m.observe(&prompt(4000), Some(SeriesStart::First)).unwrap();
+    m.observe_measured(Measured::new(1000, Some(0), Some(990)))
+        .unwrap();
+    let saved = m.save();
+    assert!(saved.starts_with(r#"{"version":1,"route":"anthropic/claude-opus-5"#));
+    let mut restored = Meter::restore(&route, &saved).unwrap();
+    assert_eq!(restored.rows(), m.rows());
+    assert_eq!(restored.report(), m.report());
+    let next = prompt(4100);
+    assert_eq!(
+        restored.observe(&next, None).unwrap(),
+        m.observe(&next, None).unwrap()
+    );
+    let figures = Measured::new(1025, Some(0), Some(1020));
+    let (a, b) = (
+        restored.observe_measured(figures).unwrap(),
+        m.observe_measured(figures).unwrap(),
+    );
+    assert_eq!(a, b);
+    assert!(a.unexplained_miss().is_some(), "the rate came across too");
+}
+
+#[test]
+fn a_saved_meter_for_another_route_or_version_is_refused() {
+    let mut m = deepseek();
+    m.observe(&body(&["a"]), None).unwrap();
+    let saved = m.save();
+    let other = route_for("deepseek", "deepseek-v4-pro");
+    assert!(matches!(
+        Meter::restore(&other, &saved),
+        Err(MeterError::Restore {
+            reason: RestoreFault::Route { .. }
+        })
+    ));
+    let v2 = saved.replacen(r#""version":1"#, r#""version":2"#, 1);
+    let flash = route_for("deepseek", "deepseek-flash");
+    assert!(matches!(
+        Meter::restore(&flash, &v2),
+        Err(MeterError::Restore {
+            reason: RestoreFault::Version(2)
+        })
+    ));
+    for bad in [
+        "",
+        "[]",
+        "{}",
+        r#"{"version":1}"#,
+        &saved[..saved.len() - 1],
+    ] {
+        assert!(
+            matches!(
+                Meter::restore(&flash, bad),
+                Err(MeterError::Restore {
+                    reason: RestoreFault::Malformed(_)
+                })
+            ),
+            "{bad}"
+        );
+    }
+    assert!(Meter::restore(&flash, &saved).is_ok());
+}
+
+/// One step of a random run: a body built from a few shared messages, a series start, and
+/// perhaps measured figures (prompt, read).
+type Step = (Vec<u8>, Option<u8>, Option<(u64, u64)>);
+
+fn step() -> impl Strategy<Value = Step> {
+    (
+        proptest::collection::vec(0u8..4, 0..6),
+        proptest::option::of(0u8..5),
+        proptest::option::of((0u64..3000, 0u64..3000)),
+    )
+}
+
+fn step_body(parts: &[u8], tools: bool) -> String {
+    let texts: Vec<String> = parts
+        .iter()
+        .map(|p| format!("message {p} {}", "t".repeat(usize::from(*p) * 150)))
+        .collect();
+    let messages: Vec<String> = texts
+        .iter()
+        .map(|t| format!(r#"{{"role":"user","content":[{{"type":"text","text":"{t}"}}]}}"#))
+        .collect();
+    let tools = if tools {
+        r#""tools":[{"name":"a"},{"name":"b","defer_loading":true}],"#
+    } else {
+        ""
+    };
+    format!(
+        r#"{{"cache_control":{{"type":"ephemeral"}},{tools}"system":"s","messages":[{}]}}"#,
+        messages.join(",")
+    )
+}
+
+fn start(n: Option<u8>) -> Option<SeriesStart> {
+    n.map(|n| match n {
+        0 => SeriesStart::First,
+        1 => SeriesStart::Asked,
+        2 => SeriesStart::Rewound,
+        3 => SeriesStart::PromptReplaced,
+        _ => SeriesStart::Redeclared,
+    })
+}
+
+fn run(meter: &mut Meter, steps: &[Step], tools: bool) {
+    for (parts, s, figures) in steps {
+        meter.observe(&step_body(parts, tools), start(*s)).unwrap();
+        if let Some((prompt, read)) = figures {
+            meter
+                .observe_measured(Measured::new(*prompt, Some(*read), None))
+                .unwrap();
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Save at a random point, restore, and feed both meters the same rest: the same rows,
+    /// the same report, and the same saved text at the end.
+    #[test]
+    fn save_and_restore_at_any_point_gives_the_same_rows(
+        route in 0usize..3,
+        tools in any::<bool>(),
+        steps in proptest::collection::vec(step(), 0..12),
+        cut in any::<proptest::sample::Index>(),
+    ) {
+        let route = [
+            route_for("deepseek", "deepseek-flash"),
+            route_for("anthropic", "claude-opus-5"),
+            route_for("openai-compatible", "x"),
+        ][route].clone();
+        let at = cut.index(steps.len() + 1);
+        let mut original = Meter::new(&route);
+        run(&mut original, &steps[..at], tools);
+        let mut restored = Meter::restore(&route, &original.save()).unwrap();
+        prop_assert_eq!(restored.rows(), original.rows());
+        run(&mut original, &steps[at..], tools);
+        run(&mut restored, &steps[at..], tools);
+        prop_assert_eq!(restored.rows(), original.rows());
+        prop_assert_eq!(restored.report(), original.report());
+        prop_assert_eq!(restored.save(), original.save());
+    }
+
+    /// A saved text changed anywhere is refused or restored, never a panic.
+    #[test]
+    fn a_mangled_saved_meter_never_panics(
+        steps in proptest::collection::vec(step(), 1..4),
+        at in any::<proptest::sample::Index>(),
+        byte in any::<u8>(),
+    ) {
+        let route = route_for("deepseek", "deepseek-flash");
+        let mut m = Meter::new(&route);
+        run(&mut m, &steps, false);
+        let mut saved = m.save().into_bytes();
+        let i = at.index(saved.len());
+        saved[i] = byte;
+        if let Ok(text) = std::str::from_utf8(&saved)
+            && let Ok(mut restored) = Meter::restore(&route, text)
+        {
+            let _ = restored.report();
+            let _ = restored.observe(&step_body(&[1, 2], false), None);
+            let _ = restored.observe_measured(Measured::new(u64::MAX, Some(0), Some(u64::MAX)));
+            let _ = restored.report();
+        }
+    }
+}
