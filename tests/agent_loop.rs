@@ -183,3 +183,51 @@ fn a_reopened_loop_runs_the_calls_left_without_results() {
     assert_eq!(position(&b), (1, 2, 0));
     assert_eq!(request.messages.last().unwrap().id(), "t1");
 }
+
+#[test]
+fn a_restored_meter_counts_on_as_if_the_process_had_not_died() {
+    let turns = ["hi", "go on", "and then?"];
+    // One process, three turns.
+    let mut whole = agent(Session::new("s"));
+    for (i, text) in turns.iter().enumerate() {
+        let request = whole
+            .user_turn([Message::user(format!("u{i}"), *text)])
+            .unwrap();
+        whole.observe(&request.to_wire().unwrap()).unwrap();
+        whole
+            .append(Message::assistant(
+                format!("a{i}"),
+                "ok",
+                "deepseek",
+                "deepseek-flash",
+            ))
+            .unwrap();
+    }
+    // Two processes: the first saves its meter after two turns and dies.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let saved = {
+        let mut a = agent(Session::create(&path, "s").unwrap());
+        for (i, text) in turns[..2].iter().enumerate() {
+            let request = a
+                .user_turn([Message::user(format!("u{i}"), *text)])
+                .unwrap();
+            a.observe(&request.to_wire().unwrap()).unwrap();
+            a.append(Message::assistant(
+                format!("a{i}"),
+                "ok",
+                "deepseek",
+                "deepseek-flash",
+            ))
+            .unwrap();
+        }
+        a.meter().save()
+    };
+    let route = route_for("deepseek", "deepseek-flash");
+    let meter = mektpoy::meter::Meter::restore(&route, &saved).unwrap();
+    let mut b = agent(Session::open(&path).unwrap().session).with_meter(meter);
+    let request = b.user_turn([Message::user("u2", turns[2])]).unwrap();
+    b.observe(&request.to_wire().unwrap()).unwrap();
+    assert_eq!(b.meter().rows(), whole.meter().rows());
+    assert_eq!(b.meter().report(), whole.meter().report());
+}

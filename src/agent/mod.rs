@@ -25,6 +25,7 @@ use crate::project::{
     ProjectedToolUpdates, UnknownTool, project_tool_updates, project_tool_updates_inline,
     validate_tool_name,
 };
+use crate::response::Usage;
 use crate::route::Route;
 use crate::session::{AppendError, Position, Session};
 use crate::vocab::{Message, Seq, ToolSchema};
@@ -393,6 +394,31 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// [`MeterError`] for a body that is not a request body; the meter is unchanged.
     pub fn observe(&mut self, wire: &WireRequest) -> Result<MeterRow, MeterError> {
         self.meter.observe(&wire.body, wire.series_start)
+    }
+
+    /// Puts the provider's measured figures (the answer's usage) beside the estimate of the
+    /// request observed last; the row then says whether the measured cache read falls short
+    /// of the estimate by more than a cache block (`MeterRow::unexplained_miss`).
+    ///
+    /// # Errors
+    /// [`MeterError::NoRequest`] before any observed request, [`MeterError::AlreadyMeasured`]
+    /// for a second usage of one request.
+    pub fn observe_usage(&mut self, usage: &Usage) -> Result<MeterRow, MeterError> {
+        self.meter.observe_usage(usage)
+    }
+
+    /// The same loop counting on from `meter`: a meter a previous process saved
+    /// ([`Meter::save`]) and this one restored ([`Meter::restore`]) for the same route, so that
+    /// a resumed loop's next row compares with the request the dead process sent. It is
+    /// priced as [`new`](Self::new) prices (the saved form holds no price); call
+    /// [`with_price`](Self::with_price) after it for another.
+    #[must_use]
+    pub fn with_meter(mut self, meter: Meter) -> Self {
+        self.meter = match Price::for_route(&self.route) {
+            Some(price) => meter.with_price(price),
+            None => meter,
+        };
+        self
     }
 
     /// What the loop does next, from the log alone ([`Session::position`]): after a restart,
