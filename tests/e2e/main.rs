@@ -23,6 +23,7 @@ mod churn;
 mod continuation;
 mod headless;
 mod random_churn;
+mod resume;
 mod standin;
 #[path = "../support/mod.rs"]
 mod support;

@@ -252,6 +252,17 @@ pub struct Refused {
     pub code: Option<String>,
 }
 
+impl Refused {
+    /// A refusal without an `error_code`.
+    pub fn new(status: u16, message: String) -> Self {
+        Refused {
+            status,
+            message,
+            code: None,
+        }
+    }
+}
+
 /// A response as the HTTP client received it: the bytes for the loop, the test figures from
 /// the stand-in's own headers.
 #[derive(Clone, Debug)]
