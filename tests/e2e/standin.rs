@@ -56,7 +56,10 @@
 //!
 //! It also refuses what any Messages-API request must not be (no `model`, no `max_tokens`, a tool
 //! with a key the API does not take, a tool schema without a root `"type": "object"` —
-//! `tools.N.custom.input_schema.type: Field required` —, an empty text block, ...), so a
+//! `tools.N.custom.input_schema.type: Field required` —, an empty text block, a `tool_use`
+//! block without its `tool_result` in the next message — ``messages.I: `tool_use` ids were
+//! found without `tool_result` blocks immediately after: ...``, the vendor's wording as quoted
+//! in public issues —, ...), so a
 //! serializer that drifts from the API shows up here rather than on the real endpoint.
 //!
 //! Accepted requests get a usage block whose cached input follows reference §9, computed here from
@@ -815,7 +818,7 @@ fn sse(answered: &Answered) -> String {
     events.push(json!({"type": "message_start", "message": start}));
     let ping = json!({"type": "ping"});
     for (index, block) in body["content"].as_array().into_iter().flatten().enumerate() {
-        if rng.below(2) == 0 {
+        if index > 0 && rng.below(2) == 0 {
             events.push(ping.clone());
         }
         let delta =
@@ -860,6 +863,14 @@ fn sse(answered: &Answered) -> String {
                     json!({"type": "content_block_start", "index": index, "content_block": block}),
                 );
             }
+        }
+        if index == 0 {
+            // The vendor's examples: a `ping` right after the first block's start.
+            let start = events
+                .iter()
+                .rposition(|e| e["type"] == "content_block_start")
+                .unwrap();
+            events.insert(start + 1, ping.clone());
         }
         events.push(json!({"type": "content_block_stop", "index": index}));
     }
@@ -1223,8 +1234,44 @@ fn check_shape(headers: &Headers, v: &Value) -> Checked {
                 check_cache_control(&format!("{at}.cache_control"), c)?;
             }
         }
+        check_tool_results(messages, i)?;
     }
     Ok(())
+}
+
+/// Each `tool_use` block of the assistant message `messages[i]` has its `tool_result` in the
+/// next message (wording from the vendor's answers quoted in public issues, e.g.
+/// anthropics/claude-code#5989).
+fn check_tool_results(messages: &[Value], i: usize) -> Checked {
+    fn blocks(m: &Value) -> &[Value] {
+        m["content"].as_array().map_or(&[][..], Vec::as_slice)
+    }
+    if role(&messages[i]) != Some("assistant") {
+        return Ok(());
+    }
+    let answered: HashSet<&str> = messages
+        .get(i + 1)
+        .filter(|next| role(next) == Some("user"))
+        .map(blocks)
+        .unwrap_or_default()
+        .iter()
+        .filter(|b| b["type"] == "tool_result")
+        .filter_map(|b| b["tool_use_id"].as_str())
+        .collect();
+    let missing: Vec<&str> = blocks(&messages[i])
+        .iter()
+        .filter(|b| b["type"] == "tool_use")
+        .filter_map(|b| b["id"].as_str())
+        .filter(|id| !answered.contains(id))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+        missing.join(", ")
+    )
+    .into())
 }
 
 /// One custom tool, a `tools` entry or a by-value definition, at `path` (`tools.0.custom`):
@@ -2794,5 +2841,218 @@ mod tests {
         .unwrap();
         assert_eq!(second.text, "ok 2");
         assert_eq!(second.usage.cached_bytes, first.usage.total_bytes);
+    }
+
+    /// The JSON body holds the vendor's fields and nothing else; `diagnostics` only when the
+    /// request supplied it, `input_transformations` only on a Claude model with the binding
+    /// beta; a tool call when the test asks for one.
+    #[test]
+    fn standin_answers_with_exactly_the_vendor_body() {
+        let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+        let reply = exchange("standin-shape-1", &[], &body("a", "u")).unwrap();
+        let mut expected = [
+            "content",
+            "id",
+            "model",
+            "role",
+            "stop_reason",
+            "stop_sequence",
+            "type",
+            "usage",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let mut got = keys(&reply.body);
+        got.sort();
+        assert_eq!(got, expected);
+        let mut usage = keys(&reply["usage"]);
+        usage.sort();
+        assert_eq!(
+            usage,
+            [
+                "cache_creation",
+                "cache_creation_input_tokens",
+                "cache_read_input_tokens",
+                "input_tokens",
+                "output_tokens",
+                "service_tier"
+            ]
+        );
+        assert_eq!(
+            (&reply["type"], &reply["role"], &reply["stop_reason"]),
+            (&json!("message"), &json!("assistant"), &json!("end_turn"))
+        );
+
+        let mut asking = body("a", "u");
+        asking["diagnostics"] = json!({"previous_message_id": null});
+        let reply = exchange("standin-shape-2", &[BINDING_BETA], &asking).unwrap();
+        assert_eq!(reply.body.get("diagnostics"), Some(&Value::Null));
+        assert!(
+            reply.body.get("input_transformations").is_none(),
+            "not a Claude model"
+        );
+        expected.push("diagnostics".to_owned());
+        expected.sort();
+        let mut got = keys(&reply.body);
+        got.sort();
+        assert_eq!(got, expected);
+
+        let mut h = headers(&[]);
+        h.push((TOOL_USE_HEADER.to_owned(), "a".to_owned()));
+        let reply = exchange_with("standin-shape-3", h, &chat(&[user("u0")])).unwrap();
+        let content = reply["content"].as_array().unwrap();
+        let types: Vec<&Value> = content.iter().map(|b| &b["type"]).collect();
+        assert_eq!(types, ["thinking", "text", "tool_use"]);
+        assert_eq!(
+            content[2],
+            json!({"type": "tool_use", "id": "toolu_standin_0001", "name": "a", "input": {"arg": "x"}})
+        );
+        assert_eq!(reply["stop_reason"], "tool_use");
+    }
+
+    /// The stream is the JSON answer in the vendor's events, and the crate decodes both to the
+    /// same answer; the splits are the same for the same request.
+    #[test]
+    fn standin_streams_the_answer_it_sends_as_json() {
+        let mut h = headers(&[BINDING_BETA]);
+        h.push((REDACTED_HEADER.to_owned(), "true".to_owned()));
+        h.push((TOOL_USE_HEADER.to_owned(), "a".to_owned()));
+        let mut streamed = chat(&[user("u0")]);
+        streamed["stream"] = json!(true);
+        let reply = exchange_with("standin-sse-1", h, &streamed).unwrap();
+        assert!(reply.stream);
+        let text = sse(&reply);
+        assert_eq!(text, sse(&reply), "the same request streams the same");
+
+        let mut events = Vec::new();
+        for event in text.split_terminator("\n\n") {
+            let (name, data) = event.split_once('\n').unwrap();
+            let data: Value = serde_json::from_str(data.strip_prefix("data: ").unwrap()).unwrap();
+            assert_eq!(name.strip_prefix("event: "), data["type"].as_str());
+            events.push(data);
+        }
+        let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds[0], "message_start");
+        let start = &events[0]["message"];
+        assert_eq!(
+            (&start["content"], &start["stop_reason"]),
+            (&json!([]), &Value::Null)
+        );
+        assert_eq!(start["usage"]["output_tokens"], 1);
+        assert_eq!(start["input_transformations"], json!([]));
+        assert_eq!(&kinds[1..3], ["content_block_start", "ping"]);
+        let tail: Vec<&str> = kinds.iter().copied().filter(|k| *k != "ping").collect();
+        assert_eq!(&tail[tail.len() - 2..], ["message_delta", "message_stop"]);
+        let delta = |kind: &str| {
+            events
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| e.pointer("/delta/type") == Some(&json!(kind)))
+                .map(|(i, _)| i)
+                .collect::<Vec<_>>()
+        };
+        let signature = delta("signature_delta");
+        assert_eq!(signature.len(), 1);
+        assert_eq!(
+            kinds[signature[0] + 1],
+            "content_block_stop",
+            "just before the stop"
+        );
+        let json_deltas = delta("input_json_delta");
+        assert_eq!(events[json_deltas[0]]["delta"]["partial_json"], "");
+        let input: String = json_deltas
+            .iter()
+            .map(|&i| events[i]["delta"]["partial_json"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            input, "{\n  \"arg\": \"x\"\n}",
+            "whitespace between the tokens"
+        );
+        let redacted = events
+            .iter()
+            .find(|e| e.pointer("/content_block/type") == Some(&json!("redacted_thinking")))
+            .unwrap();
+        assert_eq!(
+            redacted["content_block"], reply["content"][1],
+            "whole in its start"
+        );
+        assert_eq!(events.last().unwrap(), &json!({"type": "message_stop"}));
+        let message_delta = events
+            .iter()
+            .find(|e| e["type"] == "message_delta")
+            .unwrap();
+        assert_eq!(
+            message_delta["usage"]["output_tokens"],
+            reply["usage"]["output_tokens"]
+        );
+        assert_eq!(message_delta["delta"]["stop_reason"], "tool_use");
+
+        let mut stream = mektpoy::response::MessagesStream::new("anthropic", Some("a1"));
+        stream.push_text(&text).unwrap();
+        let from_stream = stream.finish().unwrap();
+        let from_body =
+            mektpoy::response::decode_messages(&reply.body.to_string(), "anthropic", Some("a1"))
+                .unwrap();
+        assert_eq!(from_stream, from_body);
+        assert_eq!(from_body.message.content().len(), 4);
+    }
+
+    /// Over HTTP: a request with `"stream": true` gets an event stream (and the test headers);
+    /// one cut off is shorter, accepted all the same; a tool call without its result in the
+    /// next message is refused as the vendor refuses it.
+    #[test]
+    fn standin_over_http_streams_cuts_off_and_wants_tool_results() {
+        let mut streamed = chat(&[user("u0")]);
+        streamed["stream"] = json!(true);
+        let json = post("standin-http-sse-json", 0, &wire(&chat(&[user("u0")]), &[])).unwrap();
+        let sse = post("standin-http-sse", 0, &wire(&streamed, &[])).unwrap();
+        assert!(!json.is_event_stream() && sse.is_event_stream());
+        assert_eq!(sse.content_type, "text/event-stream; charset=utf-8");
+        assert_eq!(sse.bytes, json.bytes);
+        assert_eq!(sse.content, json.content);
+        let mut stream = mektpoy::response::MessagesStream::new("anthropic", None);
+        stream.push_text(&sse.body).unwrap();
+        assert_eq!(
+            stream.finish().unwrap(),
+            mektpoy::response::decode_messages(&json.body, "anthropic", None).unwrap()
+        );
+
+        let mut cut = wire(&streamed, &[]);
+        cut.headers
+            .push((CUT_OFF_HEADER.to_owned(), "true".to_owned()));
+        let torn = post("standin-http-cut", 0, &cut).unwrap();
+        assert_eq!(torn.status, 200, "accepted");
+        assert!(
+            torn.body.starts_with("event: message_start\n")
+                && !torn.body.contains("event: message_stop"),
+            "cut off mid-way: {}",
+            torn.body
+        );
+        let mut stream = mektpoy::response::MessagesStream::new("anthropic", None);
+        stream.push_text(&torn.body).unwrap();
+        assert!(matches!(
+            stream.finish(),
+            Err(mektpoy::response::ResponseError::CutOff { .. })
+        ));
+        let next = send("standin-http-cut", 0, &wire(&chat(&[user("u0")]), &[])).unwrap();
+        assert_eq!(next.text, "ok 2", "the cut-off request was answered");
+
+        let mut called = wire(&chat(&[user("u0")]), &[]);
+        called
+            .headers
+            .push((TOOL_USE_HEADER.to_owned(), "a".to_owned()));
+        let answer = send("standin-http-tool", 0, &called).unwrap();
+        let id = answer.content[2]["id"].as_str().unwrap().to_owned();
+        let unanswered = [user("u0"), answer.message(), user("u1")];
+        let refused = send("standin-http-tool", 0, &wire(&chat(&unanswered), &[])).unwrap_err();
+        assert_eq!(
+            refused.message,
+            format!(
+                "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: {id}. Each `tool_use` block must have a corresponding `tool_result` block in the next message."
+            )
+        );
+        let result = json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": "done"}]});
+        let answered = [user("u0"), answer.message(), result];
+        send("standin-http-tool", 0, &wire(&chat(&answered), &[])).unwrap();
     }
 }
