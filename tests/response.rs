@@ -475,6 +475,38 @@ fn a_stream_cut_off_is_refused() {
     assert_eq!(answer.message.text(), "Hello");
 }
 
+/// A connection lost anywhere in a stream, inside an event included, is a cut-off (which a
+/// loop answers by resending), not a malformed answer. Found by the end-to-end
+/// kill-and-resume scenario (`tests/e2e/resume.rs`): a stream torn inside an event's `data:`
+/// line was refused as JSON.
+#[test]
+fn a_stream_cut_anywhere_is_cut_off() {
+    let text = sse(&one_text_block());
+    // Up to the `message_stop` event's `data:` line; once its `event:` line came, nothing is
+    // missing (its data carries nothing).
+    for cut in 0..=text.rfind("data: ").unwrap() {
+        let err = stream("anthropic", &text[..cut]).unwrap_err();
+        assert!(
+            matches!(err, ResponseError::CutOff { .. }),
+            "cut at {cut}: {err:?}"
+        );
+    }
+    let chat: String = chat_chunks()
+        .iter()
+        .map(|c| format!("data: {c}\n\n"))
+        .chain(["data: [DONE]\n\n".to_owned()])
+        .collect();
+    for cut in 0..chat.trim_end().len() {
+        let mut s = ChatStream::new("deepseek", None);
+        s.push_text(&chat[..cut]).unwrap();
+        let err = s.finish().unwrap_err();
+        assert!(
+            matches!(err, ResponseError::CutOff { .. }),
+            "cut at {cut}: {err:?}"
+        );
+    }
+}
+
 #[test]
 fn an_error_event_is_a_provider_error_and_ends_the_stream() {
     let mut s = MessagesStream::new("anthropic", None);
@@ -1205,7 +1237,8 @@ proptest! {
         let _ = c.finish();
     }
 
-    /// A valid stream cut anywhere before its last event is refused, never half-decoded.
+    /// A valid stream cut anywhere before its last event is refused as cut off, never
+    /// half-decoded.
     #[test]
     fn any_truncation_is_refused(
         blocks in prop::collection::vec(gen_block(), 1..4),
@@ -1217,6 +1250,11 @@ proptest! {
         let at = (at..=last).find(|&i| case.sse.is_char_boundary(i)).unwrap();
         let mut s = MessagesStream::new("anthropic", None);
         let result = s.push_text(&case.sse[..at]).and_then(|()| s.finish());
-        prop_assert!(result.is_err());
+        prop_assert!(
+            matches!(result, Err(ResponseError::CutOff { .. })),
+            "cut at {}: {:?}",
+            at,
+            result
+        );
     }
 }

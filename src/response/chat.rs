@@ -344,12 +344,15 @@ impl ChatStream {
     /// The answer, once `[DONE]` came.
     ///
     /// # Errors
-    /// [`ResponseError::CutOff`] without `[DONE]`; [`ResponseError::Malformed`] when no chunk
+    /// [`ResponseError::CutOff`] without `[DONE]` (or when SSE text ends inside a chunk that
+    /// is not JSON); [`ResponseError::Malformed`] when no chunk
     /// named the `id` or `model`, or a tool call never got its `id` or name;
     /// [`ResponseError::EmptyAnswer`]; [`ResponseError::Failed`] after a refused chunk.
     pub fn finish(mut self) -> Result<Answer, ResponseError> {
-        if let Some((_, data)) = self.framer.end() {
-            self.push_chunk(&data)?;
+        if let Some((_, data)) = self.framer.end()
+            && let Err(error) = self.push_chunk(&data)
+        {
+            return Err(super::messages::torn(error));
         }
         if self.failed {
             return Err(ResponseError::Failed);

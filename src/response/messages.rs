@@ -460,12 +460,15 @@ impl MessagesStream {
     /// The answer, once the stream is complete.
     ///
     /// # Errors
-    /// [`ResponseError::CutOff`] before `message_stop` (or with a block never stopped);
-    /// [`ResponseError::EmptyAnswer`]; [`ResponseError::Failed`] after a refused event; and
-    /// the errors of the last event when SSE text left one open.
+    /// [`ResponseError::CutOff`] before `message_stop` (or with a block never stopped, or
+    /// when SSE text ends inside an event whose data is not JSON: the connection was lost
+    /// mid-event); [`ResponseError::EmptyAnswer`]; [`ResponseError::Failed`] after a refused
+    /// event; and the other errors of the last event when SSE text left one open.
     pub fn finish(mut self) -> Result<Answer, ResponseError> {
-        if let Some(frame) = self.framer.end() {
-            self.frame(frame)?;
+        if let Some(frame) = self.framer.end()
+            && let Err(error) = self.frame(frame)
+        {
+            return Err(torn(error));
         }
         if self.failed {
             return Err(ResponseError::Failed);
@@ -755,6 +758,18 @@ impl MessagesStream {
         };
         self.blocks[index] = Slot::Done(block);
         Ok(())
+    }
+}
+
+/// The error of an event the SSE text left open at its end (no blank line after it): one
+/// whose data is not JSON was torn by the end of the input, which is a cut-off, not a
+/// malformed event.
+pub(super) fn torn(error: ResponseError) -> ResponseError {
+    match error {
+        ResponseError::Json { context, .. } => ResponseError::CutOff {
+            missing: format!("the rest of the {context}"),
+        },
+        error => error,
     }
 }
 

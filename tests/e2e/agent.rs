@@ -1,16 +1,21 @@
 //! A minimal agent loop over the stand-in: record → fold → project → prepare the wire request
-//! (`Request::to_wire`) → send, then the assistant's reply goes back into the log as the
-//! stand-in returned it (signed thinking, text, then the scripted tool call), as a real loop
-//! would do.
+//! (`Request::to_wire`) → send; the response's bytes go to the crate's decoder
+//! (`mektpoy::response::decode_messages`, or `MessagesStream` for server-sent events), the
+//! decoded assistant message into the log as it came (signed thinking, text, the model's tool
+//! calls), and the tool calls it holds are run and their results logged — as a real loop would
+//! do. Between the bytes received and the bytes to send there is nothing but the crate
+//! ([`Agent::exchange`] and [`Agent::run_tool_calls`], the glue: 38 lines): no provider field
+//! name is read here.
 
-use indexmap::IndexMap;
 use mektpoy::{
     AgentLoop, Config, ContentBlock, Event, Message, Request, Route, Session, ToolSchema,
     WireRequest,
+    meter::MeterRow,
     project::{ProjectionPath, project_tool_updates, project_tool_updates_inline},
+    response::{Answer, MessagesStream, ResponseError, StopReason, decode_messages},
     route_for,
     session::SurfaceNode,
-    vocab::{MessageSource, Role},
+    vocab::Role,
     wire::WireError,
 };
 use serde_json::{Value, json};
@@ -30,14 +35,21 @@ pub enum Reply {
 /// One request of the loop, as sent and as answered.
 #[derive(Debug)]
 pub struct Sent {
-    /// The loop turn (one per step; the answer is message `a{turn}`).
+    /// The loop step (one per step; the answer is message `a{turn}`).
     pub turn: u64,
     pub request: Request,
     pub path: ProjectionPath,
     pub wire: WireRequest,
+    /// The stand-in's figures: the exact bytes from its headers, the tokens from the answer's
+    /// usage as the crate normalized it.
     pub usage: Usage,
-    /// The answer's content blocks as the stand-in returned them.
+    /// The answer as the crate decoded it.
+    pub answer: Answer,
+    /// The answer's content blocks as the stand-in meant them (its `x-standin-content`
+    /// header): what a loop must send back, byte for byte.
     pub content: Vec<Value>,
+    /// Whether the answer came as server-sent events.
+    pub streamed: bool,
 }
 
 /// Why a step was not answered.
@@ -52,16 +64,40 @@ pub enum Unsent {
     },
     /// The stand-in refused the request.
     Refused(Refused),
+    /// The stand-in accepted the request, but its response does not decode (a stream cut off):
+    /// nothing was appended.
+    Broken {
+        request: Box<Request>,
+        wire: Box<WireRequest>,
+        error: ResponseError,
+    },
 }
+
+/// How [`Agent::exchange`] fails.
+enum Failure {
+    Refused(Refused),
+    Broken(ResponseError),
+}
+
+/// What came back for one request: the decoded answer, the meter's row for the request, the
+/// response (for the stand-in's figures).
+type Exchanged = (Answer, MeterRow, standin::Response);
 
 /// One loop instance over one session, sending to the stand-in under its own key.
 pub struct Agent {
     agent: AgentLoop,
     key: String,
-    /// The scenario's step counter: names the step's messages (`u{n}`, `a{n}`, `call{n}`).
+    /// The scenario's step counter: names the step's messages (`u{n}`, `a{n}`, `t{n}`).
     n: u64,
     /// Ask the stand-in for a `redacted_thinking` block after each `thinking` block.
     redacted: bool,
+    /// Ask the stand-in to cut the next response off (then cleared).
+    cut_off: bool,
+    /// Run the answer's tool calls and log their results (off: the process dies first).
+    results: bool,
+    /// The meter was started over a session that holds requests (a reopened file): until
+    /// its first row, it knows no previous request, which the stand-in does.
+    cold_meter: bool,
 }
 
 pub use crate::support::tool_of;
@@ -122,39 +158,42 @@ pub fn prompt(first: &str) -> String {
     format!("{first}{HOUSE_RULES}")
 }
 
-/// The stand-in's answer content as assistant message blocks: `thinking` → `Reasoning` with
-/// its `signature` in `extra`, `redacted_thinking` kept verbatim as `Other`, `text` → `Text`.
-fn answer_blocks(content: &[Value]) -> Vec<ContentBlock> {
-    content
-        .iter()
-        .map(|b| match b["type"].as_str() {
-            Some("thinking") => {
-                let mut extra = IndexMap::new();
-                extra.insert("signature".to_owned(), b["signature"].clone());
-                ContentBlock::Reasoning {
-                    text: b["thinking"].as_str().expect("thinking text").to_owned(),
-                    extra,
-                }
-            }
-            Some("redacted_thinking") => ContentBlock::other(b.clone()).unwrap(),
-            Some("text") => ContentBlock::text(b["text"].as_str().expect("text")),
-            other => panic!("the stand-in answered an unexpected block type {other:?}: {b}"),
-        })
-        .collect()
-}
-
 impl Agent {
     /// A new session `key` (also the stand-in key) for `route`, with config
     /// `{provider, model, max_tokens: 1024}` taken from the route.
     pub fn new(key: &str, route: Route) -> Self {
+        Agent::over(key, route, Session::new(key))
+    }
+
+    /// A loop over `session` (a file created with `Session::create`, or reopened), keyed
+    /// `key` at the stand-in, with the config of [`new`](Self::new).
+    pub fn over(key: &str, route: Route, session: Session) -> Self {
         let config = Config::new(route.provider.clone(), route.model.clone())
             .with("max_tokens", json!(1024));
         Agent {
-            agent: AgentLoop::new(Session::new(key), route, config),
+            agent: AgentLoop::new(session, route, config),
             key: key.to_owned(),
             n: 0,
             redacted: false,
+            cut_off: false,
+            results: true,
+            cold_meter: false,
         }
+    }
+
+    /// The loop of a process that restarted after step `n`: its step counter continues from
+    /// there, and its meter starts cold.
+    pub fn resumed_at(mut self, n: u64) -> Self {
+        self.n = n;
+        self.cold_meter = true;
+        self
+    }
+
+    /// Requests are streamed: the config carries `stream: true`, which the serializer sends.
+    pub fn streaming(mut self) -> Self {
+        let config = self.agent.config().clone().with("stream", json!(true));
+        self.agent.set_config(config);
+        self
     }
 
     /// The loop's session.
@@ -172,6 +211,17 @@ impl Agent {
     pub fn with_redacted_thinking(mut self) -> Self {
         self.redacted = true;
         self
+    }
+
+    /// The next response is cut off mid-way (test support of the stand-in).
+    pub fn cut_off_next(&mut self) {
+        self.cut_off = true;
+    }
+
+    /// From here on the loop "dies" between an answer and its tool results: the answer is
+    /// logged, its tool calls are not run.
+    pub fn die_before_results(&mut self) {
+        self.results = false;
     }
 
     /// The stand-in's key for this agent.
@@ -194,7 +244,8 @@ impl Agent {
     /// One step: records the attempt with `prompt`, `tools` and (when given) a user message,
     /// projects it for the route, prepares the wire request, sends it, and appends the reply.
     ///
-    /// Panics if the crate refuses the step; returns the stand-in's refusal as an error.
+    /// Panics if the crate refuses the step or the response does not decode; returns the
+    /// stand-in's refusal as an error.
     pub fn step(
         &mut self,
         prompt: &str,
@@ -203,16 +254,13 @@ impl Agent {
         reply: Reply,
     ) -> Result<Sent, Refused> {
         let turn = self.n + 1;
+        let key = self.key.clone();
         self.try_step(prompt, tools, user, reply)
-            .map_err(|unsent| match unsent {
-                Unsent::Crate { error, .. } => {
-                    panic!("{} step {turn}: to_wire refused: {error}", self.key)
-                }
-                Unsent::Refused(r) => r,
-            })
+            .map_err(|unsent| expect_answered(&key, turn, unsent))
     }
 
-    /// [`step`](Self::step), returning a refusal of the crate as well (then nothing is sent).
+    /// [`step`](Self::step), returning a refusal of the crate, and a response that does not
+    /// decode, as well (then nothing is appended).
     pub fn try_step(
         &mut self,
         prompt: &str,
@@ -222,7 +270,6 @@ impl Agent {
     ) -> Result<Sent, Unsent> {
         self.n += 1;
         let turn = self.n;
-        let key = &self.key;
         self.agent.set_system_prompt(prompt);
         self.agent.set_tools(tools.iter().cloned());
         let recorded = match user {
@@ -231,7 +278,52 @@ impl Agent {
                 .user_turn([Message::user(format!("u{turn}"), text)]),
             None => self.agent.next_step(),
         };
+        let key = &self.key;
         let request = recorded.unwrap_or_else(|e| panic!("{key} step {turn}: record refused: {e}"));
+        self.send(request, tools, reply)
+    }
+
+    /// The same step again (`AgentLoop::retry`): after a failed send, or by a loop that
+    /// restarted with the step's request in flight. Panics as [`step`](Self::step).
+    pub fn retry(
+        &mut self,
+        prompt: &str,
+        tools: &[ToolSchema],
+        reply: Reply,
+    ) -> Result<Sent, Refused> {
+        let (key, turn) = (self.key.clone(), self.n);
+        self.agent.set_system_prompt(prompt);
+        self.agent.set_tools(tools.iter().cloned());
+        let request = self
+            .agent
+            .retry()
+            .unwrap_or_else(|e| panic!("{key} step {turn}: retry refused: {e}"));
+        assert!(self.agent.attempt() > 0, "{key} step {turn}: a new attempt");
+        self.send(request, tools, reply)
+            .map_err(|unsent| expect_answered(&key, turn, unsent))
+    }
+
+    /// Runs the tool calls of the log's last message, an answer whose results the loop that
+    /// logged it did not log (it died first); `tools` are the loop's effective tools.
+    pub fn run_pending_tool_calls(&mut self, tools: &[ToolSchema]) {
+        self.agent.set_tools(tools.iter().cloned());
+        let last = self.session().messages().last().cloned();
+        let last = last.filter(|m| m.role() == Role::Assistant);
+        let key = &self.key;
+        let answer = last.unwrap_or_else(|| panic!("{key}: the log does not end with an answer"));
+        self.run_tool_calls(None, &answer);
+    }
+
+    /// Checks the recorded `request` against the route's projection, prepares its wire
+    /// request, sends it ([`exchange`](Self::exchange)) and checks what came back against the
+    /// crate's `Meter` and against what the stand-in says it sent.
+    fn send(
+        &mut self,
+        request: Request,
+        tools: &[ToolSchema],
+        reply: Reply,
+    ) -> Result<Sent, Unsent> {
+        let (key, turn) = (self.key.clone(), self.n);
         // The snapshot the recorder returned is the one of the route's fold (reference §4 step 7).
         let inline = self.agent.route().inline_definitions();
         assert_eq!(request.by_value, inline, "{key} step {turn}: by_value");
@@ -276,60 +368,152 @@ impl Agent {
                 });
             }
         };
-        let answer = if self.redacted {
-            let mut asking = wire.clone();
-            asking
-                .headers
-                .push((standin::REDACTED_HEADER.to_owned(), "true".to_owned()));
-            standin::send(key, self.agent.route().deferred_section_bytes(), &asking)
-        } else {
-            standin::send(key, self.agent.route().deferred_section_bytes(), &wire)
-        }
-        .map_err(Unsent::Refused)?;
-
-        let row = self.agent.observe(&wire).expect("a Messages body");
-        assert_eq!(
-            (row.total_bytes, row.cached_bytes),
-            (answer.usage.total_bytes, answer.usage.cached_bytes),
-            "{key} step {turn}: the crate's Meter and the stand-in's reference §9 count disagree"
-        );
-
-        let config = self.agent.config();
-        let source = MessageSource::Model {
-            provider: config.provider.clone(),
-            model: config.model.clone(),
+        let asking = self.test_switches(&request, &wire, reply);
+        let (answer, row, response) = match self.exchange(&request, &asking) {
+            Ok(exchanged) => exchanged,
+            Err(Failure::Refused(refused)) => return Err(Unsent::Refused(refused)),
+            Err(Failure::Broken(error)) => {
+                return Err(Unsent::Broken {
+                    request: Box::new(request),
+                    wire: Box::new(wire),
+                    error,
+                });
+            }
         };
-        let mut content = answer_blocks(&answer.content);
-        if let Reply::Call(name) = reply {
-            request
-                .validate_tool_call(name)
-                .unwrap_or_else(|e| panic!("{key} step {turn}: scripted call: {e}"));
-            content.push(ContentBlock::ToolCall {
-                id: format!("call{turn}"),
-                name: name.to_owned(),
-                arguments: r#"{"arg":"x"}"#.to_owned(),
-            });
-        }
-        let assistant = Message::new(format!("a{turn}"), Role::Assistant, content, source);
-        self.agent.append(assistant).unwrap();
-        if let Reply::Call(name) = reply {
-            let result = Message::tool_result(
-                format!("t{turn}"),
-                format!("call{turn}"),
-                format!("{name} done"),
+
+        // The crate's `Meter` and the stand-in's reference §9 count agree, in bytes (the
+        // stand-in's headers) and in tokens (the answer's usage, normalized by the crate;
+        // the stand-in estimates ⌈bytes / 4⌉ and writes nothing to the cache).
+        let (total_bytes, cached_bytes) = response.bytes.expect("the stand-in's byte headers");
+        let meter = (row.total_bytes, row.cached_bytes);
+        if std::mem::take(&mut self.cold_meter) {
+            assert_eq!(meter, (total_bytes, 0), "{key} step {turn}: a cold meter");
+        } else {
+            assert_eq!(
+                meter,
+                (total_bytes, cached_bytes),
+                "{key} step {turn}: the crate's Meter and the stand-in's reference §9 count disagree"
             );
-            self.agent.append(result).unwrap();
         }
+        let tokens = |bytes: u64| bytes.div_ceil(4);
+        let usage = answer.usage.expect("a Messages answer has usage");
+        assert_eq!(
+            (
+                usage.prompt_tokens,
+                usage.cache_read_tokens,
+                usage.cache_write_tokens
+            ),
+            (tokens(row.total_bytes), Some(tokens(cached_bytes)), Some(0)),
+            "{key} step {turn}: usage"
+        );
+        // The answer is the stand-in's, block for block; a scripted call came from it.
+        let blocks = answer.message.content();
+        assert_eq!(blocks.len(), response.content.len(), "{key} step {turn}");
+        let called = blocks
+            .iter()
+            .any(|b| matches!(b, ContentBlock::ToolCall { .. }));
+        let (expected, stop) = match reply {
+            Reply::Call(_) => (true, StopReason::ToolUse),
+            Reply::Text => (false, StopReason::EndTurn),
+        };
+        assert_eq!(called, expected, "{key} step {turn}: a tool call");
+        assert_eq!(answer.stop_reason, Some(stop), "{key} step {turn}");
         Ok(Sent {
             turn,
             request,
             path,
             wire,
-            usage: answer.usage,
-            content: answer.content,
+            usage: Usage {
+                total_bytes,
+                cached_bytes,
+                input_tokens: usage.uncached_prompt_tokens(),
+                cache_read_input_tokens: usage.cache_read_tokens.unwrap_or(0),
+            },
+            answer,
+            streamed: response.is_event_stream(),
+            content: response.content,
         })
     }
 
+    /// `wire` with the stand-in's test switches: a scripted tool call (which must be
+    /// callable), a `redacted_thinking` block, a cut-off.
+    fn test_switches(
+        &mut self,
+        request: &Request,
+        wire: &WireRequest,
+        reply: Reply,
+    ) -> WireRequest {
+        let (key, turn) = (&self.key, self.n);
+        let mut asking = wire.clone();
+        let mut switch = |name: &str, value: &str| {
+            asking.headers.push((name.to_owned(), value.to_owned()));
+        };
+        if let Reply::Call(name) = reply {
+            request
+                .validate_tool_call(name)
+                .unwrap_or_else(|e| panic!("{key} step {turn}: scripted call: {e}"));
+            switch(standin::TOOL_USE_HEADER, name);
+        }
+        if self.redacted {
+            switch(standin::REDACTED_HEADER, "true");
+        }
+        if std::mem::take(&mut self.cut_off) {
+            switch(standin::CUT_OFF_HEADER, "true");
+        }
+        asking
+    }
+
+    // ---- The glue: the bytes `Request::to_wire` made go out, the bytes that come back go to
+    // the crate, and what the crate made of them to the log. Nothing in these two functions
+    // reads a provider's field name. ----
+
+    /// Sends `wire` (the bytes of `request`), meters it once the provider accepted it, decodes
+    /// the response with the crate, logs the answer and runs its tool calls.
+    fn exchange(&mut self, request: &Request, wire: &WireRequest) -> Result<Exchanged, Failure> {
+        let section = self.agent.route().deferred_section_bytes();
+        let response = standin::post(&self.key, section, wire).map_err(Failure::Refused)?;
+        let (provider, id) = (self.agent.config().provider.clone(), format!("a{}", self.n));
+        let decoded = if response.is_event_stream() {
+            let mut s = MessagesStream::new(&provider, Some(&id));
+            s.push_text(&response.body).and_then(|()| s.finish())
+        } else {
+            decode_messages(&response.body, &provider, Some(&id))
+        };
+        if response.status != 200 {
+            let message = decoded.err().map_or(response.body, |e| e.to_string());
+            return Err(Failure::Refused(Refused::new(response.status, message)));
+        }
+        let row = self.agent.observe(wire).expect("a Messages body");
+        let answer = decoded.map_err(Failure::Broken)?;
+        self.agent.append(answer.message.clone()).unwrap();
+        if self.results {
+            self.run_tool_calls(Some(request), &answer.message);
+        }
+        Ok((answer, row, response))
+    }
+
+    /// Runs the tool calls of `message` (the answer to `request`, when the loop still has it)
+    /// and logs a result for each. The lead is adding `Message::tool_calls()`; until then, a
+    /// local match.
+    fn run_tool_calls(&self, request: Option<&Request>, message: &Message) {
+        let calls = message.content().iter().filter_map(|b| match b {
+            ContentBlock::ToolCall { id, name, .. } => Some((id, name)),
+            _ => None,
+        });
+        for (id, name) in calls {
+            let callable = match request {
+                Some(request) => request.validate_tool_call(name).is_ok(),
+                None => self.agent.tools().iter().any(|t| t.name() == name),
+            };
+            assert!(callable, "{}: the model called `{name}`", self.key);
+            let result =
+                Message::tool_result(format!("r-{id}"), id.clone(), format!("{name} done"));
+            self.agent.append(result).unwrap();
+        }
+    }
+}
+
+impl Agent {
     /// A compaction: every surface node after the system prompt (node 0) is replaced by one
     /// summary of the turns so far, which opens a request series at the next step.
     pub fn compact(&self) {
@@ -343,6 +527,15 @@ impl Agent {
         self.session()
             .append(Event::replace(summary, 1, surface.len() - 1))
             .unwrap();
+    }
+}
+
+/// The stand-in's refusal of an unsent step; panics on anything else.
+fn expect_answered(key: &str, turn: u64, unsent: Unsent) -> Refused {
+    match unsent {
+        Unsent::Crate { error, .. } => panic!("{key} step {turn}: to_wire refused: {error}"),
+        Unsent::Broken { error, .. } => panic!("{key} step {turn}: the answer: {error}"),
+        Unsent::Refused(r) => r,
     }
 }
 

@@ -134,7 +134,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use mektpoy::{ToolSchema, event::SeriesStart, project::ProjectionPath, route_for};
+use mektpoy::{Route, ToolSchema, event::SeriesStart, project::ProjectionPath, route_for};
 use serde_json::Value;
 
 use crate::agent::{
@@ -263,8 +263,42 @@ impl Row {
     }
 }
 
+/// Runs the script twice over fresh sessions for `route`, the answers as JSON (key `key`),
+/// then streamed as server-sent events (key `{key}/sse`); every request must be accepted. Both
+/// runs send the same bytes but `"stream":true`, and the crate decodes the same answers from
+/// the body and from the stream. The JSON run's rows.
+fn run(key: &str, route: Route, redacted: bool) -> Vec<Row> {
+    let agent = |key: &str| {
+        let agent = Agent::new(key, route.clone());
+        if redacted {
+            agent.with_redacted_thinking()
+        } else {
+            agent
+        }
+    };
+    let json = run_once(agent(key));
+    let sse = run_once(agent(&format!("{key}/sse")).streaming());
+    for (j, s) in json.iter().zip(&sse) {
+        let step = j.step;
+        assert_eq!(
+            s.sent.wire.body.replacen(r#""stream":true,"#, "", 1),
+            j.sent.wire.body,
+            "{key} step {step}: the streamed request is the same but `stream`"
+        );
+        assert!(s.sent.streamed && !j.sent.streamed, "{key} step {step}");
+        assert_eq!(
+            s.sent.answer, j.sent.answer,
+            "{key} step {step}: the answers"
+        );
+        assert_eq!(s.sent.usage, j.sent.usage, "{key} step {step}");
+        assert_eq!(s.sent.content, j.sent.content, "{key} step {step}");
+    }
+    assert_eq!(json.len(), sse.len(), "{key}");
+    json
+}
+
 /// Runs the script over a fresh session for `agent`'s route; every request must be accepted.
-fn run(mut agent: Agent) -> Vec<Row> {
+fn run_once(mut agent: Agent) -> Vec<Row> {
     let key = agent.key().to_owned();
     let (p1, p2) = (prompt(P1), prompt(P2));
     let mut current = &p1;
@@ -431,7 +465,7 @@ fn churn_script_table_matches_the_script() {
 fn churn_on_deepseek_flash_loses_only_at_series_starts_offered_names_leaving_or_returning_and_fallback_changes()
  {
     let route = route_for("deepseek", "deepseek-flash");
-    let rows = run(Agent::new("churn/deepseek-flash", route));
+    let rows = run("churn/deepseek-flash", route, false);
     let t = table(&rows);
     assert_eq!(series_starts(&rows), starts(SERIES_STARTS), "{t}");
     assert_eq!(
@@ -450,10 +484,11 @@ fn churn_on_deepseek_flash_loses_only_at_series_starts_offered_names_leaving_or_
 #[test]
 fn churn_on_anthropic_in_history_without_placeholder_loses_at_series_starts_and_first_deferred_declarations()
  {
-    let rows = run(Agent::new(
+    let rows = run(
         "churn/claude-opus-5/by-reference/no-placeholder",
         opus_by_reference(false),
-    ));
+        false,
+    );
     let t = table(&rows);
     assert_eq!(series_starts(&rows), starts(SERIES_STARTS), "{t}");
     assert_eq!(
@@ -476,7 +511,7 @@ fn churn_on_anthropic_in_history_without_placeholder_loses_at_series_starts_and_
 fn churn_on_anthropic_in_history_with_placeholder_loses_only_at_series_starts() {
     let route = opus_by_reference(true);
     assert!(!route.inline_definitions());
-    let rows = run(Agent::new("churn/claude-opus-5/by-reference", route));
+    let rows = run("churn/claude-opus-5/by-reference", route, false);
     let t = table(&rows);
     assert_eq!(series_starts(&rows), starts(SERIES_STARTS), "{t}");
     assert_eq!(
@@ -510,7 +545,7 @@ fn churn_on_anthropic_in_history_with_placeholder_loses_only_at_series_starts() 
 fn churn_on_deepseek_v4_pro_without_mode_loses_at_every_tool_change_prompt_change_and_compaction() {
     let route = route_for("deepseek", "deepseek-v4-pro");
     assert_eq!(route.tool_update(), None);
-    let rows = run(Agent::new("churn/deepseek-v4-pro", route));
+    let rows = run("churn/deepseek-v4-pro", route, false);
     let t = table(&rows);
     eprintln!(
         "deepseek-v4-pro (no mode), reference §9 bytes; tokens estimated as ⌈bytes / 4⌉\n{t}"
@@ -553,7 +588,7 @@ fn churn_on_claude_fable_5_1_inline_loses_only_at_the_compaction_and_sends_every
  {
     let route = route_for("anthropic", "claude-fable-5-1");
     assert!(route.inline_definitions() && route.binds_thinking());
-    let rows = run(Agent::new("churn/claude-fable-5-1", route).with_redacted_thinking());
+    let rows = run("churn/claude-fable-5-1", route, true);
     let t = table(&rows);
     assert_eq!(series_starts(&rows), starts(INLINE_SERIES_STARTS), "{t}");
     assert_eq!(
@@ -645,7 +680,7 @@ fn churn_on_claude_fable_5_2_without_mode_loses_as_deepseek_v4_pro_and_leaves_ou
     let route = route_for("anthropic", "claude-fable-5-2");
     assert!(route.tool_update().is_none() && route.binds_thinking());
     assert!(!route.system_prompt_in_history());
-    let rows = run(Agent::new("churn/claude-fable-5-2", route).with_redacted_thinking());
+    let rows = run("churn/claude-fable-5-2", route, true);
     let t = table(&rows);
     let lost_set = set(TOOL_SET_CHANGED.into_iter().chain(NO_MODE_SERIES));
     assert_eq!(lost(&rows), lost_set, "{t}");

@@ -82,6 +82,7 @@ fn change_waits_for_the_next_user_turn(key: &str, route: Route) {
             );
         }
         Err(Unsent::Refused(r)) => refused(2)(r),
+        Err(Unsent::Broken { error, .. }) => panic!("{key} step 2: the answer: {error}"),
     };
     assert!(
         !second.wire.body.contains("tool_addition"),

@@ -2,9 +2,12 @@
 //! loopback stand-in that behaves like the provider (issue 6).
 //!
 //! - `standin`: the stand-in provider (`std::net`, 127.0.0.1) and the HTTP client side (`ureq`).
+//!   It answers exactly as the vendor does, a JSON body or (`"stream": true`) server-sent
+//!   events; what only the tests need comes in `x-standin-*` response headers.
 //! - `agent`: a minimal agent loop over one session and one route: it sends what
-//!   `Request::to_wire` prepared, checks the crate's `Meter` against the stand-in on every
-//!   request, and appends each answer as it came (signed thinking included).
+//!   `Request::to_wire` prepared, decodes the response with the crate (`mektpoy::response`),
+//!   appends the answer as it came (signed thinking included), runs the tool calls it holds,
+//!   and checks the crate's `Meter` against the stand-in on every request.
 //! - `headless`: the design note's scenario, a prompt append and a deferred addition in one step,
 //!   by reference, by value and without a mode.
 //! - `churn`: a 40-step session with tool churn on six routes (addition-only, in-history by
@@ -14,6 +17,11 @@
 //!   turn; on Claude models that continuation is refused before any I/O (assistant prefill).
 //! - `random_churn`: seeded random churn on every route: always accepted (the crate refuses the
 //!   prefill steps on Claude models), losses only where the spec allows them.
+//! - `resume`: kill and resume over server-sent events, with a request in flight (the stream
+//!   cut off) and between a tool call and its result.
+//!
+//! `churn` runs every route twice, as JSON and as server-sent events, and asserts the crate
+//! decodes the same answers from both.
 //!
 //! The live test against the real DeepSeek API is `tests/live_deepseek.rs` (ignored by default;
 //! see `docs/live-test.md`).
@@ -23,6 +31,7 @@ mod churn;
 mod continuation;
 mod headless;
 mod random_churn;
+mod resume;
 mod standin;
 #[path = "../support/mod.rs"]
 mod support;

@@ -167,6 +167,7 @@ fn run(mut agent: Agent, seed: u64) -> Vec<Row> {
                 "{key} step {step}: refused ({}): {}; tools {tools:?}",
                 r.status, r.message
             ),
+            Err(Unsent::Broken { error, .. }) => panic!("{key} step {step}: the answer: {error}"),
         };
         after_call = matches!(reply, Reply::Call(_));
         series.extend(sent.request.series_start);

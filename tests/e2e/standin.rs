@@ -56,7 +56,10 @@
 //!
 //! It also refuses what any Messages-API request must not be (no `model`, no `max_tokens`, a tool
 //! with a key the API does not take, a tool schema without a root `"type": "object"` —
-//! `tools.N.custom.input_schema.type: Field required` —, an empty text block, ...), so a
+//! `tools.N.custom.input_schema.type: Field required` —, an empty text block, a `tool_use`
+//! block without its `tool_result` in the next message — ``messages.I: `tool_use` ids were
+//! found without `tool_result` blocks immediately after: ...``, the vendor's wording as quoted
+//! in public issues —, ...), so a
 //! serializer that drifts from the API shows up here rather than on the real endpoint.
 //!
 //! Accepted requests get a usage block whose cached input follows reference §9, computed here from
@@ -68,8 +71,55 @@
 //! prefix with the session's previous cached request. On Claude models caching is opt-in: a
 //! request without a top-level `cache_control` and without one on any block reads nothing from
 //! the cache and writes nothing to it; DeepSeek caches every request. Tokens are estimated as
-//! ⌈bytes / 4⌉; the exact bytes are in a non-standard `mektpoy` object beside `usage`. A
-//! refused request leaves the session's state unchanged (the provider caches nothing of it).
+//! ⌈bytes / 4⌉. A refused request leaves the session's state unchanged (the provider caches
+//! nothing of it).
+//!
+//! # What it answers
+//!
+//! The body of an accepted request is exactly a Messages-API response and nothing else (vendor
+//! pages read 2026-12-01: the Messages API response,
+//! <https://platform.claude.com/docs/en/api/messages> — "Anthropic messages API response usage
+//! cache_read_input_tokens" —, read in the vendor's OpenAPI-generated types of
+//! `anthropics/anthropic-sdk-python`, `types/usage.py`, `types/message_delta_usage.py`,
+//! `types/thinking_block.py`, `types/beta/beta_message.py`,
+//! `types/beta/beta_thinking_dropped_input_transformation.py`; and the streaming page,
+//! <https://platform.claude.com/docs/en/build-with-claude/streaming> — "Anthropic streaming
+//! message_start content_block_delta signature_delta" —, read in a copy of the page):
+//!
+//! - JSON (`content-type: application/json`): `{"id","type":"message","role":"assistant",
+//!   "model","content","stop_reason","stop_sequence","usage"}`, `usage` being
+//!   `{"input_tokens","cache_creation_input_tokens","cache_read_input_tokens",
+//!   "cache_creation":{"ephemeral_5m_input_tokens","ephemeral_1h_input_tokens"},
+//!   "output_tokens","service_tier"}` ("total input tokens in a request is the summation of
+//!   `input_tokens`, `cache_creation_input_tokens`, and `cache_read_input_tokens`"; nothing is
+//!   written to the cache here, so `cache_creation_input_tokens` is 0); `diagnostics: null`
+//!   only when the request supplied `diagnostics`; `input_transformations` (`[]` when empty,
+//!   entries `{"type":"thinking_dropped","path":"messages.{i}.content.{j}","reason"}`) on every
+//!   answer of a Claude model to a request with the `thinking-binding-controls-2026-08-01`
+//!   beta. `content`: on the models that bind thinking a `thinking` block with its `signature`
+//!   (and, with [`REDACTED_HEADER`], a `redacted_thinking` block), then a `text` block, then,
+//!   with [`TOOL_USE_HEADER`], a `tool_use` block calling that tool with `{"arg":"x"}`
+//!   (`stop_reason` `tool_use`, else `end_turn`).
+//! - Server-sent events, when the body sets `"stream": true` (`content-type:
+//!   text/event-stream; charset=utf-8`, the body delimited by the end of the connection): the
+//!   same answer as `message_start` (the message with empty `content`, null `stop_reason`, its
+//!   `usage` with `output_tokens` 1 and `input_transformations`), per block
+//!   `content_block_start` / `content_block_delta`* / `content_block_stop` (`text_delta`;
+//!   `thinking_delta` then one `signature_delta` just before the stop, the start carrying
+//!   `"thinking":"","signature":""`; `input_json_delta`, a first empty `partial_json` then the
+//!   input's text with whitespace between its tokens; a `redacted_thinking` block whole in its
+//!   start), `message_delta` (`stop_reason`, `stop_sequence`, the cumulative usage), and
+//!   `message_stop`, with `ping` events among them. Deltas are split at points drawn from the
+//!   session and the request's number, so a stream is the same for the same request.
+//!   A refusal is a JSON error body whatever `stream` says (the vendor's errors before a
+//!   stream starts are ordinary responses).
+//!
+//! What only the tests need goes in response headers, never in the body:
+//! [`TOTAL_BYTES_HEADER`] and [`CACHED_BYTES_HEADER`] (the exact reference §9 bytes behind
+//! the token counts) and [`CONTENT_HEADER`] (the answer's `content` as JSON, which a stream
+//! only spells out in pieces). Test switches in the request: [`REDACTED_HEADER`],
+//! [`TOOL_USE_HEADER`], and [`CUT_OFF_HEADER`], which cuts the response body off mid-way (a
+//! connection lost after the provider accepted the request: its state changes all the same).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -97,6 +147,18 @@ pub const SECTION_HEADER: &str = "x-mektpoy-deferred-section-bytes";
 /// Test support: with this header set to `true`, an answer on a model that binds thinking also
 /// carries a `redacted_thinking` block after its `thinking` block.
 pub const REDACTED_HEADER: &str = "x-mektpoy-test-redacted-thinking";
+/// Test support: the answer also calls the tool this header names (a `tool_use` block after
+/// the text, input `{"arg":"x"}`, `stop_reason` `tool_use`).
+pub const TOOL_USE_HEADER: &str = "x-mektpoy-test-tool-use";
+/// Test support: with this header set to `true`, the response body is cut off mid-way (at a
+/// point drawn like the deltas' splits) and the connection closed; the request was accepted.
+pub const CUT_OFF_HEADER: &str = "x-mektpoy-test-cut-off";
+/// Response header: the request's reference §9 bytes.
+pub const TOTAL_BYTES_HEADER: &str = "x-standin-total-bytes";
+/// Response header: of those, the bytes read from the cache.
+pub const CACHED_BYTES_HEADER: &str = "x-standin-cached-bytes";
+/// Response header: the answer's `content`, as JSON.
+pub const CONTENT_HEADER: &str = "x-standin-content";
 
 /// The vendor's refusal of a forced `tool_choice`.
 pub const FORCED_TOOL_CHOICE_MESSAGE: &str =
@@ -149,10 +211,10 @@ fn is_anthropic(model: &str) -> bool {
 /// What the stand-in reports about one accepted request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Usage {
-    /// Bytes of the request's reference §9 segments.
+    /// Bytes of the request's reference §9 segments ([`TOTAL_BYTES_HEADER`]).
     pub total_bytes: u64,
     /// Bytes shared, as a prefix, with the session's previous cached request (0 when the
-    /// request does not ask for caching on a Claude model).
+    /// request does not ask for caching on a Claude model) ([`CACHED_BYTES_HEADER`]).
     pub cached_bytes: u64,
     /// `usage.input_tokens`: ⌈total / 4⌉ − ⌈cached / 4⌉ (input not read from the cache).
     pub input_tokens: u64,
@@ -160,7 +222,8 @@ pub struct Usage {
     pub cache_read_input_tokens: u64,
 }
 
-/// An accepted request's answer.
+/// An accepted request's answer, read from a JSON body (the stand-in's own tests; the agent
+/// loop decodes with the crate).
 #[derive(Clone, Debug)]
 pub struct Answer {
     /// The usage block.
@@ -190,6 +253,39 @@ pub struct Refused {
     pub status: u16,
     pub message: String,
     pub code: Option<String>,
+}
+
+impl Refused {
+    /// A refusal without an `error_code`.
+    pub fn new(status: u16, message: String) -> Self {
+        Refused {
+            status,
+            message,
+            code: None,
+        }
+    }
+}
+
+/// A response as the HTTP client received it: the bytes for the loop, the test figures from
+/// the stand-in's own headers.
+#[derive(Clone, Debug)]
+pub struct Response {
+    pub status: u16,
+    /// The `content-type`.
+    pub content_type: String,
+    /// The body, as received (cut off when [`CUT_OFF_HEADER`] asked for it).
+    pub body: String,
+    /// [`TOTAL_BYTES_HEADER`] and [`CACHED_BYTES_HEADER`], on an accepted request.
+    pub bytes: Option<(u64, u64)>,
+    /// [`CONTENT_HEADER`], on an accepted request.
+    pub content: Vec<Value>,
+}
+
+impl Response {
+    /// Whether the body is a stream of server-sent events.
+    pub fn is_event_stream(&self) -> bool {
+        self.content_type.starts_with("text/event-stream")
+    }
 }
 
 /// Why a request is refused: the error message and, where the vendor documents one, its
@@ -278,13 +374,14 @@ pub fn url() -> &'static str {
     })
 }
 
-/// Sends a serialized request to the stand-in through a real HTTP client (`ureq`), keyed by
-/// `session`, announcing the route's deferred section size.
-pub fn send(
+/// Posts a serialized request to the stand-in through a real HTTP client (`ureq`), keyed by
+/// `session`, announcing the route's deferred section size: the response as received. `Err`
+/// only for a transport failure (status 0).
+pub fn post(
     session: &str,
     section_bytes: u32,
     request: &mektpoy::WireRequest,
-) -> Result<Answer, Refused> {
+) -> Result<Response, Refused> {
     let mut call = agent()
         .post(url())
         .header(SESSION_HEADER, session)
@@ -299,8 +396,38 @@ pub fn send(
     };
     let mut response = call.send(request.body.as_str()).map_err(transport)?;
     let status = response.status().as_u16();
-    let text = response.body_mut().read_to_string().map_err(transport)?;
-    let reply: Value = serde_json::from_str(&text).map_err(|e| Refused {
+    let head = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let number = |name: &str| head(name).and_then(|v| v.parse::<u64>().ok());
+    let bytes = number(TOTAL_BYTES_HEADER).zip(number(CACHED_BYTES_HEADER));
+    let content = head(CONTENT_HEADER)
+        .map(|v| serde_json::from_str(&v).expect("the content header is JSON"))
+        .unwrap_or_default();
+    let content_type = head("content-type").unwrap_or_default();
+    let body = response.body_mut().read_to_string().map_err(transport)?;
+    Ok(Response {
+        status,
+        content_type,
+        body,
+        bytes,
+        content,
+    })
+}
+
+/// [`post`], the answer read from its JSON body: the stand-in's own tests.
+pub fn send(
+    session: &str,
+    section_bytes: u32,
+    request: &mektpoy::WireRequest,
+) -> Result<Answer, Refused> {
+    let response = post(session, section_bytes, request)?;
+    let (status, text) = (response.status, &response.body);
+    let reply: Value = serde_json::from_str(text).map_err(|e| Refused {
         status,
         message: format!("reply is not JSON ({e}): {text}"),
         code: None,
@@ -309,7 +436,7 @@ pub fn send(
         let message = reply
             .pointer("/error/message")
             .and_then(Value::as_str)
-            .unwrap_or(&text)
+            .unwrap_or(text)
             .to_owned();
         let code = reply
             .pointer("/error/details/error_code")
@@ -324,10 +451,15 @@ pub fn send(
     let n = |pointer: &str| reply.pointer(pointer).and_then(Value::as_u64).unwrap();
     let array = |key: &str| reply[key].as_array().cloned().unwrap_or_default();
     let content = array("content");
+    assert_eq!(
+        content, response.content,
+        "{CONTENT_HEADER} is the body's content"
+    );
+    let (total_bytes, cached_bytes) = response.bytes.expect("the byte headers");
     Ok(Answer {
         usage: Usage {
-            total_bytes: n("/mektpoy/total_bytes"),
-            cached_bytes: n("/mektpoy/cached_bytes"),
+            total_bytes,
+            cached_bytes,
             input_tokens: n("/usage/input_tokens"),
             cache_read_input_tokens: n("/usage/cache_read_input_tokens"),
         },
@@ -396,26 +528,52 @@ fn serve(stream: TcpStream) -> std::io::Result<()> {
             headers.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
         }
     }
-    let (status, reply) = match http_request(&request_line, &headers, &mut reader) {
-        Ok(body) => match answer(&headers, &body) {
-            Ok(reply) => (200, reply),
-            Err(fault) => (400, error_body(&fault)),
-        },
-        Err((status, message)) => (status, error_body(&message.into())),
+    let answered = match http_request(&request_line, &headers, &mut reader) {
+        Ok(body) => answer(&headers, &body).map_err(|fault| (400, error_body(&fault))),
+        Err((status, message)) => Err((status, error_body(&message.into()))),
     };
-    let reason = match status {
-        200 => "OK",
-        404 => "Not Found",
-        411 => "Length Required",
-        _ => "Bad Request",
-    };
-    let reply = reply.to_string();
     let mut stream = stream;
-    write!(
-        stream,
-        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
-        reply.len()
-    )?;
+    let answered = match answered {
+        Ok(answered) => answered,
+        Err((status, reply)) => {
+            let reason = match status {
+                404 => "Not Found",
+                411 => "Length Required",
+                _ => "Bad Request",
+            };
+            let reply = reply.to_string();
+            write!(
+                stream,
+                "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                reply.len()
+            )?;
+            return stream.flush();
+        }
+    };
+    let (content_type, body) = if answered.stream {
+        ("text/event-stream; charset=utf-8", sse(&answered))
+    } else {
+        ("application/json", answered.body.to_string())
+    };
+    let mut head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\nrequest-id: req_standin_{:016x}\r\n{TOTAL_BYTES_HEADER}: {}\r\n{CACHED_BYTES_HEADER}: {}\r\n{CONTENT_HEADER}: {}\r\nconnection: close\r\n",
+        answered.seed, answered.total, answered.cached, answered.body["content"]
+    );
+    // A stream's body ends with the connection, as does a body cut off; a JSON body says its
+    // length.
+    let body = match answered.cut {
+        true => &body[..Rng(answered.seed).cut_point(&body)],
+        false => &body[..],
+    };
+    if answered.stream {
+        head.push_str("cache-control: no-cache\r\n\r\n");
+    } else if !answered.cut {
+        let _ = write!(head, "content-length: {}\r\n\r\n", body.len());
+    } else {
+        head.push_str("\r\n");
+    }
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body.as_bytes())?;
     stream.flush()
 }
 
@@ -449,7 +607,7 @@ fn error_body(fault: &Fault) -> Value {
     json!({"type": "error", "error": error})
 }
 
-fn answer(headers: &Headers, body: &str) -> Checked<Value> {
+fn answer(headers: &Headers, body: &str) -> Checked<Answered> {
     let session = header(headers, SESSION_HEADER)
         .ok_or_else(|| format!("test support: missing {SESSION_HEADER}"))?;
     let section: u32 = header(headers, SECTION_HEADER)
@@ -536,28 +694,210 @@ fn answer(headers: &Headers, body: &str) -> Checked<Value> {
         }
     }
     content.push(json!({"type": "text", "text": text}));
+    let tool = header(headers, TOOL_USE_HEADER);
+    if let Some(name) = tool {
+        content.push(json!({
+            "type": "tool_use",
+            "id": format!("toolu_standin_{:04}", state.requests),
+            "name": name,
+            "input": {"arg": "x"}
+        }));
+    }
     let tokens = |b: u64| b.div_ceil(4);
+    let output_tokens = tokens(Value::from(content.clone()).to_string().len() as u64);
     let mut reply = json!({
-        "id": format!("msg_standin_{}", state.requests),
+        "id": format!("msg_standin_{:04}", state.requests),
         "type": "message",
         "role": "assistant",
         "model": v["model"],
         "content": content,
-        "stop_reason": "end_turn",
+        "stop_reason": if tool.is_some() { "tool_use" } else { "end_turn" },
         "stop_sequence": null,
         "usage": {
             "input_tokens": tokens(total) - tokens(cached),
             "cache_creation_input_tokens": 0,
             "cache_read_input_tokens": tokens(cached),
-            "output_tokens": 2
-        },
-        "diagnostics": null,
-        "mektpoy": {"total_bytes": total, "cached_bytes": cached}
+            "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+            "output_tokens": output_tokens,
+            "service_tier": "standard"
+        }
     });
-    if betas.contains(BINDING_BETA) {
+    if v.get("diagnostics").is_some() {
+        reply["diagnostics"] = Value::Null;
+    }
+    if is_anthropic(model) && betas.contains(BINDING_BETA) {
         reply["input_transformations"] = Value::Array(thinking.transformations);
     }
-    Ok(reply)
+    Ok(Answered {
+        body: reply,
+        total,
+        cached,
+        stream: v.get("stream") == Some(&Value::Bool(true)),
+        cut: header(headers, CUT_OFF_HEADER) == Some("true"),
+        seed: fnv(
+            fnv(FNV_START, session.as_bytes()),
+            &state.requests.to_le_bytes(),
+        ),
+    })
+}
+
+/// An accepted request's answer: the vendor's body, the test figures, and how to send it.
+#[derive(Debug, PartialEq)]
+struct Answered {
+    /// The Messages-API response body.
+    body: Value,
+    total: u64,
+    cached: u64,
+    /// Whether the request set `"stream": true`.
+    stream: bool,
+    /// Whether [`CUT_OFF_HEADER`] asked for the body to be cut off.
+    cut: bool,
+    /// Where the deltas are split and the body is cut: the same for the same request of a
+    /// session.
+    seed: u64,
+}
+
+impl std::ops::Index<&str> for Answered {
+    type Output = Value;
+
+    fn index(&self, key: &str) -> &Value {
+        &self.body[key]
+    }
+}
+
+/// xorshift64, seeded per request: where a stream's deltas are split.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self.0.max(1);
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+
+    /// `text` in one to four pieces, split at char boundaries.
+    fn pieces(&mut self, text: &str) -> Vec<String> {
+        let mut cuts: Vec<usize> = (0..self.below(4))
+            .map(|_| self.below(text.len() + 1))
+            .filter(|&i| 0 < i && i < text.len() && text.is_char_boundary(i))
+            .collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut out = Vec::with_capacity(cuts.len() + 1);
+        let mut from = 0;
+        for at in cuts {
+            out.push(text[from..at].to_owned());
+            from = at;
+        }
+        out.push(text[from..].to_owned());
+        out
+    }
+
+    /// A char boundary of `text` in its middle half: where a body is cut off.
+    fn cut_point(&mut self, text: &str) -> usize {
+        let at = text.len() / 4 + self.below(text.len() / 2 + 1);
+        (at..=text.len())
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(text.len())
+    }
+}
+
+/// The answer as the vendor streams it: `message_start`, each block's start, deltas and stop,
+/// `message_delta`, `message_stop`, with `ping`s among them; SSE text.
+fn sse(answered: &Answered) -> String {
+    let body = &answered.body;
+    let mut rng = Rng(answered.seed);
+    let mut events = Vec::new();
+    let mut start = body.clone();
+    start["content"] = json!([]);
+    start["stop_reason"] = Value::Null;
+    start["stop_sequence"] = Value::Null;
+    start["usage"]["output_tokens"] = json!(1);
+    events.push(json!({"type": "message_start", "message": start}));
+    let ping = json!({"type": "ping"});
+    for (index, block) in body["content"].as_array().into_iter().flatten().enumerate() {
+        if index > 0 && rng.below(2) == 0 {
+            events.push(ping.clone());
+        }
+        let delta =
+            |delta: Value| json!({"type": "content_block_delta", "index": index, "delta": delta});
+        let string = |key: &str| block[key].as_str().unwrap_or_default().to_owned();
+        match block["type"].as_str() {
+            Some("text") => {
+                let opening = json!({"type": "text", "text": ""});
+                events.push(json!({"type": "content_block_start", "index": index, "content_block": opening}));
+                for piece in rng.pieces(&string("text")) {
+                    events.push(delta(json!({"type": "text_delta", "text": piece})));
+                }
+            }
+            Some("thinking") => {
+                let opening = json!({"type": "thinking", "thinking": "", "signature": ""});
+                events.push(json!({"type": "content_block_start", "index": index, "content_block": opening}));
+                for piece in rng.pieces(&string("thinking")) {
+                    events.push(delta(json!({"type": "thinking_delta", "thinking": piece})));
+                }
+                let signature = string("signature");
+                events.push(delta(
+                    json!({"type": "signature_delta", "signature": signature}),
+                ));
+            }
+            Some("tool_use") => {
+                let mut opening = block.clone();
+                opening["input"] = json!({});
+                events.push(json!({"type": "content_block_start", "index": index, "content_block": opening}));
+                events.push(delta(
+                    json!({"type": "input_json_delta", "partial_json": ""}),
+                ));
+                let input = serde_json::to_string_pretty(&block["input"]).unwrap();
+                for piece in rng.pieces(&input) {
+                    events.push(delta(
+                        json!({"type": "input_json_delta", "partial_json": piece}),
+                    ));
+                }
+            }
+            // `redacted_thinking`: whole in its start, no delta.
+            _ => {
+                events.push(
+                    json!({"type": "content_block_start", "index": index, "content_block": block}),
+                );
+            }
+        }
+        if index == 0 {
+            // The vendor's examples: a `ping` right after the first block's start.
+            let start = events
+                .iter()
+                .rposition(|e| e["type"] == "content_block_start")
+                .unwrap();
+            events.insert(start + 1, ping.clone());
+        }
+        events.push(json!({"type": "content_block_stop", "index": index}));
+    }
+    let usage = &body["usage"];
+    events.push(json!({
+        "type": "message_delta",
+        "delta": {"stop_reason": body["stop_reason"], "stop_sequence": body["stop_sequence"]},
+        "usage": {
+            "input_tokens": usage["input_tokens"],
+            "cache_creation_input_tokens": usage["cache_creation_input_tokens"],
+            "cache_read_input_tokens": usage["cache_read_input_tokens"],
+            "output_tokens": usage["output_tokens"]
+        }
+    }));
+    if rng.below(2) == 0 {
+        events.push(ping);
+    }
+    events.push(json!({"type": "message_stop"}));
+    let mut text = String::new();
+    for event in events {
+        let _ = write!(
+            text,
+            "event: {}\ndata: {event}\n\n",
+            event["type"].as_str().unwrap()
+        );
+    }
+    text
 }
 
 /// The thinking blocks of an answer on a model that binds thinking, recorded in the session:
@@ -803,6 +1143,9 @@ fn check_shape(headers: &Headers, v: &Value) -> Checked {
     if let Some(c) = v.get("cache_control") {
         check_cache_control("cache_control", c)?;
     }
+    if v.get("stream").is_some_and(|x| !x.is_boolean()) {
+        return Err("stream: Input should be a valid boolean".into());
+    }
     if let Some(choice) = v.get("tool_choice") {
         let ty = choice
             .get("type")
@@ -891,8 +1234,44 @@ fn check_shape(headers: &Headers, v: &Value) -> Checked {
                 check_cache_control(&format!("{at}.cache_control"), c)?;
             }
         }
+        check_tool_results(messages, i)?;
     }
     Ok(())
+}
+
+/// Each `tool_use` block of the assistant message `messages[i]` has its `tool_result` in the
+/// next message (wording from the vendor's answers quoted in public issues, e.g.
+/// anthropics/claude-code#5989).
+fn check_tool_results(messages: &[Value], i: usize) -> Checked {
+    fn blocks(m: &Value) -> &[Value] {
+        m["content"].as_array().map_or(&[][..], Vec::as_slice)
+    }
+    if role(&messages[i]) != Some("assistant") {
+        return Ok(());
+    }
+    let answered: HashSet<&str> = messages
+        .get(i + 1)
+        .filter(|next| role(next) == Some("user"))
+        .map(blocks)
+        .unwrap_or_default()
+        .iter()
+        .filter(|b| b["type"] == "tool_result")
+        .filter_map(|b| b["tool_use_id"].as_str())
+        .collect();
+    let missing: Vec<&str> = blocks(&messages[i])
+        .iter()
+        .filter(|b| b["type"] == "tool_use")
+        .filter_map(|b| b["id"].as_str())
+        .filter(|id| !answered.contains(id))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+        missing.join(", ")
+    )
+    .into())
 }
 
 /// One custom tool, a `tools` entry or a by-value definition, at `path` (`tools.0.custom`):
@@ -1443,9 +1822,8 @@ fn check_thinking(
 fn dropped(k: usize, j: usize) -> Value {
     json!({
         "type": "thinking_dropped",
-        "reason": "prefix_binding_mismatch",
-        "message_index": k,
-        "content_index": j
+        "path": format!("messages.{k}.content.{j}"),
+        "reason": "prefix_binding_mismatch"
     })
 }
 
@@ -1874,23 +2252,23 @@ mod tests {
         );
     }
 
-    fn exchange_with(session: &str, mut h: Headers, v: &Value) -> Result<Value, String> {
+    fn exchange_with(session: &str, mut h: Headers, v: &Value) -> Result<Answered, String> {
         h.push((SESSION_HEADER.to_owned(), session.to_owned()));
         h.push((SECTION_HEADER.to_owned(), "0".to_owned()));
         answer(&h, &v.to_string()).map_err(|f| f.message)
     }
 
     /// One request to the stand-in, without HTTP: the reply, or the refusal's message.
-    fn exchange(session: &str, betas: &[&str], v: &Value) -> Result<Value, String> {
+    fn exchange(session: &str, betas: &[&str], v: &Value) -> Result<Answered, String> {
         exchange_with(session, headers(betas), v)
     }
 
-    fn cached(reply: &Value) -> u64 {
-        reply["mektpoy"]["cached_bytes"].as_u64().unwrap()
+    fn cached(reply: &Answered) -> u64 {
+        reply.cached
     }
 
-    fn total(reply: &Value) -> u64 {
-        reply["mektpoy"]["total_bytes"].as_u64().unwrap()
+    fn total(reply: &Answered) -> u64 {
+        reply.total
     }
 
     /// Claude models read the cache only when a request asks for it; DeepSeek always does.
@@ -1991,7 +2369,7 @@ mod tests {
         })
     }
 
-    fn assistant(reply: &Value) -> Value {
+    fn assistant(reply: &Answered) -> Value {
         json!({"role": "assistant", "content": reply["content"]})
     }
 
@@ -2044,7 +2422,7 @@ mod tests {
     fn standin_answers_with_a_signed_thinking_block_on_models_that_bind_thinking() {
         let reply = exchange("standin-answer-1", &[], &chat(&[user("u0")])).unwrap();
         let content = reply["content"].as_array().unwrap();
-        assert_eq!(content.len(), 2, "{reply}");
+        assert_eq!(content.len(), 2, "{}", reply.body);
         assert_eq!(content[0]["type"], "thinking");
         assert_eq!(content[0]["thinking"], "Thinking about request 1.");
         let signature = content[0]["signature"].as_str().unwrap();
@@ -2054,7 +2432,7 @@ mod tests {
         );
         assert_eq!(content[1], json!({"type": "text", "text": "ok 1"}));
         assert!(
-            reply.get("input_transformations").is_none(),
+            reply.body.get("input_transformations").is_none(),
             "no binding beta"
         );
 
@@ -2200,7 +2578,7 @@ mod tests {
         let mut enabled = changed.clone();
         enabled["thinking"]["type"] = json!("enabled");
         let reply = exchange(session, &[BINDING_BETA], &enabled).unwrap();
-        let at = |k: usize| json!({"type": "thinking_dropped", "reason": "prefix_binding_mismatch", "message_index": k, "content_index": 0});
+        let at = |k: usize| json!({"type": "thinking_dropped", "path": format!("messages.{k}.content.0"), "reason": "prefix_binding_mismatch"});
         assert_eq!(reply["input_transformations"], json!([at(1), at(3), at(5)]));
         let mut stripped = chat(&keep(&messages, &[false; 3]));
         stripped["tools"] = tools("a b");
@@ -2264,7 +2642,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             reply["input_transformations"],
-            json!([{"type": "thinking_dropped", "reason": "prefix_binding_mismatch", "message_index": 5, "content_index": 0}]),
+            json!([{"type": "thinking_dropped", "path": "messages.5.content.0", "reason": "prefix_binding_mismatch"}]),
             "drop_block drops the block after the gap"
         );
 
@@ -2463,5 +2841,218 @@ mod tests {
         .unwrap();
         assert_eq!(second.text, "ok 2");
         assert_eq!(second.usage.cached_bytes, first.usage.total_bytes);
+    }
+
+    /// The JSON body holds the vendor's fields and nothing else; `diagnostics` only when the
+    /// request supplied it, `input_transformations` only on a Claude model with the binding
+    /// beta; a tool call when the test asks for one.
+    #[test]
+    fn standin_answers_with_exactly_the_vendor_body() {
+        let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+        let reply = exchange("standin-shape-1", &[], &body("a", "u")).unwrap();
+        let mut expected = [
+            "content",
+            "id",
+            "model",
+            "role",
+            "stop_reason",
+            "stop_sequence",
+            "type",
+            "usage",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let mut got = keys(&reply.body);
+        got.sort();
+        assert_eq!(got, expected);
+        let mut usage = keys(&reply["usage"]);
+        usage.sort();
+        assert_eq!(
+            usage,
+            [
+                "cache_creation",
+                "cache_creation_input_tokens",
+                "cache_read_input_tokens",
+                "input_tokens",
+                "output_tokens",
+                "service_tier"
+            ]
+        );
+        assert_eq!(
+            (&reply["type"], &reply["role"], &reply["stop_reason"]),
+            (&json!("message"), &json!("assistant"), &json!("end_turn"))
+        );
+
+        let mut asking = body("a", "u");
+        asking["diagnostics"] = json!({"previous_message_id": null});
+        let reply = exchange("standin-shape-2", &[BINDING_BETA], &asking).unwrap();
+        assert_eq!(reply.body.get("diagnostics"), Some(&Value::Null));
+        assert!(
+            reply.body.get("input_transformations").is_none(),
+            "not a Claude model"
+        );
+        expected.push("diagnostics".to_owned());
+        expected.sort();
+        let mut got = keys(&reply.body);
+        got.sort();
+        assert_eq!(got, expected);
+
+        let mut h = headers(&[]);
+        h.push((TOOL_USE_HEADER.to_owned(), "a".to_owned()));
+        let reply = exchange_with("standin-shape-3", h, &chat(&[user("u0")])).unwrap();
+        let content = reply["content"].as_array().unwrap();
+        let types: Vec<&Value> = content.iter().map(|b| &b["type"]).collect();
+        assert_eq!(types, ["thinking", "text", "tool_use"]);
+        assert_eq!(
+            content[2],
+            json!({"type": "tool_use", "id": "toolu_standin_0001", "name": "a", "input": {"arg": "x"}})
+        );
+        assert_eq!(reply["stop_reason"], "tool_use");
+    }
+
+    /// The stream is the JSON answer in the vendor's events, and the crate decodes both to the
+    /// same answer; the splits are the same for the same request.
+    #[test]
+    fn standin_streams_the_answer_it_sends_as_json() {
+        let mut h = headers(&[BINDING_BETA]);
+        h.push((REDACTED_HEADER.to_owned(), "true".to_owned()));
+        h.push((TOOL_USE_HEADER.to_owned(), "a".to_owned()));
+        let mut streamed = chat(&[user("u0")]);
+        streamed["stream"] = json!(true);
+        let reply = exchange_with("standin-sse-1", h, &streamed).unwrap();
+        assert!(reply.stream);
+        let text = sse(&reply);
+        assert_eq!(text, sse(&reply), "the same request streams the same");
+
+        let mut events = Vec::new();
+        for event in text.split_terminator("\n\n") {
+            let (name, data) = event.split_once('\n').unwrap();
+            let data: Value = serde_json::from_str(data.strip_prefix("data: ").unwrap()).unwrap();
+            assert_eq!(name.strip_prefix("event: "), data["type"].as_str());
+            events.push(data);
+        }
+        let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds[0], "message_start");
+        let start = &events[0]["message"];
+        assert_eq!(
+            (&start["content"], &start["stop_reason"]),
+            (&json!([]), &Value::Null)
+        );
+        assert_eq!(start["usage"]["output_tokens"], 1);
+        assert_eq!(start["input_transformations"], json!([]));
+        assert_eq!(&kinds[1..3], ["content_block_start", "ping"]);
+        let tail: Vec<&str> = kinds.iter().copied().filter(|k| *k != "ping").collect();
+        assert_eq!(&tail[tail.len() - 2..], ["message_delta", "message_stop"]);
+        let delta = |kind: &str| {
+            events
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| e.pointer("/delta/type") == Some(&json!(kind)))
+                .map(|(i, _)| i)
+                .collect::<Vec<_>>()
+        };
+        let signature = delta("signature_delta");
+        assert_eq!(signature.len(), 1);
+        assert_eq!(
+            kinds[signature[0] + 1],
+            "content_block_stop",
+            "just before the stop"
+        );
+        let json_deltas = delta("input_json_delta");
+        assert_eq!(events[json_deltas[0]]["delta"]["partial_json"], "");
+        let input: String = json_deltas
+            .iter()
+            .map(|&i| events[i]["delta"]["partial_json"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            input, "{\n  \"arg\": \"x\"\n}",
+            "whitespace between the tokens"
+        );
+        let redacted = events
+            .iter()
+            .find(|e| e.pointer("/content_block/type") == Some(&json!("redacted_thinking")))
+            .unwrap();
+        assert_eq!(
+            redacted["content_block"], reply["content"][1],
+            "whole in its start"
+        );
+        assert_eq!(events.last().unwrap(), &json!({"type": "message_stop"}));
+        let message_delta = events
+            .iter()
+            .find(|e| e["type"] == "message_delta")
+            .unwrap();
+        assert_eq!(
+            message_delta["usage"]["output_tokens"],
+            reply["usage"]["output_tokens"]
+        );
+        assert_eq!(message_delta["delta"]["stop_reason"], "tool_use");
+
+        let mut stream = mektpoy::response::MessagesStream::new("anthropic", Some("a1"));
+        stream.push_text(&text).unwrap();
+        let from_stream = stream.finish().unwrap();
+        let from_body =
+            mektpoy::response::decode_messages(&reply.body.to_string(), "anthropic", Some("a1"))
+                .unwrap();
+        assert_eq!(from_stream, from_body);
+        assert_eq!(from_body.message.content().len(), 4);
+    }
+
+    /// Over HTTP: a request with `"stream": true` gets an event stream (and the test headers);
+    /// one cut off is shorter, accepted all the same; a tool call without its result in the
+    /// next message is refused as the vendor refuses it.
+    #[test]
+    fn standin_over_http_streams_cuts_off_and_wants_tool_results() {
+        let mut streamed = chat(&[user("u0")]);
+        streamed["stream"] = json!(true);
+        let json = post("standin-http-sse-json", 0, &wire(&chat(&[user("u0")]), &[])).unwrap();
+        let sse = post("standin-http-sse", 0, &wire(&streamed, &[])).unwrap();
+        assert!(!json.is_event_stream() && sse.is_event_stream());
+        assert_eq!(sse.content_type, "text/event-stream; charset=utf-8");
+        assert_eq!(sse.bytes, json.bytes);
+        assert_eq!(sse.content, json.content);
+        let mut stream = mektpoy::response::MessagesStream::new("anthropic", None);
+        stream.push_text(&sse.body).unwrap();
+        assert_eq!(
+            stream.finish().unwrap(),
+            mektpoy::response::decode_messages(&json.body, "anthropic", None).unwrap()
+        );
+
+        let mut cut = wire(&streamed, &[]);
+        cut.headers
+            .push((CUT_OFF_HEADER.to_owned(), "true".to_owned()));
+        let torn = post("standin-http-cut", 0, &cut).unwrap();
+        assert_eq!(torn.status, 200, "accepted");
+        assert!(
+            torn.body.starts_with("event: message_start\n")
+                && !torn.body.contains("event: message_stop"),
+            "cut off mid-way: {}",
+            torn.body
+        );
+        let mut stream = mektpoy::response::MessagesStream::new("anthropic", None);
+        stream.push_text(&torn.body).unwrap();
+        assert!(matches!(
+            stream.finish(),
+            Err(mektpoy::response::ResponseError::CutOff { .. })
+        ));
+        let next = send("standin-http-cut", 0, &wire(&chat(&[user("u0")]), &[])).unwrap();
+        assert_eq!(next.text, "ok 2", "the cut-off request was answered");
+
+        let mut called = wire(&chat(&[user("u0")]), &[]);
+        called
+            .headers
+            .push((TOOL_USE_HEADER.to_owned(), "a".to_owned()));
+        let answer = send("standin-http-tool", 0, &called).unwrap();
+        let id = answer.content[2]["id"].as_str().unwrap().to_owned();
+        let unanswered = [user("u0"), answer.message(), user("u1")];
+        let refused = send("standin-http-tool", 0, &wire(&chat(&unanswered), &[])).unwrap_err();
+        assert_eq!(
+            refused.message,
+            format!(
+                "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: {id}. Each `tool_use` block must have a corresponding `tool_result` block in the next message."
+            )
+        );
+        let result = json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": "done"}]});
+        let answered = [user("u0"), answer.message(), result];
+        send("standin-http-tool", 0, &wire(&chat(&answered), &[])).unwrap();
     }
 }
