@@ -15,6 +15,7 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::Value;
 
+use super::state::Rules;
 use super::{AppendError, AppendErrorKind, LogState, ParentRef, Session, line_text, read};
 use crate::event::Event;
 use crate::store::{
@@ -448,7 +449,7 @@ fn parse(bytes: &[u8], limits: Limits) -> Result<Parsed, LoadError> {
             // A whole session line is not a cut one, even without its `\n`.
             return Err(LoadError::SecondSessionLine { line: line.line });
         }
-        let checked = decoded.and_then(|event| match target.check(&event) {
+        let checked = decoded.and_then(|event| match target.check(&event, Rules::Load) {
             Ok(()) => Ok(event),
             Err(e) => Err(reject(e)),
         });

@@ -549,7 +549,7 @@ impl Transaction<'_> {
 
     /// Validates and applies `event`, whose log line is `line` when it came as text.
     pub fn push_line(&mut self, event: Event, line: Option<Arc<str>>) -> Result<Seq, AppendError> {
-        self.state.check(&event)?;
+        self.state.check(&event, state::Rules::Append)?;
         let seq = self.state.next_seq();
         self.state.apply(event, line);
         Ok(seq)

@@ -13,7 +13,8 @@ use crate::event::{
 };
 use crate::store::WriteError;
 use crate::vocab::{
-    ContentBlock, DEFERRED_PLACEHOLDER_NAME, MessageSource, Role, Seq, ToolIndex, arguments_depth,
+    ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, MessageSource, Role, Seq, ToolIndex,
+    arguments_depth,
 };
 
 /// Why `append` (or loading) refused an event: the event's position and what is wrong with
@@ -201,6 +202,47 @@ pub enum AppendErrorKind {
         /// The message id.
         id: String,
     },
+    /// An assistant message placed on the surface without content: no block, or only text
+    /// blocks with empty text. The Messages API drops empty text and refuses an empty turn
+    /// ([`MessageFault::EmptyTurn`](crate::wire::MessageFault::EmptyTurn)) anywhere but at
+    /// the end, so once anything follows it every request of the log would fail. Reasoning,
+    /// tool calls and blocks of other types are content: whether they are sent depends on
+    /// the route, and the serializer decides. A message without `surfaceOp` is never sent and
+    /// is not refused.
+    #[error("assistant message {id} has no content (no block, or only empty text)")]
+    EmptyAssistantMessage {
+        /// The message id.
+        id: String,
+    },
+    /// A `tool/result` placed on the surface that answers no tool call there: no assistant
+    /// message before it on the surface (before the replaced range, for a replace) holds a
+    /// tool call with its `callId`. Every serializer refuses it under the same name
+    /// ([`MessageFault::OrphanToolResult`](crate::wire::MessageFault::OrphanToolResult)). A
+    /// result without `surfaceOp` is never sent and is not refused.
+    #[error("tool result {id} answers no tool call {call_id} on the surface")]
+    OrphanToolResult {
+        /// The result's message id.
+        id: String,
+        /// The call id its source names.
+        call_id: String,
+    },
+    /// A replace that would leave a tool result on the surface without its call: it removes
+    /// every assistant message before the result that holds the call, and its own message
+    /// does not hold it. A replace that removes the results too (a compaction that removes a
+    /// call and its results), or puts the call back, is accepted.
+    #[error(
+        "replace {start}..={end} removes tool call {call_id} and leaves its result {result} on the surface"
+    )]
+    ReplaceOrphansToolResult {
+        /// First replaced node.
+        start: usize,
+        /// Last replaced node.
+        end: usize,
+        /// The removed call.
+        call_id: String,
+        /// The message id of the result left without it (the first after the range).
+        result: String,
+    },
     /// A `headerSeq` on a message that is not a developer message.
     #[error("{role} message {id} carries a headerSeq")]
     HeaderSeqOutsideDeveloper {
@@ -281,6 +323,183 @@ pub(crate) struct LogState {
     pub unterminated_tail: bool,
     /// The latest surface replace.
     pub last_replace: Option<Seq>,
+    /// Tool calls and results on the surface, for the pairing rules.
+    pub pairing: Pairing,
+}
+
+/// Where the surface's tool calls and results are, kept as the surface changes so that the
+/// pairing rules (reference §1 item 16) cost O(log n) per call or result they look at, never
+/// a walk of the surface.
+///
+/// Each surface node has a *key*, strictly increasing along the surface: an appended node
+/// takes its event's `Seq` (larger than every key), and a replace's node takes the key of the
+/// first node it replaces (between its neighbours'). So a range of positions is a range of
+/// keys, and the keys of the nodes that stay never change.
+#[derive(Clone, Default)]
+pub(crate) struct Pairing {
+    /// The key of each surface node, in surface order (parallel to `LogState::surface`).
+    keys: imbl::Vector<usize>,
+    /// The surface's assistant messages that hold a tool call, by key.
+    call_nodes: imbl::OrdMap<usize, Message>,
+    /// Each call id on the surface: the keys of the assistant messages holding it.
+    calls: imbl::HashMap<Arc<str>, imbl::OrdSet<usize>>,
+    /// The surface's tool results, by key: the call id each names.
+    result_nodes: imbl::OrdMap<usize, Arc<str>>,
+    /// Each call id results on the surface name: their keys and message ids.
+    results: imbl::HashMap<Arc<str>, imbl::OrdMap<usize, Arc<str>>>,
+}
+
+/// The call id a surface tool result names.
+fn result_call_id(message: &Message) -> Option<&str> {
+    match (message.role(), message.source()) {
+        (Role::Tool, MessageSource::Tool { call_id }) => Some(call_id),
+        _ => None,
+    }
+}
+
+/// The calls an assistant message holds (calls in other messages answer nothing: the
+/// serializers refuse them).
+fn assistant_calls(message: &Message) -> impl Iterator<Item = &str> {
+    (message.role() == Role::Assistant)
+        .then(|| message.tool_calls().map(|c| c.id()))
+        .into_iter()
+        .flatten()
+}
+
+impl Pairing {
+    /// Whether an assistant message holding `call_id` sits at a key below `below` (anywhere
+    /// on the surface for `None`). O(log n).
+    fn call_before(&self, call_id: &str, below: Option<usize>) -> bool {
+        self.calls.get(call_id).is_some_and(|keys| match below {
+            None => !keys.is_empty(),
+            Some(k) => keys.range(..k).next().is_some(),
+        })
+    }
+
+    /// The first tool call the replace of `start..=end` by `node` would leave a result of
+    /// on the surface without any call before it: (call id, result message id). O(log n)
+    /// per call the range removes.
+    fn orphaned_by_replace(
+        &self,
+        start: usize,
+        end: usize,
+        node: Option<&Message>,
+    ) -> Option<(String, String)> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let (Some(&first), Some(&last)) = (self.keys.get(start), self.keys.get(end)) else {
+            return None;
+        };
+        for (_, message) in self.call_nodes.range(first..=last) {
+            for call_id in assistant_calls(message) {
+                // The first result of the call after the range: a later one has at least
+                // the calls this one has before it.
+                let Some((&result, result_id)) = self
+                    .results
+                    .get(call_id)
+                    .and_then(|r| r.range((Excluded(last), Unbounded)).next())
+                else {
+                    continue;
+                };
+                let put_back = node.is_some_and(|n| assistant_calls(n).any(|c| c == call_id));
+                let kept = self.calls.get(call_id).is_some_and(|keys| {
+                    keys.range(..first).next().is_some()
+                        || keys
+                            .range((Excluded(last), Excluded(result)))
+                            .next()
+                            .is_some()
+                });
+                if !(put_back || kept) {
+                    return Some((call_id.to_owned(), result_id.to_string()));
+                }
+            }
+        }
+        None
+    }
+
+    /// Records `node`, placed by `op` at the next surface change, `seq` being its event's.
+    /// O(log n) per call or result the change adds or removes.
+    fn apply(&mut self, seq: usize, op: SurfaceOp, node: &SurfaceNode) {
+        let key = match op {
+            SurfaceOp::Append => {
+                self.keys.push_back(seq);
+                seq
+            }
+            SurfaceOp::Replace { start, end } => {
+                let key = self.keys.get(start).copied().unwrap_or(seq);
+                let last = self.keys.get(end).copied().unwrap_or(key);
+                self.remove(key, last);
+                let tail = self.keys.split_off((end + 1).min(self.keys.len()));
+                self.keys.truncate(start.min(self.keys.len()));
+                self.keys.push_back(key);
+                self.keys.append(tail);
+                key
+            }
+        };
+        let SurfaceNode::Message(message) = node else {
+            return;
+        };
+        if let Some(call_id) = result_call_id(message) {
+            let call_id: Arc<str> = Arc::from(call_id);
+            let id: Arc<str> = Arc::from(message.id());
+            self.result_nodes.insert(key, Arc::clone(&call_id));
+            self.results.entry(call_id).or_default().insert(key, id);
+        }
+        let mut holds_call = false;
+        for call_id in assistant_calls(message) {
+            holds_call = true;
+            self.calls
+                .entry(Arc::from(call_id))
+                .or_default()
+                .insert(key);
+        }
+        if holds_call {
+            self.call_nodes.insert(key, message.clone());
+        }
+    }
+
+    /// Forgets the calls and results of the nodes with keys `first..=last`.
+    fn remove(&mut self, first: usize, last: usize) {
+        let calls: Vec<(usize, Message)> = self
+            .call_nodes
+            .range(first..=last)
+            .map(|(k, m)| (*k, m.clone()))
+            .collect();
+        for (key, message) in calls {
+            self.call_nodes.remove(&key);
+            for call_id in assistant_calls(&message) {
+                if let Some(keys) = self.calls.get_mut(call_id) {
+                    keys.remove(&key);
+                    if keys.is_empty() {
+                        self.calls.remove(call_id);
+                    }
+                }
+            }
+        }
+        let results: Vec<(usize, Arc<str>)> = self
+            .result_nodes
+            .range(first..=last)
+            .map(|(k, c)| (*k, Arc::clone(c)))
+            .collect();
+        for (key, call_id) in results {
+            self.result_nodes.remove(&key);
+            if let Some(keys) = self.results.get_mut(&*call_id) {
+                keys.remove(&key);
+                if keys.is_empty() {
+                    self.results.remove(&*call_id);
+                }
+            }
+        }
+    }
+}
+
+/// Which rules a check applies.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rules {
+    /// Everything: `append`, `append_json`, batches.
+    Append,
+    /// Loading a file: everything but the surface rules added after files were written
+    /// (reference §1 item 16), so a file that loaded before still loads.
+    Load,
 }
 
 impl LogState {
@@ -302,10 +521,58 @@ impl LogState {
         Seq::from(self.events.len())
     }
 
-    /// reference §1 validation of `event` as the next event. O(size of the event + log n).
-    pub fn check(&self, event: &Event) -> Result<(), AppendError> {
+    /// reference §1 validation of `event` as the next event. O(size of the event + log n),
+    /// and O(log n) more per tool call a replace removes.
+    pub fn check(&self, event: &Event, rules: Rules) -> Result<(), AppendError> {
         self.check_kind(event)
+            .and_then(|()| match rules {
+                Rules::Append => self.check_pairing(event),
+                Rules::Load => Ok(()),
+            })
             .map_err(|kind| AppendError::new(self.next_seq(), kind))
+    }
+
+    /// The surface rules of reference §1 item 16 (after the others passed, so a replace's
+    /// range is on the surface): no empty assistant message, no tool result without its call.
+    fn check_pairing(&self, event: &Event) -> Result<(), AppendErrorKind> {
+        let (op, message) = match event {
+            Event::Message(m) => (m.surface_op, Some(&m.message)),
+            Event::Opaque(o) => (o.surface_op(), None),
+            _ => return Ok(()),
+        };
+        let Some(op) = op else { return Ok(()) };
+        if let Some(m) = message {
+            let empty =
+                |b: &ContentBlock| matches!(b, ContentBlock::Text { text } if text.is_empty());
+            if m.role() == Role::Assistant && m.content().iter().all(empty) {
+                return Err(AppendErrorKind::EmptyAssistantMessage {
+                    id: m.id().to_owned(),
+                });
+            }
+            if let Some(call_id) = result_call_id(m) {
+                let below = match op {
+                    SurfaceOp::Append => None,
+                    SurfaceOp::Replace { start, .. } => self.pairing.keys.get(start).copied(),
+                };
+                if !self.pairing.call_before(call_id, below) {
+                    return Err(AppendErrorKind::OrphanToolResult {
+                        id: m.id().to_owned(),
+                        call_id: call_id.to_owned(),
+                    });
+                }
+            }
+        }
+        if let SurfaceOp::Replace { start, end } = op
+            && let Some((call_id, result)) = self.pairing.orphaned_by_replace(start, end, message)
+        {
+            return Err(AppendErrorKind::ReplaceOrphansToolResult {
+                start,
+                end,
+                call_id,
+                result,
+            });
+        }
+        Ok(())
     }
 
     fn check_kind(&self, event: &Event) -> Result<(), AppendErrorKind> {
@@ -480,6 +747,7 @@ impl LogState {
             }
         };
         if let Some((op, node)) = node {
+            self.pairing.apply(seq.index(), op, &node);
             self.surface_version += 1;
             match op {
                 SurfaceOp::Append => self.surface.push_back(node),
