@@ -18,7 +18,11 @@ use crate::vocab::{
 };
 
 /// Why `append` (or loading) refused an event: the event's position and what is wrong with
-/// it. The log is unchanged after a refusal.
+/// it. The log is unchanged after a refusal. Loading refuses every kind but the surface rules
+/// `append` alone applies ([`EmptyAssistantMessage`](AppendErrorKind::EmptyAssistantMessage),
+/// [`OrphanToolResult`](AppendErrorKind::OrphanToolResult),
+/// [`ReplaceOrphansToolResult`](AppendErrorKind::ReplaceOrphansToolResult); reference §1 items
+/// 16 to 19).
 ///
 /// Prints `event {seq}: ` and then the [kind](AppendErrorKind)'s message; its
 /// [`source`](std::error::Error::source) is the kind's (the decode or write fault).
@@ -208,7 +212,7 @@ pub enum AppendErrorKind {
     /// the end, so once anything follows it every request of the log would fail. Reasoning,
     /// tool calls and blocks of other types are content: whether they are sent depends on
     /// the route, and the serializer decides. A message without `surfaceOp` is never sent and
-    /// is not refused.
+    /// is not refused. Refused by `append` only: loading accepts it (reference §1 item 19).
     #[error("assistant message {id} has no content (no block, or only empty text)")]
     EmptyAssistantMessage {
         /// The message id.
@@ -218,7 +222,8 @@ pub enum AppendErrorKind {
     /// message before it on the surface (before the replaced range, for a replace) holds a
     /// tool call with its `callId`. Every serializer refuses it under the same name
     /// ([`MessageFault::OrphanToolResult`](crate::wire::MessageFault::OrphanToolResult)). A
-    /// result without `surfaceOp` is never sent and is not refused.
+    /// result without `surfaceOp` is never sent and is not refused. Refused by `append` only:
+    /// loading accepts it (reference §1 item 19).
     #[error("tool result {id} answers no tool call {call_id} on the surface")]
     OrphanToolResult {
         /// The result's message id.
@@ -229,7 +234,8 @@ pub enum AppendErrorKind {
     /// A replace that would leave a tool result on the surface without its call: it removes
     /// every assistant message before the result that holds the call, and its own message
     /// does not hold it. A replace that removes the results too (a compaction that removes a
-    /// call and its results), or puts the call back, is accepted.
+    /// call and its results), or puts the call back, is accepted. Refused by `append` only:
+    /// loading accepts it (reference §1 item 19).
     #[error(
         "replace {start}..={end} removes tool call {call_id} and leaves its result {result} on the surface"
     )]
@@ -328,7 +334,7 @@ pub(crate) struct LogState {
 }
 
 /// Where the surface's tool calls and results are, kept as the surface changes so that the
-/// pairing rules (reference §1 item 16) cost O(log n) per call or result they look at, never
+/// pairing rules (reference §1 items 17 and 18) cost O(log n) per call or result they look at, never
 /// a walk of the surface.
 ///
 /// Each surface node has a *key*, strictly increasing along the surface: an appended node
@@ -498,7 +504,7 @@ pub(crate) enum Rules {
     /// Everything: `append`, `append_json`, batches.
     Append,
     /// Loading a file: everything but the surface rules added after files were written
-    /// (reference §1 item 16), so a file that loaded before still loads.
+    /// (reference §1 items 16 to 18), so a file that loaded before still loads (item 19).
     Load,
 }
 
@@ -532,8 +538,9 @@ impl LogState {
             .map_err(|kind| AppendError::new(self.next_seq(), kind))
     }
 
-    /// The surface rules of reference §1 item 16 (after the others passed, so a replace's
-    /// range is on the surface): no empty assistant message, no tool result without its call.
+    /// The surface rules of reference §1 items 16 to 18 (after the others passed, so a
+    /// replace's range is on the surface): no empty assistant message, no tool result without
+    /// its call. `append` only: loading skips them (item 19).
     fn check_pairing(&self, event: &Event) -> Result<(), AppendErrorKind> {
         let (op, message) = match event {
             Event::Message(m) => (m.surface_op, Some(&m.message)),
