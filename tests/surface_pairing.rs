@@ -161,6 +161,13 @@ fn a_tool_result_must_answer_a_call_on_the_surface() {
     // A call of another id, a call in the log only, a call in a user message: none answers.
     s.append(Event::append(answer("a1", &["c2"]))).unwrap();
     s.append(log_only(answer("a-log", &["c1"]))).unwrap();
+    let in_user = Message::new(
+        "u-call",
+        Role::User,
+        answer("x", &["c1"]).content().to_vec(),
+        MessageSource::User,
+    );
+    s.append(Event::append(in_user)).unwrap();
     let kind = refused(&s, Event::append(result("t1", "c1")));
     assert!(matches!(kind, AppendErrorKind::OrphanToolResult { .. }));
 
@@ -170,15 +177,15 @@ fn a_tool_result_must_answer_a_call_on_the_surface() {
     s.append(log_only(result("t-log", "c9"))).unwrap();
 
     // A result put in place by a replace needs its call before the replaced range.
-    // Surface: u1 a1(c2) t2.
-    let kind = refused(&s, Event::replace(result("t3", "c2"), 1, 2));
+    // Surface: u1 a1(c2) u-call t2.
+    let kind = refused(&s, Event::replace(result("t3", "c2"), 1, 3));
     assert!(matches!(kind, AppendErrorKind::OrphanToolResult { .. }));
     // The boundary: replacing the result alone (a compaction that shortens a tool result).
-    s.append(Event::replace(result("t3", "c2"), 2, 2)).unwrap();
-    assert_eq!(ids(&s), ["u1", "a1", "t3"]);
+    s.append(Event::replace(result("t3", "c2"), 3, 3)).unwrap();
+    assert_eq!(ids(&s), ["u1", "a1", "u-call", "t3"]);
 
     // A call a compaction removed answers nothing any more.
-    s.append(Event::replace(Message::user("summary", "so far"), 0, 2))
+    s.append(Event::replace(Message::user("summary", "so far"), 0, 3))
         .unwrap();
     let kind = refused(&s, Event::append(result("t4", "c2")));
     assert!(matches!(kind, AppendErrorKind::OrphanToolResult { .. }));

@@ -334,8 +334,8 @@ pub(crate) struct LogState {
 }
 
 /// Where the surface's tool calls and results are, kept as the surface changes so that the
-/// pairing rules (reference §1 items 17 and 18) cost O(log n) per call or result they look at, never
-/// a walk of the surface.
+/// pairing rules (reference §1 items 17 and 18) cost O(log n) per call or result they look at,
+/// never a walk of the surface.
 ///
 /// Each surface node has a *key*, strictly increasing along the surface: an appended node
 /// takes its event's `Seq` (larger than every key), and a replace's node takes the key of the
