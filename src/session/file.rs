@@ -497,6 +497,11 @@ impl Session {
     /// file does not hold whole, is dropped and reported; a valid final line without `\n` is
     /// kept and reported as unterminated. No limits: see [`FileOptions`] for them.
     ///
+    /// Each event is validated as [`append`](Self::append) validates it, except for the surface
+    /// rules `append` alone applies (reference §1 items 16 to 19): a file written before them,
+    /// holding an empty assistant message or a tool result without its call, still loads, and
+    /// the serializers refuse its requests with their own typed errors.
+    ///
     /// # Errors
     /// [`LoadError::NoSessionLine`] for an empty file or one whose only line is torn;
     /// [`LoadError::EmptyLine`]; [`LoadError::UnsupportedVersion`];

@@ -320,7 +320,13 @@ impl Session {
     /// Validates and appends one event; returns its `Seq`. A persisting session writes and
     /// flushes the line before returning.
     ///
-    /// O(size of the event + log n).
+    /// O(size of the event + log n), and O(log n) more per tool call a replace removes.
+    ///
+    /// Besides the rules loading applies, `append` refuses what would make every later request
+    /// fail (reference §1 items 16 to 18): an empty assistant message on the surface
+    /// ([`AppendErrorKind::EmptyAssistantMessage`]), a tool result answering no call on the
+    /// surface ([`AppendErrorKind::OrphanToolResult`]), a replace that would leave one
+    /// ([`AppendErrorKind::ReplaceOrphansToolResult`]).
     ///
     /// # Errors
     /// The [`AppendError`] of the first rule the event breaks (reference §1), naming its `Seq`, or
