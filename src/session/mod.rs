@@ -320,7 +320,8 @@ impl Session {
     /// Validates and appends one event; returns its `Seq`. A persisting session writes and
     /// flushes the line before returning.
     ///
-    /// O(size of the event + log n), and O(log n) more per tool call a replace removes.
+    /// O(size of the event + log n); a replace also costs O(1) per node it removes and
+    /// O(log n) per tool call among them (each node is removed once).
     ///
     /// Besides the rules loading applies, `append` refuses what would make every later request
     /// fail (reference §1 items 16 to 18): an empty assistant message on the surface

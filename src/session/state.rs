@@ -4,6 +4,7 @@
 //! committed by swapping it in: all or nothing, with nothing to undo.
 
 use std::collections::HashSet;
+use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 use super::SurfaceNode;
@@ -345,14 +346,59 @@ pub(crate) struct LogState {
 pub(crate) struct Pairing {
     /// The key of each surface node, in surface order (parallel to `LogState::surface`).
     keys: imbl::Vector<usize>,
-    /// The surface's assistant messages that hold a tool call, by key.
-    call_nodes: imbl::OrdMap<usize, Message>,
     /// Each call id on the surface: the keys of the assistant messages holding it.
-    calls: imbl::HashMap<Arc<str>, imbl::OrdSet<usize>>,
-    /// The surface's tool results, by key: the call id each names.
-    result_nodes: imbl::OrdMap<usize, Arc<str>>,
+    calls: imbl::HashMap<Arc<str>, Keys<()>>,
     /// Each call id results on the surface name: their keys and message ids.
-    results: imbl::HashMap<Arc<str>, imbl::OrdMap<usize, Arc<str>>>,
+    results: imbl::HashMap<Arc<str>, Keys<Arc<str>>>,
+}
+
+/// The keys of one call id's calls (or results), each with a value: almost always one, which
+/// then costs no map of its own.
+#[derive(Clone)]
+enum Keys<V: Clone> {
+    One(usize, V),
+    Many(imbl::OrdMap<usize, V>),
+}
+
+impl<V: Clone> Keys<V> {
+    fn insert(&mut self, key: usize, value: V) {
+        match self {
+            Keys::One(k, v) if *k == key => *v = value,
+            Keys::One(k, v) => {
+                let mut many = imbl::OrdMap::new();
+                many.insert(*k, v.clone());
+                many.insert(key, value);
+                *self = Keys::Many(many);
+            }
+            Keys::Many(many) => {
+                many.insert(key, value);
+            }
+        }
+    }
+
+    /// Removes `key`; whether no key is left.
+    fn remove(&mut self, key: usize) -> bool {
+        match self {
+            Keys::One(k, _) => *k == key,
+            Keys::Many(many) => {
+                many.remove(&key);
+                many.is_empty()
+            }
+        }
+    }
+
+    /// The lowest key in `range`, with its value. O(log n).
+    fn first_in(&self, range: (Bound<usize>, Bound<usize>)) -> Option<(usize, &V)> {
+        match self {
+            Keys::One(k, v) => range.contains(k).then_some((*k, v)),
+            Keys::Many(many) => many.range(range).next().map(|(k, v)| (*k, v)),
+        }
+    }
+}
+
+/// Keys below `key`.
+fn below(key: usize) -> (Bound<usize>, Bound<usize>) {
+    (Bound::Unbounded, Bound::Excluded(key))
 }
 
 /// The call id a surface tool result names.
@@ -373,45 +419,52 @@ fn assistant_calls(message: &Message) -> impl Iterator<Item = &str> {
 }
 
 impl Pairing {
-    /// Whether an assistant message holding `call_id` sits at a key below `below` (anywhere
+    /// Whether an assistant message holding `call_id` sits at a key below `limit` (anywhere
     /// on the surface for `None`). O(log n).
-    fn call_before(&self, call_id: &str, below: Option<usize>) -> bool {
-        self.calls.get(call_id).is_some_and(|keys| match below {
-            None => !keys.is_empty(),
-            Some(k) => keys.range(..k).next().is_some(),
-        })
+    fn call_before(&self, call_id: &str, limit: Option<usize>) -> bool {
+        let range = limit.map_or((Bound::Unbounded, Bound::Unbounded), below);
+        self.calls
+            .get(call_id)
+            .is_some_and(|keys| keys.first_in(range).is_some())
     }
 
-    /// The first tool call the replace of `start..=end` by `node` would leave a result of
-    /// on the surface without any call before it: (call id, result message id). O(log n)
-    /// per call the range removes.
+    /// The first tool call the replace of `start..=end` of `surface` by `node` would leave a
+    /// result of on the surface without any call before it: (call id, result message id).
+    /// O(1) per node the range removes and O(log n) per call among them.
     fn orphaned_by_replace(
         &self,
+        surface: &imbl::Vector<SurfaceNode>,
         start: usize,
         end: usize,
         node: Option<&Message>,
     ) -> Option<(String, String)> {
-        use std::ops::Bound::{Excluded, Unbounded};
         let (Some(&first), Some(&last)) = (self.keys.get(start), self.keys.get(end)) else {
             return None;
         };
-        for (_, message) in self.call_nodes.range(first..=last) {
+        let range = start..(end + 1).min(surface.len());
+        if range.is_empty() {
+            // `Focus::narrow` panics on an empty range; a checked replace is never empty.
+            return None;
+        }
+        for removed in surface.focus().narrow(range) {
+            let SurfaceNode::Message(message) = removed else {
+                continue;
+            };
             for call_id in assistant_calls(message) {
                 // The first result of the call after the range: a later one has at least
                 // the calls this one has before it.
-                let Some((&result, result_id)) = self
+                let Some((result, result_id)) = self
                     .results
                     .get(call_id)
-                    .and_then(|r| r.range((Excluded(last), Unbounded)).next())
+                    .and_then(|r| r.first_in((Bound::Excluded(last), Bound::Unbounded)))
                 else {
                     continue;
                 };
                 let put_back = node.is_some_and(|n| assistant_calls(n).any(|c| c == call_id));
                 let kept = self.calls.get(call_id).is_some_and(|keys| {
-                    keys.range(..first).next().is_some()
+                    keys.first_in(below(first)).is_some()
                         || keys
-                            .range((Excluded(last), Excluded(result)))
-                            .next()
+                            .first_in((Bound::Excluded(last), Bound::Excluded(result)))
                             .is_some()
                 });
                 if !(put_back || kept) {
@@ -422,9 +475,16 @@ impl Pairing {
         None
     }
 
-    /// Records `node`, placed by `op` at the next surface change, `seq` being its event's.
-    /// O(log n) per call or result the change adds or removes.
-    fn apply(&mut self, seq: usize, op: SurfaceOp, node: &SurfaceNode) {
+    /// Records `node`, placed by `op` on `surface` (as it was before the change), `seq` being
+    /// its event's. O(1) per node a replace removes and O(log n) per call or result it adds
+    /// or removes.
+    fn apply(
+        &mut self,
+        surface: &imbl::Vector<SurfaceNode>,
+        seq: usize,
+        op: SurfaceOp,
+        node: &SurfaceNode,
+    ) {
         let key = match op {
             SurfaceOp::Append => {
                 self.keys.push_back(seq);
@@ -432,8 +492,17 @@ impl Pairing {
             }
             SurfaceOp::Replace { start, end } => {
                 let key = self.keys.get(start).copied().unwrap_or(seq);
-                let last = self.keys.get(end).copied().unwrap_or(key);
-                self.remove(key, last);
+                let range = start..(end + 1).min(surface.len()).min(self.keys.len());
+                if !range.is_empty() {
+                    let removed = surface.focus().narrow(range.clone());
+                    let all_keys = self.keys.clone(); // O(1): `forget` borrows `self`
+                    let keys = all_keys.focus().narrow(range);
+                    for (removed, key) in removed.into_iter().zip(keys) {
+                        if let SurfaceNode::Message(message) = removed {
+                            self.forget(message, *key);
+                        }
+                    }
+                }
                 let tail = self.keys.split_off((end + 1).min(self.keys.len()));
                 self.keys.truncate(start.min(self.keys.len()));
                 self.keys.push_back(key);
@@ -445,55 +514,35 @@ impl Pairing {
             return;
         };
         if let Some(call_id) = result_call_id(message) {
-            let call_id: Arc<str> = Arc::from(call_id);
             let id: Arc<str> = Arc::from(message.id());
-            self.result_nodes.insert(key, Arc::clone(&call_id));
-            self.results.entry(call_id).or_default().insert(key, id);
+            match self.results.get_mut(call_id) {
+                Some(keys) => keys.insert(key, id),
+                None => {
+                    self.results.insert(Arc::from(call_id), Keys::One(key, id));
+                }
+            }
         }
-        let mut holds_call = false;
         for call_id in assistant_calls(message) {
-            holds_call = true;
-            self.calls
-                .entry(Arc::from(call_id))
-                .or_default()
-                .insert(key);
-        }
-        if holds_call {
-            self.call_nodes.insert(key, message.clone());
+            match self.calls.get_mut(call_id) {
+                Some(keys) => keys.insert(key, ()),
+                None => {
+                    self.calls.insert(Arc::from(call_id), Keys::One(key, ()));
+                }
+            }
         }
     }
 
-    /// Forgets the calls and results of the nodes with keys `first..=last`.
-    fn remove(&mut self, first: usize, last: usize) {
-        let calls: Vec<(usize, Message)> = self
-            .call_nodes
-            .range(first..=last)
-            .map(|(k, m)| (*k, m.clone()))
-            .collect();
-        for (key, message) in calls {
-            self.call_nodes.remove(&key);
-            for call_id in assistant_calls(&message) {
-                if let Some(keys) = self.calls.get_mut(call_id) {
-                    keys.remove(&key);
-                    if keys.is_empty() {
-                        self.calls.remove(call_id);
-                    }
-                }
+    /// Forgets the calls and the result of `message`, the node at `key`.
+    fn forget(&mut self, message: &Message, key: usize) {
+        for call_id in assistant_calls(message) {
+            if self.calls.get_mut(call_id).is_some_and(|k| k.remove(key)) {
+                self.calls.remove(call_id);
             }
         }
-        let results: Vec<(usize, Arc<str>)> = self
-            .result_nodes
-            .range(first..=last)
-            .map(|(k, c)| (*k, Arc::clone(c)))
-            .collect();
-        for (key, call_id) in results {
-            self.result_nodes.remove(&key);
-            if let Some(keys) = self.results.get_mut(&*call_id) {
-                keys.remove(&key);
-                if keys.is_empty() {
-                    self.results.remove(&*call_id);
-                }
-            }
+        if let Some(call_id) = result_call_id(message)
+            && self.results.get_mut(call_id).is_some_and(|k| k.remove(key))
+        {
+            self.results.remove(call_id);
         }
     }
 }
@@ -528,7 +577,7 @@ impl LogState {
     }
 
     /// reference §1 validation of `event` as the next event. O(size of the event + log n),
-    /// and O(log n) more per tool call a replace removes.
+    /// and for a replace O(1) more per node it removes and O(log n) per tool call among them.
     pub fn check(&self, event: &Event, rules: Rules) -> Result<(), AppendError> {
         self.check_kind(event)
             .and_then(|()| match rules {
@@ -570,7 +619,9 @@ impl LogState {
             }
         }
         if let SurfaceOp::Replace { start, end } = op
-            && let Some((call_id, result)) = self.pairing.orphaned_by_replace(start, end, message)
+            && let Some((call_id, result)) =
+                self.pairing
+                    .orphaned_by_replace(&self.surface, start, end, message)
         {
             return Err(AppendErrorKind::ReplaceOrphansToolResult {
                 start,
@@ -754,7 +805,7 @@ impl LogState {
             }
         };
         if let Some((op, node)) = node {
-            self.pairing.apply(seq.index(), op, &node);
+            self.pairing.apply(&self.surface, seq.index(), op, &node);
             self.surface_version += 1;
             match op {
                 SurfaceOp::Append => self.surface.push_back(node),
