@@ -476,8 +476,9 @@ impl Pairing {
     }
 
     /// Records `node`, placed by `op` on `surface` (as it was before the change), `seq` being
-    /// its event's. O(1) per node a replace removes and O(log n) per call or result it adds
-    /// or removes.
+    /// its event's. O(log n) per call or result it adds; a replace also walks the nodes it
+    /// removes (O(1) each, O(log n) per call or result among them), or, when it removes more
+    /// than it keeps, the nodes it keeps, rebuilding the index from them.
     fn apply(
         &mut self,
         surface: &imbl::Vector<SurfaceNode>,
@@ -492,14 +493,35 @@ impl Pairing {
             }
             SurfaceOp::Replace { start, end } => {
                 let key = self.keys.get(start).copied().unwrap_or(seq);
-                let range = start..(end + 1).min(surface.len()).min(self.keys.len());
-                if !range.is_empty() {
-                    let removed = surface.focus().narrow(range.clone());
-                    let all_keys = self.keys.clone(); // O(1): `forget` borrows `self`
-                    let keys = all_keys.focus().narrow(range);
-                    for (removed, key) in removed.into_iter().zip(keys) {
+                let len = surface.len().min(self.keys.len());
+                let range = start..(end + 1).min(len);
+                let all_keys = self.keys.clone(); // O(1): the loops below borrow `self`
+                let nodes = |r: std::ops::Range<usize>| {
+                    (!r.is_empty())
+                        .then(|| {
+                            surface
+                                .focus()
+                                .narrow(r.clone())
+                                .into_iter()
+                                .zip(all_keys.focus().narrow(r))
+                        })
+                        .into_iter()
+                        .flatten()
+                };
+                if range.len() <= len - range.len() {
+                    for (removed, key) in nodes(range.clone()) {
                         if let SurfaceNode::Message(message) = removed {
                             self.forget(message, *key);
+                        }
+                    }
+                } else {
+                    // A compaction that removes most of the surface: rebuilding from the nodes
+                    // that stay costs less than forgetting the removed ones one by one.
+                    self.calls = imbl::HashMap::new();
+                    self.results = imbl::HashMap::new();
+                    for (kept, key) in nodes(0..range.start).chain(nodes(range.end..len)) {
+                        if let SurfaceNode::Message(message) = kept {
+                            self.record(message, *key);
                         }
                     }
                 }
@@ -510,9 +532,13 @@ impl Pairing {
                 key
             }
         };
-        let SurfaceNode::Message(message) = node else {
-            return;
-        };
+        if let SurfaceNode::Message(message) = node {
+            self.record(message, key);
+        }
+    }
+
+    /// Records the calls and the result of `message`, the node at `key`.
+    fn record(&mut self, message: &Message, key: usize) {
         if let Some(call_id) = result_call_id(message) {
             let id: Arc<str> = Arc::from(message.id());
             match self.results.get_mut(call_id) {
