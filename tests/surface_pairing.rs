@@ -249,6 +249,21 @@ fn a_replace_may_not_orphan_a_tool_result() {
     s.append(Event::replace(answer("a1-short", &["c2", "c1"]), 1, 1))
         .unwrap();
     assert_eq!(ids(&s), ["u1", "a1-short", "t1", "t2", "u2"]);
+    // Also when the replace removes most of the surface.
+    let s2 = session_of(vec![
+        Event::append(Message::user("u0", "a")),
+        Event::append(Message::user("u1", "b")),
+        Event::append(answer("a1", &["c1"])),
+        Event::append(result("t1", "c1")),
+    ]);
+    let kind = refused(&s2, Event::replace(Message::user("summary", "x"), 0, 2));
+    assert!(matches!(
+        kind,
+        AppendErrorKind::ReplaceOrphansToolResult { .. }
+    ));
+    s2.append(Event::replace(answer("a1-short", &["c1"]), 0, 2))
+        .unwrap();
+    assert_eq!(ids(&s2), ["a1-short", "t1"]);
     // …but one that keeps only one of them does not.
     let kind = refused(&s, Event::replace(answer("a1-shorter", &["c1"]), 1, 1));
     assert!(
@@ -373,6 +388,23 @@ fn old_files_that_break_the_rules_still_load_and_the_wire_still_refuses_them() {
     assert!(matches!(kind, AppendErrorKind::OrphanToolResult { .. }));
     opened.append(Event::append(answer("a2", &["c2"]))).unwrap();
     opened.append(Event::append(result("t2", "c2"))).unwrap();
+    // A replace is refused only for a result it orphans, not for one the file already held
+    // orphaned: a small replace before it, and a compaction of most of the surface.
+    let line = |e: Event| e.to_json();
+    let legacy = LogBuilder::new("legacy").lines([
+        line(Event::append(Message::user("u1", "a"))),
+        line(Event::append(Message::user("u2", "b"))),
+        line(Event::append(Message::user("u3", "c"))),
+        line(Event::append(result("t-orphan", "c9"))),
+    ]);
+    let s2 = Session::load_bytes(legacy.text().as_bytes())
+        .unwrap()
+        .session;
+    s2.append(Event::replace(Message::user("v1", "a"), 0, 0))
+        .unwrap();
+    s2.append(Event::replace(Message::user("v2", "x"), 0, 2))
+        .unwrap();
+    assert_eq!(ids(&s2), ["v2", "t-orphan"]);
 
     // The serializers still refuse the loaded surface, with their own typed errors.
     let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());

@@ -320,8 +320,8 @@ impl Session {
     /// Validates and appends one event; returns its `Seq`. A persisting session writes and
     /// flushes the line before returning.
     ///
-    /// O(size of the event + log n); a replace also costs O(1) per node it removes and
-    /// O(log n) per tool call among them (each node is removed once).
+    /// O(size of the event + log n); a replace also walks the smaller of what it removes and
+    /// what it keeps of the surface (O(1) per node, O(log n) per tool call or result).
     ///
     /// Besides the rules loading applies, `append` refuses what would make every later request
     /// fail (reference §1 items 16 to 18): an empty assistant message on the surface

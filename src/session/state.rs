@@ -430,7 +430,8 @@ impl Pairing {
 
     /// The first tool call the replace of `start..=end` of `surface` by `node` would leave a
     /// result of on the surface without any call before it: (call id, result message id).
-    /// O(1) per node the range removes and O(log n) per call among them.
+    /// O(1) per node the range removes and O(log n) per call among them, or, when it removes
+    /// more than it keeps, O(1) per node after it and O(log n) per result among them.
     fn orphaned_by_replace(
         &self,
         surface: &imbl::Vector<SurfaceNode>,
@@ -441,9 +442,47 @@ impl Pairing {
         let (Some(&first), Some(&last)) = (self.keys.get(start), self.keys.get(end)) else {
             return None;
         };
-        let range = start..(end + 1).min(surface.len());
+        let len = surface.len().min(self.keys.len());
+        let range = start..(end + 1).min(len);
         if range.is_empty() {
             // `Focus::narrow` panics on an empty range; a checked replace is never empty.
+            return None;
+        }
+        let put_back =
+            |call_id: &str| node.is_some_and(|n| assistant_calls(n).any(|c| c == call_id));
+        // Whether a call of `call_id` stays before the result at `result`.
+        let kept = |call_id: &str, result: usize| {
+            self.calls.get(call_id).is_some_and(|keys| {
+                keys.first_in(below(first)).is_some()
+                    || keys
+                        .first_in((Bound::Excluded(last), Bound::Excluded(result)))
+                        .is_some()
+            })
+        };
+        if range.len() > len - range.len() {
+            // A compaction that removes most of the surface: walk the results after it.
+            let after = (range.end < len).then(|| {
+                surface
+                    .focus()
+                    .narrow(range.end..len)
+                    .into_iter()
+                    .zip(self.keys.focus().narrow(range.end..len))
+            });
+            for (node_after, &result) in after.into_iter().flatten() {
+                let SurfaceNode::Message(message) = node_after else {
+                    continue;
+                };
+                let Some(call_id) = result_call_id(message) else {
+                    continue;
+                };
+                let removed = self.calls.get(call_id).is_some_and(|keys| {
+                    keys.first_in((Bound::Included(first), Bound::Included(last)))
+                        .is_some()
+                });
+                if removed && !put_back(call_id) && !kept(call_id, result) {
+                    return Some((call_id.to_owned(), message.id().to_owned()));
+                }
+            }
             return None;
         }
         for removed in surface.focus().narrow(range) {
@@ -460,14 +499,7 @@ impl Pairing {
                 else {
                     continue;
                 };
-                let put_back = node.is_some_and(|n| assistant_calls(n).any(|c| c == call_id));
-                let kept = self.calls.get(call_id).is_some_and(|keys| {
-                    keys.first_in(below(first)).is_some()
-                        || keys
-                            .first_in((Bound::Excluded(last), Bound::Excluded(result)))
-                            .is_some()
-                });
-                if !(put_back || kept) {
+                if !put_back(call_id) && !kept(call_id, result) {
                     return Some((call_id.to_owned(), result_id.to_string()));
                 }
             }
@@ -603,7 +635,8 @@ impl LogState {
     }
 
     /// reference §1 validation of `event` as the next event. O(size of the event + log n),
-    /// and for a replace O(1) more per node it removes and O(log n) per tool call among them.
+    /// and a replace walks the smaller of what it removes and what it keeps: O(1) per node,
+    /// O(log n) per tool call or result among them.
     pub fn check(&self, event: &Event, rules: Rules) -> Result<(), AppendError> {
         self.check_kind(event)
             .and_then(|()| match rules {
