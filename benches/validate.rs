@@ -1,4 +1,5 @@
-//! Checking and folding a developer message against a header of 10 and of 10,000 tools.
+//! Checking and folding a developer message against a header of 10 and of 10,000 tools, and
+//! appending a tool call and its result on a surface of 100 and of 100,000 pairs.
 //!
 //! reference §1 promises O(size of the event + log n) per check: the cost of a developer message
 //! naming a header must not grow with the header's tools. An index rebuilt per message made it
@@ -13,7 +14,7 @@ use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_ma
 use mektpoy::{
     Config, ContentBlock, Event, Message, Session, ToolSchema,
     event::{Reason, RequestHeader},
-    vocab::Seq,
+    vocab::{MessageSource, Role, Seq},
 };
 
 /// Developer messages folded per run of the fold benchmark (as in the measurement).
@@ -85,6 +86,57 @@ fn validate(c: &mut Criterion) {
     group.finish();
 }
 
+/// An assistant message holding call `c{i}`, and its result.
+fn call_and_result(i: usize) -> [Event; 2] {
+    let call = Message::new(
+        format!("a{i}"),
+        Role::Assistant,
+        vec![ContentBlock::ToolCall {
+            id: format!("c{i}"),
+            name: "read".to_owned(),
+            arguments: "{}".to_owned(),
+        }],
+        MessageSource::Model {
+            provider: "anthropic".to_owned(),
+            model: "claude-opus-5".to_owned(),
+        },
+    );
+    let result = Message::tool_result(format!("t{i}"), format!("c{i}"), "ok");
+    [Event::append(call), Event::append(result)]
+}
+
+/// reference §1 items 17 and 18: a tool result is checked against an index of the surface's
+/// calls, so appending a call and its result costs the same on a surface of 100 pairs as on
+/// one of 100,000.
+fn tool_results(c: &mut Criterion) {
+    let mut group = c.benchmark_group("tool_result");
+    for pairs in [100usize, 100_000] {
+        let session = Session::new("bench");
+        for i in 0..pairs {
+            for e in call_and_result(i) {
+                session.append(e).expect("pair");
+            }
+        }
+        let mut next = pairs;
+        group.bench_function(BenchmarkId::new("append_call_and_result", pairs), |b| {
+            b.iter_custom(|iters| {
+                let events: Vec<[Event; 2]> = (0..iters as usize)
+                    .map(|k| call_and_result(next + k))
+                    .collect();
+                next += iters as usize;
+                let start = Instant::now();
+                for pair in events {
+                    for e in pair {
+                        session.append(e).expect("append");
+                    }
+                }
+                start.elapsed()
+            })
+        });
+    }
+    group.finish();
+}
+
 /// A fork of the whole of `log` whose folds have read nothing yet.
 fn fresh(log: &Session) -> Session {
     Session::fork(log, log.len() as u64, "f").expect("fork")
@@ -96,6 +148,6 @@ criterion_group! {
         .sample_size(20)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(4));
-    targets = validate
+    targets = validate, tool_results
 }
 criterion_main!(benches);

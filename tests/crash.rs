@@ -119,10 +119,11 @@ fn run_batch(session: &Session, recorder: &mut Recorder, plan: &Plan, i: usize) 
     let size = plan.payload(&mut rng);
     if i % 4 == 3 {
         session
-            .append(Event::append(Message::tool_result(
+            .append(Event::append(Message::assistant(
                 format!("t{i}"),
-                format!("c{i}"),
                 text(i, 0, size),
+                "openai",
+                "gpt",
             )))
             .unwrap();
         return;

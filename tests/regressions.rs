@@ -221,6 +221,21 @@ fn a_tool_result_without_a_call_id_is_refused_at_append() {
         ),
         "{err:?}"
     );
+    // The boundary: a `{"kind":"tool","callId"}` source, answering a call on the surface.
+    let call = Message::new(
+        "a1",
+        Role::Assistant,
+        vec![ContentBlock::ToolCall {
+            id: "c1".into(),
+            name: "read".into(),
+            arguments: "{}".into(),
+        }],
+        MessageSource::Model {
+            provider: "p".into(),
+            model: "m".into(),
+        },
+    );
+    session.append(Event::append(call)).unwrap();
     session
         .append(Event::append(Message::tool_result("t1", "c1", "ok")))
         .unwrap();

@@ -168,11 +168,19 @@ fn render_str(v: &str, st: &mut Style, out: &mut String) {
 /// The tools a header may hold; descriptions and ids carry characters worth escaping.
 const TOOL_NAMES: [&str; 4] = ["read", "write/all", "grép", "bash"];
 
+/// A surface node of the generator's model: neither a call nor a result.
+const OTHER: u8 = 0;
+/// An assistant message holding the call `c1`.
+const CALL: u8 = 1;
+/// A tool result for `c1`.
+const RESULT: u8 = 2;
+
 /// Generates valid event lines from random choices, tracking what validity depends on.
 struct Gen {
     st: Style,
     lines: Vec<String>,
-    surface: usize,
+    /// The surface, one [`OTHER`], [`CALL`] or [`RESULT`] per node.
+    surface: Vec<u8>,
     /// Each header's `Seq` and tool names.
     headers: Vec<(usize, Vec<&'static str>)>,
 }
@@ -212,35 +220,52 @@ impl Gen {
         obj(fields)
     }
 
-    fn surface_op(&mut self, choice: u8, a: u8, b: u8) -> Option<J> {
-        match choice % 3 {
-            0 => Some(s("append")),
+    /// Chooses the surface op of an event whose node is `node` ([`OTHER`], [`CALL`]: an
+    /// assistant message holding call `c1`, [`RESULT`]: a result for `c1`), applies it to the
+    /// model and renders it. An op that would leave a result without an earlier call (which
+    /// `append` refuses) becomes an append, or no op when that would too.
+    fn place(&mut self, choice: u8, a: u8, b: u8, node: u8) -> Option<J> {
+        let op = match choice % 3 {
+            0 => Some(None),
             1 => None,
-            _ if self.surface == 0 => Some(s("append")),
+            _ if self.surface.is_empty() => Some(None),
             _ => {
-                let start = a as usize % self.surface;
-                let end = start + b as usize % (self.surface - start);
-                Some(obj(vec![
-                    ("op", s("replace")),
-                    ("start", int(start)),
-                    ("end", int(end)),
-                ]))
+                let start = a as usize % self.surface.len();
+                let end = start + b as usize % (self.surface.len() - start);
+                Some(Some((start, end)))
             }
-        }
-    }
-
-    fn apply_op(&mut self, op: &Option<J>) {
-        match op {
-            Some(J::Obj(f)) => {
-                let n = |i: usize| match &f[i].1 {
-                    J::Num(n) => n.parse::<usize>().unwrap(),
-                    _ => unreachable!(),
-                };
-                self.surface -= n(2) - n(1);
+        };
+        let after = |op: Option<(usize, usize)>| {
+            let mut nodes = self.surface.clone();
+            match op {
+                None => nodes.push(node),
+                Some((start, end)) => {
+                    nodes.splice(start..=end, [node]);
+                }
             }
-            Some(_) => self.surface += 1,
-            None => {}
-        }
+            nodes
+        };
+        let answered = |nodes: &[u8]| {
+            nodes
+                .iter()
+                .enumerate()
+                .all(|(q, n)| *n != RESULT || nodes[..q].contains(&CALL))
+        };
+        let op = match op {
+            Some(op) if answered(&after(op)) => Some(op),
+            Some(_) if answered(&after(None)) => Some(None),
+            _ => None,
+        };
+        let op = op?;
+        self.surface = after(op);
+        Some(match op {
+            None => s("append"),
+            Some((start, end)) => obj(vec![
+                ("op", s("replace")),
+                ("start", int(start)),
+                ("end", int(end)),
+            ]),
+        })
     }
 
     fn event(&mut self, kind: u8, a: u8, b: u8, flag: bool) {
@@ -281,9 +306,7 @@ impl Gen {
                 if flag {
                     envelope.push(("data", obj(vec![("v", self.st.number())])));
                 }
-                let op = self.surface_op(b, a, b / 3);
-                self.apply_op(&op);
-                if let Some(op) = op {
+                if let Some(op) = self.place(b, a, b / 3, OTHER) {
                     envelope.push(("surfaceOp", op));
                 }
             }
@@ -389,9 +412,12 @@ impl Gen {
                 }
                 envelope.push(("type", s(event_type(role))));
                 envelope.push(("data", obj(data)));
-                let op = self.surface_op(b, a, b / 3);
-                self.apply_op(&op);
-                if let Some(op) = op {
+                let node = match role {
+                    "assistant" => CALL,
+                    "tool" => RESULT,
+                    _ => OTHER,
+                };
+                if let Some(op) = self.place(b, a, b / 3, node) {
                     envelope.push(("surfaceOp", op));
                 }
             }
@@ -412,7 +438,7 @@ fn log_text(seed: u64, specs: &[(u8, u8, u8, bool)], terminated: bool) -> (Strin
     let mut g = Gen {
         st: Style(seed | 1),
         lines: Vec::new(),
-        surface: 0,
+        surface: Vec::new(),
         headers: Vec::new(),
     };
     for &(kind, a, b, flag) in specs {

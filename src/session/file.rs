@@ -15,6 +15,7 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::Value;
 
+use super::state::Rules;
 use super::{AppendError, AppendErrorKind, LogState, ParentRef, Session, line_text, read};
 use crate::event::Event;
 use crate::store::{
@@ -448,7 +449,7 @@ fn parse(bytes: &[u8], limits: Limits) -> Result<Parsed, LoadError> {
             // A whole session line is not a cut one, even without its `\n`.
             return Err(LoadError::SecondSessionLine { line: line.line });
         }
-        let checked = decoded.and_then(|event| match target.check(&event) {
+        let checked = decoded.and_then(|event| match target.check(&event, Rules::Load) {
             Ok(()) => Ok(event),
             Err(e) => Err(reject(e)),
         });
@@ -495,6 +496,11 @@ impl Session {
     /// Loads a session file. Lines keep their bytes; a torn final line, or a final batch the
     /// file does not hold whole, is dropped and reported; a valid final line without `\n` is
     /// kept and reported as unterminated. No limits: see [`FileOptions`] for them.
+    ///
+    /// Each event is validated as [`append`](Self::append) validates it, except for the surface
+    /// rules `append` alone applies (reference §1 items 16 to 19): a file written before them,
+    /// holding an empty assistant message or a tool result without its call, still loads, and
+    /// the serializers refuse its requests with their own typed errors.
     ///
     /// # Errors
     /// [`LoadError::NoSessionLine`] for an empty file or one whose only line is torn;

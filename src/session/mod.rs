@@ -322,7 +322,14 @@ impl Session {
     /// Validates and appends one event; returns its `Seq`. A persisting session writes and
     /// flushes the line before returning.
     ///
-    /// O(size of the event + log n).
+    /// O(size of the event + log n); a replace also walks the smaller of what it removes and
+    /// what it keeps of the surface (O(1) per node, O(log n) per tool call or result).
+    ///
+    /// Besides the rules loading applies, `append` refuses what would make every later request
+    /// fail (reference §1 items 16 to 18): an empty assistant message on the surface
+    /// ([`AppendErrorKind::EmptyAssistantMessage`]), a tool result answering no call on the
+    /// surface ([`AppendErrorKind::OrphanToolResult`]), a replace that would leave one
+    /// ([`AppendErrorKind::ReplaceOrphansToolResult`]).
     ///
     /// # Errors
     /// The [`AppendError`] of the first rule the event breaks (reference §1), naming its `Seq`, or
@@ -571,7 +578,7 @@ impl Transaction<'_> {
 
     /// Validates and applies `event`, whose log line is `line` when it came as text.
     pub fn push_line(&mut self, event: Event, line: Option<Arc<str>>) -> Result<Seq, AppendError> {
-        self.state.check(&event)?;
+        self.state.check(&event, state::Rules::Append)?;
         let seq = self.state.next_seq();
         self.state.apply(event, line);
         Ok(seq)

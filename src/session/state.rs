@@ -4,6 +4,7 @@
 //! committed by swapping it in: all or nothing, with nothing to undo.
 
 use std::collections::HashSet;
+use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 use super::SurfaceNode;
@@ -13,11 +14,16 @@ use crate::event::{
 };
 use crate::store::WriteError;
 use crate::vocab::{
-    ContentBlock, DEFERRED_PLACEHOLDER_NAME, MessageSource, Role, Seq, ToolIndex, arguments_depth,
+    ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, MessageSource, Role, Seq, ToolIndex,
+    arguments_depth,
 };
 
 /// Why `append` (or loading) refused an event: the event's position and what is wrong with
-/// it. The log is unchanged after a refusal.
+/// it. The log is unchanged after a refusal. Loading refuses every kind but the surface rules
+/// `append` alone applies ([`EmptyAssistantMessage`](AppendErrorKind::EmptyAssistantMessage),
+/// [`OrphanToolResult`](AppendErrorKind::OrphanToolResult),
+/// [`ReplaceOrphansToolResult`](AppendErrorKind::ReplaceOrphansToolResult); reference §1 items
+/// 16 to 19).
 ///
 /// Prints `event {seq}: ` and then the [kind](AppendErrorKind)'s message; its
 /// [`source`](std::error::Error::source) is the kind's (the decode or write fault).
@@ -201,6 +207,49 @@ pub enum AppendErrorKind {
         /// The message id.
         id: String,
     },
+    /// An assistant message placed on the surface without content: no block, or only text
+    /// blocks with empty text. The Messages API drops empty text and refuses an empty turn
+    /// ([`MessageFault::EmptyTurn`](crate::wire::MessageFault::EmptyTurn)) anywhere but at
+    /// the end, so once anything follows it every request of the log would fail. Reasoning,
+    /// tool calls and blocks of other types are content: whether they are sent depends on
+    /// the route, and the serializer decides. A message without `surfaceOp` is never sent and
+    /// is not refused. Refused by `append` only: loading accepts it (reference §1 item 19).
+    #[error("assistant message {id} has no content (no block, or only empty text)")]
+    EmptyAssistantMessage {
+        /// The message id.
+        id: String,
+    },
+    /// A `tool/result` placed on the surface that answers no tool call there: no assistant
+    /// message before it on the surface (before the replaced range, for a replace) holds a
+    /// tool call with its `callId`. Every serializer refuses it under the same name
+    /// ([`MessageFault::OrphanToolResult`](crate::wire::MessageFault::OrphanToolResult)). A
+    /// result without `surfaceOp` is never sent and is not refused. Refused by `append` only:
+    /// loading accepts it (reference §1 item 19).
+    #[error("tool result {id} answers no tool call {call_id} on the surface")]
+    OrphanToolResult {
+        /// The result's message id.
+        id: String,
+        /// The call id its source names.
+        call_id: String,
+    },
+    /// A replace that would leave a tool result on the surface without its call: it removes
+    /// every assistant message before the result that holds the call, and its own message
+    /// does not hold it. A replace that removes the results too (a compaction that removes a
+    /// call and its results), or puts the call back, is accepted. Refused by `append` only:
+    /// loading accepts it (reference §1 item 19).
+    #[error(
+        "replace {start}..={end} removes tool call {call_id} and leaves its result {result} on the surface"
+    )]
+    ReplaceOrphansToolResult {
+        /// First replaced node.
+        start: usize,
+        /// Last replaced node.
+        end: usize,
+        /// The removed call.
+        call_id: String,
+        /// The message id of the result left without it (the first after the range).
+        result: String,
+    },
     /// A `headerSeq` on a message that is not a developer message.
     #[error("{role} message {id} carries a headerSeq")]
     HeaderSeqOutsideDeveloper {
@@ -281,6 +330,289 @@ pub(crate) struct LogState {
     pub unterminated_tail: bool,
     /// The latest surface replace.
     pub last_replace: Option<Seq>,
+    /// Tool calls and results on the surface, for the pairing rules.
+    pub pairing: Pairing,
+}
+
+/// Where the surface's tool calls and results are, kept as the surface changes so that the
+/// pairing rules (reference §1 items 17 and 18) cost O(log n) per call or result they look at,
+/// never a walk of the surface.
+///
+/// Each surface node has a *key*, strictly increasing along the surface: an appended node
+/// takes its event's `Seq` (larger than every key), and a replace's node takes the key of the
+/// first node it replaces (between its neighbours'). So a range of positions is a range of
+/// keys, and the keys of the nodes that stay never change.
+#[derive(Clone, Default)]
+pub(crate) struct Pairing {
+    /// The key of each surface node, in surface order (parallel to `LogState::surface`).
+    keys: imbl::Vector<usize>,
+    /// Each call id on the surface: the keys of the assistant messages holding it.
+    calls: imbl::HashMap<Arc<str>, Keys<()>>,
+    /// Each call id results on the surface name: their keys and message ids.
+    results: imbl::HashMap<Arc<str>, Keys<Arc<str>>>,
+}
+
+/// The keys of one call id's calls (or results), each with a value: almost always one, which
+/// then costs no map of its own.
+#[derive(Clone)]
+enum Keys<V: Clone> {
+    One(usize, V),
+    Many(imbl::OrdMap<usize, V>),
+}
+
+impl<V: Clone> Keys<V> {
+    fn insert(&mut self, key: usize, value: V) {
+        match self {
+            Keys::One(k, v) if *k == key => *v = value,
+            Keys::One(k, v) => {
+                let mut many = imbl::OrdMap::new();
+                many.insert(*k, v.clone());
+                many.insert(key, value);
+                *self = Keys::Many(many);
+            }
+            Keys::Many(many) => {
+                many.insert(key, value);
+            }
+        }
+    }
+
+    /// Removes `key`; whether no key is left.
+    fn remove(&mut self, key: usize) -> bool {
+        match self {
+            Keys::One(k, _) => *k == key,
+            Keys::Many(many) => {
+                many.remove(&key);
+                many.is_empty()
+            }
+        }
+    }
+
+    /// The lowest key in `range`, with its value. O(log n).
+    fn first_in(&self, range: (Bound<usize>, Bound<usize>)) -> Option<(usize, &V)> {
+        match self {
+            Keys::One(k, v) => range.contains(k).then_some((*k, v)),
+            Keys::Many(many) => many.range(range).next().map(|(k, v)| (*k, v)),
+        }
+    }
+}
+
+/// Keys below `key`.
+fn below(key: usize) -> (Bound<usize>, Bound<usize>) {
+    (Bound::Unbounded, Bound::Excluded(key))
+}
+
+/// The call id a surface tool result names.
+fn result_call_id(message: &Message) -> Option<&str> {
+    match (message.role(), message.source()) {
+        (Role::Tool, MessageSource::Tool { call_id }) => Some(call_id),
+        _ => None,
+    }
+}
+
+/// The calls an assistant message holds (calls in other messages answer nothing: the
+/// serializers refuse them).
+fn assistant_calls(message: &Message) -> impl Iterator<Item = &str> {
+    (message.role() == Role::Assistant)
+        .then(|| message.tool_calls().map(|c| c.id()))
+        .into_iter()
+        .flatten()
+}
+
+impl Pairing {
+    /// Whether an assistant message holding `call_id` sits at a key below `limit` (anywhere
+    /// on the surface for `None`). O(log n).
+    fn call_before(&self, call_id: &str, limit: Option<usize>) -> bool {
+        let range = limit.map_or((Bound::Unbounded, Bound::Unbounded), below);
+        self.calls
+            .get(call_id)
+            .is_some_and(|keys| keys.first_in(range).is_some())
+    }
+
+    /// The first tool call the replace of `start..=end` of `surface` by `node` would leave a
+    /// result of on the surface without any call before it: (call id, result message id).
+    /// O(1) per node the range removes and O(log n) per call among them, or, when it removes
+    /// more than it keeps, O(1) per node after it and O(log n) per result among them.
+    fn orphaned_by_replace(
+        &self,
+        surface: &imbl::Vector<SurfaceNode>,
+        start: usize,
+        end: usize,
+        node: Option<&Message>,
+    ) -> Option<(String, String)> {
+        let (Some(&first), Some(&last)) = (self.keys.get(start), self.keys.get(end)) else {
+            return None;
+        };
+        let len = surface.len().min(self.keys.len());
+        let range = start..(end + 1).min(len);
+        if range.is_empty() {
+            // `Focus::narrow` panics on an empty range; a checked replace is never empty.
+            return None;
+        }
+        let put_back =
+            |call_id: &str| node.is_some_and(|n| assistant_calls(n).any(|c| c == call_id));
+        // Whether a call of `call_id` stays before the result at `result`.
+        let kept = |call_id: &str, result: usize| {
+            self.calls.get(call_id).is_some_and(|keys| {
+                keys.first_in(below(first)).is_some()
+                    || keys
+                        .first_in((Bound::Excluded(last), Bound::Excluded(result)))
+                        .is_some()
+            })
+        };
+        if range.len() > len - range.len() {
+            // A compaction that removes most of the surface: walk the results after it.
+            let after = (range.end < len).then(|| {
+                surface
+                    .focus()
+                    .narrow(range.end..len)
+                    .into_iter()
+                    .zip(self.keys.focus().narrow(range.end..len))
+            });
+            for (node_after, &result) in after.into_iter().flatten() {
+                let SurfaceNode::Message(message) = node_after else {
+                    continue;
+                };
+                let Some(call_id) = result_call_id(message) else {
+                    continue;
+                };
+                let removed = self.calls.get(call_id).is_some_and(|keys| {
+                    keys.first_in((Bound::Included(first), Bound::Included(last)))
+                        .is_some()
+                });
+                if removed && !put_back(call_id) && !kept(call_id, result) {
+                    return Some((call_id.to_owned(), message.id().to_owned()));
+                }
+            }
+            return None;
+        }
+        for removed in surface.focus().narrow(range) {
+            let SurfaceNode::Message(message) = removed else {
+                continue;
+            };
+            for call_id in assistant_calls(message) {
+                // The first result of the call after the range: a later one has at least
+                // the calls this one has before it.
+                let Some((result, result_id)) = self
+                    .results
+                    .get(call_id)
+                    .and_then(|r| r.first_in((Bound::Excluded(last), Bound::Unbounded)))
+                else {
+                    continue;
+                };
+                if !put_back(call_id) && !kept(call_id, result) {
+                    return Some((call_id.to_owned(), result_id.to_string()));
+                }
+            }
+        }
+        None
+    }
+
+    /// Records `node`, placed by `op` on `surface` (as it was before the change), `seq` being
+    /// its event's. O(log n) per call or result it adds; a replace also walks the nodes it
+    /// removes (O(1) each, O(log n) per call or result among them), or, when it removes more
+    /// than it keeps, the nodes it keeps, rebuilding the index from them.
+    fn apply(
+        &mut self,
+        surface: &imbl::Vector<SurfaceNode>,
+        seq: usize,
+        op: SurfaceOp,
+        node: &SurfaceNode,
+    ) {
+        let key = match op {
+            SurfaceOp::Append => {
+                self.keys.push_back(seq);
+                seq
+            }
+            SurfaceOp::Replace { start, end } => {
+                let key = self.keys.get(start).copied().unwrap_or(seq);
+                let len = surface.len().min(self.keys.len());
+                let range = start..(end + 1).min(len);
+                let all_keys = self.keys.clone(); // O(1): the loops below borrow `self`
+                let nodes = |r: std::ops::Range<usize>| {
+                    (!r.is_empty())
+                        .then(|| {
+                            surface
+                                .focus()
+                                .narrow(r.clone())
+                                .into_iter()
+                                .zip(all_keys.focus().narrow(r))
+                        })
+                        .into_iter()
+                        .flatten()
+                };
+                if range.len() <= len - range.len() {
+                    for (removed, key) in nodes(range.clone()) {
+                        if let SurfaceNode::Message(message) = removed {
+                            self.forget(message, *key);
+                        }
+                    }
+                } else {
+                    // A compaction that removes most of the surface: rebuilding from the nodes
+                    // that stay costs less than forgetting the removed ones one by one.
+                    self.calls = imbl::HashMap::new();
+                    self.results = imbl::HashMap::new();
+                    for (kept, key) in nodes(0..range.start).chain(nodes(range.end..len)) {
+                        if let SurfaceNode::Message(message) = kept {
+                            self.record(message, *key);
+                        }
+                    }
+                }
+                let tail = self.keys.split_off((end + 1).min(self.keys.len()));
+                self.keys.truncate(start.min(self.keys.len()));
+                self.keys.push_back(key);
+                self.keys.append(tail);
+                key
+            }
+        };
+        if let SurfaceNode::Message(message) = node {
+            self.record(message, key);
+        }
+    }
+
+    /// Records the calls and the result of `message`, the node at `key`.
+    fn record(&mut self, message: &Message, key: usize) {
+        if let Some(call_id) = result_call_id(message) {
+            let id: Arc<str> = Arc::from(message.id());
+            match self.results.get_mut(call_id) {
+                Some(keys) => keys.insert(key, id),
+                None => {
+                    self.results.insert(Arc::from(call_id), Keys::One(key, id));
+                }
+            }
+        }
+        for call_id in assistant_calls(message) {
+            match self.calls.get_mut(call_id) {
+                Some(keys) => keys.insert(key, ()),
+                None => {
+                    self.calls.insert(Arc::from(call_id), Keys::One(key, ()));
+                }
+            }
+        }
+    }
+
+    /// Forgets the calls and the result of `message`, the node at `key`.
+    fn forget(&mut self, message: &Message, key: usize) {
+        for call_id in assistant_calls(message) {
+            if self.calls.get_mut(call_id).is_some_and(|k| k.remove(key)) {
+                self.calls.remove(call_id);
+            }
+        }
+        if let Some(call_id) = result_call_id(message)
+            && self.results.get_mut(call_id).is_some_and(|k| k.remove(key))
+        {
+            self.results.remove(call_id);
+        }
+    }
+}
+
+/// Which rules a check applies.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rules {
+    /// Everything: `append`, `append_json`, batches.
+    Append,
+    /// Loading a file: everything but the surface rules added after files were written
+    /// (reference §1 items 16 to 18), so a file that loaded before still loads (item 19).
+    Load,
 }
 
 impl LogState {
@@ -302,10 +634,62 @@ impl LogState {
         Seq::from(self.events.len())
     }
 
-    /// reference §1 validation of `event` as the next event. O(size of the event + log n).
-    pub fn check(&self, event: &Event) -> Result<(), AppendError> {
+    /// reference §1 validation of `event` as the next event. O(size of the event + log n),
+    /// and a replace walks the smaller of what it removes and what it keeps: O(1) per node,
+    /// O(log n) per tool call or result among them.
+    pub fn check(&self, event: &Event, rules: Rules) -> Result<(), AppendError> {
         self.check_kind(event)
+            .and_then(|()| match rules {
+                Rules::Append => self.check_pairing(event),
+                Rules::Load => Ok(()),
+            })
             .map_err(|kind| AppendError::new(self.next_seq(), kind))
+    }
+
+    /// The surface rules of reference §1 items 16 to 18 (after the others passed, so a
+    /// replace's range is on the surface): no empty assistant message, no tool result without
+    /// its call. `append` only: loading skips them (item 19).
+    fn check_pairing(&self, event: &Event) -> Result<(), AppendErrorKind> {
+        let (op, message) = match event {
+            Event::Message(m) => (m.surface_op, Some(&m.message)),
+            Event::Opaque(o) => (o.surface_op(), None),
+            _ => return Ok(()),
+        };
+        let Some(op) = op else { return Ok(()) };
+        if let Some(m) = message {
+            let empty =
+                |b: &ContentBlock| matches!(b, ContentBlock::Text { text } if text.is_empty());
+            if m.role() == Role::Assistant && m.content().iter().all(empty) {
+                return Err(AppendErrorKind::EmptyAssistantMessage {
+                    id: m.id().to_owned(),
+                });
+            }
+            if let Some(call_id) = result_call_id(m) {
+                let below = match op {
+                    SurfaceOp::Append => None,
+                    SurfaceOp::Replace { start, .. } => self.pairing.keys.get(start).copied(),
+                };
+                if !self.pairing.call_before(call_id, below) {
+                    return Err(AppendErrorKind::OrphanToolResult {
+                        id: m.id().to_owned(),
+                        call_id: call_id.to_owned(),
+                    });
+                }
+            }
+        }
+        if let SurfaceOp::Replace { start, end } = op
+            && let Some((call_id, result)) =
+                self.pairing
+                    .orphaned_by_replace(&self.surface, start, end, message)
+        {
+            return Err(AppendErrorKind::ReplaceOrphansToolResult {
+                start,
+                end,
+                call_id,
+                result,
+            });
+        }
+        Ok(())
     }
 
     fn check_kind(&self, event: &Event) -> Result<(), AppendErrorKind> {
@@ -480,6 +864,7 @@ impl LogState {
             }
         };
         if let Some((op, node)) = node {
+            self.pairing.apply(&self.surface, seq.index(), op, &node);
             self.surface_version += 1;
             match op {
                 SurfaceOp::Append => self.surface.push_back(node),

@@ -941,6 +941,49 @@ impl Message {
             .collect()
     }
 
+    /// The tool calls of the message, in order, borrowed: what a loop runs after an answer,
+    /// without matching on [`ContentBlock`]. O(blocks); nothing is copied.
+    ///
+    /// ```
+    /// use mektpoy::{ContentBlock, Message, vocab::{MessageSource, Role}};
+    /// let answer = Message::new(
+    ///     "a1",
+    ///     Role::Assistant,
+    ///     vec![
+    ///         ContentBlock::text("Reading both."),
+    ///         ContentBlock::ToolCall {
+    ///             id: "c1".into(),
+    ///             name: "read".into(),
+    ///             arguments: r#"{"path":"a.rs"}"#.into(),
+    ///         },
+    ///         ContentBlock::ToolCall {
+    ///             id: "c2".into(),
+    ///             name: "read".into(),
+    ///             arguments: r#"{"path":"b.rs"}"#.into(),
+    ///         },
+    ///     ],
+    ///     MessageSource::Model { provider: "anthropic".into(), model: "m".into() },
+    /// );
+    /// let calls: Vec<_> = answer.tool_calls().map(|c| (c.id(), c.name())).collect();
+    /// assert_eq!(calls, [("c1", "read"), ("c2", "read")]);
+    /// assert_eq!(answer.tool_calls().next().unwrap().arguments(), r#"{"path":"a.rs"}"#);
+    /// assert_eq!(Message::user("u1", "hi").tool_calls().count(), 0);
+    /// ```
+    pub fn tool_calls(&self) -> impl Iterator<Item = ToolCall<'_>> + Clone {
+        self.0.content.iter().filter_map(|b| match b {
+            ContentBlock::ToolCall {
+                id,
+                name,
+                arguments,
+            } => Some(ToolCall {
+                id,
+                name,
+                arguments,
+            }),
+            _ => None,
+        })
+    }
+
     /// Whether this is a prompt node: a system message with source `system-prompt` (other
     /// system messages, such as a compaction summary, are not prompts).
     pub(crate) fn is_prompt(&self) -> bool {
@@ -950,6 +993,36 @@ impl Message {
     /// Whether two handles share one allocation (a clone, not a copy).
     pub fn ptr_eq(&self, other: &Message) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// One tool call of a message ([`Message::tool_calls`]), borrowed from its
+/// [`ContentBlock::ToolCall`] block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ToolCall<'m> {
+    id: &'m str,
+    name: &'m str,
+    arguments: &'m str,
+}
+
+impl<'m> ToolCall<'m> {
+    /// The call's id, which the result's source (`{"kind":"tool","callId"}`) names.
+    #[must_use]
+    pub fn id(&self) -> &'m str {
+        self.id
+    }
+
+    /// The called tool's name.
+    #[must_use]
+    pub fn name(&self) -> &'m str {
+        self.name
+    }
+
+    /// The arguments as the model wrote them: a JSON text, not parsed (see
+    /// [`validate_tool_call`](crate::project::validate_tool_call) to check them).
+    #[must_use]
+    pub fn arguments(&self) -> &'m str {
+        self.arguments
     }
 }
 
@@ -1021,6 +1094,38 @@ mod tests {
         );
         assert!(matches!(&other, MessageSource::Other(o) if o.kind() == "plugin"));
         assert!(serde_json::from_value::<MessageSource>(json!({"kind":"model"})).is_err());
+    }
+
+    #[test]
+    fn tool_calls_are_the_call_blocks_in_order() {
+        let m: Message = serde_json::from_value(json!({
+            "id": "a1", "role": "assistant",
+            "content": [
+                {"type": "reasoning", "text": "r", "signature": "s"},
+                {"type": "tool-call", "id": "c1", "name": "read", "arguments": "{\"p\":1}"},
+                {"type": "text", "text": "and"},
+                {"type": "tool-call", "id": "c2", "name": "grep", "arguments": "{}"}
+            ],
+            "source": {"kind": "model", "provider": "p", "model": "m"}
+        }))
+        .unwrap();
+        let calls: Vec<_> = m
+            .tool_calls()
+            .map(|c| (c.id(), c.name(), c.arguments()))
+            .collect();
+        assert_eq!(calls, [("c1", "read", "{\"p\":1}"), ("c2", "grep", "{}")]);
+        // Borrowed from the message: the same bytes, not copies.
+        let ContentBlock::ToolCall { arguments, .. } = &m.content()[1] else {
+            panic!("{m:?}")
+        };
+        assert!(std::ptr::eq(
+            m.tool_calls().next().unwrap().arguments(),
+            arguments.as_str()
+        ));
+        assert_eq!(
+            Message::tool_result("t", "c1", "ok").tool_calls().count(),
+            0
+        );
     }
 
     #[test]

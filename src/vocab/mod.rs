@@ -16,7 +16,7 @@ pub use list::{Iter, List};
 pub(crate) use message::BlockSeed;
 pub use message::{
     BlockError, ContentBlock, InlineAddition, Message, MessageSource, OtherBlock, OtherSource,
-    Role, SourceError,
+    Role, SourceError, ToolCall,
 };
 pub use tool::{DEFERRED_PLACEHOLDER_NAME, ToolError, ToolSchema};
 pub(crate) use tool::{ToolIndex, ToolSeed, same_tools};

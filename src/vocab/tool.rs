@@ -72,6 +72,105 @@ impl ToolSchema {
         Self::from_entries(map)
     }
 
+    /// A tool from one entry of an MCP server's `tools/list` result.
+    ///
+    /// The entry is the MCP `Tool` of the Model Context Protocol specification, revision
+    /// 2025-11-25, *Server Features › Tools › Data Types › Tool*
+    /// (<https://modelcontextprotocol.io/specification/2025-11-25/server/tools>, read
+    /// 2026-12-01): `name`, an optional `title` (for display), `description`, `inputSchema` (a
+    /// JSON Schema object, never `null`), an optional `outputSchema` and optional
+    /// `annotations`; like every MCP object it may carry `_meta` (and servers add fields of
+    /// newer revisions, such as `icons`). The page does not require `description`, and
+    /// servers omit it.
+    ///
+    /// - `name` becomes the name, `inputSchema` the `parameters`.
+    /// - A missing `description` becomes the empty string: every wire serializer writes a
+    ///   description field, [`ToolSchema::new`] accepts an empty one, and the `title` is for
+    ///   display (using it would send the model text the server did not write for it). A
+    ///   server that adds a description later changes what the model reads, so that is a
+    ///   definition change.
+    /// - Every other field (`title`, `outputSchema`, `annotations`, `_meta`, any newer one)
+    ///   is kept as an unknown field, in the order the `Value`'s map holds them (sorted, unless
+    ///   serde_json's `preserve_order` is on), and written back to the log
+    ///   (reference §1 item 2); no wire sends them (the Messages API only its own tool fields).
+    ///   They are part of the definition, as every unknown field is: a server that changes
+    ///   its annotations changes the tool.
+    ///
+    /// The result depends on the entry alone: the same entry gives an equal schema
+    /// ([`same_definition`](Self::same_definition), key order and number spelling aside),
+    /// and its log line reads back as the same tool.
+    ///
+    /// ```
+    /// use mektpoy::{ToolSchema, vocab::ToolError};
+    /// let entry = serde_json::json!({
+    ///     "name": "get_weather",
+    ///     "title": "Weather",
+    ///     "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}},
+    ///     "annotations": {"readOnlyHint": true}
+    /// });
+    /// let tool = ToolSchema::from_mcp(entry.clone())?;
+    /// assert_eq!(tool.name(), "get_weather");
+    /// assert_eq!(tool.description(), "");
+    /// assert_eq!(tool.parameters()["type"], "object");
+    /// assert_eq!(tool.extra()["title"], "Weather");
+    /// assert_eq!(tool.extra()["annotations"]["readOnlyHint"], true);
+    /// assert!(tool.same_definition(&ToolSchema::from_mcp(entry)?));
+    /// assert_eq!(
+    ///     ToolSchema::from_mcp(serde_json::json!({"name": "x", "inputSchema": null})),
+    ///     Err(ToolError::McpField("inputSchema"))
+    /// );
+    /// # Ok::<(), ToolError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ToolError::NotAnObject`] when the entry is not an object; [`ToolError::McpField`]
+    /// when `name` is missing or not a string, `description` is present and not a string, or
+    /// `inputSchema` is missing or not an object; [`ToolError::EmptyName`] for an empty name;
+    /// [`ToolError::McpReservedKey`] for a `parameters`, `deferLoading` or `input_schema` key,
+    /// which no MCP tool has and which would, kept, shadow a field of the log's tool (or be
+    /// read as the schema by the Messages API).
+    pub fn from_mcp(value: Value) -> Result<Self, ToolError> {
+        let Value::Object(map) = value else {
+            return Err(ToolError::NotAnObject);
+        };
+        let mut name = None;
+        let mut description = None;
+        let mut parameters = None;
+        let mut extra = IndexMap::new();
+        for (key, value) in map {
+            match key.as_str() {
+                "name" => match value {
+                    Value::String(s) if s.is_empty() => return Err(ToolError::EmptyName),
+                    Value::String(s) => name = Some(s),
+                    _ => return Err(ToolError::McpField("name")),
+                },
+                "description" => match value {
+                    Value::String(s) => description = Some(s),
+                    _ => return Err(ToolError::McpField("description")),
+                },
+                "inputSchema" => match value {
+                    Value::Object(o) => parameters = Some(o),
+                    _ => return Err(ToolError::McpField("inputSchema")),
+                },
+                "parameters" | "deferLoading" | "input_schema" => {
+                    return Err(ToolError::McpReservedKey(key));
+                }
+                _ => {
+                    extra.insert(key, value);
+                }
+            }
+        }
+        Ok(ToolSchema {
+            def: Arc::new(ToolDef {
+                name: name.ok_or(ToolError::McpField("name"))?,
+                description: description.unwrap_or_default(),
+                parameters: parameters.ok_or(ToolError::McpField("inputSchema"))?,
+                extra,
+            }),
+            defer_loading: false,
+        })
+    }
+
     /// Decodes a tool from its fields in document order (unknown ones keep that order; keys
     /// already unique).
     pub(crate) fn from_entries<K: AsRef<str> + Into<String>>(
@@ -363,6 +462,17 @@ pub enum ToolError {
     /// The name is the empty string, which no provider accepts and no call can name.
     #[error("the tool name is empty")]
     EmptyName,
+    /// An MCP tool entry ([`ToolSchema::from_mcp`]) whose field is missing or has the wrong
+    /// type.
+    #[error(
+        "MCP tool field `{0}` is missing or has the wrong type (name is a string, description a string when present, inputSchema an object)"
+    )]
+    McpField(&'static str),
+    /// An MCP tool entry ([`ToolSchema::from_mcp`]) holding a key that is not an MCP tool
+    /// field but one of the log's own (`parameters`, `deferLoading`) or the Messages API's
+    /// schema key (`input_schema`): kept as an unknown field, it would shadow that field.
+    #[error("MCP tool entry holds `{0}`, which is not an MCP tool field but the log's or a wire's")]
+    McpReservedKey(String),
 }
 
 #[cfg(test)]
@@ -411,6 +521,113 @@ mod tests {
         let c =
             tool(json!({"name":"a","description":"d","parameters":{"m":1,"n":{"p":[1]}},"x":2}));
         assert_ne!(a, c, "an unknown field is part of the tool");
+    }
+
+    /// A `tools/list` entry as an MCP server sends it: no description, a title, annotations,
+    /// an output schema and `_meta`.
+    fn mcp_entry() -> Value {
+        json!({
+            "name": "search_issues",
+            "title": "Search issues",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+                "required": ["query"],
+                "additionalProperties": false
+            },
+            "outputSchema": {"type": "object", "properties": {"total": {"type": "number"}}},
+            "annotations": {"title": "Search", "readOnlyHint": true, "openWorldHint": true},
+            "_meta": {"vendor.example/rev": 3}
+        })
+    }
+
+    #[test]
+    fn mcp_entries_become_tools_and_stay_stable() {
+        let t = ToolSchema::from_mcp(mcp_entry()).unwrap();
+        assert_eq!(t.name(), "search_issues");
+        assert_eq!(
+            t.description(),
+            "",
+            "a missing description is the empty string"
+        );
+        assert_eq!(t.parameters()["required"], json!(["query"]));
+        assert!(!t.defer_loading());
+        let mut kept: Vec<_> = t.extra().keys().map(String::as_str).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, ["_meta", "annotations", "outputSchema", "title"]);
+        // Same entry, same tool; its log line reads back as the same tool.
+        let again = ToolSchema::from_mcp(mcp_entry()).unwrap();
+        assert!(t.same_tool(&again) && t.same_definition(&again));
+        let line = serde_json::to_string(&t).unwrap();
+        assert!(line.starts_with(r#"{"name":"search_issues","description":"","parameters":{"#));
+        let back: ToolSchema = serde_json::from_str(&line).unwrap();
+        assert!(back.same_tool(&t));
+        assert_eq!(serde_json::to_string(&back).unwrap(), line);
+        // Key order and number spelling make no change; a changed annotation does.
+        let respelled: Value = serde_json::from_str(
+            r#"{"_meta":{"vendor.example/rev":3.0},"annotations":{"openWorldHint":true,"readOnlyHint":true,"title":"Search"},
+                "outputSchema":{"properties":{"total":{"type":"number"}},"type":"object"},
+                "inputSchema":{"additionalProperties":false,"required":["query"],"type":"object",
+                  "properties":{"limit":{"type":"integer"},"query":{"type":"string"}}},
+                "title":"Search issues","name":"search_issues"}"#,
+        )
+        .unwrap();
+        assert!(ToolSchema::from_mcp(respelled).unwrap().same_definition(&t));
+        let mut changed = mcp_entry();
+        changed["annotations"]["readOnlyHint"] = json!(false);
+        assert!(!ToolSchema::from_mcp(changed).unwrap().same_definition(&t));
+        // A description, when the server gives one, is the description.
+        let mut described = mcp_entry();
+        described["description"] = json!("Full-text search");
+        assert_eq!(
+            ToolSchema::from_mcp(described).unwrap().description(),
+            "Full-text search"
+        );
+    }
+
+    #[test]
+    fn malformed_mcp_entries_are_typed_errors() {
+        let with = |key: &str, value: Value| {
+            let mut e = mcp_entry();
+            e[key] = value;
+            ToolSchema::from_mcp(e).unwrap_err()
+        };
+        assert_eq!(with("name", json!(7)), ToolError::McpField("name"));
+        assert_eq!(with("name", json!("")), ToolError::EmptyName);
+        assert_eq!(
+            with("description", json!(null)),
+            ToolError::McpField("description")
+        );
+        assert_eq!(
+            with("inputSchema", json!(null)),
+            ToolError::McpField("inputSchema")
+        );
+        assert_eq!(
+            with("inputSchema", json!([])),
+            ToolError::McpField("inputSchema")
+        );
+        for key in ["parameters", "deferLoading", "input_schema"] {
+            assert_eq!(
+                with(key, json!({})),
+                ToolError::McpReservedKey(key.to_owned())
+            );
+        }
+        let mut no_schema = mcp_entry();
+        no_schema.as_object_mut().unwrap().remove("inputSchema");
+        assert_eq!(
+            ToolSchema::from_mcp(no_schema).unwrap_err(),
+            ToolError::McpField("inputSchema")
+        );
+        let mut no_name = mcp_entry();
+        no_name.as_object_mut().unwrap().remove("name");
+        assert_eq!(
+            ToolSchema::from_mcp(no_name).unwrap_err(),
+            ToolError::McpField("name")
+        );
+        assert_eq!(
+            ToolSchema::from_mcp(json!("search_issues")).unwrap_err(),
+            ToolError::NotAnObject
+        );
     }
 
     #[test]

@@ -520,7 +520,12 @@ pub enum MessageFault {
         /// The unanswered call.
         call_id: String,
     },
-    /// A tool result that answers no pending call of the preceding assistant turn.
+    /// A tool result that answers no pending call of the preceding assistant turn. `append`
+    /// refuses, under the same name, the part of this rule a log can hold to: a result that
+    /// answers no call anywhere before it on the surface
+    /// ([`AppendErrorKind::OrphanToolResult`](crate::session::AppendErrorKind::OrphanToolResult),
+    /// and [`ReplaceOrphansToolResult`](crate::session::AppendErrorKind::ReplaceOrphansToolResult)
+    /// for a replace that would leave one); loaded files may still hold one.
     #[error("tool result for {call_id} answers no pending tool call")]
     OrphanToolResult {
         /// The call id its source names.
@@ -533,6 +538,9 @@ pub enum MessageFault {
     ToolResultWithoutCallId,
     /// A user or assistant turn left without content once empty text blocks are dropped (the
     /// Messages API refuses empty text and empty turns, except a final assistant turn).
+    /// `append` refuses an assistant message on the surface that would make one
+    /// ([`AppendErrorKind::EmptyAssistantMessage`](crate::session::AppendErrorKind::EmptyAssistantMessage));
+    /// loaded files may still hold one.
     #[error("its turn has no content the API accepts (only empty text)")]
     EmptyTurn,
     /// A system-role message that is not a prompt node (a compaction summary, an
