@@ -4,7 +4,7 @@
 //! decoded assistant message into the log as it came (signed thinking, text, the model's tool
 //! calls), and the tool calls it holds are run and their results logged — as a real loop would
 //! do. Between the bytes received and the bytes to send there is nothing but the crate
-//! ([`Agent::exchange`] and [`Agent::run_tool_calls`], the glue: 38 lines): no provider field
+//! ([`Agent::exchange`] and [`Agent::run_tool_calls`], the glue: 34 lines): no provider field
 //! name is read here.
 
 use mektpoy::{
@@ -493,21 +493,16 @@ impl Agent {
     }
 
     /// Runs the tool calls of `message` (the answer to `request`, when the loop still has it)
-    /// and logs a result for each. The lead is adding `Message::tool_calls()`; until then, a
-    /// local match.
+    /// and logs a result for each.
     fn run_tool_calls(&self, request: Option<&Request>, message: &Message) {
-        let calls = message.content().iter().filter_map(|b| match b {
-            ContentBlock::ToolCall { id, name, .. } => Some((id, name)),
-            _ => None,
-        });
-        for (id, name) in calls {
+        for call in message.tool_calls() {
+            let (id, name) = (call.id(), call.name());
             let callable = match request {
                 Some(request) => request.validate_tool_call(name).is_ok(),
                 None => self.agent.tools().iter().any(|t| t.name() == name),
             };
             assert!(callable, "{}: the model called `{name}`", self.key);
-            let result =
-                Message::tool_result(format!("r-{id}"), id.clone(), format!("{name} done"));
+            let result = Message::tool_result(format!("r-{id}"), id, format!("{name} done"));
             self.agent.append(result).unwrap();
         }
     }
