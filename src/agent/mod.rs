@@ -5,8 +5,8 @@
 //! This is the top of the data flow (log → folds → projection → wire → meter → loop). The
 //! recorder lives here rather than in [`session`](crate::session) because what it logs depends
 //! on the route: whether the system prompt goes into the history as a node, and, on a route
-//! that binds thinking, the thinking floor, which needs the serialized request. The session
-//! log itself stays route-independent.
+//! that binds thinking, the thinking floor, which needs the serialized request. `session`
+//! itself knows nothing of routes.
 
 mod continuity;
 mod prompt;
