@@ -11,7 +11,7 @@ use std::collections::HashSet;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use mektpoy::{Config, ContentBlock, Message, ToolSchema, project_tool_updates_inline_traced, project_tool_updates_traced, route_for, event::{Rewrite, ThinkingPolicy}, history::{ToolHistory, ToolUpdate}, route::ToolUpdateMode, vocab::{DEFERRED_PLACEHOLDER_NAME, MessageSource, Role}, wire::{ThinkingPlan, WireContext, serialize, serialize_with}};
+use mektpoy::{Config, ContentBlock, Message, ToolSchema, route_for, project::{project_tool_updates, project_tool_updates_inline}, event::{Rewrite, ThinkingPolicy}, history::{ToolHistory, ToolUpdate}, route::ToolUpdateMode, vocab::{DEFERRED_PLACEHOLDER_NAME, MessageSource, Role}, wire::{ThinkingPlan, WireContext, serialize, serialize_with}};
 use serde_json::{Map, json};
 
 const NAMES: [&str; 5] = ["a", "b", "c", "", DEFERRED_PLACEHOLDER_NAME];
@@ -272,16 +272,15 @@ fuzz_target!(|input: Input| {
             Some(ToolUpdateMode::InHistory),
             Some(ToolUpdateMode::AdditionOnly),
         ] {
-            let (out, path) =
-                project_tool_updates_traced(&messages, tools.as_deref(), mode, history.as_ref());
+            let out = project_tool_updates(&messages, tools.as_deref(), mode, history.as_ref());
+            let path = out.path;
             assert!(subsequence(&out.messages, &messages), "{path:?}");
             if mode.is_none() {
                 assert!(out.messages.iter().all(|m| m.role() != Role::Developer));
             }
             projections.push(out);
         }
-        let (inline, _) =
-            project_tool_updates_inline_traced(&messages, tools.as_deref(), history.as_ref());
+        let inline = project_tool_updates_inline(&messages, tools.as_deref(), history.as_ref());
         assert!(subsequence(&inline.messages, &messages));
         projections.push(inline);
 

@@ -188,11 +188,13 @@ fn reasoning(kind: Reasoning, route: &Route) -> Option<(ContentBlock, String)> {
     }
 }
 
-/// Serializes `request` for `route` (the route it was recorded for, then a plain one):
-/// a body or a typed error, never a panic.
-fn wire(request: &mektpoy::Request, route: &Route) {
-    for r in [route, &route_for("openai-compatible", "any")] {
-        match request.to_wire(r) {
+/// Serializes `request` for the route it was recorded for, then statelessly for a plain
+/// chat route: a body or a typed error, never a panic.
+fn wire(request: &mektpoy::Request) {
+    let plain = route_for("openai-compatible", "any");
+    let projected = mektpoy::project::project_tool_updates(&request.messages, Some(&request.tools), None, None);
+    for result in [request.to_wire(), mektpoy::wire::serialize(&request.config, &projected, &plain)] {
+        match result {
             Ok(w) => assert!(!w.body.is_empty()),
             Err(e) => {
                 let _ = e.to_string();
@@ -264,8 +266,8 @@ fn run(input: &Input, routes: &[Route], main: usize) {
                 );
                 match result {
                     Ok(request) => {
-                        wire(&request, route);
-                        let _ = request.project(route);
+                        wire(&request);
+                        let _ = request.project();
                     }
                     Err(e) => {
                         let _ = e.to_string();
