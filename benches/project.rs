@@ -5,11 +5,12 @@
 //! Run: `cargo bench --bench project -- --warm-up-time 1 --measurement-time 3`. Figures in
 //! `docs/benchmarks.md`.
 
+use std::cell::OnceCell;
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use mektpoy::{
-    Message, ToolSchema,
+    Message, Request, ToolSchema,
     history::ToolHistory,
     project::{ProjectedToolUpdates, project_tool_updates, project_tool_updates_inline},
     route::ToolUpdateMode,
@@ -95,62 +96,65 @@ fn vectors(c: &mut Criterion) {
     group.finish();
 }
 
-/// Steps of `session_with_churn` (about 2.2 messages a step) for about 100, 1,000 and 10,000
-/// messages.
-const STEPS: [u64; 3] = [46, 455, 4546];
+/// Histories of about 100, 1,000 and 10,000 messages: (label, steps of `session_with_churn`,
+/// about 2.2 messages a step). The actual counts are 101, 1,000 and 10,001.
+const SIZES: [(u64, u64); 3] = [(100, 46), (1000, 455), (10000, 4546)];
 
+/// A recorded request and its session's by-value snapshot.
+type Recorded = (Request, ToolHistory);
+
+fn recorded(steps: u64) -> Recorded {
+    let (session, request) = common::session_with_churn("deepseek-flash", steps, 5);
+    (request, session.tool_history_by_value())
+}
+
+/// Every mode on each history. A history is recorded on the first benchmark that runs on it
+/// (so a filter that selects none of its ids skips the recording).
 fn project(c: &mut Criterion) {
     let mut group = c.benchmark_group("project_tool_updates");
-    let mut serialized = None;
-    for steps in STEPS {
-        let (session, request) = common::session_with_churn("deepseek-flash", steps, 5);
-        let n = request.messages.len();
+    for (label, steps) in SIZES {
+        let history: OnceCell<Recorded> = OnceCell::new();
+        let history = &history;
         for (name, mode) in [
             ("none", None),
             ("in-history", Some(ToolUpdateMode::InHistory)),
             ("addition-only", Some(ToolUpdateMode::AdditionOnly)),
         ] {
-            group.bench_with_input(BenchmarkId::new(name, n), &mode, |b, mode| {
+            group.bench_function(BenchmarkId::new(name, label), |b| {
+                let (request, _) = history.get_or_init(|| recorded(steps));
                 b.iter(|| {
                     black_box(project_tool_updates(
                         &request.messages,
                         Some(&request.tools),
-                        *mode,
+                        mode,
                         Some(&request.tool_history),
                     ))
                 })
             });
         }
         // The same request on an inline-definition route reads the by-value snapshot.
-        let by_value = session.tool_history_by_value();
-        group.bench_function(BenchmarkId::new("inline", n), |b| {
+        group.bench_function(BenchmarkId::new("inline", label), |b| {
+            let (request, by_value) = history.get_or_init(|| recorded(steps));
             b.iter(|| {
                 black_box(project_tool_updates_inline(
                     &request.messages,
                     Some(&request.tools),
-                    Some(&by_value),
+                    Some(by_value),
                 ))
             })
         });
-        if steps == STEPS[1] {
-            serialized = Some(request);
-        }
     }
     group.finish();
 
-    let request = serialized.expect("the 1,000-message request");
-    let route = route_for("deepseek", "deepseek-flash");
-    let projected = project_tool_updates(
-        &request.messages,
-        Some(&request.tools),
-        route.tool_update(),
-        Some(&request.tool_history),
-    );
-    let name = format!(
-        "serialize_messages/addition-only/{}",
-        request.messages.len()
-    );
-    c.bench_function(&name, |b| {
+    c.bench_function("serialize_messages/addition-only/1000", |b| {
+        let (request, _) = recorded(SIZES[1].1);
+        let route = route_for("deepseek", "deepseek-flash");
+        let projected = project_tool_updates(
+            &request.messages,
+            Some(&request.tools),
+            route.tool_update(),
+            Some(&request.tool_history),
+        );
         b.iter(|| black_box(serialize(&request.config, &projected, &route).expect("serialize")))
     });
 }
