@@ -752,3 +752,14 @@ fn removed_but_declared_is_unknown() {
         Err(UnknownTool::NotEffective { name: "B".into() })
     );
 }
+
+#[test]
+fn a_projection_that_drops_every_message_is_empty() {
+    let messages = msgs("d1(+B) d2(-B)");
+    let given = tools("A B");
+    let out = project_tool_updates(&messages, Some(&given), None, None);
+    assert!(out.messages.is_empty(), "{:?}", out.messages);
+    assert!(!out.messages.is_borrowed() && out.messages.as_slice().is_none());
+    assert_eq!(out.messages.iter().count(), 0);
+    assert_eq!(serde_json::to_value(&out.messages).unwrap(), json!([]));
+}

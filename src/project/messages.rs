@@ -39,8 +39,10 @@ use crate::vocab::Message;
 #[derive(Clone)]
 pub struct ProjectedMessages<'a> {
     base: Cow<'a, [Message]>,
-    /// Empty: the whole of `base`. Otherwise the output in order, each part with the output
-    /// index it starts at (for indexing).
+    /// `false`: the output is the whole of `base` (and `parts` is empty).
+    spliced: bool,
+    /// When spliced, the output in order, each part with the output index it starts at (for
+    /// indexing); empty when every message was dropped.
     parts: Vec<Part>,
     len: usize,
 }
@@ -74,13 +76,13 @@ impl<'a> ProjectedMessages<'a> {
     /// Whether this is the borrowed input itself, unchanged: the projection dropped and
     /// rewrote nothing.
     pub fn is_borrowed(&self) -> bool {
-        self.parts.is_empty() && matches!(self.base, Cow::Borrowed(_))
+        !self.spliced && matches!(self.base, Cow::Borrowed(_))
     }
 
     /// The messages as one slice, when they are one: the input (or a given `Vec`) unchanged.
     /// `None` when some message was dropped or rewritten.
     pub fn as_slice(&self) -> Option<&[Message]> {
-        self.parts.is_empty().then_some(&*self.base)
+        (!self.spliced).then_some(&*self.base)
     }
 
     /// The messages in order.
@@ -88,7 +90,7 @@ impl<'a> ProjectedMessages<'a> {
         MessagesIter {
             base: &self.base,
             parts: self.parts.iter(),
-            front: if self.parts.is_empty() {
+            front: if !self.spliced {
                 self.base.iter()
             } else {
                 [].iter()
@@ -103,7 +105,7 @@ impl<'a> ProjectedMessages<'a> {
         if index >= self.len {
             return None;
         }
-        if self.parts.is_empty() {
+        if !self.spliced {
             return self.base.get(index);
         }
         // The last part starting at or before `index` holds it.
@@ -141,6 +143,12 @@ impl<'a> From<&'a [Message]> for ProjectedMessages<'a> {
     }
 }
 
+impl<'a> From<&'a Vec<Message>> for ProjectedMessages<'a> {
+    fn from(messages: &'a Vec<Message>) -> Self {
+        Cow::Borrowed(&messages[..]).into()
+    }
+}
+
 impl From<Vec<Message>> for ProjectedMessages<'_> {
     fn from(messages: Vec<Message>) -> Self {
         Cow::<[Message]>::Owned(messages).into()
@@ -152,6 +160,7 @@ impl<'a> From<Cow<'a, [Message]>> for ProjectedMessages<'a> {
         ProjectedMessages {
             len: base.len(),
             base,
+            spliced: false,
             parts: Vec::new(),
         }
     }
@@ -340,8 +349,73 @@ impl<'a> Splice<'a> {
         self.run_to(self.base.len());
         ProjectedMessages {
             base: Cow::Borrowed(self.base),
+            spliced: true,
             parts: self.parts,
             len: self.len,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids<'m>(messages: impl Iterator<Item = &'m Message>) -> Vec<&'m str> {
+        messages.map(Message::id).collect()
+    }
+
+    #[test]
+    fn a_spliced_view_reads_like_the_vector_it_stands_for() {
+        let base: Vec<Message> = (0..10)
+            .map(|i| Message::user(format!("m{i}"), "x"))
+            .collect();
+        let mut splice = Splice::new(&base);
+        splice.remove(0);
+        splice.replace(3, Message::user("r3", "y"));
+        splice.remove(4);
+        splice.remove(5);
+        splice.remove(9);
+        let view = splice.finish();
+        let expect = ["m1", "m2", "r3", "m6", "m7", "m8"];
+        assert_eq!(ids(view.iter()), expect);
+        assert_eq!(
+            ids(view.iter().rev()),
+            expect.iter().rev().copied().collect::<Vec<_>>()
+        );
+        assert_eq!(view.len(), expect.len());
+        assert_eq!(view.iter().len(), expect.len());
+        for (i, id) in expect.iter().enumerate() {
+            assert_eq!(view[i].id(), *id, "index {i}");
+        }
+        assert!(view.get(expect.len()).is_none());
+        assert_eq!(view.last().map(Message::id), Some("m8"));
+        assert!(!view.is_borrowed() && view.as_slice().is_none());
+        assert!(view[0].ptr_eq(&base[1]), "kept messages are the input's");
+        // Both ends of one iterator meet in the middle.
+        let mut it = view.iter();
+        assert_eq!(
+            (it.next().unwrap().id(), it.next_back().unwrap().id()),
+            ("m1", "m8")
+        );
+        assert_eq!(ids(it), ["m2", "r3", "m6", "m7"]);
+        let copy = ProjectedMessages::from(view.to_vec());
+        assert_eq!(copy, view);
+        assert!(copy.starts_with(&view) && view.starts_with(&ProjectedMessages::from(&base[1..3])));
+        assert_eq!(
+            serde_json::to_string(&view).unwrap(),
+            serde_json::to_string(&view.to_vec()).unwrap()
+        );
+    }
+
+    #[test]
+    fn an_unchanged_view_is_the_input() {
+        let base = [Message::user("u1", "x")];
+        let view = Splice::new(&base).finish();
+        assert!(view.is_borrowed());
+        assert_eq!(view.as_slice(), Some(&base[..]));
+        let mut all = Splice::new(&base);
+        all.remove(0);
+        let empty = all.finish();
+        assert!(empty.is_empty() && !empty.is_borrowed() && empty.iter().next().is_none());
     }
 }
