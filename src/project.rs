@@ -2,10 +2,14 @@
 //! `validate_tool_call`, the unknown-tool check on the model's calls.
 //!
 //! Projection is a pure function of (messages, current tools, route mode, snapshot). It never
-//! sees a `Session` and never deep-copies a message or a schema: kept messages are handle
-//! clones, a message whose blocks changed is rebuilt with [`Message::with_content`], and a
-//! declaration whose `defer_loading` flips is [`ToolSchema::with_defer_loading`] (the
+//! sees a `Session` and never deep-copies a message or a schema: kept messages are read from
+//! the input ([`ProjectedMessages`] is a view of it, so a long history costs no handle clone
+//! per message), a message whose blocks changed is rebuilt with [`Message::with_content`],
+//! and a declaration whose `defer_loading` flips is [`ToolSchema::with_defer_loading`] (the
 //! definition stays shared). Whenever the input comes back unchanged it comes back borrowed.
+//!
+//! Small inputs are the common case (one request, a dozen tools), so the per-call lookups
+//! (names, update ids) scan small vectors and hash only beyond a few entries.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -16,8 +20,13 @@ use crate::event::RequestHeader;
 use crate::history::{ToolHistory, ToolUpdate};
 use crate::route::ToolUpdateMode;
 use crate::vocab::{
-    ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, Message, Role, ToolSchema,
+    ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message, Role, ToolSchema,
 };
+
+mod messages;
+
+use messages::Splice;
+pub use messages::{MessagesIter, ProjectedMessages};
 
 /// A projected request: the messages and tool declarations one route receives.
 ///
@@ -26,8 +35,9 @@ use crate::vocab::{
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct ProjectedToolUpdates<'a> {
-    /// The messages, borrowed when none was dropped or changed.
-    pub messages: Cow<'a, [Message]>,
+    /// The messages: a view of the input, [borrowed](ProjectedMessages::is_borrowed) when
+    /// none was dropped or changed.
+    pub messages: ProjectedMessages<'a>,
     /// The declarations; `None` when the input had none and a fallback was taken.
     pub tools: Option<Cow<'a, [ToolSchema]>>,
     /// Which rule produced this projection: a meter or a test can show why a request fell
@@ -38,8 +48,9 @@ pub struct ProjectedToolUpdates<'a> {
 
 impl<'a> ProjectedToolUpdates<'a> {
     /// A request the caller projected itself (path [`ProjectionPath::Given`]), without tools:
-    /// serializers take it as it is, e.g. to send a prefix for an auxiliary call.
-    pub fn new(messages: impl Into<Cow<'a, [Message]>>) -> Self {
+    /// serializers take it as it is, e.g. to send a prefix for an auxiliary call. `messages`
+    /// is a slice, a `Vec` or a `Cow` of messages.
+    pub fn new(messages: impl Into<ProjectedMessages<'a>>) -> Self {
         ProjectedToolUpdates {
             messages: messages.into(),
             tools: None,
@@ -112,13 +123,13 @@ impl ProjectionPath {
 /// `defer_loading` is cleared on all of them. `tools: None` stays `None` on every fallback;
 /// the main path returns `Some` (possibly empty).
 ///
-/// **Cost:** O(messages + blocks + declarations), never a deep copy. `messages` is
-/// `Cow::Borrowed` when no message was dropped or changed; `tools` is `Cow::Borrowed` when it
+/// **Cost:** O(messages + blocks + declarations), never a deep copy, and no handle clone of a
+/// kept message: `messages` is a view of the input, [borrowed](ProjectedMessages::is_borrowed)
+/// when no message was dropped or changed; `tools` is `Cow::Borrowed` when it
 /// is the input unchanged (on the main path too, when the declarations are the input's own
 /// schemas, compared by allocation, with the same `defer_loading`).
 ///
 /// ```
-/// use std::borrow::Cow;
 /// use mektpoy::{ContentBlock, Message, ToolSchema, history::{ToolHistory, ToolUpdate}, project::project_tool_updates, route::ToolUpdateMode};
 ///
 /// let a = ToolSchema::new("a", "tool a", serde_json::Map::new());
@@ -132,7 +143,7 @@ impl ProjectionPath {
 ///
 /// let out = project_tool_updates(&messages, Some(&tools), Some(ToolUpdateMode::InHistory),
 ///                                Some(&history));
-/// assert!(matches!(out.messages, Cow::Borrowed(_)));
+/// assert!(out.messages.is_borrowed());
 /// let declared: Vec<_> = out.tools.unwrap().iter()
 ///     .map(|t| (t.name().to_owned(), t.defer_loading())).collect();
 /// assert_eq!(declared, [("a".to_owned(), false), ("b".to_owned(), true)]);
@@ -158,28 +169,27 @@ pub fn project_tool_updates<'a>(
     let Some(history) = history else {
         return fallback(messages, tools, ProjectionPath::NoHistory);
     };
-    // Rule 3: every update must be a developer message of this request.
-    if missing_update(messages, history) {
-        return fallback(messages, tools, ProjectionPath::MissingUpdate);
-    }
-
-    // Rule 4: declarations.
-    let Some(declarations) = declarations(history, tools, mode) else {
-        return fallback(messages, tools, ProjectionPath::AllDeferred);
-    };
-
-    // Rule 5: developer messages.
-    let messages = keep_series_messages(messages, history, |message, offered| {
-        walk_blocks(message, &declarations, mode, offered)
+    // Rule 4: declarations (needed by rule 5's walk, checked after rule 3).
+    let mut declarations = Declarations::of(history, tools, mode);
+    let all_deferred = declarations.all_deferred();
+    // Rules 3 and 5 in one pass; no walk when the all-deferred fallback is taken anyway.
+    let mut fates = Vec::new();
+    let kept = keep_series_messages(messages, history, |message| {
+        if all_deferred {
+            Kept::Same
+        } else {
+            walk_blocks(message, &mut declarations, mode, &mut fates)
+        }
     });
-
-    let tools = match tools {
-        Some(given) if same_schemas(&declarations.tools, given) => Cow::Borrowed(given),
-        _ => Cow::Owned(declarations.tools),
+    let Some(kept) = kept else {
+        return fallback(messages, tools, ProjectionPath::MissingUpdate);
     };
+    if all_deferred {
+        return fallback(messages, tools, ProjectionPath::AllDeferred);
+    }
     ProjectedToolUpdates {
-        messages,
-        tools: Some(tools),
+        messages: kept,
+        tools: Some(declarations.tools(tools)),
         path: ProjectionPath::Main,
     }
 }
@@ -230,276 +240,184 @@ pub fn project_tool_updates_inline<'a>(
     let Some(history) = history else {
         return fallback(messages, tools, ProjectionPath::NoHistory);
     };
-    if missing_update(messages, history) {
+    let mut walk = InlineWalk::of(history);
+    let Some(kept) = keep_series_messages(messages, history, |message| walk.message(message))
+    else {
         return fallback(messages, tools, ProjectionPath::MissingUpdate);
-    }
-    let resolved = Resolved::of(history);
-    let snapshot: HashMap<&str, &ToolSchema> =
-        history.tools().iter().map(|t| (t.name(), t)).collect();
-    let messages = keep_series_messages(messages, history, |message, offered| {
-        walk_inline(message, &resolved, &snapshot, offered)
-    });
-    let declarations: Vec<ToolSchema> = history.tools().to_vec();
+    };
+    let snapshot = history.tools();
     let tools = match tools {
-        Some(given) if same_schemas(&declarations, given) => Cow::Borrowed(given),
-        _ => Cow::Owned(declarations),
+        Some(given)
+            if given.len() == snapshot.len()
+                && given
+                    .iter()
+                    .enumerate()
+                    .all(|(k, y)| same_schema(&snapshot[k], y)) =>
+        {
+            Cow::Borrowed(given)
+        }
+        _ => Cow::Owned((0..snapshot.len()).map(|k| snapshot[k].clone()).collect()),
     };
     ProjectedToolUpdates {
-        messages,
+        messages: kept,
         tools: Some(tools),
         path: ProjectionPath::Main,
     }
 }
 
-/// Rule 3: some update names a message id that is not a developer message of `messages`.
-fn missing_update(messages: &[Message], history: &ToolHistory) -> bool {
-    let developer_ids: HashSet<&str> = messages
-        .iter()
-        .filter(|m| m.role() == Role::Developer)
-        .map(Message::id)
-        .collect();
-    history
-        .updates()
-        .iter()
-        .any(|u| !developer_ids.contains(u.message_id()))
+/// Below this many entries a name or id lookup scans a vector: on the small inputs most
+/// requests are, hashing and a map's allocation cost more than the scan.
+const SMALL: usize = 16;
+
+/// Entries by name, in insertion order: scanned while small (comparing a fingerprint before
+/// the bytes), hashed beyond [`SMALL`] (so a lookup stays O(1) on large tool sets).
+struct Names<'n, T> {
+    entries: Vec<(u64, &'n str, T)>,
+    index: Option<HashMap<&'n str, usize>>,
 }
 
-/// The updates of a snapshot by message id, to resolve each block to its definition.
-struct Resolved<'h> {
-    by_message: HashMap<&'h str, &'h ToolUpdate>,
+/// FNV-1a: a cheap fingerprint that tells most names apart without comparing their bytes.
+/// Only a filter before `==`: collisions cost a comparison, never a wrong answer.
+fn fingerprint(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
-impl<'h> Resolved<'h> {
-    fn of(history: &'h ToolHistory) -> Self {
-        Resolved {
-            by_message: history
-                .updates()
-                .iter()
-                .map(|u| (u.message_id(), u))
-                .collect(),
+impl<'n, T> Names<'n, T> {
+    fn with_capacity(n: usize) -> Self {
+        Names {
+            entries: Vec::with_capacity(n),
+            index: None,
         }
     }
 
-    /// A cursor over the definitions of `message_id`'s additions and redefinitions.
-    fn cursor(&self, message_id: &str) -> Cursor<'h> {
-        let update = self.by_message.get(message_id).copied();
-        let defs = |f: fn(&'h ToolUpdate) -> &'h crate::vocab::List<ToolSchema>| {
-            update.map_or_else(Vec::new, |u| f(u).iter().map(Some).collect())
-        };
-        Cursor {
-            additions: defs(ToolUpdate::additions),
-            redefinitions: defs(ToolUpdate::redefinitions),
+    fn find(&self, name: &str) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(name).copied(),
+            None => self.scan(fingerprint(name), name),
         }
     }
-}
 
-/// Hands out, for each block naming `N`, the next unused definition of `N` of its kind (the
-/// fold lists them in block order).
-struct Cursor<'h> {
-    additions: Vec<Option<&'h ToolSchema>>,
-    redefinitions: Vec<Option<&'h ToolSchema>>,
-}
-
-impl<'h> Cursor<'h> {
-    fn next(&mut self, name: &str, redefinition: bool) -> Option<&'h ToolSchema> {
-        let defs = if redefinition {
-            &mut self.redefinitions
-        } else {
-            &mut self.additions
-        };
-        defs.iter_mut()
-            .find(|d| d.is_some_and(|d| d.name() == name))
-            .and_then(Option::take)
-    }
-}
-
-/// Walks one developer message of the series on an inline-definition route (§5.1).
-fn walk_inline<'h>(
-    message: &Message,
-    resolved: &Resolved<'h>,
-    snapshot: &HashMap<&str, &ToolSchema>,
-    offered: &mut OfferedDefinitions<'h>,
-) -> Kept {
-    let mut cursor = resolved.cursor(message.id());
-    let mut fates = Vec::with_capacity(message.content().len());
-    for block in message.content() {
-        let fate = match block {
-            ContentBlock::ToolAddition { tool_name } => match cursor.next(tool_name, false) {
-                // A hand-made snapshot without the definition: nothing valid to send.
-                None => Fate::Dropped,
-                Some(def) => {
-                    let offered_as = offered.get(def.name());
-                    if offered_as.is_some_and(|o| o.same_tool(def)) {
-                        Fate::Dropped
-                    } else if offered_as.is_none()
-                        && snapshot.get(def.name()).is_some_and(|s| s.same_tool(def))
-                    {
-                        offered.insert(def.name(), def);
-                        Fate::Kept
-                    } else {
-                        offered.insert(def.name(), def);
-                        Fate::Replaced(ContentBlock::InlineAddition(InlineAddition::new(def)))
-                    }
-                }
-            },
-            ContentBlock::ToolRedefinition { tool_name } => {
-                let def = cursor.next(tool_name, true);
-                match (offered.get(tool_name.as_str()), def) {
-                    (Some(o), Some(def)) if !o.same_tool(def) => {
-                        offered.insert(def.name(), def);
-                        Fate::Replaced(ContentBlock::InlineAddition(InlineAddition::new(def)))
-                    }
-                    _ => Fate::Dropped,
-                }
-            }
-            ContentBlock::ToolRemoval { tool_name } => {
-                if offered.remove(tool_name.as_str()).is_some() {
-                    Fate::Kept
-                } else {
-                    Fate::Dropped
-                }
-            }
-            _ => Fate::Kept,
-        };
-        fates.push(fate);
-    }
-    Kept::of(message, fates)
-}
-
-/// The declarations of rule 4 and, by name, whether each is deferred.
-struct Declarations<'h> {
-    tools: Vec<ToolSchema>,
-    deferred: HashMap<&'h str, bool>,
-}
-
-/// Rule 4, or `None` for the all-deferred fallback.
-fn declarations<'h>(
-    history: &'h ToolHistory,
-    tools: Option<&[ToolSchema]>,
-    mode: ToolUpdateMode,
-) -> Option<Declarations<'h>> {
-    let mut all: Vec<&'h ToolSchema> = Vec::with_capacity(history.tools().len());
-    let mut seen: HashSet<&'h str> = HashSet::with_capacity(history.tools().len());
-    for t in history.tools() {
-        if seen.insert(t.name()) {
-            all.push(t);
-        }
-    }
-    // Additions come after, deferred; the first declaration of a name wins.
-    let first_addition = all.len();
-    for u in history.updates() {
-        for t in u.additions() {
-            if seen.insert(t.name()) {
-                all.push(t);
-            }
-        }
-    }
-    let given: Option<HashSet<&str>> = (mode == ToolUpdateMode::AdditionOnly).then(|| {
-        tools
-            .unwrap_or_default()
+    fn scan(&self, f: u64, name: &str) -> Option<usize> {
+        self.entries
             .iter()
-            .map(ToolSchema::name)
-            .collect()
-    });
+            .position(|(g, n, _)| *g == f && *n == name)
+    }
 
-    let mut out = Declarations {
-        tools: Vec::with_capacity(all.len()),
-        deferred: HashMap::with_capacity(all.len()),
-    };
-    for (i, t) in all.into_iter().enumerate() {
-        if given.as_ref().is_some_and(|g| !g.contains(t.name())) {
+    fn get(&self, name: &str) -> Option<&T> {
+        self.find(name).map(|i| &self.entries[i].2)
+    }
+
+    fn get_mut(&mut self, name: &str) -> Option<&mut T> {
+        self.find(name).map(|i| &mut self.entries[i].2)
+    }
+
+    /// The entry of `name`, inserted as `make()` when absent.
+    fn entry(&mut self, name: &'n str, make: impl FnOnce() -> T) -> &mut T {
+        let f = fingerprint(name);
+        let found = match &self.index {
+            Some(index) => index.get(name).copied(),
+            None => self.scan(f, name),
+        };
+        let i = match found {
+            Some(i) => i,
+            None => {
+                let i = self.entries.len();
+                self.entries.push((f, name, make()));
+                match &mut self.index {
+                    Some(index) => {
+                        index.insert(name, i);
+                    }
+                    None if self.entries.len() > SMALL => {
+                        let index = self.entries.iter().enumerate();
+                        self.index = Some(index.map(|(i, (_, n, _))| (*n, i)).collect());
+                    }
+                    None => {}
+                }
+                i
+            }
+        };
+        &mut self.entries[i].2
+    }
+
+    fn values(&self) -> impl Iterator<Item = &T> {
+        self.entries.iter().map(|(_, _, v)| v)
+    }
+}
+
+/// Rules 3 and 5 (and §5.1) in one pass: keeps the series' developer messages, each
+/// rewritten by `walk` (from the offered tools, which `walk` tracks), and drops every other
+/// developer message. `None` when some update of the snapshot is not a developer message of
+/// `messages` (rule 3).
+///
+/// Updates are in log order, so on a recorded request each one is the next developer message
+/// of the series: membership is one comparison with the next expected update; only a
+/// developer message that is not (another series', or any on a hand-made snapshot) is looked
+/// up.
+fn keep_series_messages<'a>(
+    messages: &'a [Message],
+    history: &ToolHistory,
+    mut walk: impl FnMut(&'a Message) -> Kept,
+) -> Option<ProjectedMessages<'a>> {
+    let updates = history.updates();
+    // The next update expected in order. Lists are read by index: small snapshots are one
+    // chunk, and an index costs less than an iterator over the persistent vector.
+    let mut next = 0;
+    let mut index: Option<HashSet<&str>> = None;
+    let mut splice = Splice::new(messages);
+    for (i, message) in messages.iter().enumerate() {
+        if message.role() != Role::Developer {
             continue;
         }
-        let schema = if i >= first_addition && !t.defer_loading() {
-            t.with_defer_loading(true)
+        let id = message.id();
+        let in_series = if updates.get(next).is_some_and(|u| u.message_id() == id) {
+            next += 1;
+            true
+        } else if updates.len() <= SMALL {
+            (0..updates.len()).any(|k| updates[k].message_id() == id)
         } else {
-            t.clone()
+            index
+                .get_or_insert_with(|| updates.iter().map(ToolUpdate::message_id).collect())
+                .contains(id)
         };
-        out.deferred.insert(t.name(), schema.defer_loading());
-        out.tools.push(schema);
-    }
-    // Providers need one immediately available tool.
-    if !out.tools.is_empty() && out.tools.iter().all(ToolSchema::defer_loading) {
-        return None;
-    }
-    Some(out)
-}
-
-/// Rule 5 (and §5.1): keeps the series' developer messages, each rewritten by `walk` from
-/// the offered tools (the snapshot's non-deferred tools to start with), and drops every other
-/// developer message. Borrowed while every message is kept unchanged.
-fn keep_series_messages<'a: 'x, 'h: 'x, 'x, O: Offered<'x>>(
-    messages: &'a [Message],
-    history: &'h ToolHistory,
-    mut walk: impl FnMut(&'a Message, &mut O) -> Kept,
-) -> Cow<'a, [Message]> {
-    let updates: HashSet<&str> = history.updates().iter().map(|u| u.message_id()).collect();
-    let mut offered = O::from_snapshot(history);
-    // Built lazily: `None` while every message so far is kept unchanged.
-    let mut out: Option<Vec<Message>> = None;
-    for (i, message) in messages.iter().enumerate() {
-        let kept = if message.role() != Role::Developer {
-            Kept::Same
-        } else if !updates.contains(message.id()) {
-            // A developer message of another series (or of no series).
+        // A developer message of another series (or of no series) is dropped.
+        match if in_series {
+            walk(message)
+        } else {
             Kept::Dropped
-        } else {
-            walk(message, &mut offered)
-        };
-        match kept {
-            Kept::Same => {
-                if let Some(out) = out.as_mut() {
-                    out.push(message.clone());
-                }
-            }
-            Kept::Dropped | Kept::Changed(_) => {
-                let out = out.get_or_insert_with(|| {
-                    let mut v = Vec::with_capacity(messages.len());
-                    v.extend(messages[..i].iter().cloned());
-                    v
-                });
-                if let Kept::Changed(m) = kept {
-                    out.push(m);
-                }
-            }
+        } {
+            Kept::Same => {}
+            Kept::Dropped => splice.remove(i),
+            Kept::Changed(m) => splice.replace(i, m),
         }
     }
-    match out {
-        Some(v) => Cow::Owned(v),
-        None => Cow::Borrowed(messages),
+    // Rule 3: the updates not met in order must still be developer messages of `messages`.
+    let missing: Vec<&str> = (next..updates.len())
+        .map(|k| updates[k].message_id())
+        .collect();
+    if !missing.is_empty() {
+        let mut developer = messages.iter().filter(|m| m.role() == Role::Developer);
+        let present = if missing.len() <= SMALL {
+            let mut found = vec![false; missing.len()];
+            for m in developer {
+                for (f, id) in found.iter_mut().zip(&missing) {
+                    *f |= *id == m.id();
+                }
+            }
+            found.iter().all(|f| *f)
+        } else {
+            let ids: HashSet<&str> = developer.by_ref().map(Message::id).collect();
+            missing.iter().all(|id| ids.contains(id))
+        };
+        if !present {
+            return None;
+        }
     }
+    Some(splice.finish())
 }
 
-/// What the walk of rule 5 tracks as offered: names by reference, definitions by value.
-trait Offered<'h> {
-    fn from_snapshot(history: &'h ToolHistory) -> Self;
-}
-
-impl<'h> Offered<'h> for HashSet<&'h str> {
-    fn from_snapshot(history: &'h ToolHistory) -> Self {
-        history
-            .tools()
-            .iter()
-            .filter(|t| !t.defer_loading())
-            .map(ToolSchema::name)
-            .collect()
-    }
-}
-
-/// By value, the definition each offered name is offered as (borrowed from the snapshot).
-type OfferedDefinitions<'h> = HashMap<&'h str, &'h ToolSchema>;
-
-impl<'h> Offered<'h> for OfferedDefinitions<'h> {
-    fn from_snapshot(history: &'h ToolHistory) -> Self {
-        history
-            .tools()
-            .iter()
-            .filter(|t| !t.defer_loading())
-            .map(|t| (t.name(), t))
-            .collect()
-    }
-}
-
+/// What the walk decided for one developer message.
 enum Kept {
     Same,
     Changed(Message),
@@ -514,20 +432,22 @@ enum Fate {
 }
 
 impl Kept {
-    /// The outcome for `message` given each block's fate, in order. Blocks are cloned only
-    /// when the message changes.
-    fn of(message: &Message, fates: Vec<Fate>) -> Kept {
+    /// The outcome for `message` given each block's fate, in order (drained). Blocks are
+    /// cloned only when the message changes.
+    fn of(message: &Message, fates: &mut Vec<Fate>) -> Kept {
         if fates.iter().all(|f| matches!(f, Fate::Dropped)) {
             // A message left without blocks (or that had none) is dropped.
+            fates.clear();
             return Kept::Dropped;
         }
         if fates.iter().all(|f| matches!(f, Fate::Kept)) {
+            fates.clear();
             return Kept::Same;
         }
         let content = message
             .content()
             .iter()
-            .zip(fates)
+            .zip(fates.drain(..))
             .filter_map(|(block, fate)| match fate {
                 Fate::Kept => Some(block.clone()),
                 Fate::Dropped => None,
@@ -538,33 +458,309 @@ impl Kept {
     }
 }
 
+/// One name of rule 4's declarations (or a snapshot name the mode leaves undeclared).
+struct Declared<'h> {
+    /// The name's first declaration: the snapshot's, or the first addition's.
+    first: &'h ToolSchema,
+    /// Declared by an addition (after the snapshot's tools, deferred).
+    addition: bool,
+    /// Among the declarations (`AdditionOnly` leaves out names not among `tools`).
+    declared: bool,
+    /// Rule 5's `offered`: the snapshot's non-deferred names to start with.
+    offered: bool,
+}
+
+impl Declared<'_> {
+    fn deferred(&self) -> bool {
+        self.addition || self.first.defer_loading()
+    }
+}
+
+/// Rule 4's declarations by name, in order, with rule 5's `offered` set.
+struct Declarations<'h> {
+    names: Names<'h, Declared<'h>>,
+}
+
+impl<'h> Declarations<'h> {
+    /// The snapshot's tools in order, then each addition whose name is not declared yet (the
+    /// first declaration of a name wins); `AdditionOnly` keeps only the names among `tools`.
+    fn of(history: &'h ToolHistory, tools: Option<&[ToolSchema]>, mode: ToolUpdateMode) -> Self {
+        let snapshot = history.tools();
+        let mut names = Names::with_capacity(snapshot.len() + 4);
+        for k in 0..snapshot.len() {
+            let t = &snapshot[k];
+            let d = names.entry(t.name(), || Declared {
+                first: t,
+                addition: false,
+                declared: true,
+                offered: false,
+            });
+            d.offered |= !t.defer_loading();
+        }
+        let updates = history.updates();
+        for k in 0..updates.len() {
+            let additions = updates[k].additions();
+            for j in 0..additions.len() {
+                let t = &additions[j];
+                names.entry(t.name(), || Declared {
+                    first: t,
+                    addition: true,
+                    declared: true,
+                    offered: false,
+                });
+            }
+        }
+        if mode == ToolUpdateMode::AdditionOnly {
+            for (_, _, d) in &mut names.entries {
+                d.declared = false;
+            }
+            for t in tools.unwrap_or_default() {
+                if let Some(d) = names.get_mut(t.name()) {
+                    d.declared = true;
+                }
+            }
+        }
+        Declarations { names }
+    }
+
+    fn declared(&self) -> impl Iterator<Item = &Declared<'h>> {
+        self.names.values().filter(|d| d.declared)
+    }
+
+    /// Providers need one immediately available tool: whether there are declarations and all
+    /// are deferred.
+    fn all_deferred(&self) -> bool {
+        let mut any = false;
+        for d in self.declared() {
+            if !d.deferred() {
+                return false;
+            }
+            any = true;
+        }
+        any
+    }
+
+    /// The declarations; `given` itself when they are its schemas with the same flags.
+    fn tools<'a>(&self, given: Option<&'a [ToolSchema]>) -> Cow<'a, [ToolSchema]> {
+        if let Some(given) = given {
+            let mut g = given.iter();
+            let same = self.declared().all(|d| {
+                g.next().is_some_and(|y| {
+                    d.first.shares_definition_with(y) && d.deferred() == y.defer_loading()
+                })
+            });
+            if same && g.next().is_none() {
+                return Cow::Borrowed(given);
+            }
+        }
+        Cow::Owned(
+            self.declared()
+                .map(|d| {
+                    if d.addition && !d.first.defer_loading() {
+                        d.first.with_defer_loading(true)
+                    } else {
+                        d.first.clone()
+                    }
+                })
+                .collect(),
+        )
+    }
+}
+
 /// Walks one developer message of the series (rule 5).
-fn walk_blocks<'m>(
-    message: &'m Message,
-    declarations: &Declarations<'_>,
+fn walk_blocks(
+    message: &Message,
+    declarations: &mut Declarations<'_>,
     mode: ToolUpdateMode,
-    offered: &mut HashSet<&'m str>,
+    fates: &mut Vec<Fate>,
 ) -> Kept {
-    let blocks = message.content();
-    let mut keep = Vec::with_capacity(blocks.len());
-    for block in blocks {
+    for block in message.content() {
         let stays = match block {
             // Declared and not offered, deferred or not: a `tool_addition` also re-offers a
             // removed non-deferred tool.
             ContentBlock::ToolAddition { tool_name } => {
-                declarations.deferred.contains_key(tool_name.as_str()) && offered.insert(tool_name)
+                match declarations.names.get_mut(tool_name) {
+                    Some(d) if d.declared && !d.offered => {
+                        d.offered = true;
+                        true
+                    }
+                    _ => false,
+                }
             }
             ContentBlock::ToolRemoval { tool_name } => match mode {
-                ToolUpdateMode::InHistory => offered.remove(tool_name.as_str()),
+                ToolUpdateMode::InHistory => match declarations.names.get_mut(tool_name) {
+                    Some(d) if d.offered => {
+                        d.offered = false;
+                        true
+                    }
+                    _ => false,
+                },
                 ToolUpdateMode::AdditionOnly => false,
             },
             // The by-reference fold opened a declaration series for it already.
             ContentBlock::ToolRedefinition { .. } => false,
             _ => true,
         };
-        keep.push(if stays { Fate::Kept } else { Fate::Dropped });
+        fates.push(if stays { Fate::Kept } else { Fate::Dropped });
     }
-    Kept::of(message, keep)
+    Kept::of(message, fates)
+}
+
+/// A name on an inline-definition route: its snapshot definition and what it is offered as.
+#[derive(Default)]
+struct Definitions<'h> {
+    /// The snapshot's tool of this name (the last one, on a snapshot that repeats a name).
+    snapshot: Option<&'h ToolSchema>,
+    /// The definition the name is offered as; `None` when not offered.
+    offered: Option<&'h ToolSchema>,
+}
+
+/// The walk of §5.1 over the series' developer messages, in order.
+struct InlineWalk<'h> {
+    history: &'h ToolHistory,
+    names: Names<'h, Definitions<'h>>,
+    /// Whether `names` holds the snapshot's tools yet.
+    started: bool,
+    /// The updates by message id (the last one for an id), built on the first lookup of a
+    /// large snapshot.
+    by_message: Option<HashMap<&'h str, &'h ToolUpdate>>,
+    /// Which definitions of the current update's additions and redefinitions were handed
+    /// out, and each block's fate: scratch, reused across messages.
+    taken: (Vec<bool>, Vec<bool>),
+    fates: Vec<Fate>,
+}
+
+impl<'h> InlineWalk<'h> {
+    fn of(history: &'h ToolHistory) -> Self {
+        InlineWalk {
+            history,
+            names: Names::with_capacity(0),
+            started: false,
+            by_message: None,
+            taken: (Vec::new(), Vec::new()),
+            fates: Vec::new(),
+        }
+    }
+
+    /// The update of `message_id` (the last one, on a snapshot that repeats an id).
+    fn update(&mut self, message_id: &str) -> Option<&'h ToolUpdate> {
+        let updates = self.history.updates();
+        if updates.len() <= SMALL {
+            return (0..updates.len())
+                .rev()
+                .map(|k| &updates[k])
+                .find(|u| u.message_id() == message_id);
+        }
+        self.by_message
+            .get_or_insert_with(|| updates.iter().map(|u| (u.message_id(), u)).collect())
+            .get(message_id)
+            .copied()
+    }
+
+    fn offered(&self, name: &str) -> Option<&'h ToolSchema> {
+        self.names.get(name).and_then(|d| d.offered)
+    }
+
+    fn offer(&mut self, def: &'h ToolSchema) {
+        self.names.entry(def.name(), Definitions::default).offered = Some(def);
+    }
+
+    /// The names of the snapshot's tools: built on the first message walked (a request
+    /// without one never reads them).
+    fn start(&mut self) {
+        let snapshot = self.history.tools();
+        self.names = Names::with_capacity(snapshot.len() + 4);
+        for k in 0..snapshot.len() {
+            let t = &snapshot[k];
+            let d = self.names.entry(t.name(), Definitions::default);
+            d.snapshot = Some(t);
+            if !t.defer_loading() {
+                d.offered = Some(t);
+            }
+        }
+        self.started = true;
+    }
+
+    /// Walks one developer message of the series (§5.1).
+    fn message(&mut self, message: &Message) -> Kept {
+        if !self.started {
+            self.start();
+        }
+        let update = self.update(message.id());
+        let additions = update.map(ToolUpdate::additions);
+        let redefinitions = update.map(ToolUpdate::redefinitions);
+        let mut taken = std::mem::take(&mut self.taken);
+        taken.0.clear();
+        taken.0.resize(additions.map_or(0, List::len), false);
+        taken.1.clear();
+        taken.1.resize(redefinitions.map_or(0, List::len), false);
+        let mut fates = std::mem::take(&mut self.fates);
+        for block in message.content() {
+            let fate = match block {
+                ContentBlock::ToolAddition { tool_name } => {
+                    match next_definition(additions, &mut taken.0, tool_name) {
+                        // A hand-made snapshot without the definition: nothing valid to send.
+                        None => Fate::Dropped,
+                        Some(def) => {
+                            let offered_as = self.offered(def.name());
+                            if offered_as.is_some_and(|o| o.same_tool(def)) {
+                                Fate::Dropped
+                            } else if offered_as.is_none()
+                                && self
+                                    .names
+                                    .get(def.name())
+                                    .and_then(|d| d.snapshot)
+                                    .is_some_and(|s| s.same_tool(def))
+                            {
+                                self.offer(def);
+                                Fate::Kept
+                            } else {
+                                self.offer(def);
+                                Fate::Replaced(ContentBlock::InlineAddition(InlineAddition::new(
+                                    def,
+                                )))
+                            }
+                        }
+                    }
+                }
+                ContentBlock::ToolRedefinition { tool_name } => {
+                    let def = next_definition(redefinitions, &mut taken.1, tool_name);
+                    match (self.offered(tool_name), def) {
+                        (Some(o), Some(def)) if !o.same_tool(def) => {
+                            self.offer(def);
+                            Fate::Replaced(ContentBlock::InlineAddition(InlineAddition::new(def)))
+                        }
+                        _ => Fate::Dropped,
+                    }
+                }
+                ContentBlock::ToolRemoval { tool_name } => {
+                    match self.names.get_mut(tool_name).and_then(|d| d.offered.take()) {
+                        Some(_) => Fate::Kept,
+                        None => Fate::Dropped,
+                    }
+                }
+                _ => Fate::Kept,
+            };
+            fates.push(fate);
+        }
+        let kept = Kept::of(message, &mut fates);
+        self.taken = taken;
+        self.fates = fates;
+        kept
+    }
+}
+
+/// The next definition of `name` in `defs` not handed out yet (the fold lists them in block
+/// order), marked as handed out.
+fn next_definition<'h>(
+    defs: Option<&'h List<ToolSchema>>,
+    taken: &mut [bool],
+    name: &str,
+) -> Option<&'h ToolSchema> {
+    let defs = defs?;
+    let k = (0..defs.len()).find(|&k| !taken[k] && defs[k].name() == name)?;
+    taken[k] = true;
+    Some(&defs[k])
 }
 
 /// Rules 2–3 and the all-deferred fallback: developer messages dropped, tools as given.
@@ -580,19 +776,15 @@ fn fallback<'a>(
     }
 }
 
-/// Every message but developer ones; borrowed when there is none.
-fn without_developer(messages: &[Message]) -> Cow<'_, [Message]> {
-    if messages.iter().any(|m| m.role() == Role::Developer) {
-        Cow::Owned(
-            messages
-                .iter()
-                .filter(|m| m.role() != Role::Developer)
-                .cloned()
-                .collect(),
-        )
-    } else {
-        Cow::Borrowed(messages)
+/// Every message but developer ones; the input itself when there is none.
+fn without_developer(messages: &[Message]) -> ProjectedMessages<'_> {
+    let mut splice = Splice::new(messages);
+    for (i, m) in messages.iter().enumerate() {
+        if m.role() == Role::Developer {
+            splice.remove(i);
+        }
     }
+    splice.finish()
 }
 
 /// "Tools as given": unchanged, unless every tool is deferred, in which case all are cleared
@@ -614,13 +806,10 @@ fn cleared(tools: &[ToolSchema]) -> Cow<'_, [ToolSchema]> {
     }
 }
 
-/// Whether two lists hold the same schema allocations with the same flags, in order. O(n):
-/// definitions are compared by pointer, never by content.
-fn same_schemas(a: &[ToolSchema], b: &[ToolSchema]) -> bool {
-    a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|(x, y)| x.shares_definition_with(y) && x.defer_loading() == y.defer_loading())
+/// Whether two schemas are the same allocation with the same flag: definitions are compared
+/// by pointer, never by content.
+fn same_schema(x: &ToolSchema, y: &ToolSchema) -> bool {
+    x.shares_definition_with(y) && x.defer_loading() == y.defer_loading()
 }
 
 /// A tool call naming a tool the model may not call (reference §5, §7).

@@ -45,18 +45,12 @@ fn check(c: &Case) {
     assert_eq!(path, c.path, "{name}: path");
     match c.out_messages {
         "same" => {
-            assert!(
-                matches!(out.messages, Cow::Borrowed(_)),
-                "{name}: messages copied"
-            );
-            assert_eq!(&*out.messages, &messages[..], "{name}");
+            assert!(out.messages.is_borrowed(), "{name}: messages copied");
+            assert_eq!(out.messages.as_slice(), Some(&messages[..]), "{name}");
         }
         expect => {
             assert_eq!(msgs_spec(&out.messages), expect, "{name}: messages");
-            assert!(
-                matches!(out.messages, Cow::Owned(_)),
-                "{name}: changed but borrowed"
-            );
+            assert!(!out.messages.is_borrowed(), "{name}: changed but borrowed");
         }
     }
     match (c.out_tools, &out.tools) {
@@ -605,7 +599,7 @@ fn never_deep_copies() {
     let given = tools("B C");
     let history = hist("A C", &[("d1", "B")]);
     let out = project_tool_updates(&messages, Some(&given), Some(AdditionOnly), Some(&history));
-    let out_messages = &*out.messages;
+    let out_messages = &out.messages;
     assert_eq!(msgs_spec(out_messages), "u1 d1(+B) u2 u3");
     // Unchanged messages are handle clones of the input.
     for (got, input) in [(0, 0), (2, 2), (3, 4)] {
@@ -757,4 +751,15 @@ fn removed_but_declared_is_unknown() {
         validate_tool_call("B", &header),
         Err(UnknownTool::NotEffective { name: "B".into() })
     );
+}
+
+#[test]
+fn a_projection_that_drops_every_message_is_empty() {
+    let messages = msgs("d1(+B) d2(-B)");
+    let given = tools("A B");
+    let out = project_tool_updates(&messages, Some(&given), None, None);
+    assert!(out.messages.is_empty(), "{:?}", out.messages);
+    assert!(!out.messages.is_borrowed() && out.messages.as_slice().is_none());
+    assert_eq!(out.messages.iter().count(), 0);
+    assert_eq!(serde_json::to_value(&out.messages).unwrap(), json!([]));
 }

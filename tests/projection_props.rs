@@ -41,9 +41,11 @@ fn names(tools: &[ToolSchema]) -> Vec<&str> {
     tools.iter().map(ToolSchema::name).collect()
 }
 
-fn developer_blocks(messages: &[Message]) -> impl Iterator<Item = &ContentBlock> {
+fn developer_blocks<'m>(
+    messages: impl IntoIterator<Item = &'m Message>,
+) -> impl Iterator<Item = &'m ContentBlock> {
     messages
-        .iter()
+        .into_iter()
         .filter(|m| m.role() == Role::Developer)
         .flat_map(|m| m.content())
 }

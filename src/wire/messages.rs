@@ -31,7 +31,7 @@ use super::{
 #[cfg(doc)]
 use super::{ThinkingPlan, ToolLimit};
 use crate::event::Config;
-use crate::project::ProjectedToolUpdates;
+use crate::project::{ProjectedMessages, ProjectedToolUpdates};
 use crate::route::Route;
 use crate::vocab::{ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, Role, ToolSchema};
 
@@ -680,18 +680,19 @@ struct Builder<'a, 'r> {
 }
 
 impl<'a> Conversation<'a> {
-    fn build(messages: &'a [Message], rules: &Rules<'_>) -> Result<Self, WireError> {
+    fn build(messages: &'a ProjectedMessages<'_>, rules: &Rules<'_>) -> Result<Self, WireError> {
         let prompts_in_history = rules.prompts_in_history;
-        let (system, rest) = match messages.split_first() {
+        let mut rest = messages.iter();
+        let system = match messages.first() {
             // In-history routes: node 0 is `system` only when it is the first surface node.
-            Some((first, rest)) if prompts_in_history && first.role() == Role::System => {
-                (Some(system_text(first)?), rest)
+            Some(first) if prompts_in_history && first.role() == Role::System => {
+                rest.next();
+                Some(system_text(first)?)
             }
-            _ if prompts_in_history => (None, messages),
-            _ => (
-                latest_prompt(messages).map(system_text).transpose()?,
-                messages,
-            ),
+            _ if prompts_in_history => None,
+            _ => latest_prompt(messages.iter())
+                .map(system_text)
+                .transpose()?,
         };
         let mut b = Builder {
             rules,

@@ -820,8 +820,10 @@ fn system_text(message: &Message) -> Result<String, WireError> {
 }
 
 /// The latest prompt node of `messages`, if any.
-fn latest_prompt(messages: &[Message]) -> Option<&Message> {
-    messages.iter().rev().find(|m| m.is_prompt())
+fn latest_prompt<'m>(
+    mut messages: impl DoubleEndedIterator<Item = &'m Message>,
+) -> Option<&'m Message> {
+    messages.rfind(|m| m.is_prompt())
 }
 
 /// On routes without prompts in history: checks a system message that is not the top-level

@@ -14,7 +14,7 @@ use super::{
     latest_prompt, sorted_options, system_text, unsupported,
 };
 use crate::event::Config;
-use crate::project::ProjectedToolUpdates;
+use crate::project::{ProjectedMessages, ProjectedToolUpdates};
 use crate::vocab::{ContentBlock, Message, Role, ToolSchema};
 
 /// Serializes `projected` for an OpenAI-compatible chat route.
@@ -68,9 +68,11 @@ pub fn serialize_openai_chat(
     ))
 }
 
-fn chat_messages(messages: &[Message]) -> Result<Vec<ChatMessage<'_>>, WireError> {
+fn chat_messages<'a>(
+    messages: &'a ProjectedMessages<'_>,
+) -> Result<Vec<ChatMessage<'a>>, WireError> {
     let mut out = Vec::with_capacity(messages.len() + 1);
-    if let Some(system) = latest_prompt(messages) {
+    if let Some(system) = latest_prompt(messages.iter()) {
         let text = system_text(system)?;
         if !text.is_empty() {
             out.push(ChatMessage::System {

@@ -251,7 +251,7 @@ pub fn msgs(specs: &str) -> Vec<Message> {
 
 /// Messages rendered as space-separated specs: a developer message as `d1(+B,…)`, any other
 /// message as its id.
-pub fn msgs_spec(messages: &[Message]) -> String {
+pub fn msgs_spec<'m>(messages: impl IntoIterator<Item = &'m Message>) -> String {
     let one = |m: &Message| {
         if m.role() != Role::Developer {
             return m.id().to_owned();
@@ -259,7 +259,7 @@ pub fn msgs_spec(messages: &[Message]) -> String {
         let blocks: Vec<String> = m.content().iter().map(block_spec).collect();
         format!("{}({})", m.id(), blocks.join(","))
     };
-    messages.iter().map(one).collect::<Vec<_>>().join(" ")
+    messages.into_iter().map(one).collect::<Vec<_>>().join(" ")
 }
 
 /// A `request/header` line with config `{"provider":"p","model":"m"}`.

@@ -88,7 +88,7 @@ fn by_value(tool: &ToolSchema) -> ContentBlock {
     let messages = session.messages();
     let history = session.tool_history_by_value();
     let projected = project_tool_updates_inline(&messages, None, Some(&history));
-    match &projected.messages[..] {
+    match &projected.messages.to_vec()[..] {
         [m] => match m.content() {
             [block @ ContentBlock::InlineAddition(a)] => {
                 assert_eq!(a.definition(), &tool.with_defer_loading(false));

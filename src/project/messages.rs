@@ -1,0 +1,421 @@
+//! [`ProjectedMessages`]: the messages of a projection as a view of the input.
+//!
+//! A projection keeps most messages as they are and drops or rewrites a few (developer
+//! messages). Copying the kept ones into a `Vec` costs a reference-count increment and
+//! decrement per message, which on a long history is most of the projection's cost; the view
+//! holds runs of the input slice and the few rewritten messages instead.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::iter::FusedIterator;
+use std::ops::Index;
+
+use serde::{Serialize, Serializer};
+
+use crate::vocab::Message;
+
+/// The messages a route receives: the input's messages in order, without the dropped ones,
+/// with the few rewritten ones in their place ([`ProjectedToolUpdates::messages`]).
+///
+/// A view, not a copy: kept messages are read from the input slice, so a projection costs
+/// O(dropped + rewritten) on top of the walk that decides them, whatever the history's length.
+/// Read it like a slice ([`len`](Self::len), [`iter`](Self::iter), indexing, [`get`](Self::get))
+/// or copy it out with [`to_vec`](Self::to_vec) (handle clones). Indexing is O(log changes).
+///
+/// Serializes as the JSON array of its messages; two views are equal when their messages
+/// are.
+///
+/// ```
+/// use mektpoy::{Message, project::ProjectedMessages};
+/// let input = [Message::user("u1", "hi"), Message::user("u2", "there")];
+/// let view = ProjectedMessages::from(&input[..]);
+/// assert!(view.is_borrowed());
+/// assert_eq!(view.len(), 2);
+/// assert_eq!(view[1].id(), "u2");
+/// assert_eq!(view.iter().map(Message::id).collect::<Vec<_>>(), ["u1", "u2"]);
+/// ```
+///
+/// [`ProjectedToolUpdates::messages`]: super::ProjectedToolUpdates::messages
+#[derive(Clone)]
+pub struct ProjectedMessages<'a> {
+    base: Cow<'a, [Message]>,
+    /// `false`: the output is the whole of `base` (and `parts` is empty).
+    spliced: bool,
+    /// When spliced, the output in order, each part with the output index it starts at (for
+    /// indexing); empty when every message was dropped.
+    parts: Vec<Part>,
+    len: usize,
+}
+
+#[derive(Clone)]
+struct Part {
+    /// The output index of the part's first message.
+    at: usize,
+    kind: PartKind,
+}
+
+#[derive(Clone)]
+enum PartKind {
+    /// `base[start..end]`, as it is.
+    Run { start: usize, end: usize },
+    /// A message of `base` whose blocks the projection changed.
+    Rewritten(Message),
+}
+
+impl<'a> ProjectedMessages<'a> {
+    /// Number of messages.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there is no message.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether this is the borrowed input itself, unchanged: the projection dropped and
+    /// rewrote nothing.
+    pub fn is_borrowed(&self) -> bool {
+        !self.spliced && matches!(self.base, Cow::Borrowed(_))
+    }
+
+    /// The messages as one slice, when they are one: the input (or a given `Vec`) unchanged.
+    /// `None` when some message was dropped or rewritten.
+    pub fn as_slice(&self) -> Option<&[Message]> {
+        (!self.spliced).then_some(&*self.base)
+    }
+
+    /// The messages in order.
+    pub fn iter(&self) -> MessagesIter<'_> {
+        MessagesIter {
+            base: &self.base,
+            parts: self.parts.iter(),
+            front: if !self.spliced {
+                self.base.iter()
+            } else {
+                [].iter()
+            },
+            back: [].iter(),
+            remaining: self.len,
+        }
+    }
+
+    /// The message at `index`, if any.
+    pub fn get(&self, index: usize) -> Option<&Message> {
+        if index >= self.len {
+            return None;
+        }
+        if !self.spliced {
+            return self.base.get(index);
+        }
+        // The last part starting at or before `index` holds it.
+        let part = &self.parts[self.parts.partition_point(|p| p.at <= index) - 1];
+        match &part.kind {
+            PartKind::Run { start, .. } => self.base.get(start + (index - part.at)),
+            PartKind::Rewritten(m) => Some(m),
+        }
+    }
+
+    /// The first message.
+    pub fn first(&self) -> Option<&Message> {
+        self.get(0)
+    }
+
+    /// The last message.
+    pub fn last(&self) -> Option<&Message> {
+        self.len.checked_sub(1).and_then(|i| self.get(i))
+    }
+
+    /// The messages copied into a `Vec` (handle clones, never a deep copy).
+    pub fn to_vec(&self) -> Vec<Message> {
+        self.iter().cloned().collect()
+    }
+
+    /// Whether `prefix`'s messages are the first of these (by value, as `==`).
+    pub fn starts_with(&self, prefix: &ProjectedMessages<'_>) -> bool {
+        prefix.len <= self.len && self.iter().zip(prefix).all(|(a, b)| a == b)
+    }
+}
+
+impl<'a> From<&'a [Message]> for ProjectedMessages<'a> {
+    fn from(messages: &'a [Message]) -> Self {
+        Cow::Borrowed(messages).into()
+    }
+}
+
+impl<'a> From<&'a Vec<Message>> for ProjectedMessages<'a> {
+    fn from(messages: &'a Vec<Message>) -> Self {
+        Cow::Borrowed(&messages[..]).into()
+    }
+}
+
+impl From<Vec<Message>> for ProjectedMessages<'_> {
+    fn from(messages: Vec<Message>) -> Self {
+        Cow::<[Message]>::Owned(messages).into()
+    }
+}
+
+impl<'a> From<Cow<'a, [Message]>> for ProjectedMessages<'a> {
+    fn from(base: Cow<'a, [Message]>) -> Self {
+        ProjectedMessages {
+            len: base.len(),
+            base,
+            spliced: false,
+            parts: Vec::new(),
+        }
+    }
+}
+
+impl Index<usize> for ProjectedMessages<'_> {
+    type Output = Message;
+
+    fn index(&self, index: usize) -> &Message {
+        match self.get(index) {
+            Some(m) => m,
+            None => panic!(
+                "index {index} out of range for {} projected messages",
+                self.len
+            ),
+        }
+    }
+}
+
+impl<'s> IntoIterator for &'s ProjectedMessages<'_> {
+    type Item = &'s Message;
+    type IntoIter = MessagesIter<'s>;
+
+    fn into_iter(self) -> MessagesIter<'s> {
+        self.iter()
+    }
+}
+
+impl PartialEq for ProjectedMessages<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.iter().eq(other.iter())
+    }
+}
+
+impl PartialEq<[Message]> for ProjectedMessages<'_> {
+    fn eq(&self, other: &[Message]) -> bool {
+        self.len == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl fmt::Debug for ProjectedMessages<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl Serialize for ProjectedMessages<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.iter())
+    }
+}
+
+/// The messages of a [`ProjectedMessages`], in order (double-ended, exact size).
+#[derive(Clone, Debug)]
+pub struct MessagesIter<'s> {
+    base: &'s [Message],
+    parts: std::slice::Iter<'s, Part>,
+    front: std::slice::Iter<'s, Message>,
+    back: std::slice::Iter<'s, Message>,
+    remaining: usize,
+}
+
+impl fmt::Debug for Part {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            PartKind::Run { start, end } => write!(f, "{start}..{end}"),
+            PartKind::Rewritten(m) => write!(f, "rewritten {}", m.id()),
+        }
+    }
+}
+
+impl<'s> MessagesIter<'s> {
+    fn slice(&self, part: &'s Part) -> &'s [Message] {
+        match &part.kind {
+            PartKind::Run { start, end } => &self.base[*start..*end],
+            PartKind::Rewritten(m) => std::slice::from_ref(m),
+        }
+    }
+}
+
+impl<'s> Iterator for MessagesIter<'s> {
+    type Item = &'s Message;
+
+    fn next(&mut self) -> Option<&'s Message> {
+        loop {
+            if let Some(m) = self.front.next() {
+                self.remaining -= 1;
+                return Some(m);
+            }
+            match self.parts.next() {
+                Some(part) => self.front = self.slice(part).iter(),
+                None => {
+                    let m = self.back.next()?;
+                    self.remaining -= 1;
+                    return Some(m);
+                }
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining, Some(self.remaining))
+    }
+}
+
+impl DoubleEndedIterator for MessagesIter<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(m) = self.back.next_back() {
+                self.remaining -= 1;
+                return Some(m);
+            }
+            match self.parts.next_back() {
+                Some(part) => self.back = self.slice(part).iter(),
+                None => {
+                    let m = self.front.next_back()?;
+                    self.remaining -= 1;
+                    return Some(m);
+                }
+            }
+        }
+    }
+}
+
+impl ExactSizeIterator for MessagesIter<'_> {}
+
+impl FusedIterator for MessagesIter<'_> {}
+
+/// Builds a [`ProjectedMessages`] from the positions of `base` that change, in increasing
+/// order; every other position is kept.
+pub(super) struct Splice<'a> {
+    base: &'a [Message],
+    parts: Vec<Part>,
+    /// The first position of `base` not yet in `parts`.
+    next: usize,
+    len: usize,
+}
+
+impl<'a> Splice<'a> {
+    pub(super) fn new(base: &'a [Message]) -> Self {
+        Splice {
+            base,
+            parts: Vec::new(),
+            next: 0,
+            len: 0,
+        }
+    }
+
+    /// Keeps `base[self.next..to]` as it is.
+    fn run_to(&mut self, to: usize) {
+        debug_assert!(to >= self.next, "changes come in increasing order");
+        if to > self.next {
+            self.parts.push(Part {
+                at: self.len,
+                kind: PartKind::Run {
+                    start: self.next,
+                    end: to,
+                },
+            });
+            self.len += to - self.next;
+        }
+    }
+
+    /// Drops `base[index]`.
+    pub(super) fn remove(&mut self, index: usize) {
+        self.run_to(index);
+        self.next = index + 1;
+    }
+
+    /// Puts `message` in the place of `base[index]`.
+    pub(super) fn replace(&mut self, index: usize, message: Message) {
+        self.run_to(index);
+        self.parts.push(Part {
+            at: self.len,
+            kind: PartKind::Rewritten(message),
+        });
+        self.len += 1;
+        self.next = index + 1;
+    }
+
+    pub(super) fn finish(mut self) -> ProjectedMessages<'a> {
+        if self.next == 0 {
+            // Nothing changed: the input itself.
+            return ProjectedMessages::from(self.base);
+        }
+        self.run_to(self.base.len());
+        ProjectedMessages {
+            base: Cow::Borrowed(self.base),
+            spliced: true,
+            parts: self.parts,
+            len: self.len,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids<'m>(messages: impl Iterator<Item = &'m Message>) -> Vec<&'m str> {
+        messages.map(Message::id).collect()
+    }
+
+    #[test]
+    fn a_spliced_view_reads_like_the_vector_it_stands_for() {
+        let base: Vec<Message> = (0..10)
+            .map(|i| Message::user(format!("m{i}"), "x"))
+            .collect();
+        let mut splice = Splice::new(&base);
+        splice.remove(0);
+        splice.replace(3, Message::user("r3", "y"));
+        splice.remove(4);
+        splice.remove(5);
+        splice.remove(9);
+        let view = splice.finish();
+        let expect = ["m1", "m2", "r3", "m6", "m7", "m8"];
+        assert_eq!(ids(view.iter()), expect);
+        assert_eq!(
+            ids(view.iter().rev()),
+            expect.iter().rev().copied().collect::<Vec<_>>()
+        );
+        assert_eq!(view.len(), expect.len());
+        assert_eq!(view.iter().len(), expect.len());
+        for (i, id) in expect.iter().enumerate() {
+            assert_eq!(view[i].id(), *id, "index {i}");
+        }
+        assert!(view.get(expect.len()).is_none());
+        assert_eq!(view.last().map(Message::id), Some("m8"));
+        assert!(!view.is_borrowed() && view.as_slice().is_none());
+        assert!(view[0].ptr_eq(&base[1]), "kept messages are the input's");
+        // Both ends of one iterator meet in the middle.
+        let mut it = view.iter();
+        assert_eq!(
+            (it.next().unwrap().id(), it.next_back().unwrap().id()),
+            ("m1", "m8")
+        );
+        assert_eq!(ids(it), ["m2", "r3", "m6", "m7"]);
+        let copy = ProjectedMessages::from(view.to_vec());
+        assert_eq!(copy, view);
+        assert!(copy.starts_with(&view) && view.starts_with(&ProjectedMessages::from(&base[1..3])));
+        assert_eq!(
+            serde_json::to_string(&view).unwrap(),
+            serde_json::to_string(&view.to_vec()).unwrap()
+        );
+    }
+
+    #[test]
+    fn an_unchanged_view_is_the_input() {
+        let base = [Message::user("u1", "x")];
+        let view = Splice::new(&base).finish();
+        assert!(view.is_borrowed());
+        assert_eq!(view.as_slice(), Some(&base[..]));
+        let mut all = Splice::new(&base);
+        all.remove(0);
+        let empty = all.finish();
+        assert!(empty.is_empty() && !empty.is_borrowed() && empty.iter().next().is_none());
+    }
+}
