@@ -72,6 +72,40 @@ fn fold(c: &mut Criterion) {
         });
     }
     group.finish();
+
+    // The first read of a fresh fork at 1k, 10k and 100k events (issue 13), on a log appended
+    // directly (`common::log_with_churn`; recording 100k events would take minutes). Built once,
+    // outside the timed loop; each iteration forks it (setup) and reads both folds' first
+    // snapshot.
+    let mut group = c.benchmark_group("from_scratch");
+    for events in [1_000usize, 10_000, 100_000] {
+        // Exactly `events` events: the log cut there (a step may be cut short).
+        let s = common::log_with_churn(events);
+        if events >= 100_000 {
+            group.sample_size(10);
+        }
+        group.bench_function(BenchmarkId::new("full_rescan", events), |b| {
+            b.iter_batched(
+                || Session::fork(&s, events as u64, "f").expect("fork"),
+                |f| {
+                    let history = black_box(f.tool_history());
+                    (f, history)
+                },
+                BatchSize::LargeInput,
+            )
+        });
+        group.bench_function(BenchmarkId::new("by_value_full_rescan", events), |b| {
+            b.iter_batched(
+                || Session::fork(&s, events as u64, "f").expect("fork"),
+                |f| {
+                    let history = black_box(f.tool_history_by_value());
+                    (f, history)
+                },
+                BatchSize::LargeInput,
+            )
+        });
+    }
+    group.finish();
 }
 
 criterion_group!(benches, fold);

@@ -12,6 +12,7 @@ use crate::event::{
     DecodeError, Event, HeaderEvent, MessageEvent, Rewrite, SurfaceOp, ThinkingEvent,
     ThinkingPolicy, is_known_event_type,
 };
+use crate::history::ToolFold;
 use crate::store::WriteError;
 use crate::vocab::{
     ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, MessageSource, Role, Seq, ToolIndex,
@@ -326,6 +327,10 @@ pub(crate) struct LogState {
     /// Every header's tools by name, built once when the header is applied; developer messages
     /// are checked against it and the folds share it.
     pub tool_indexes: imbl::HashMap<Seq, Arc<ToolIndex>>,
+    /// The `Seq`s of the events a tool fold reads (headers and developer messages), in order,
+    /// so that a fold from scratch skips the user, assistant and tool events without looking
+    /// at them.
+    pub fold_events: imbl::Vector<usize>,
     /// The loaded file's last line had no `\n` and nothing was appended since.
     pub unterminated_tail: bool,
     /// The latest surface replace.
@@ -630,6 +635,30 @@ impl LogState {
             .flatten()
     }
 
+    /// The events in `range` a tool fold reads (`fold_events`), with their `Seq`s: the others
+    /// are passed over by position, never dereferenced. O(log n + events in `range`).
+    pub fn fold_events_in(
+        &self,
+        range: std::ops::Range<usize>,
+    ) -> impl Iterator<Item = (Seq, &Event)> {
+        let first = match self.fold_events.binary_search(&range.start) {
+            Ok(i) | Err(i) => i,
+        };
+        let mut wanted = (first < self.fold_events.len())
+            .then(|| self.fold_events.focus().narrow(first..))
+            .into_iter()
+            .flatten()
+            .copied()
+            .take_while(move |seq| *seq < range.end)
+            .peekable();
+        let start = range.start;
+        self.range(range)
+            .zip(start..)
+            .filter_map(move |(event, seq)| {
+                wanted.next_if_eq(&seq).map(|seq| (Seq::from(seq), event))
+            })
+    }
+
     pub fn next_seq(&self) -> Seq {
         Seq::from(self.events.len())
     }
@@ -837,6 +866,9 @@ impl LogState {
     /// Applies a checked event. Infallible; O(log n).
     pub fn apply(&mut self, event: Event, line: Option<Arc<str>>) {
         let seq = self.next_seq();
+        if ToolFold::can_change(&event) {
+            self.fold_events.push_back(seq.index());
+        }
         let node = match &event {
             Event::Header(h) => {
                 self.tool_indexes
