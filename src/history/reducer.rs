@@ -135,7 +135,11 @@ impl ToolFold {
         indexes: &ToolIndexes,
     ) -> bool {
         let mut changed = false;
-        let mut events = events.into_iter();
+        let mut events = events.into_iter().peekable();
+        if events.peek().is_none() {
+            self.upto = self.upto.max(upto);
+            return false;
+        }
         let mut batch = Vec::new();
         loop {
             // Each event lives in its own allocations, so a long fold waits mostly on memory.

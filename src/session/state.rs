@@ -636,21 +636,36 @@ impl LogState {
     }
 
     /// The events in `range` a tool fold reads (`fold_events`), with their `Seq`s: the others
-    /// are never looked at. O(log n) per event returned.
+    /// are never looked at. O(log n) per event returned; a short range (an incremental fold's)
+    /// is walked instead, O(its events).
     pub fn fold_events_in(
         &self,
         range: std::ops::Range<usize>,
     ) -> impl Iterator<Item = (Seq, &Event)> {
-        let first = match self.fold_events.binary_search(&range.start) {
-            Ok(i) | Err(i) => i,
-        };
-        (first < self.fold_events.len())
-            .then(|| self.fold_events.focus().narrow(first..))
-            .into_iter()
+        /// Up to this many events, walking them is cheaper than searching `fold_events`.
+        const WALK: usize = 64;
+        let walk = (range.len() <= WALK).then(|| {
+            let start = range.start;
+            self.range(range.clone())
+                .zip(start..)
+                .filter(|(event, _)| ToolFold::can_change(event))
+                .map(|(event, seq)| (Seq::from(seq), event))
+        });
+        let search = (range.len() > WALK).then(|| {
+            let first = match self.fold_events.binary_search(&range.start) {
+                Ok(i) | Err(i) => i,
+            };
+            (first < self.fold_events.len())
+                .then(|| self.fold_events.focus().narrow(first..))
+                .into_iter()
+                .flatten()
+                .copied()
+                .take_while(move |seq| *seq < range.end)
+                .filter_map(|seq| Some((Seq::from(seq), self.events.get(seq)?)))
+        });
+        walk.into_iter()
             .flatten()
-            .copied()
-            .take_while(move |seq| *seq < range.end)
-            .filter_map(|seq| Some((Seq::from(seq), self.events.get(seq)?)))
+            .chain(search.into_iter().flatten())
     }
 
     pub fn next_seq(&self) -> Seq {
