@@ -5,78 +5,71 @@
 
 use std::hint::black_box;
 
-use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
+use criterion::{BatchSize, Bencher, BenchmarkId, Criterion, criterion_group, criterion_main};
+use mektpoy::history::ToolHistory;
 use mektpoy::{Event, Message, Session};
 
 mod common;
 
+/// A fold read: `Session::tool_history` (by reference) or `Session::tool_history_by_value`.
+type Read = fn(&Session) -> ToolHistory;
+
+/// `read` after one new event on a fork of `s` whose fold is cached. Forking, warming and
+/// appending are setup; the fork is returned, so criterion drops it outside the timing.
+fn after_one_append(b: &mut Bencher<'_>, s: &Session, read: Read) {
+    b.iter_batched(
+        || {
+            let f = Session::fork(s, s.len() as u64, "f").expect("fork");
+            let _ = read(&f);
+            f.append(Event::append(Message::user("x", "more")))
+                .expect("append");
+            f
+        },
+        |f| {
+            let history = black_box(read(&f));
+            (f, history)
+        },
+        BatchSize::SmallInput,
+    )
+}
+
+/// `read` on a fresh fork of `s`: the first read folds the whole log (the full rescan).
+fn first_read(b: &mut Bencher<'_>, s: &Session, read: Read, size: BatchSize) {
+    b.iter_batched(
+        || Session::fork(s, s.len() as u64, "f").expect("fork"),
+        |f| {
+            let history = black_box(read(&f));
+            (f, history)
+        },
+        size,
+    )
+}
+
 fn fold(c: &mut Criterion) {
+    let by_reference: Read = Session::tool_history;
+    let by_value: Read = Session::tool_history_by_value;
     let mut group = c.benchmark_group("tool_history");
     for steps in [200u64, 2_000] {
         let (s, _) = common::session_with_churn("claude-opus-5", steps, 1);
         let events = s.len();
-        // `tool_history()` after one new event on a log of exactly `events` events whose fold
-        // is cached. Forking, warming and appending are setup, not measured.
         group.bench_function(BenchmarkId::new("incremental", events), |b| {
-            b.iter_batched(
-                || {
-                    let f = Session::fork(&s, events as u64, "f").expect("fork");
-                    let _ = f.tool_history();
-                    f.append(Event::append(Message::user("x", "more")))
-                        .expect("append");
-                    f
-                },
-                |f| {
-                    let history = black_box(f.tool_history());
-                    // Returned, so criterion drops the fork outside the timing.
-                    (f, history)
-                },
-                BatchSize::SmallInput,
-            )
+            after_one_append(b, &s, by_reference)
         });
-        // The full rescan: the first read of a fresh fork folds the whole log.
         group.bench_function(BenchmarkId::new("full_rescan", events), |b| {
-            b.iter_batched(
-                || Session::fork(&s, s.len() as u64, "f").expect("fork"),
-                |f| black_box(f.tool_history()),
-                BatchSize::SmallInput,
-            )
+            first_read(b, &s, by_reference, BatchSize::SmallInput)
         });
-        // The by-value fold: incremental after one append, and from scratch (the first call
-        // on a fresh fork folds the whole log).
         group.bench_function(BenchmarkId::new("by_value_incremental", events), |b| {
-            b.iter_batched(
-                || {
-                    let f = Session::fork(&s, events as u64, "f").expect("fork");
-                    let _ = f.tool_history_by_value();
-                    f.append(Event::append(Message::user("x", "more")))
-                        .expect("append");
-                    f
-                },
-                |f| {
-                    let history = black_box(f.tool_history_by_value());
-                    (f, history)
-                },
-                BatchSize::SmallInput,
-            )
+            after_one_append(b, &s, by_value)
         });
         group.bench_function(BenchmarkId::new("by_value_full_rescan", events), |b| {
-            b.iter_batched(
-                || Session::fork(&s, events as u64, "f").expect("fork"),
-                |f| {
-                    let history = black_box(f.tool_history_by_value());
-                    (f, history)
-                },
-                BatchSize::SmallInput,
-            )
+            first_read(b, &s, by_value, BatchSize::SmallInput)
         });
     }
     group.finish();
 
     // The first read of a fresh fork at 1k, 10k and 100k events (issue 13), on a log appended
-    // directly (`common::log_with_churn`; recording 100k events would take minutes). Built once,
-    // outside the timed loop; each iteration forks it (setup) and reads both folds' first
-    // snapshot.
+    // directly (`common::log_with_churn`; recording 100k events would take minutes), built
+    // once outside the timed loop.
     let mut group = c.benchmark_group("from_scratch");
     for events in [1_000usize, 10_000, 100_000] {
         // Exactly `events` events: the log cut there (a step may be cut short).
@@ -85,24 +78,10 @@ fn fold(c: &mut Criterion) {
             group.sample_size(10);
         }
         group.bench_function(BenchmarkId::new("full_rescan", events), |b| {
-            b.iter_batched(
-                || Session::fork(&s, events as u64, "f").expect("fork"),
-                |f| {
-                    let history = black_box(f.tool_history());
-                    (f, history)
-                },
-                BatchSize::LargeInput,
-            )
+            first_read(b, &s, by_reference, BatchSize::LargeInput)
         });
         group.bench_function(BenchmarkId::new("by_value_full_rescan", events), |b| {
-            b.iter_batched(
-                || Session::fork(&s, events as u64, "f").expect("fork"),
-                |f| {
-                    let history = black_box(f.tool_history_by_value());
-                    (f, history)
-                },
-                BatchSize::LargeInput,
-            )
+            first_read(b, &s, by_value, BatchSize::LargeInput)
         });
     }
     group.finish();
