@@ -9,12 +9,14 @@
 //! itself knows nothing of routes.
 
 mod continuity;
+mod order;
 mod prompt;
 mod record;
 
 use std::borrow::Borrow;
 use std::sync::Arc;
 
+pub use order::ToolOrder;
 pub use record::{RecordError, Recorder, Step};
 
 use crate::event::{Config, Event, MessageEvent, Rewrite, SeriesStart, SurfaceOp};
@@ -293,6 +295,20 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     pub fn with_ids(mut self, ids: impl FnMut() -> String + Send + 'static) -> Self {
         self.recorder = self.recorder.with_ids(ids);
         self
+    }
+
+    /// The same loop logging its effective tools in `order` (default [`ToolOrder::AsGiven`]);
+    /// [`ToolOrder::FirstSeen`] keeps a reordered tool list from rewriting the cached prefix.
+    /// See [`Recorder::with_tool_order`].
+    #[must_use]
+    pub fn with_tool_order(mut self, order: ToolOrder) -> Self {
+        self.set_tool_order(order);
+        self
+    }
+
+    /// Logs the effective tools of the next attempts in `order`.
+    pub fn set_tool_order(&mut self, order: ToolOrder) {
+        self.recorder.set_tool_order(order);
     }
 
     /// The same loop pricing its meter with `price` instead of the route's catalog price.

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::Request;
 use super::continuity::{self, Memory, RouteKey};
+use super::order::Orderer;
 use super::prompt::{PromptChange, prompt_change};
 use crate::event::{
     Config, Event, HeaderEvent, MessageEvent, Reason, RequestHeader, SeriesStart, SurfaceOp,
@@ -145,6 +146,8 @@ pub struct Recorder {
     ids: Option<IdGenerator>,
     /// Each route's previous request, for rewrite detection and the caching lookback.
     memory: Memory,
+    /// The order the tools are logged in, and the first-seen ranks (`order.rs`).
+    pub(super) tool_order: Orderer,
 }
 
 impl fmt::Debug for Recorder {
@@ -215,6 +218,7 @@ impl Recorder {
             logged_header: false,
             ids: None,
             memory: Memory::default(),
+            tool_order: Orderer::default(),
         }
     }
 
@@ -244,6 +248,12 @@ impl Recorder {
                 given: session.id().to_owned(),
             });
         }
+        // Before anything compares or logs the tools, so that order churn never reaches the log.
+        let tools = self.tool_order.apply(session, step.tools);
+        let step = Step {
+            tools: &tools,
+            ..step
+        };
         if let Some(t) = step
             .tools
             .iter()
