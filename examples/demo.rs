@@ -1,9 +1,10 @@
 //! The newcomer's demo: one agent loop whose tool set changes mid-conversation, run on four
-//! routes, with the prefix-cache meter showing what each route keeps cached and which requests
+//! routes (and once more on the no-mode route with a first-seen tool order), with the prefix-cache meter showing what each route keeps cached and which requests
 //! rewrote the cached prefix, and why.
 //!
 //! Run: `cargo run --release --example demo`
 
+use mektpoy::agent::ToolOrder;
 use mektpoy::{
     AgentLoop, Config, ContentBlock, Error, Event, Message, Request, Route, ToolSchema, route_for,
     vocab::{MessageSource, Role},
@@ -31,6 +32,7 @@ const PLUGIN_OFF: usize = 5;
 const PLUGIN_ON: usize = 7;
 const SCHEMA_CHANGES: usize = 9;
 const COMPACTION: usize = 11;
+const MCP_RECONNECTS: usize = 12;
 
 fn tool(name: &str, description: &str, properties: serde_json::Value) -> Result<ToolSchema, Error> {
     Ok(ToolSchema::from_value(json!({
@@ -41,7 +43,8 @@ fn tool(name: &str, description: &str, properties: serde_json::Value) -> Result<
 }
 
 /// The tools in effect at each step: an MCP server connects, a plugin (`shell`) is disabled
-/// and enabled again, and `edit` gains a parameter.
+/// and enabled again, `edit` gains a parameter, and the MCP server reconnects, its tool now
+/// listed first (the same tools in another order).
 fn tools_at(step: usize) -> Result<Vec<ToolSchema>, Error> {
     let query = json!({"query": {"type": "string"}});
     let mut tools = vec![tool("read", "Read a file of the workspace", query.clone())?];
@@ -67,6 +70,9 @@ fn tools_at(step: usize) -> Result<Vec<ToolSchema>, Error> {
             "Search the web (an MCP server connected mid-session)",
             query,
         )?);
+    }
+    if step >= MCP_RECONNECTS {
+        tools.rotate_right(1);
     }
     Ok(tools)
 }
@@ -115,11 +121,12 @@ struct Run {
     stripped: Vec<(usize, usize)>,
 }
 
-fn run(label: &str, route: Route) -> Result<Run, Error> {
+fn run(label: &str, route: Route, order: ToolOrder) -> Result<Run, Error> {
     let config = Config::new(route.provider.to_string(), route.model.to_string())
         .with("max_tokens", 1024.into());
     let mut agent = AgentLoop::new(mektpoy::Session::new("demo"), route, config)
-        .with_system_prompt(system_prompt());
+        .with_system_prompt(system_prompt())
+        .with_tool_order(order);
     let mut rewrites = Vec::new();
     let mut stripped = Vec::new();
     for step in 0..STEPS {
@@ -158,7 +165,8 @@ fn main() -> Result<(), Error> {
     println!(
         "{STEPS} steps: +mcp_search at step {MCP_CONNECTS}, the shell plugin off at {PLUGIN_OFF} \
          and on again at {PLUGIN_ON},\n`edit` gains a parameter at {SCHEMA_CHANGES}, a \
-         compaction at {COMPACTION}. Token figures are estimates: ceil(bytes / 4).\n"
+         compaction at {COMPACTION},\nthe MCP server reconnects at {MCP_RECONNECTS} (same \
+         tools, mcp_search now listed first). Token figures are estimates: ceil(bytes / 4).\n"
     );
     // The by-reference Anthropic route: claude-opus-5 as Bedrock or Google Cloud serve it
     // (tools named by reference only, the deferred placeholder keeping the section stable).
@@ -186,22 +194,29 @@ fn main() -> Result<(), Error> {
     let mut inline_session = None;
     for (label, route) in routes {
         let inline = route.inline_definitions();
-        let r = run(label, route)?;
+        let r = run(label, route, ToolOrder::AsGiven)?;
         if inline {
             inline_session = Some(runs.len());
         }
         runs.push(r);
     }
+    // The no-mode route again, its tools logged in first-seen order: the reordering at the
+    // reconnect no longer rewrites the cached prefix.
+    runs.push(run(
+        "deepseek-v4-pro (no mode, first-seen order)",
+        route_for("deepseek", "deepseek-v4-pro"),
+        ToolOrder::FirstSeen,
+    )?);
 
     println!(
-        "{:<42} {:>7} {:>7} {:>7} {:>9} {:>7} {:>10}",
+        "{:<44} {:>7} {:>7} {:>7} {:>9} {:>7} {:>10}",
         "route (mode)", "input", "cached", "hit", "best hit", "missed", "est. cost"
     );
     for r in &runs {
         let rep = r.agent.meter().report();
         let cost = rep.cost.map_or("-".to_owned(), |c| format!("${c:.4}"));
         println!(
-            "{:<42} {:>7} {:>7} {:>6.1}% {:>8.1}% {:>7} {:>10}",
+            "{:<44} {:>7} {:>7} {:>6.1}% {:>8.1}% {:>7} {:>10}",
             r.label,
             rep.total_tokens,
             rep.cached_tokens,
@@ -224,7 +239,17 @@ fn main() -> Result<(), Error> {
         } else {
             list.join("; ")
         };
-        println!("  {:<42} {list}", r.label);
+        println!("  {:<44} {list}", r.label);
+    }
+    println!(
+        "\nThe MCP server's reconnect (step {MCP_RECONNECTS}: the same tools in another order), \
+         what its request found cached:"
+    );
+    for r in &runs {
+        let row = &r.agent.meter().rows()[MCP_RECONNECTS];
+        let hit = 100.0 * row.cached_bytes as f64 / row.total_bytes as f64;
+        let (cached, total) = (row.cached_bytes, row.total_bytes);
+        println!("  {:<44} {hit:>5.1}% ({cached} of {total} bytes)", r.label);
     }
     println!("\nThe thinking policy (StripThinking, the default) on routes that bind thinking:");
     for r in runs.iter().filter(|r| !r.stripped.is_empty()) {
