@@ -11,6 +11,7 @@
 mod continuity;
 mod prompt;
 mod record;
+pub mod replay;
 
 use std::borrow::Borrow;
 use std::sync::Arc;
