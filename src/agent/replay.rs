@@ -50,7 +50,7 @@ use crate::event::{
     ThinkingEvent,
 };
 use crate::meter::{Meter, MeterError, MeterReport, MeterRow, Price};
-use crate::route::{ANY_MODEL, Route};
+use crate::route::{ANY_MODEL, Route, catalog};
 use crate::session::{AppendError, Session};
 use crate::vocab::{List, Message, MessageSource, Role, Seq, ToolSchema};
 use crate::wire::{WireError, WireRequest};
@@ -77,6 +77,68 @@ pub fn attribution(rewrite: Option<Rewrite>, series_start: Option<SeriesStart>) 
         Some(start) if start.by_caller() => format!("{what} ({start:?}: the caller's choice)"),
         Some(start) => format!("{what} ({start:?})"),
         None => what,
+    }
+}
+
+/// The suffix of a [`route_name`] that names a catalog route's by-reference variant.
+pub const BY_REFERENCE: &str = ":by-reference";
+
+/// The by-reference variant of a route with a mode (definitions named, not inlined; the
+/// deferred placeholder keeping the section stable): what a platform that serves the model
+/// without inline definitions needs (the demo's claude-opus-5 row). `None` for a route
+/// without a mode.
+pub fn by_reference(route: &Route) -> Option<Route> {
+    route
+        .clone()
+        .into_builder()
+        .inline_definitions(false)
+        .deferred_placeholder(true)
+        .build()
+        .ok()
+}
+
+/// A name for `route` that [`route_by_name`] reads back: `provider/model` for a catalog entry,
+/// with [`BY_REFERENCE`] appended for its [`by_reference`] variant; `None` for any other route.
+///
+/// ```
+/// use mektpoy::agent::replay::{by_reference, route_by_name, route_name};
+/// use mektpoy::route_for;
+/// let opus = route_for("anthropic", "claude-opus-5");
+/// assert_eq!(route_name(&opus).as_deref(), Some("anthropic/claude-opus-5"));
+/// let variant = by_reference(&opus).unwrap();
+/// assert_eq!(route_name(&variant).as_deref(), Some("anthropic/claude-opus-5:by-reference"));
+/// assert_eq!(route_by_name("anthropic/claude-opus-5:by-reference"), Some(variant));
+/// assert_eq!(route_by_name("acme/none"), None);
+/// ```
+pub fn route_name(route: &Route) -> Option<String> {
+    let entry = catalog()
+        .iter()
+        .find(|r| r.provider == route.provider && r.model == route.model)?;
+    let name = format!("{}/{}", route.provider, route.model);
+    if entry == route {
+        Some(name)
+    } else if by_reference(entry).as_ref() == Some(route) {
+        Some(name + BY_REFERENCE)
+    } else {
+        None
+    }
+}
+
+/// The route a [`route_name`] names, `None` when no catalog entry has that provider and model
+/// (or, with [`BY_REFERENCE`], when the entry has no mode).
+pub fn route_by_name(name: &str) -> Option<Route> {
+    let (name, variant) = match name.strip_suffix(BY_REFERENCE) {
+        Some(base) => (base, true),
+        None => (name, false),
+    };
+    let (provider, model) = name.split_once('/')?;
+    let entry = catalog()
+        .iter()
+        .find(|r| r.provider == provider && r.model == model)?;
+    if variant {
+        by_reference(entry)
+    } else {
+        Some(entry.clone())
     }
 }
 
