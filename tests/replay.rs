@@ -406,6 +406,60 @@ fn attribution_names_the_rewrite_and_the_callers_series() {
     );
 }
 
+#[test]
+fn a_loop_resumed_by_another_process_replays_as_it_ran() {
+    let route = route_for("anthropic", "claude-fable-5-1");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let config = Config::new("anthropic", "claude-fable-5-1").with("max_tokens", 1024.into());
+    let mut sent = Vec::new();
+    let saved = {
+        let session = Session::create(&path, "s").unwrap();
+        let mut agent = AgentLoop::new(session, route.clone(), config.clone())
+            .with_system_prompt(prompt(1))
+            .with_tools([tool("read", query())]);
+        for turn in 1..=2 {
+            let wire = agent
+                .user_turn([Message::user(format!("u{turn}"), "Carry on.")])
+                .unwrap()
+                .to_wire()
+                .unwrap();
+            agent.observe(&wire).unwrap();
+            sent.push(wire.body);
+            agent.append(answer(&format!("a{turn}"), None)).unwrap();
+        }
+        agent.meter().save()
+    };
+    // The next process: a fresh recorder (a `resume` header), the meter restored.
+    let session = Session::open(&path).unwrap().session;
+    let meter = mektpoy::Meter::restore(&route, &saved).unwrap();
+    let mut agent = AgentLoop::new(session, route.clone(), config)
+        .with_system_prompt(prompt(1))
+        .with_tools([tool("read", query()), tool("grep", query())])
+        .with_meter(meter);
+    for turn in 3..=4 {
+        let wire = agent
+            .user_turn([Message::user(format!("u{turn}"), "Carry on.")])
+            .unwrap()
+            .to_wire()
+            .unwrap();
+        agent.observe(&wire).unwrap();
+        sent.push(wire.body);
+        agent.append(answer(&format!("a{turn}"), None)).unwrap();
+    }
+    let log = reload(agent.session());
+    assert!(
+        log.events()
+            .iter()
+            .any(|e| matches!(e, Event::Header(h) if h.reason == mektpoy::event::Reason::Resume)),
+        "the second process logged a resume header"
+    );
+    let (replayed, all, _) = replay(&log, &route);
+    assert_eq!(replayed.session.to_jsonl(), log.to_jsonl());
+    assert_eq!(all, sent);
+    assert_eq!(replayed.meter.rows(), agent.meter().rows());
+}
+
 fn stamped(message: Message, turn: u64, step: Option<u64>) -> Event {
     let Event::Message(mut m) = Event::append(message) else {
         unreachable!()
@@ -473,4 +527,218 @@ fn a_log_the_replay_cannot_follow_is_a_typed_error_naming_the_event() {
         matches!(err, mektpoy::session::LoadError::Event { .. }),
         "{err}"
     );
+}
+
+/// One operation of a random loop.
+#[derive(Clone, Debug)]
+enum Op {
+    /// A user turn with these tools (a mask over four), `edit` redefined or not, the answer
+    /// calling a tool (then a result and a next step) or not, opening a new series or not.
+    Turn {
+        tools: u8,
+        redefine: bool,
+        call: bool,
+        new_series: bool,
+    },
+    /// A compaction of the caller's messages `from..=to` (indices taken modulo their number).
+    Compact { from: usize, to: usize },
+    /// The system prompt becomes version `n`.
+    Prompt(u32),
+    /// A user turn whose first attempt fails; the loop compacts everything before it and
+    /// retries.
+    FailCompactRetry,
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (0u8..16, any::<bool>(), any::<bool>(), proptest::bool::weighted(0.2)).prop_map(
+            |(tools, redefine, call, new_series)| Op::Turn { tools, redefine, call, new_series }
+        ),
+        1 => (0usize..64, 0usize..64).prop_map(|(from, to)| Op::Compact { from, to }),
+        1 => (0u32..3).prop_map(Op::Prompt),
+        1 => Just(Op::FailCompactRetry),
+    ]
+}
+
+/// The caller's messages on the surface (not the recorder's prompt nodes and tool changes),
+/// with their positions and roles.
+fn caller_nodes(session: &Session) -> Vec<(usize, String, Role)> {
+    session
+        .surface()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| match n {
+            mektpoy::session::SurfaceNode::Message(m)
+                if matches!(m.role(), Role::User | Role::Assistant | Role::Tool) =>
+            {
+                Some((i, m.id().to_owned(), m.role()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn run_ops(route: &Route, ops: &[Op]) -> Recorded {
+    let config = Config::new(route.provider.to_string(), route.model.to_string())
+        .with("max_tokens", 1024.into());
+    let agent =
+        AgentLoop::new(Session::new("p"), route.clone(), config).with_system_prompt(prompt(0));
+    let mut r = Recorded {
+        agent,
+        sent: Vec::new(),
+        metered: Vec::new(),
+    };
+    let names = ["read", "edit", "shell", "mcp_search"];
+    // Whether the prompt changed or the surface was replaced since the last record: a new
+    // series asked for then leaves no trace of its own in the log (decision 74), so the
+    // loop does not ask.
+    let mut dirty = false;
+    for (n, op) in ops.iter().enumerate() {
+        match *op {
+            Op::Turn {
+                tools,
+                redefine,
+                call,
+                new_series,
+            } => {
+                if new_series && !dirty {
+                    r.agent.new_series();
+                }
+                dirty = false;
+                let tools: Vec<ToolSchema> = names
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| tools & (1 << i) != 0)
+                    .map(|(_, name)| match (*name, redefine) {
+                        ("edit", true) => tool("edit", json!({"dry_run": {"type": "boolean"}})),
+                        _ => tool(name, query()),
+                    })
+                    .collect();
+                r.agent.set_tools(tools);
+                let q = r
+                    .agent
+                    .user_turn([Message::user(format!("u{n}"), "Carry on.")])
+                    .unwrap();
+                r.send(&q, true);
+                let call_id = format!("c{n}");
+                r.agent
+                    .append(answer(&format!("a{n}"), call.then_some(call_id.as_str())))
+                    .unwrap();
+                if call {
+                    r.agent
+                        .append(Message::tool_result(format!("t{n}"), call_id, "ok"))
+                        .unwrap();
+                    let q = r.agent.next_step().unwrap();
+                    r.send(&q, true);
+                    r.agent.append(answer(&format!("a{n}b"), None)).unwrap();
+                }
+            }
+            Op::Compact { from, to } => {
+                // Whole turns, so that a call and its result go together.
+                let nodes = caller_nodes(r.agent.session());
+                let starts: Vec<usize> = (0..nodes.len())
+                    .filter(|&k| nodes[k].2 == Role::User)
+                    .collect();
+                if starts.is_empty() {
+                    continue;
+                }
+                let (i, j) = (from % starts.len(), to % starts.len());
+                let (i, j) = (i.min(j), i.max(j));
+                let last = starts.get(j + 1).map_or(nodes.len(), |&k| k) - 1;
+                let (i, j) = (starts[i], last);
+                let summary = Message::user(format!("s{n}"), "Summary.");
+                // A range that would orphan a result is refused alike on every route.
+                dirty |= r
+                    .agent
+                    .session()
+                    .append(Event::replace(summary, nodes[i].0, nodes[j].0))
+                    .is_ok();
+            }
+            Op::Prompt(v) => {
+                r.agent.set_system_prompt(prompt(v));
+                dirty = true;
+            }
+            Op::FailCompactRetry => {
+                dirty = false;
+                let before = caller_nodes(r.agent.session());
+                let q = r
+                    .agent
+                    .user_turn([Message::user(format!("u{n}"), "Carry on.")])
+                    .unwrap();
+                let (Some(first), Some(last)) = (before.first(), before.last()) else {
+                    r.send(&q, true);
+                    r.agent.append(answer(&format!("a{n}"), None)).unwrap();
+                    continue;
+                };
+                r.send(&q, false);
+                let summary = Message::user(format!("s{n}"), "Summary.");
+                r.agent
+                    .session()
+                    .append(Event::replace(summary, first.0, last.0))
+                    .unwrap();
+                let q = r.agent.retry().unwrap();
+                r.send(&q, true);
+                r.agent.append(answer(&format!("a{n}"), None)).unwrap();
+            }
+        }
+    }
+    r
+}
+
+/// The meter's rows with `Asked` read as `Rewound`: when a loop both asks for a new series and
+/// compacts before the same request, the log says only that a series started where the
+/// surface was replaced (decision 74), and the replay reports `Rewound`. Both are the caller's
+/// choice, so every figure is the same.
+fn figures(meter: &mektpoy::Meter) -> Vec<(u64, u64, u64, Option<SeriesStart>)> {
+    meter
+        .rows()
+        .iter()
+        .map(|r| {
+            let start = r.series_start.map(|s| match s {
+                SeriesStart::Asked => SeriesStart::Rewound,
+                s => s,
+            });
+            (r.total_bytes, r.cached_bytes, r.best_bytes, start)
+        })
+        .collect()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 40, ..Default::default() })]
+
+    /// On its own route a replay gives back the log, every request and the meter, whatever
+    /// the loop did.
+    #[test]
+    fn a_replay_on_the_recording_route_is_the_recording(
+        ops in proptest::collection::vec(op(), 1..14),
+        route in 0usize..5,
+    ) {
+        let (label, route) = routes().swap_remove(route);
+        let recorded = run_ops(&route, &ops);
+        let log = reload(recorded.agent.session());
+        let (replayed, all, metered) = replay(&log, &route);
+        proptest::prop_assert_eq!(replayed.session.to_jsonl(), log.to_jsonl(), "{}", label);
+        proptest::prop_assert_eq!(all, recorded.sent);
+        proptest::prop_assert_eq!(metered, recorded.metered);
+        proptest::prop_assert_eq!(figures(&replayed.meter), figures(recorded.agent.meter()));
+        proptest::prop_assert_eq!(replayed.report().cost, recorded.agent.meter().report().cost);
+    }
+
+    /// On another route a replay sends and meters what recording the same loop there would
+    /// have.
+    #[test]
+    fn a_replay_on_another_route_is_the_recording_there(
+        ops in proptest::collection::vec(op(), 1..14),
+        from in 0usize..5,
+        to in 0usize..5,
+    ) {
+        let routes = routes();
+        let log = reload(run_ops(&routes[from].1, &ops).agent.session());
+        let direct = run_ops(&routes[to].1, &ops);
+        let (replayed, all, metered) = replay(&log, &routes[to].1);
+        proptest::prop_assert_eq!(all, direct.sent, "{} on {}", routes[from].0, routes[to].0);
+        proptest::prop_assert_eq!(metered, direct.metered);
+        proptest::prop_assert_eq!(figures(&replayed.meter), figures(direct.agent.meter()));
+    }
 }

@@ -905,46 +905,58 @@ impl<F: FnMut(&ReplayedRequest, &WireRequest)> Run<'_, F> {
         Ok(())
     }
 
-    /// The replayed range of the nodes an original replace removes: from the first to the last
-    /// of the caller's among them on the replayed surface, widened by the recorder's nodes
-    /// among them that touch it (recorder nodes inside it go too).
+    /// The replayed range of the nodes an original replace removes. When the replayed surface
+    /// holds them all, side by side, it is their range. Otherwise it runs from the first to the
+    /// last of the caller's nodes among them (the recorder's nodes between go too), widened by
+    /// the tool-change messages among them that touch it: a prompt node the target route
+    /// wrote elsewhere (it replaced an older one instead of appending) is not the one the
+    /// caller removed.
     fn translate(&self, seq: Seq, start: usize, end: usize) -> Result<SurfaceOp, ReplayError> {
         let removed: HashSet<&Key> = self
             .original
             .get(start..=end)
             .map(|s| s.iter().collect())
             .unwrap_or_default();
-        let found: Vec<(usize, bool)> = self
+        let found: Vec<(usize, &Key)> = self
             .mirror
             .iter()
             .enumerate()
             .filter(|(_, k)| removed.contains(k))
-            .map(|(i, k)| (i, matches!(k, Key::Caller(_) | Key::Opaque(_))))
             .collect();
-        let caller = || found.iter().filter(|(_, c)| *c).map(|(i, _)| *i);
-        // The caller's nodes bound the range; the recorder's nodes count where they touch it
-        // (a prompt node the target route wrote elsewhere is not the one the caller removed).
+        let (Some((first, _)), Some((last, _))) = (found.first(), found.last()) else {
+            return Err(ReplayError::new(
+                seq,
+                ReplayErrorKind::ReplaceWithoutCounterpart { start, end },
+            ));
+        };
+        if found.len() == removed.len() && last - first + 1 == found.len() {
+            return Ok(SurfaceOp::Replace {
+                start: *first,
+                end: *last,
+            });
+        }
+        let caller = || {
+            found
+                .iter()
+                .filter(|(_, k)| matches!(k, Key::Caller(_) | Key::Opaque(_)))
+                .map(|(i, _)| *i)
+        };
         let (lo, hi) = match (caller().min(), caller().max()) {
-            (Some(lo), Some(hi)) => {
-                let at = |i: usize| found.iter().any(|(j, _)| *j == i);
-                let (mut lo, mut hi) = (lo, hi);
-                while lo > 0 && at(lo - 1) {
+            (Some(mut lo), Some(mut hi)) => {
+                let tool_change = |i: usize| {
+                    found
+                        .iter()
+                        .any(|(j, k)| *j == i && matches!(k, Key::Recorder { prompt: false, .. }))
+                };
+                while lo > 0 && tool_change(lo - 1) {
                     lo -= 1;
                 }
-                while at(hi + 1) {
+                while tool_change(hi + 1) {
                     hi += 1;
                 }
                 (lo, hi)
             }
-            _ => match (found.first(), found.last()) {
-                (Some((lo, _)), Some((hi, _))) => (*lo, *hi),
-                _ => {
-                    return Err(ReplayError::new(
-                        seq,
-                        ReplayErrorKind::ReplaceWithoutCounterpart { start, end },
-                    ));
-                }
-            },
+            _ => (*first, *last),
         };
         Ok(SurfaceOp::Replace { start: lo, end: hi })
     }
