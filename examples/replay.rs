@@ -15,6 +15,8 @@
 //! sibling `.route` file, which the demo writes) and exits 1 unless the replayed meter equals
 //! the saved one (`Meter::save`), row for row.
 
+use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -110,11 +112,15 @@ fn main() -> ExitCode {
 fn table(args: &Args) -> Result<ExitCode, String> {
     let mut routes: Vec<Route> = catalog().to_vec();
     routes.extend(args.routes.iter().cloned());
+    let width = routes.iter().map(|r| label(r).len()).max().unwrap_or(0);
+    // Written at once, so that a closed pipe (`| head`) ends the output, not the process.
+    let mut out = String::new();
     for path in &args.logs {
         let log = load(path)?;
-        println!("{} ({} events)", path.display(), log.len());
-        println!(
-            "{:<54} {:>8} {:>8} {:>7} {:>9} {:>8} {:>10}",
+        let _ = writeln!(out, "{} ({} events)", path.display(), log.len());
+        let _ = writeln!(
+            out,
+            "{:<width$} {:>8} {:>8} {:>7} {:>9} {:>8} {:>10}",
             "route (mode)", "input", "cached", "hit", "best hit", "missed", "est. cost"
         );
         let mut rewrites = Vec::new();
@@ -123,8 +129,9 @@ fn table(args: &Args) -> Result<ExitCode, String> {
                 Ok(replayed) => {
                     let rep = replayed.report();
                     let cost = rep.cost.map_or("-".to_owned(), |c| format!("${c:.4}"));
-                    println!(
-                        "{:<54} {:>8} {:>8} {:>6.1}% {:>8.1}% {:>8} {:>10}",
+                    let _ = writeln!(
+                        out,
+                        "{:<width$} {:>8} {:>8} {:>6.1}% {:>8.1}% {:>8} {:>10}",
                         label(route),
                         rep.total_tokens,
                         rep.cached_tokens,
@@ -135,15 +142,21 @@ fn table(args: &Args) -> Result<ExitCode, String> {
                     );
                     rewrites.push((route, replayed));
                 }
-                Err(e) => println!("{:<54} cannot replay: {e}", label(route)),
+                Err(e) => {
+                    let _ = writeln!(out, "{:<width$} cannot replay: {e}", label(route));
+                }
             }
         }
-        println!("\nRequests that did not find the previous request in the cache, and why:");
+        let _ = writeln!(
+            out,
+            "\nRequests that did not find the previous request in the cache, and why:"
+        );
         for (route, replayed) in &rewrites {
-            println!("  {}: {}", label(route), missed(replayed));
+            let _ = writeln!(out, "  {}: {}", label(route), missed(replayed));
         }
-        println!();
+        out.push('\n');
     }
+    let _ = std::io::stdout().lock().write_all(out.as_bytes());
     Ok(ExitCode::SUCCESS)
 }
 
