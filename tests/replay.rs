@@ -460,6 +460,55 @@ fn a_loop_resumed_by_another_process_replays_as_it_ran() {
     assert_eq!(replayed.meter.rows(), agent.meter().rows());
 }
 
+#[test]
+fn answers_appended_without_stamps_still_show_each_request() {
+    // A loop that appends answers and results straight to the session (no turn or step on
+    // them), compacts with an assistant-role summary, and continues steps that log nothing.
+    let route = route_for("anthropic", "claude-fable-5-1");
+    let config = Config::new("anthropic", "claude-fable-5-1").with("max_tokens", 1024.into());
+    let mut agent = AgentLoop::new(Session::new("raw"), route.clone(), config)
+        .with_system_prompt(prompt(1))
+        .with_tools([tool("read", query())]);
+    let mut sent = Vec::new();
+    let mut send = |agent: &mut AgentLoop, request: Request| {
+        let wire = request.to_wire().unwrap();
+        agent.observe(&wire).unwrap();
+        sent.push(wire.body);
+    };
+    let raw = |agent: &AgentLoop, message: Message| {
+        agent.session().append(Event::append(message)).unwrap();
+    };
+    let q = agent.user_turn([Message::user("u1", "Fix it.")]).unwrap();
+    send(&mut agent, q);
+    raw(&agent, answer("a1", Some("c1")));
+    raw(&agent, Message::tool_result("t1", "c1", "fn main() {}"));
+    let q = agent.next_step().unwrap(); // logs nothing
+    send(&mut agent, q);
+    raw(&agent, answer("a2", Some("c2")));
+    raw(&agent, Message::tool_result("t2", "c2", "fn parse() {}"));
+    let q = agent.next_step().unwrap(); // logs nothing either
+    send(&mut agent, q);
+    raw(&agent, answer("a3", None));
+    let summary = Message::assistant("sum", "Summary: fixed.", "anthropic", "claude-fable-5-1");
+    agent
+        .session()
+        .append(Event::replace(summary, 1, 6))
+        .unwrap();
+    let q = agent.user_turn([Message::user("u2", "Thanks.")]).unwrap();
+    send(&mut agent, q);
+    raw(&agent, answer("a4", None));
+
+    let log = reload(agent.session());
+    let (replayed, all, metered) = replay(&log, &route);
+    assert_eq!(
+        all, sent,
+        "the two steps that logged nothing, and no request for the summary"
+    );
+    assert_eq!(metered, sent);
+    assert_eq!(replayed.meter.rows(), agent.meter().rows());
+    assert_eq!(replayed.session.to_jsonl(), log.to_jsonl());
+}
+
 fn stamped(message: Message, turn: u64, step: Option<u64>) -> Event {
     let Event::Message(mut m) = Event::append(message) else {
         unreachable!()

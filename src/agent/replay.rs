@@ -8,11 +8,14 @@
 //! calling [`Recorder::record`] with a [`Step`] rebuilt from each batch: the tools and options
 //! of its header with the target route's provider and model, the rendered prompt of its
 //! system node (else the prompt in effect), its user messages, whether it asked for a new
-//! series, its turn and step. Each request is serialized ([`Request::to_wire`]) and, when the
-//! log holds an answer to it, metered, as the loop's own meter would have been fed.
+//! series, its turn and step. Each request is serialized
+//! ([`Request::to_wire`](crate::Request::to_wire)) and, when the log holds an answer to it,
+//! metered, as the loop's own meter would have been fed.
 //!
 //! On the route a log was recorded for, the replay reproduces the log event for event and
-//! every request byte for byte, so its meter equals the loop's.
+//! every request byte for byte, so its meter equals the loop's. What the log does not record
+//! (a retry that logged nothing, a new series asked for where a replace or a replaced prompt
+//! also explains one) is inferred as decision 74 says.
 //!
 //! ```
 //! use mektpoy::agent::replay::Replay;
@@ -831,9 +834,10 @@ impl<F: FnMut(&ReplayedRequest, &WireRequest)> Run<'_, F> {
     fn caller(&mut self, i: usize) -> Result<(), ReplayError> {
         let seq = Seq::from(i);
         let event = self.events[i].clone();
+        // An appended assistant message is an answer (a replace by one is a compaction).
         if let Event::Message(m) = &event
             && m.message.role() == Role::Assistant
-            && m.surface_op.is_some()
+            && m.surface_op == Some(SurfaceOp::Append)
             && self.recorder.is_some()
         {
             let answered = self.pending.as_ref().is_some_and(|p| p.answered);
