@@ -2,7 +2,9 @@
 //! routes (and once more on the no-mode route with a first-seen tool order), with the prefix-cache meter showing what each route keeps cached and which requests
 //! rewrote the cached prefix, and why.
 //!
-//! Run: `cargo run --release --example demo`
+//! Run: `cargo run --release --example demo [-- --logs DIR]`. Each route's session log and
+//! saved meter go to `DIR` (default: `mektpoy-demo-logs` in the temporary directory), for
+//! `examples/replay.rs` to replay and check.
 
 use mektpoy::agent::ToolOrder;
 use mektpoy::{
@@ -162,6 +164,7 @@ fn run(label: &str, route: Route, order: ToolOrder) -> Result<Run, Error> {
 }
 
 fn main() -> Result<(), Error> {
+    let logs = logs_dir();
     println!(
         "{STEPS} steps: +mcp_search at step {MCP_CONNECTS}, the shell plugin off at {PLUGIN_OFF} \
          and on again at {PLUGIN_ON},\n`edit` gains a parameter at {SCHEMA_CHANGES}, a \
@@ -275,5 +278,65 @@ fn main() -> Result<(), Error> {
             session.tool_history_by_value().to_json()
         );
     }
+    write_logs(&logs, &runs)?;
+    Ok(())
+}
+
+/// `--logs DIR`, else `mektpoy-demo-logs` in the temporary directory.
+fn logs_dir() -> std::path::PathBuf {
+    let args: Vec<String> = std::env::args().collect();
+    match args.iter().position(|a| a == "--logs") {
+        Some(i) => args.get(i + 1).map_or_else(
+            || {
+                eprintln!("--logs needs a directory");
+                std::process::exit(2)
+            },
+            Into::into,
+        ),
+        None => std::env::temp_dir().join("mektpoy-demo-logs"),
+    }
+}
+
+/// Writes each row's session log (`NAME.jsonl`), its saved meter (`NAME.meter.json`) and
+/// the route's name for the replay (`NAME.route`), then prints the command that checks them.
+fn write_logs(dir: &std::path::Path, runs: &[Run]) -> Result<(), Error> {
+    use mektpoy::agent::replay::route_name;
+    let io = |path: &std::path::Path| {
+        let path = path.to_owned();
+        move |source| Error::from(mektpoy::store::PersistError::Io { path, source })
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    for r in runs {
+        let name = route_name(r.agent.route());
+        // Named for the row, not the route: two rows may run one route (the tool orders).
+        let file: String = r
+            .label
+            .split(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '.')
+            .filter(|w| !w.is_empty())
+            .collect::<Vec<_>>()
+            .join("_");
+        let path = |ext: &str| dir.join(format!("{file}.{ext}"));
+        r.agent.session().save(path("jsonl"))?;
+        let meter = path("meter.json");
+        std::fs::write(&meter, r.agent.meter().save()).map_err(io(&meter))?;
+        if let Some(name) = name {
+            let route = path("route");
+            std::fs::write(&route, name + "\n").map_err(io(&route))?;
+        }
+    }
+    // Routes outside the catalog (the by-reference variant) join the catalog's by name.
+    let extra: String = runs
+        .iter()
+        .filter_map(|r| route_name(r.agent.route()))
+        .filter(|n| n.contains(':'))
+        .map(|n| format!("--route {n} "))
+        .collect();
+    println!(
+        "\nEach route's log and meter are in {dir}. Replay them on every route with\n  \
+         cargo run --release --example replay -- {extra}{dir}/*.jsonl\nand check that a \
+         replay equals this run's meter with\n  \
+         cargo run --release --example replay -- --check {dir}/NAME.meter.json {dir}/NAME.jsonl",
+        dir = dir.display()
+    );
     Ok(())
 }

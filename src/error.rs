@@ -2,6 +2,7 @@
 //! across the whole pipeline and still match the concern it cares about.
 
 use crate::agent::RecordError;
+use crate::agent::replay::ReplayError;
 use crate::event::{DecodeError, OpaqueError};
 use crate::meter::MeterError;
 use crate::project::UnknownTool;
@@ -46,6 +47,9 @@ pub enum Error {
     /// The recorder refused a step.
     #[error(transparent)]
     Record(#[from] RecordError),
+    /// A recorded session could not be replayed.
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
     /// A session file could not be loaded.
     #[error(transparent)]
     Load(#[from] LoadError),

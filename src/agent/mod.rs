@@ -12,6 +12,7 @@ mod continuity;
 mod order;
 mod prompt;
 mod record;
+pub mod replay;
 
 use std::borrow::Borrow;
 use std::sync::Arc;

@@ -1,0 +1,967 @@
+//! Replaying a recorded session on another route (decision 74): what each request of a log
+//! would have cost had the loop sent it to `route`.
+//!
+//! The log holds the caller's events (answers, tool results, compactions) and the recorder's
+//! (system-prompt nodes, the step's user messages, headers, tool-change developer messages,
+//! thinking floors), one batch per recorded attempt (reference §4). The replay copies the
+//! caller's events in order onto a fresh in-memory session and regenerates the recorder's by
+//! calling [`Recorder::record`] with a [`Step`] rebuilt from each batch: the tools and options
+//! of its header with the target route's provider and model, the rendered prompt of its
+//! system node (else the prompt in effect), its user messages, whether it asked for a new
+//! series, its turn and step. Each request is serialized
+//! ([`Request::to_wire`](crate::Request::to_wire)) and, when the log holds an answer to it,
+//! metered, as the loop's own meter would have been fed.
+//!
+//! On the route a log was recorded for, the replay reproduces the log event for event and
+//! every request byte for byte, so its meter equals the loop's. What the log does not record
+//! (a retry that logged nothing, a new series asked for where a replace or a replaced prompt
+//! also explains one) is inferred as decision 74 says.
+//!
+//! ```
+//! use mektpoy::agent::replay::Replay;
+//! use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
+//!
+//! let route = route_for("deepseek", "deepseek-flash");
+//! let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
+//! let read = ToolSchema::new("read", "Read a file", Default::default());
+//! let mut agent = AgentLoop::new(Session::new("s"), route.clone(), config)
+//!     .with_system_prompt("Be brief.")
+//!     .with_tools([read.clone()]);
+//! for turn in 0..3 {
+//!     if turn == 2 {
+//!         agent.set_tools([read.clone(), ToolSchema::new("grep", "Search", Default::default())]);
+//!     }
+//!     let wire = agent.user_turn([Message::user(format!("u{turn}"), "hi")])?.to_wire()?;
+//!     agent.observe(&wire)?;
+//!     agent.append(Message::assistant(format!("a{turn}"), "ok", "deepseek", "deepseek-flash"))?;
+//! }
+//! // On its own route the replay meters what the loop metered...
+//! let own = Replay::new(route).run(agent.session())?;
+//! assert_eq!(own.meter.rows(), agent.meter().rows());
+//! // ...and on a route without a mode, the tool change at turn 2 rewrites the prefix.
+//! let plain = Replay::new(route_for("deepseek", "deepseek-v4-pro")).run(agent.session())?;
+//! assert_eq!(plain.missed().map(|r| r.turn).collect::<Vec<_>>(), [3]);
+//! # Ok::<(), mektpoy::Error>(())
+//! ```
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::{RecordError, Recorder, Step};
+use crate::event::{
+    Config, Event, HeaderEvent, MessageEvent, OpaqueEvent, Reason, Rewrite, SeriesStart, SurfaceOp,
+    ThinkingEvent,
+};
+use crate::meter::{Meter, MeterError, MeterReport, MeterRow, Price};
+use crate::route::{ANY_MODEL, Route, catalog};
+use crate::session::{AppendError, Session};
+use crate::vocab::{List, Message, MessageSource, Role, Seq, ToolSchema};
+use crate::wire::{WireError, WireRequest};
+
+/// Why a request lost part of the cached prefix, in a few words: what it rewrote against the
+/// previous request of its route (or, on a route that does not report one, that the
+/// deferred-tools section moved), and why its series started, marking a start the caller
+/// chose.
+///
+/// ```
+/// use mektpoy::agent::replay::attribution;
+/// use mektpoy::event::{Rewrite, SeriesStart};
+/// assert_eq!(attribution(Some(Rewrite::Tools), None), "the `tools` changed");
+/// assert_eq!(
+///     attribution(Some(Rewrite::History { message: 3 }), Some(SeriesStart::Rewound)),
+///     "the history changed at wire message 3 (Rewound: the caller's choice)"
+/// );
+/// ```
+pub fn attribution(rewrite: Option<Rewrite>, series_start: Option<SeriesStart>) -> String {
+    let what = rewrite.map_or("the deferred-tools section moved".to_owned(), |r| {
+        r.to_string()
+    });
+    match series_start {
+        Some(start) if start.by_caller() => format!("{what} ({start:?}: the caller's choice)"),
+        Some(start) => format!("{what} ({start:?})"),
+        None => what,
+    }
+}
+
+/// The suffix of a [`route_name`] that names a catalog route's by-reference variant.
+pub const BY_REFERENCE: &str = ":by-reference";
+
+/// The by-reference variant of a route with a mode (definitions named, not inlined; the
+/// deferred placeholder keeping the section stable): what a platform that serves the model
+/// without inline definitions needs (the demo's claude-opus-5 row). `None` for a route
+/// without a mode.
+pub fn by_reference(route: &Route) -> Option<Route> {
+    route
+        .clone()
+        .into_builder()
+        .inline_definitions(false)
+        .deferred_placeholder(true)
+        .build()
+        .ok()
+}
+
+/// A name for `route` that [`route_by_name`] reads back: `provider/model` for a catalog entry,
+/// with [`BY_REFERENCE`] appended for its [`by_reference`] variant; `None` for any other route.
+///
+/// ```
+/// use mektpoy::agent::replay::{by_reference, route_by_name, route_name};
+/// use mektpoy::route_for;
+/// let opus = route_for("anthropic", "claude-opus-5");
+/// assert_eq!(route_name(&opus).as_deref(), Some("anthropic/claude-opus-5"));
+/// let variant = by_reference(&opus).unwrap();
+/// assert_eq!(route_name(&variant).as_deref(), Some("anthropic/claude-opus-5:by-reference"));
+/// assert_eq!(route_by_name("anthropic/claude-opus-5:by-reference"), Some(variant));
+/// assert_eq!(route_by_name("acme/none"), None);
+/// ```
+pub fn route_name(route: &Route) -> Option<String> {
+    let entry = catalog()
+        .iter()
+        .find(|r| r.provider == route.provider && r.model == route.model)?;
+    let name = format!("{}/{}", route.provider, route.model);
+    if entry == route {
+        Some(name)
+    } else if by_reference(entry).as_ref() == Some(route) {
+        Some(name + BY_REFERENCE)
+    } else {
+        None
+    }
+}
+
+/// The route a [`route_name`] names, `None` when no catalog entry has that provider and model
+/// (or, with [`BY_REFERENCE`], when the entry has no mode).
+pub fn route_by_name(name: &str) -> Option<Route> {
+    let (name, variant) = match name.strip_suffix(BY_REFERENCE) {
+        Some(base) => (base, true),
+        None => (name, false),
+    };
+    let (provider, model) = name.split_once('/')?;
+    let entry = catalog()
+        .iter()
+        .find(|r| r.provider == provider && r.model == model)?;
+    if variant {
+        by_reference(entry)
+    } else {
+        Some(entry.clone())
+    }
+}
+
+/// A replay of recorded sessions on one route, with the meter's price.
+#[derive(Clone, Debug)]
+pub struct Replay {
+    route: Route,
+    price: Option<Price>,
+}
+
+/// One request of the replay.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ReplayedRequest {
+    /// The original log's event where the request was recorded: the first event of its
+    /// batch, or, for a request whose batch logged nothing, the answer that shows it was sent.
+    pub seq: Seq,
+    /// The turn it belongs to.
+    pub turn: u64,
+    /// Its step within the turn.
+    pub step: u64,
+    /// What it rewrote against the previous request of the route ([`crate::Request::rewrite`]).
+    pub rewrite: Option<Rewrite>,
+    /// Why it opened a series, if it did.
+    pub series_start: Option<SeriesStart>,
+    /// Its meter row: `None` for a request the log holds no answer to (a failed attempt, or
+    /// one in flight when the log ends), which a loop does not meter.
+    pub row: Option<MeterRow>,
+    /// Whether it did not find the whole previous metered request in the cache (the cached
+    /// bytes fall short of the smaller of the two requests).
+    pub missed: bool,
+}
+
+impl ReplayedRequest {
+    /// Why it lost part of the cached prefix: [`attribution`] of its rewrite and series start.
+    pub fn attribution(&self) -> String {
+        attribution(self.rewrite, self.series_start)
+    }
+}
+
+/// What a replay produced.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Replayed {
+    /// The re-recorded log, in memory.
+    pub session: Session,
+    /// The meter fed with every answered request, in order.
+    pub meter: Meter,
+    /// Every recorded request, in order, answered or not.
+    pub requests: Vec<ReplayedRequest>,
+}
+
+impl Replayed {
+    /// The meter's totals.
+    pub fn report(&self) -> MeterReport {
+        self.meter.report()
+    }
+
+    /// The metered requests that did not find the whole previous request in the cache.
+    pub fn missed(&self) -> impl Iterator<Item = &ReplayedRequest> {
+        self.requests.iter().filter(|r| r.missed)
+    }
+}
+
+/// Why a replay stopped: the original log's event it could not follow, and what went wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("event {seq}: {kind}")]
+pub struct ReplayError {
+    seq: Seq,
+    kind: ReplayErrorKind,
+}
+
+impl ReplayError {
+    fn new(seq: Seq, kind: ReplayErrorKind) -> Self {
+        ReplayError { seq, kind }
+    }
+
+    /// The original log's event.
+    pub fn seq(&self) -> Seq {
+        self.seq
+    }
+
+    /// What went wrong there.
+    pub fn kind(&self) -> &ReplayErrorKind {
+        &self.kind
+    }
+}
+
+/// What went wrong at a [`ReplayError`]'s event.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplayErrorKind {
+    /// The replayed session refused the event, copied (a replace whose translated range
+    /// orphans a tool result, a thinking policy chosen after a floor the replay logged, ...).
+    #[error("the replayed session refused it: {0}")]
+    Append(AppendError),
+    /// The recorder refused the step rebuilt from the batch starting here.
+    #[error("the step of this batch could not be recorded: {0}")]
+    Record(RecordError),
+    /// The route cannot carry a request the log holds an answer to.
+    #[error("the route cannot carry the request this event records: {0}")]
+    Wire(WireError),
+    /// The request's body could not be metered.
+    #[error("the request this event records could not be metered: {0}")]
+    Meter(MeterError),
+    /// A tool-change developer message of the recorder that follows no header of its batch:
+    /// the recorder never writes one.
+    #[error("a tool-change message of the recorder with no header before it in its batch")]
+    ToolChangeWithoutHeader,
+    /// A replace of surface nodes none of which is on the replayed surface.
+    #[error(
+        "the replace of surface nodes {start}..={end} has no counterpart on the replayed surface"
+    )]
+    ReplaceWithoutCounterpart {
+        /// The original range's first node.
+        start: usize,
+        /// Its last node.
+        end: usize,
+    },
+    /// A request recorded before any header: the recorder logs one with its first request.
+    #[error("a recorded request with no header before it")]
+    NoHeader,
+    /// A message naming a header (`headerSeq`) the replay did not log.
+    #[error("it names header {0}, which the replay did not log")]
+    HeaderNotReplayed(Seq),
+}
+
+impl Replay {
+    /// A replay on `route`, metered at its catalog price ([`Price::for_route`]) when it has one.
+    pub fn new(route: Route) -> Self {
+        let price = Price::for_route(&route);
+        Replay { route, price }
+    }
+
+    /// The same replay metered at `price`.
+    #[must_use]
+    pub fn with_price(mut self, price: Price) -> Self {
+        self.price = Some(price);
+        self
+    }
+
+    /// The route replayed on.
+    pub fn route(&self) -> &Route {
+        &self.route
+    }
+
+    /// Replays `log` (reference §4, decision 74).
+    ///
+    /// # Errors
+    /// [`ReplayError`] naming the original event the replay could not follow.
+    pub fn run(&self, log: &Session) -> Result<Replayed, ReplayError> {
+        self.run_each(log, |_, _| {})
+    }
+
+    /// Replays `log`, handing `each` every request the route could carry, in order, with the
+    /// bytes it would have been sent as (metered or not: see [`ReplayedRequest::row`]).
+    ///
+    /// # Errors
+    /// As [`run`](Self::run).
+    pub fn run_each(
+        &self,
+        log: &Session,
+        each: impl FnMut(&ReplayedRequest, &WireRequest),
+    ) -> Result<Replayed, ReplayError> {
+        let mut meter = Meter::new(&self.route);
+        if let Some(price) = &self.price {
+            meter = meter.with_price(price.clone());
+        }
+        let events = log.events();
+        let ids = Arc::new(Mutex::new(Ids::new(log.id(), &events)));
+        let mut run = Run {
+            route: &self.route,
+            events,
+            target: Session::new(log.id()),
+            recorder: None,
+            ids,
+            original: Vec::new(),
+            mirror: Vec::new(),
+            generation: 0,
+            generation_at_record: 0,
+            prompts: HashMap::new(),
+            header: None,
+            headers: HashMap::new(),
+            batch: 0,
+            position: (0, 0),
+            pending: None,
+            meter,
+            previous_total: None,
+            requests: Vec::new(),
+            each,
+        };
+        run.all()?;
+        Ok(Replayed {
+            session: run.target,
+            meter: run.meter,
+            requests: run.requests,
+        })
+    }
+}
+
+/// A surface node, as both surfaces name it: the caller's messages by id, opaque nodes by
+/// their original `Seq`, the recorder's nodes by the batch that wrote them (their ids may
+/// differ between the two logs).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    Caller(String),
+    Opaque(u64),
+    Recorder { batch: usize, prompt: bool },
+}
+
+/// What the recorder wrote, by kind, in batch order (reference §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Prompt,
+    User,
+    Header,
+    ToolChange,
+    Floor,
+}
+
+fn kind(event: &Event) -> Option<Kind> {
+    match event {
+        Event::Header(_) => Some(Kind::Header),
+        Event::Thinking(t) if matches!(**t, ThinkingEvent::Floor(_)) => Some(Kind::Floor),
+        Event::Message(m) if m.turn.is_some() && m.surface_op.is_some() => {
+            let append = m.surface_op == Some(SurfaceOp::Append);
+            match m.step {
+                Some(_) if m.message.is_prompt() => Some(Kind::Prompt),
+                Some(_)
+                    if append
+                        && m.message.role() == Role::Developer
+                        && *m.message.source() == MessageSource::ToolRegistry =>
+                {
+                    Some(Kind::ToolChange)
+                }
+                None if append => Some(Kind::User),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+fn stamps(event: &Event) -> (Option<u64>, Option<u64>) {
+    match event {
+        Event::Message(m) => (m.turn, m.step),
+        _ => (None, None),
+    }
+}
+
+/// The ids the replay's recorder draws: the original batch's, in the order it wrote them,
+/// then fresh ones no original message uses.
+struct Ids {
+    queue: VecDeque<String>,
+    used: HashSet<String>,
+    session: String,
+    counter: u64,
+}
+
+impl Ids {
+    fn new(session: &str, events: &List<Event>) -> Self {
+        let used = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Message(m) => Some(m.message.id().to_owned()),
+                _ => None,
+            })
+            .collect();
+        Ids {
+            queue: VecDeque::new(),
+            used,
+            session: session.to_owned(),
+            counter: 0,
+        }
+    }
+
+    fn next(&mut self) -> String {
+        if let Some(id) = self.queue.pop_front() {
+            return id;
+        }
+        loop {
+            self.counter += 1;
+            let id = format!("{}:replay:{}", self.session, self.counter);
+            if !self.used.contains(&id) {
+                return id;
+            }
+        }
+    }
+}
+
+/// A recorded request waiting to learn whether the log answers it.
+struct Pending {
+    request: ReplayedRequest,
+    wire: Result<WireRequest, WireError>,
+    answered: bool,
+}
+
+/// One batch of the original log, parsed.
+#[derive(Default)]
+struct Batch<'e> {
+    prompt: Option<&'e MessageEvent>,
+    users: Vec<Message>,
+    header: Option<(Seq, Arc<HeaderEvent>)>,
+    tool_change: Option<&'e MessageEvent>,
+}
+
+struct Run<'r, F> {
+    route: &'r Route,
+    events: List<Event>,
+    target: Session,
+    recorder: Option<Recorder>,
+    ids: Arc<Mutex<Ids>>,
+    /// The original surface and the replayed one, node for node.
+    original: Vec<Key>,
+    mirror: Vec<Key>,
+    /// The original surface generation, and what it was at the current recorder's last record.
+    generation: u64,
+    generation_at_record: u64,
+    /// The text of each prompt node of the original surface.
+    prompts: HashMap<Key, String>,
+    /// The original log's latest header.
+    header: Option<Arc<HeaderEvent>>,
+    /// Original header `Seq` → the replayed header's.
+    headers: HashMap<Seq, Seq>,
+    batch: usize,
+    /// The turn and step of the latest request.
+    position: (u64, u64),
+    pending: Option<Pending>,
+    meter: Meter,
+    previous_total: Option<u64>,
+    requests: Vec<ReplayedRequest>,
+    each: F,
+}
+
+fn apply(surface: &mut Vec<Key>, op: SurfaceOp, key: Key) {
+    match op {
+        SurfaceOp::Append => surface.push(key),
+        // Both logs validated the range; `min` keeps a bug from panicking.
+        SurfaceOp::Replace { start, end } => {
+            let end = end.min(surface.len().saturating_sub(1));
+            let start = start.min(end);
+            if start < surface.len() {
+                surface.splice(start..=end, [key]);
+            } else {
+                surface.push(key);
+            }
+        }
+    }
+}
+
+impl<F: FnMut(&ReplayedRequest, &WireRequest)> Run<'_, F> {
+    fn all(&mut self) -> Result<(), ReplayError> {
+        let mut i = 0;
+        while i < self.events.len() {
+            if kind(&self.events[i]).is_some() {
+                let end = self.batch_end(i);
+                self.record_batch(i, end)?;
+                i = end;
+            } else {
+                self.caller(i)?;
+                i += 1;
+            }
+        }
+        self.settle()
+    }
+
+    /// The end of the batch starting at `start`: recorder events in batch order whose stamps
+    /// agree (a new turn or step, or an event that cannot follow, starts the next batch).
+    fn batch_end(&self, start: usize) -> usize {
+        let first = &self.events[start];
+        let mut last = kind(first);
+        let (mut turn, mut step) = stamps(first);
+        let mut header = last == Some(Kind::Header);
+        let mut i = start + 1;
+        while let Some(event) = self.events.get(i) {
+            let Some(k) = kind(event) else { break };
+            let follows = last.is_some_and(|l| k > l || (k == Kind::User && l == Kind::User));
+            if !follows || (k == Kind::ToolChange && !header) {
+                break;
+            }
+            let (t, s) = stamps(event);
+            if t.is_some_and(|t| turn.is_some_and(|bt| bt != t))
+                || s.is_some_and(|s| step.is_some_and(|bs| bs != s))
+            {
+                break;
+            }
+            turn = turn.or(t);
+            step = step.or(s);
+            header |= k == Kind::Header;
+            last = Some(k);
+            i += 1;
+        }
+        i
+    }
+
+    /// The first turn and step a caller's message carries after `from`, before the next batch.
+    fn stamp_ahead(&self, from: usize) -> Option<(u64, u64)> {
+        self.events
+            .iter()
+            .skip(from)
+            .take_while(|e| kind(e).is_none())
+            .find_map(|e| {
+                let (t, s) = stamps(e);
+                t.zip(s)
+            })
+    }
+
+    /// The prompt in effect on the original surface: the latest prompt node's text.
+    fn effective_prompt(&self) -> String {
+        self.original
+            .iter()
+            .rev()
+            .find_map(|k| self.prompts.get(k))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn record_batch(&mut self, start: usize, end: usize) -> Result<(), ReplayError> {
+        let seq = Seq::from(start);
+        // O(1): the list shares its structure.
+        let events = self.events.clone();
+        let mut batch = Batch::default();
+        for i in start..end {
+            match &events[i] {
+                Event::Header(h) => batch.header = Some((Seq::from(i), Arc::clone(h))),
+                Event::Message(m) => match kind(&events[i]) {
+                    Some(Kind::Prompt) => batch.prompt = Some(m),
+                    Some(Kind::User) => batch.users.push(m.message.clone()),
+                    Some(Kind::ToolChange) => batch.tool_change = Some(m),
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+        if batch.tool_change.is_some() && batch.header.is_none() {
+            return Err(ReplayError::new(
+                seq,
+                ReplayErrorKind::ToolChangeWithoutHeader,
+            ));
+        }
+        self.settle()?;
+        let fresh = self.recorder.is_none()
+            || batch
+                .header
+                .as_ref()
+                .is_some_and(|(_, h)| matches!(h.reason, Reason::Initial | Reason::Resume));
+        if fresh {
+            let ids = Arc::clone(&self.ids);
+            let recorder = Recorder::attach(&self.target)
+                .with_ids(move || ids.lock().unwrap_or_else(PoisonError::into_inner).next());
+            self.recorder = Some(recorder);
+            self.generation_at_record = self.generation;
+        }
+        let b = self.batch;
+        self.batch += 1;
+        // The original surface through the batch; the generation after its prompt node is
+        // the one its recorder compared (reference §4 step 4).
+        if let Some(p) = batch.prompt {
+            let key = Key::Recorder {
+                batch: b,
+                prompt: true,
+            };
+            self.prompts.insert(key.clone(), p.message.text());
+            self.original_op(p.surface_op, key);
+        }
+        for m in &batch.users {
+            self.original_op(Some(SurfaceOp::Append), Key::Caller(m.id().to_owned()));
+        }
+        let g_prev = self.generation_at_record;
+        let g_after = self.generation;
+        self.generation_at_record = g_after;
+        if let Some(d) = batch.tool_change {
+            self.original_op(
+                d.surface_op,
+                Key::Recorder {
+                    batch: b,
+                    prompt: false,
+                },
+            );
+        }
+        // A header that opened a series the generation does not explain was asked for.
+        let asked = batch.header.as_ref().is_some_and(|(_, h)| {
+            (h.starts_series || h.reason == Reason::Series) && g_after == g_prev
+        });
+        if let Some((_, h)) = &batch.header {
+            self.header = Some(Arc::clone(h));
+        }
+        let prompt = match batch.prompt {
+            Some(p) => p.message.text(),
+            None => self.effective_prompt(),
+        };
+        let stamped = batch
+            .prompt
+            .or(batch.tool_change)
+            .and_then(|m| m.turn.zip(m.step));
+        let user_turn = batch
+            .users
+            .first()
+            .and_then(|_| (start..end).find_map(|i| stamps(&events[i]).0));
+        let position = stamped
+            .or_else(|| {
+                let ahead = self.stamp_ahead(end);
+                match user_turn {
+                    Some(t) => Some((t, ahead.filter(|(at, _)| *at == t).map_or(1, |(_, s)| s))),
+                    None => ahead,
+                }
+            })
+            .unwrap_or(self.position);
+        {
+            let mut ids = self.ids.lock().unwrap_or_else(PoisonError::into_inner);
+            ids.queue.clear();
+            ids.queue.extend(
+                [batch.prompt, batch.tool_change]
+                    .into_iter()
+                    .flatten()
+                    .map(|m| m.message.id().to_owned()),
+            );
+        }
+        let original_header = batch.header.as_ref().map(|(s, _)| *s);
+        self.record(
+            seq,
+            b,
+            position,
+            prompt,
+            &batch.users,
+            asked,
+            original_header,
+        )
+    }
+
+    /// Records one step on the replayed session and keeps its request pending.
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &mut self,
+        seq: Seq,
+        batch: usize,
+        (turn, step): (u64, u64),
+        prompt: String,
+        users: &[Message],
+        asked: bool,
+        original_header: Option<Seq>,
+    ) -> Result<(), ReplayError> {
+        let Some(header) = self.header.clone() else {
+            return Err(ReplayError::new(seq, ReplayErrorKind::NoHeader));
+        };
+        let config = self.target_config(&header.header.config);
+        let tools = Arc::clone(&header.header.tools);
+        self.record_with(
+            seq,
+            batch,
+            (turn, step),
+            &config,
+            &tools,
+            prompt,
+            users,
+            asked,
+            original_header,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record_with(
+        &mut self,
+        seq: Seq,
+        batch: usize,
+        (turn, step): (u64, u64),
+        config: &Config,
+        tools: &[ToolSchema],
+        prompt: String,
+        users: &[Message],
+        asked: bool,
+        original_header: Option<Seq>,
+    ) -> Result<(), ReplayError> {
+        let step_record = Step::new(config, &prompt, tools, self.route)
+            .at(turn, step, 0)
+            .new_series(asked)
+            .user_messages(users);
+        let before = self.target.len();
+        let recorder = self
+            .recorder
+            .as_mut()
+            .ok_or_else(|| ReplayError::new(seq, ReplayErrorKind::NoHeader))?;
+        let request = recorder
+            .record(&self.target, step_record)
+            .map_err(|e| ReplayError::new(seq, ReplayErrorKind::Record(e)))?;
+        let replayed = self.target.events();
+        for i in before..replayed.len() {
+            match &replayed[i] {
+                Event::Header(_) => {
+                    if let Some(h) = original_header {
+                        self.headers.insert(h, Seq::from(i));
+                    }
+                }
+                Event::Message(m) => {
+                    let key = match kind(&replayed[i]) {
+                        Some(Kind::Prompt) => Key::Recorder {
+                            batch,
+                            prompt: true,
+                        },
+                        Some(Kind::ToolChange) => Key::Recorder {
+                            batch,
+                            prompt: false,
+                        },
+                        _ => Key::Caller(m.message.id().to_owned()),
+                    };
+                    if let Some(op) = m.surface_op {
+                        apply(&mut self.mirror, op, key);
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.ids
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .queue
+            .clear();
+        self.position = (turn, step);
+        self.pending = Some(Pending {
+            request: ReplayedRequest {
+                seq,
+                turn,
+                step,
+                rewrite: request.rewrite,
+                series_start: request.series_start,
+                row: None,
+                missed: false,
+            },
+            wire: request.to_wire(),
+            answered: false,
+        });
+        Ok(())
+    }
+
+    /// The logged configuration sent to the target route: its provider, and its model unless
+    /// it is a provider's generic entry.
+    fn target_config(&self, logged: &Config) -> Config {
+        let mut config = logged.clone();
+        config.provider = self.route.provider.to_string();
+        if self.route.model != ANY_MODEL {
+            config.model = self.route.model.to_string();
+        }
+        config
+    }
+
+    /// Meters the pending request if the log answered it.
+    fn settle(&mut self) -> Result<(), ReplayError> {
+        let Some(Pending {
+            mut request,
+            wire,
+            answered,
+        }) = self.pending.take()
+        else {
+            return Ok(());
+        };
+        let seq = request.seq;
+        match (wire, answered) {
+            (Ok(wire), true) => {
+                let row = self
+                    .meter
+                    .observe(&wire.body, wire.series_start)
+                    .map_err(|e| ReplayError::new(seq, ReplayErrorKind::Meter(e)))?;
+                request.missed = self
+                    .previous_total
+                    .is_some_and(|t| row.cached_bytes < t.min(row.total_bytes));
+                self.previous_total = Some(row.total_bytes);
+                request.row = Some(row);
+                (self.each)(&request, &wire);
+            }
+            (Ok(wire), false) => (self.each)(&request, &wire),
+            (Err(e), true) => return Err(ReplayError::new(seq, ReplayErrorKind::Wire(e))),
+            // Refused and never answered: the loop could not have sent it either.
+            (Err(_), false) => {}
+        }
+        self.requests.push(request);
+        Ok(())
+    }
+
+    fn original_op(&mut self, op: Option<SurfaceOp>, key: Key) {
+        if let Some(op) = op {
+            if matches!(op, SurfaceOp::Replace { .. }) {
+                self.generation += 1;
+            }
+            apply(&mut self.original, op, key);
+        }
+    }
+
+    /// Copies a caller's event, recording first the request an answer shows was sent when its
+    /// batch logged nothing.
+    fn caller(&mut self, i: usize) -> Result<(), ReplayError> {
+        let seq = Seq::from(i);
+        let event = self.events[i].clone();
+        // An appended assistant message is an answer (a replace by one is a compaction).
+        if let Event::Message(m) = &event
+            && m.message.role() == Role::Assistant
+            && m.surface_op == Some(SurfaceOp::Append)
+            && self.recorder.is_some()
+        {
+            let answered = self.pending.as_ref().is_some_and(|p| p.answered);
+            let unseen = match m.turn.zip(m.step) {
+                Some(p) => p != self.position,
+                None => answered,
+            };
+            if unseen {
+                self.settle()?;
+                let position = m.turn.zip(m.step).unwrap_or(self.position);
+                let prompt = self.effective_prompt();
+                let b = self.batch;
+                self.batch += 1;
+                self.generation_at_record = self.generation;
+                self.ids
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .queue
+                    .clear();
+                self.record(seq, b, position, prompt, &[], false, None)?;
+            }
+            if let Some(p) = &mut self.pending {
+                p.answered = true;
+            }
+        }
+        let (copy, key) = match &event {
+            Event::Message(m) => {
+                let mut m = m.clone();
+                if let Some(SurfaceOp::Replace { start, end }) = m.surface_op {
+                    m.surface_op = Some(self.translate(seq, start, end)?);
+                }
+                if let Some(h) = m.header_seq {
+                    let replayed = self.headers.get(&h).copied().ok_or_else(|| {
+                        ReplayError::new(seq, ReplayErrorKind::HeaderNotReplayed(h))
+                    })?;
+                    m.header_seq = Some(replayed);
+                }
+                let key = Key::Caller(m.message.id().to_owned());
+                if m.message.is_prompt() {
+                    self.prompts.insert(key.clone(), m.message.text());
+                }
+                (Event::Message(m), Some(key))
+            }
+            Event::Opaque(o) => match o.surface_op() {
+                Some(SurfaceOp::Replace { start, end }) => {
+                    let op = self.translate(seq, start, end)?;
+                    let copy = OpaqueEvent::decoded(
+                        o.event_type().to_owned(),
+                        o.fields().clone(),
+                        Some(op),
+                    );
+                    (Event::from(copy), Some(Key::Opaque(seq.0)))
+                }
+                Some(_) => (event.clone(), Some(Key::Opaque(seq.0))),
+                None => (event.clone(), None),
+            },
+            _ => (event.clone(), None),
+        };
+        let mirrored = copy.surface_op();
+        self.target
+            .append(copy)
+            .map_err(|e| ReplayError::new(seq, ReplayErrorKind::Append(e)))?;
+        if let Some(key) = key {
+            self.original_op(event.surface_op(), key.clone());
+            if let Some(op) = mirrored {
+                apply(&mut self.mirror, op, key);
+            }
+        }
+        Ok(())
+    }
+
+    /// The replayed range of the nodes an original replace removes. When the replayed surface
+    /// holds them all, side by side, it is their range. Otherwise it runs from the first to the
+    /// last of the caller's nodes among them (the recorder's nodes between go too), widened by
+    /// the tool-change messages among them that touch it: a prompt node the target route
+    /// wrote elsewhere (it replaced an older one instead of appending) is not the one the
+    /// caller removed.
+    fn translate(&self, seq: Seq, start: usize, end: usize) -> Result<SurfaceOp, ReplayError> {
+        let removed: HashSet<&Key> = self
+            .original
+            .get(start..=end)
+            .map(|s| s.iter().collect())
+            .unwrap_or_default();
+        let found: Vec<(usize, &Key)> = self
+            .mirror
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| removed.contains(k))
+            .collect();
+        let (Some((first, _)), Some((last, _))) = (found.first(), found.last()) else {
+            return Err(ReplayError::new(
+                seq,
+                ReplayErrorKind::ReplaceWithoutCounterpart { start, end },
+            ));
+        };
+        if found.len() == removed.len() && last - first + 1 == found.len() {
+            return Ok(SurfaceOp::Replace {
+                start: *first,
+                end: *last,
+            });
+        }
+        let caller = || {
+            found
+                .iter()
+                .filter(|(_, k)| matches!(k, Key::Caller(_) | Key::Opaque(_)))
+                .map(|(i, _)| *i)
+        };
+        let (lo, hi) = match (caller().min(), caller().max()) {
+            (Some(mut lo), Some(mut hi)) => {
+                let tool_change = |i: usize| {
+                    found
+                        .iter()
+                        .any(|(j, k)| *j == i && matches!(k, Key::Recorder { prompt: false, .. }))
+                };
+                while lo > 0 && tool_change(lo - 1) {
+                    lo -= 1;
+                }
+                while tool_change(hi + 1) {
+                    hi += 1;
+                }
+                (lo, hi)
+            }
+            _ => (*first, *last),
+        };
+        Ok(SurfaceOp::Replace { start: lo, end: hi })
+    }
+}
