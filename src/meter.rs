@@ -1321,8 +1321,11 @@ struct SavedPrevious<'a> {
     row: bool,
     /// Version 2: every tool of the body, `[name, hash, deferred]`.
     #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
-    tools: Option<Vec<(Cow<'a, str>, Option<u64>, bool)>>,
+    tools: Option<Vec<SavedTool<'a>>>,
 }
+
+/// A saved tool: `[name, hash, deferred]`.
+type SavedTool<'a> = (Cow<'a, str>, Option<u64>, bool);
 
 /// A departure: `[offset, previous bytes, total bytes, segment, block, tool changes]`.
 #[derive(Serialize, Deserialize)]
