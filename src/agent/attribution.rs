@@ -436,7 +436,11 @@ impl fmt::Display for Attribution {
             }
             Cause::Unexplained => f.write_str(", cause unexplained")?,
             rule => {
-                write!(f, " by the crate: {}", rule.rule().unwrap_or_default())?;
+                write!(
+                    f,
+                    " by the crate's rule: {}",
+                    rule.rule().unwrap_or_default()
+                )?;
                 if let (Cause::ThinkingLeftOut, Some(r)) = (rule, self.rewrite) {
                     write!(f, ", after {r}")?;
                 }
@@ -597,7 +601,7 @@ impl Attributor {
                 attribution.lost_tokens = d.lost_tokens();
                 attribution.change = bytes_change(&d);
                 attribution.cause =
-                    Some(series_cause(wire.series_start).unwrap_or(Cause::Unexplained));
+                    Some(series_cause(wire.series_start, None).unwrap_or(Cause::Unexplained));
                 attribution.departure = Some(d);
             }
             return attribution;
@@ -622,7 +626,8 @@ impl Attributor {
             return attribution;
         };
         attribution.lost_tokens = d.lost_tokens();
-        let series = series_cause(wire.series_start);
+        let in_history = request.map(|r| r.route().system_prompt_in_history());
+        let series = series_cause(wire.series_start, in_history);
         let before = previous.request.as_ref();
         let (change, cause) = match &d.segment {
             Segment::Tool { .. } | Segment::DeferredTools => {
@@ -636,11 +641,15 @@ impl Attributor {
                     // Without the log, only the caller changes `tools` outside a series.
                     _ => true,
                 };
-                let cause = series.unwrap_or(if tools_changed {
-                    Cause::ToolsChanged
-                } else {
-                    Cause::Unexplained
-                });
+                // On a route without a tool-change mode every change of the effective tools
+                // opens a declaration series: no rule chose it, the caller's change did.
+                let no_mode = request.is_some_and(|r| r.route().tool_update().is_none());
+                let cause = match series {
+                    Some(Cause::Redeclared) if no_mode && tools_changed => Cause::ToolsChanged,
+                    Some(cause) => cause,
+                    None if tools_changed => Cause::ToolsChanged,
+                    None => Cause::Unexplained,
+                };
                 (change, cause)
             }
             Segment::System => {
@@ -664,11 +673,16 @@ impl Attributor {
     }
 }
 
-/// The cause a series start names, when the request opened one.
-fn series_cause(start: Option<SeriesStart>) -> Option<Cause> {
+/// The cause a series start names, when the request opened one. A prompt replaced on a route
+/// that takes no prompt update in history (`in_history` false) is the caller's change: the
+/// route offers no other way to send it. Unknown without the request: the rule's.
+fn series_cause(start: Option<SeriesStart>, in_history: Option<bool>) -> Option<Cause> {
     match start? {
         SeriesStart::Asked => Some(Cause::NewSeries),
         SeriesStart::Rewound => Some(Cause::Compaction),
+        SeriesStart::PromptReplaced if in_history == Some(false) => {
+            Some(Cause::SystemPromptChanged)
+        }
         SeriesStart::PromptReplaced => Some(Cause::PromptReplaced),
         SeriesStart::Redeclared => Some(Cause::Redeclared),
         _ => None,
@@ -715,8 +729,11 @@ fn message_change(
         wire_groups(&pn.messages, now.route()),
     );
     let turn_of = |groups: &[Vec<usize>], i: usize| groups.iter().position(|g| g.contains(&i));
+    // A system prompt node is the system prompt in the caller's terms, wherever it is sent.
     let name = |change: &mut Change, m: &Message, block: Option<usize>| {
-        if let Change::Message { id, block: b, .. } = change {
+        if m.is_prompt() {
+            *change = Change::System;
+        } else if let Change::Message { id, block: b, .. } = change {
             *id = Some(m.id().to_owned());
             *b = block;
         }
