@@ -1063,6 +1063,12 @@ impl Meter {
         Ok(self.previous.as_ref().and_then(|p| departure(p, &cut)))
     }
 
+    /// Whether the meter has a previous request to compare the next one with (an observed
+    /// or [primed](Self::prime) body).
+    pub fn has_previous(&self) -> bool {
+        self.previous.is_some()
+    }
+
     /// Beside each row of [`rows`](Self::rows), at the same index: where its request departed
     /// from the previous request of the route, `None` when it extended it (or had none). Rows
     /// restored from a version-1 save have `None`: that version did not keep departures.

@@ -775,3 +775,26 @@ proptest! {
         prop_assert_eq!(meter.departures().last().unwrap().as_ref(), Some(&d));
     }
 }
+
+#[test]
+fn a_primed_meter_is_extended_not_a_first_request() {
+    let route = route_for("deepseek", "deepseek-flash");
+    let mut meter = Meter::new(&route);
+    let one = r#"{"model":"deepseek-flash","messages":[{"role":"user","content":"a"}]}"#;
+    let two = r#"{"model":"deepseek-flash","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}"#;
+    meter.prime(one).unwrap();
+    let mut attributor = Attributor::new();
+    let (_, a) = attributor
+        .observe(&mut meter, None, &WireRequest::new(two.to_owned(), vec![]))
+        .unwrap();
+    assert_eq!((a.change.clone(), a.cause), (Change::Extends, None));
+    let fresh = Attributor::new()
+        .attribute(
+            &Meter::new(&route),
+            None,
+            &WireRequest::new(one.to_owned(), vec![]),
+        )
+        .unwrap();
+    assert_eq!(fresh.change, Change::First);
+    assert_eq!(fresh.to_string(), "request 0: the route's first request");
+}

@@ -498,7 +498,14 @@ impl Attributor {
     ) -> Result<Attribution, MeterError> {
         let departure = meter.departure_of(&wire.body)?;
         let previous_bytes = meter.rows().last().map(|r| r.total_bytes);
-        Ok(self.build(meter.rows().len(), departure, previous_bytes, request, wire))
+        Ok(self.build(
+            meter.rows().len(),
+            meter.has_previous(),
+            departure,
+            previous_bytes,
+            request,
+            wire,
+        ))
     }
 
     /// Meters `wire` with `meter` (the route's meter) and keeps its attribution; `request` is
@@ -514,10 +521,18 @@ impl Attributor {
         wire: &WireRequest,
     ) -> Result<(MeterRow, &Attribution), MeterError> {
         let previous_bytes = meter.rows().last().map(|r| r.total_bytes);
+        let had_previous = meter.has_previous();
         let row = meter.observe(&wire.body, wire.series_start)?;
         let index = meter.rows().len() - 1;
         let departure = meter.departures().last().cloned().flatten();
-        let attribution = self.build(index, departure, previous_bytes, request, wire);
+        let attribution = self.build(
+            index,
+            had_previous,
+            departure,
+            previous_bytes,
+            request,
+            wire,
+        );
         self.record(attribution, request, wire);
         Ok((row, self.list.last().expect("just pushed")))
     }
@@ -577,9 +592,13 @@ impl Attributor {
         }
     }
 
+    /// The attribution of request `index` whose body departs at `departure` from the
+    /// meter's previous request (`had_previous`: the meter had one), `previous_bytes` long
+    /// when it was a row.
     pub(crate) fn build(
         &self,
         index: usize,
+        had_previous: bool,
         departure: Option<Departure>,
         previous_bytes: Option<u64>,
         request: Option<&Request>,
@@ -596,7 +615,11 @@ impl Attributor {
             lost_tokens: 0,
         };
         let Some(previous) = &self.previous else {
-            // A primed meter has a previous request but no attribution history.
+            // A primed or restored meter has a previous request but no attribution history:
+            // the bytes and the series start alone.
+            if had_previous {
+                attribution.change = Change::Extends;
+            }
             if let Some(d) = departure {
                 attribution.lost_tokens = d.lost_tokens();
                 attribution.change = bytes_change(&d);

@@ -414,10 +414,12 @@ impl<S: Borrow<Session>> AgentLoop<S> {
             .filter(|r| r.to_wire().is_ok_and(|w| w.body == wire.body))
             .cloned();
         let previous_bytes = self.meter.rows().last().map(|r| r.total_bytes);
+        let had_previous = self.meter.has_previous();
         let row = self.meter.observe(&wire.body, wire.series_start)?;
         let departure = self.meter.departures().last().cloned().flatten();
         let mut attribution = self.attributor.build(
             self.meter.rows().len() - 1,
+            had_previous,
             departure,
             previous_bytes,
             request.as_ref(),
