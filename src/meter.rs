@@ -499,7 +499,8 @@ pub struct Departure {
     pub block: Option<usize>,
     /// When the departure is in the tools: every change found by name, in this order:
     /// removed, added, redefined, deferred flag, reordered. Empty elsewhere, and after a
-    /// restore from a version-1 save for deferred tools (their names were not saved).
+    /// restore from a version-1 save for deferred tools (their names were not saved; the
+    /// previous request's tool indices then count its immediate tools only).
     pub tools: Vec<ToolChange>,
 }
 
@@ -669,14 +670,19 @@ fn departure(prev: &Previous, cut: &Cut) -> Option<Departure> {
         (Some(b), Some(n)) if b.segment.rank().0 < n.segment.rank().0 => b,
         (_, Some(n)) => n,
         (Some(b), None) => b,
-        // Unreachable while `common` < the previous length and its segments cover it; a
-        // restored cut that cannot be re-segmented falls back to the first message.
+        // Only when a restored cut could not be read back in full and this request ends at
+        // the byte: what the previous request had next is past this one's last message.
         (None, None) => {
+            let index = cut
+                .segments
+                .iter()
+                .filter(|s| matches!(s.segment, Segment::Message { .. }))
+                .count();
             return Some(Departure {
                 offset: common as u64,
                 previous_bytes: prev.bytes.len() as u64,
                 total_bytes: cut.bytes.len() as u64,
-                segment: Segment::Message { index: 0 },
+                segment: Segment::Message { index },
                 block: None,
                 tools: Vec::new(),
             });

@@ -116,8 +116,9 @@ pub enum Cause {
     /// The Messages serializer merged new user content into the previous request's last user
     /// turn (the API alternates roles).
     TurnMerged,
-    /// No cause was found: a departure nothing in the log or the rules explains. Worth a bug
-    /// report.
+    /// No cause was found: a departure nothing in the log or the rules explains, worth a bug
+    /// report. Also a departure in the messages no series start explains when the previous
+    /// or this request is not known (an [`Attributor`] fed bodies alone).
     Unexplained,
 }
 
