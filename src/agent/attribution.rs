@@ -615,21 +615,17 @@ impl Attributor {
             rewrite,
             lost_tokens: 0,
         };
-        let Some(previous) = &self.previous else {
-            // A primed or restored meter has a previous request but no attribution history:
-            // the bytes and the series start alone.
-            if had_previous {
-                attribution.change = Change::Extends;
-            }
-            if let Some(d) = departure {
-                attribution.lost_tokens = d.lost_tokens();
-                attribution.change = bytes_change(&d);
-                attribution.cause =
-                    Some(series_cause(wire.series_start, None).unwrap_or(Cause::Unexplained));
-                attribution.departure = Some(d);
-            }
+        if !had_previous {
             return attribution;
+        }
+        // A primed or restored meter has a previous request but no attribution history: the
+        // bytes and the series start alone.
+        let unknown = Observed {
+            request: None,
+            model: None,
+            thinking_left_out: 0,
         };
+        let previous = self.previous.as_ref().unwrap_or(&unknown);
         let model = request
             .map(|r| r.config.model.to_string())
             .or_else(|| body_model(&wire.body));
@@ -710,21 +706,6 @@ fn series_cause(start: Option<SeriesStart>, in_history: Option<bool>) -> Option<
         SeriesStart::PromptReplaced => Some(Cause::PromptReplaced),
         SeriesStart::Redeclared => Some(Cause::Redeclared),
         _ => None,
-    }
-}
-
-/// The change as the bytes alone name it.
-fn bytes_change(d: &Departure) -> Change {
-    match &d.segment {
-        Segment::Tool { .. } => Change::Tools(d.tools.clone()),
-        Segment::DeferredTools => Change::DeferredSection,
-        Segment::System => Change::System,
-        Segment::Message { index } => Change::Message {
-            wire: *index,
-            wire_block: d.block,
-            id: None,
-            block: None,
-        },
     }
 }
 
