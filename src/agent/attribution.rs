@@ -374,7 +374,9 @@ impl fmt::Display for Change {
                 }
                 Ok(())
             }
-            Change::DeferredSection => f.write_str("the deferred-tools section appeared or went"),
+            Change::DeferredSection => {
+                f.write_str("the deferred-tools section appeared or went away")
+            }
             Change::System => f.write_str("the system prompt changed"),
             Change::Message {
                 wire,
