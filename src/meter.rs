@@ -12,6 +12,14 @@
 //! read falls short of the estimate by more than one cache block
 //! ([`Route::cache_block_tokens`]). [`Meter::save`] / [`Meter::restore`] and [`Meter::prime`]
 //! carry the meter over a restart.
+//!
+//! When a request does not extend the previous one, [`Meter::observe`] also records where it
+//! departs ([`Departure`], read with [`Meter::departures`]): the first differing byte of the
+//! two cuts, the segment it falls in (a tool by name, the deferred-tools section, `system`, a
+//! wire message and its content block), and, in the tools, what changed by name (added,
+//! removed, redefined, reordered, deferred flag flipped). [`Meter::departure_of`] answers the
+//! same for a body not sent yet, without changing the meter. The agent loop names the change
+//! in the caller's terms and says who made it (`agent::Attribution`).
 
 use std::borrow::Cow;
 
@@ -304,7 +312,7 @@ pub enum RestoreFault {
     #[error("not a saved meter ({0})")]
     Malformed(String),
     /// A version this crate does not read.
-    #[error("version {0} is not {SAVE_VERSION}")]
+    #[error("version {0} is neither {SAVE_VERSION} nor 1")]
     Version(u64),
     /// Saved for another route, or a route whose meter rules changed since.
     #[error("saved for {saved}, restored for {route}")]
@@ -316,8 +324,9 @@ pub enum RestoreFault {
     },
 }
 
-/// The version [`Meter::save`] writes.
-pub const SAVE_VERSION: u64 = 1;
+/// The version [`Meter::save`] writes: 2, which adds the previous request's tools by name
+/// and each row's [`Departure`]. [`Meter::restore`] also reads version 1.
+pub const SAVE_VERSION: u64 = 2;
 
 /// Feeds on the requests of one route, in order.
 #[derive(Clone, Debug)]
@@ -334,6 +343,8 @@ pub struct Meter {
     /// was measured: the rate [`MeterRow::expected_read_tokens`] converts at.
     rate_before: Option<Rate>,
     rows: Vec<MeterRow>,
+    /// Beside each row: where its request departed from the previous one, if it did.
+    departures: Vec<Option<Departure>>,
 }
 
 /// Measured prompt tokens over the bytes they were measured on.
@@ -354,10 +365,195 @@ impl Rate {
     }
 }
 
+/// Where a byte of a request's cut belongs, in the provider's caching order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Segment {
+    /// A tool sent in full (not deferred).
+    Tool {
+        /// Its 0-based index in the body's `tools` array (deferred tools counted).
+        index: usize,
+        /// Its name (`name`, or `function.name` on a chat body).
+        name: String,
+    },
+    /// The fixed deferred-tools section ([`Route::deferred_section_bytes`]).
+    DeferredTools,
+    /// The top-level `system`.
+    System,
+    /// A wire message. The Messages serializer merges consecutive user content and
+    /// consecutive assistant messages into one turn, so this is not an index into the log.
+    Message {
+        /// Its 0-based index in the body's `messages` array.
+        index: usize,
+    },
+}
+
+impl Segment {
+    /// The provider's caching order: tools, then `system`, then messages.
+    fn rank(&self) -> (u8, usize) {
+        match self {
+            Segment::Tool { index, .. } => (0, *index),
+            Segment::DeferredTools => (1, 0),
+            Segment::System => (2, 0),
+            Segment::Message { index } => (3, *index),
+        }
+    }
+}
+
+impl std::fmt::Display for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Segment::Tool { name, .. } => write!(f, "tool `{name}`"),
+            Segment::DeferredTools => f.write_str("the deferred-tools section"),
+            Segment::System => f.write_str("`system`"),
+            Segment::Message { index } => write!(f, "wire message {index}"),
+        }
+    }
+}
+
+/// What changed in the tools between two requests, found by comparing them by name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ToolChange {
+    /// A tool the previous request did not have.
+    Added {
+        /// The tool's name.
+        name: String,
+    },
+    /// A tool of the previous request this one lacks.
+    Removed {
+        /// The tool's name.
+        name: String,
+    },
+    /// The same name with other bytes (description, schema, fields).
+    Redefined {
+        /// The tool's name.
+        name: String,
+    },
+    /// The same tools in another order: the first one out of its previous place.
+    Reordered {
+        /// The tool now at the first position whose tool differs.
+        name: String,
+    },
+    /// The `defer_loading` flag flipped.
+    Deferred {
+        /// The tool's name.
+        name: String,
+        /// Whether it is deferred now.
+        deferred: bool,
+    },
+}
+
+impl ToolChange {
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        match self {
+            ToolChange::Added { name }
+            | ToolChange::Removed { name }
+            | ToolChange::Redefined { name }
+            | ToolChange::Reordered { name }
+            | ToolChange::Deferred { name, .. } => name,
+        }
+    }
+}
+
+impl std::fmt::Display for ToolChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ToolChange::Added { name } => write!(f, "tool `{name}` added"),
+            ToolChange::Removed { name } => write!(f, "tool `{name}` removed"),
+            ToolChange::Redefined { name } => write!(f, "tool `{name}` redefined"),
+            ToolChange::Reordered { name } => write!(f, "tools reordered (`{name}` moved)"),
+            ToolChange::Deferred {
+                name,
+                deferred: true,
+            } => write!(f, "tool `{name}` deferred"),
+            ToolChange::Deferred {
+                name,
+                deferred: false,
+            } => write!(f, "tool `{name}` no longer deferred"),
+        }
+    }
+}
+
+/// Where a request departs from the previous request of its route: the first byte of its cut
+/// ([`Meter::prefix_bytes`]) that differs, and what lies there. Everything from that byte on
+/// is out of the provider's prefix cache.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Departure {
+    /// The first differing byte, as an offset into the cuts (also the length of their common
+    /// prefix).
+    pub offset: u64,
+    /// The previous request's cut length.
+    pub previous_bytes: u64,
+    /// This request's cut length.
+    pub total_bytes: u64,
+    /// The segment the byte falls in: of this request, or of the previous one where that
+    /// segment comes first in caching order (a removed tool is named, not the `system` that
+    /// now sits at its offset) or where this request ends at the byte.
+    pub segment: Segment,
+    /// In a wire message present in both requests, the 0-based index of the first content
+    /// block that differs (the length of the shorter array when one extends the other);
+    /// `None` elsewhere, or when a content is a string.
+    pub block: Option<usize>,
+    /// When the departure is in the tools: every change found by name, in this order:
+    /// removed, added, redefined, deferred flag, reordered. Empty elsewhere, and after a
+    /// restore from a version-1 save for deferred tools (their names were not saved; the
+    /// previous request's tool indices then count its immediate tools only).
+    pub tools: Vec<ToolChange>,
+}
+
+impl Departure {
+    /// The previous request's bytes from the departure on: what the cache held and cannot
+    /// serve.
+    pub fn lost_bytes(&self) -> u64 {
+        self.previous_bytes.saturating_sub(self.offset)
+    }
+
+    /// [`lost_bytes`](Self::lost_bytes) as estimated tokens, ⌈bytes / 4⌉.
+    pub fn lost_tokens(&self) -> u64 {
+        self.lost_bytes().div_ceil(4)
+    }
+}
+
+/// One segment of a cut and its byte range.
+#[derive(Clone, Debug)]
+struct Span {
+    segment: Segment,
+    start: usize,
+    end: usize,
+}
+
+/// One tool of a body, deferred or not: what a by-name comparison needs.
+#[derive(Clone, Debug)]
+struct ToolEntry {
+    name: String,
+    /// FNV-1a of its bytes (markers left out): stable, so that it can be saved. `None` when
+    /// unknown (a deferred tool of a version-1 save): never reported as redefined.
+    hash: Option<u64>,
+    deferred: bool,
+}
+
+/// 64-bit FNV-1a: stable across builds, unlike `std`'s hasher, so a saved meter compares
+/// the tools of the next request with the ones it saved.
+fn hash_bytes(bytes: &[u8]) -> Option<u64> {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    Some(h)
+}
+
 /// What the meter keeps of the previous request.
 #[derive(Clone, Debug)]
 struct Previous {
     bytes: Vec<u8>,
+    /// The cut's segments, in order.
+    segments: Vec<Span>,
+    /// Every tool of the body.
+    tools: Vec<ToolEntry>,
     /// Content blocks over its messages.
     blocks: usize,
     /// Whether it carried a tool defined by value.
@@ -372,6 +568,8 @@ struct Previous {
 /// A body cut into the provider's caching order, with what caching needs to know of it.
 struct Cut {
     bytes: Vec<u8>,
+    segments: Vec<Span>,
+    tools: Vec<ToolEntry>,
     blocks: usize,
     /// Whether the body asks for caching (a `cache_control` anywhere).
     asks: bool,
@@ -407,9 +605,257 @@ struct Content<'a> {
 const MARKER: &str = "\"cache_control\":";
 
 #[derive(Deserialize)]
-struct ToolFlags {
+struct ToolFlags<'a> {
     #[serde(default)]
     defer_loading: bool,
+    /// Messages-API tools: `name` at the top.
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    /// Chat tools: `{"type":"function","function":{"name"}}`.
+    #[serde(borrow, default)]
+    function: Option<FunctionName<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionName<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+}
+
+impl ToolFlags<'_> {
+    fn name(&self) -> String {
+        self.name
+            .as_deref()
+            .or_else(|| self.function.as_ref().and_then(|f| f.name.as_deref()))
+            .unwrap_or_default()
+            .to_owned()
+    }
+}
+
+impl Previous {
+    fn of(cut: Cut, row: bool) -> Self {
+        Previous {
+            bytes: cut.bytes,
+            segments: cut.segments,
+            tools: cut.tools,
+            blocks: cut.blocks,
+            by_value: cut.by_value,
+            rate: None,
+            row,
+        }
+    }
+}
+
+/// The span of `spans` holding byte `offset`.
+fn span_at(spans: &[Span], offset: usize) -> Option<&Span> {
+    let i = spans.partition_point(|s| s.end <= offset);
+    spans.get(i).filter(|s| s.start <= offset && offset < s.end)
+}
+
+/// Where `cut` departs from `prev`, if it does not extend it.
+fn departure(prev: &Previous, cut: &Cut) -> Option<Departure> {
+    let common = prev
+        .bytes
+        .iter()
+        .zip(&cut.bytes)
+        .take_while(|(a, b)| a == b)
+        .count();
+    if common == prev.bytes.len() {
+        return None;
+    }
+    let before = span_at(&prev.segments, common);
+    let now = span_at(&cut.segments, common);
+    // The earlier segment in caching order names the change; on a tie, this request's.
+    let span = match (before, now) {
+        (Some(b), Some(n)) if b.segment.rank().0 < n.segment.rank().0 => b,
+        (_, Some(n)) => n,
+        (Some(b), None) => b,
+        // Only when a restored cut could not be read back in full and this request ends at
+        // the byte: what the previous request had next is past this one's last message.
+        (None, None) => {
+            let index = cut
+                .segments
+                .iter()
+                .filter(|s| matches!(s.segment, Segment::Message { .. }))
+                .count();
+            return Some(Departure {
+                offset: common as u64,
+                previous_bytes: prev.bytes.len() as u64,
+                total_bytes: cut.bytes.len() as u64,
+                segment: Segment::Message { index },
+                block: None,
+                tools: Vec::new(),
+            });
+        }
+    };
+    let segment = span.segment.clone();
+    let block = match &segment {
+        Segment::Message { .. } => {
+            let find = |spans: &[Span]| {
+                spans
+                    .iter()
+                    .find(|s| s.segment == segment)
+                    .map(|s| (s.start, s.end))
+            };
+            match (find(&prev.segments), find(&cut.segments)) {
+                (Some((a, b)), Some((c, d))) => first_block(&prev.bytes[a..b], &cut.bytes[c..d]),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    let tools = match segment {
+        Segment::Tool { .. } | Segment::DeferredTools => tool_changes(&prev.tools, &cut.tools),
+        _ => Vec::new(),
+    };
+    Some(Departure {
+        offset: common as u64,
+        previous_bytes: prev.bytes.len() as u64,
+        total_bytes: cut.bytes.len() as u64,
+        segment,
+        block,
+        tools,
+    })
+}
+
+/// The first content block at which two messages differ, when both contents are arrays.
+fn first_block(before: &[u8], now: &[u8]) -> Option<usize> {
+    let parse = |b: &[u8]| {
+        std::str::from_utf8(b)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Content<'_>>(t).ok())
+            .and_then(|c| c.content)
+            .map(|c| c.iter().map(|b| b.get().to_owned()).collect::<Vec<_>>())
+    };
+    let (a, b) = (parse(before)?, parse(now)?);
+    let same = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    // Equal arrays: the message differs outside its content (its role).
+    (same < a.len().max(b.len())).then_some(same)
+}
+
+/// The tool changes between two bodies, by name.
+fn tool_changes(before: &[ToolEntry], now: &[ToolEntry]) -> Vec<ToolChange> {
+    let find = |list: &[ToolEntry], name: &str| list.iter().position(|t| t.name == name);
+    let mut out = Vec::new();
+    for t in before {
+        if find(now, &t.name).is_none() {
+            out.push(ToolChange::Removed {
+                name: t.name.clone(),
+            });
+        }
+    }
+    let mut flips = Vec::new();
+    for t in now {
+        match find(before, &t.name).map(|i| &before[i]) {
+            None => out.push(ToolChange::Added {
+                name: t.name.clone(),
+            }),
+            Some(b) if b.deferred != t.deferred => flips.push(ToolChange::Deferred {
+                name: t.name.clone(),
+                deferred: t.deferred,
+            }),
+            Some(b) if b.hash.zip(t.hash).is_some_and(|(x, y)| x != y) => {
+                out.push(ToolChange::Redefined {
+                    name: t.name.clone(),
+                })
+            }
+            Some(_) => {}
+        }
+    }
+    out.extend(flips);
+    // The tools both have, in each one's order.
+    let common = |list: &[ToolEntry], other: &[ToolEntry]| -> Vec<String> {
+        list.iter()
+            .filter(|t| find(other, &t.name).is_some())
+            .map(|t| t.name.clone())
+            .collect()
+    };
+    let (a, b) = (common(before, now), common(now, before));
+    if let Some((_, name)) = a.iter().zip(&b).find(|(x, y)| x != y) {
+        out.push(ToolChange::Reordered { name: name.clone() });
+    }
+    out
+}
+
+/// The segments of a saved cut, read back from its bytes: tool objects (no `role`), the
+/// deferred section (`#`s), `system` (a string or an array), messages (objects with a
+/// `role`). `saved` is every tool of the body in order (version 2), which gives the tools
+/// their indices and names the deferred ones; without it (version 1) the tools are the ones
+/// the bytes hold.
+fn resegment(
+    bytes: &[u8],
+    section: usize,
+    saved: Option<Vec<ToolEntry>>,
+) -> (Vec<Span>, Vec<ToolEntry>) {
+    #[derive(Deserialize)]
+    struct Role<'a> {
+        #[serde(borrow, default)]
+        role: Option<&'a RawValue>,
+    }
+    let mut segments = Vec::new();
+    let mut read = Vec::new();
+    let text = std::str::from_utf8(bytes).unwrap_or_default();
+    // The body index of each immediate tool, in cut order.
+    let indices: Option<Vec<usize>> = saved.as_ref().map(|tools| {
+        tools
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !t.deferred)
+            .map(|(i, _)| i)
+            .collect()
+    });
+    let mut pos = 0;
+    let mut messages = 0;
+    let mut section_seen = false;
+    while pos < text.len() {
+        if text.as_bytes()[pos] == b'#' && section > 0 && !section_seen {
+            let end = (pos + section).min(text.len());
+            segments.push(Span {
+                segment: Segment::DeferredTools,
+                start: pos,
+                end,
+            });
+            section_seen = true;
+            pos = end;
+            continue;
+        }
+        let mut stream = serde_json::Deserializer::from_str(&text[pos..]).into_iter::<&RawValue>();
+        let Some(Ok(value)) = stream.next() else {
+            break;
+        };
+        let end = pos + stream.byte_offset();
+        let raw = value.get();
+        let segment = if !raw.starts_with('{') {
+            Segment::System
+        } else if serde_json::from_str::<Role<'_>>(raw).is_ok_and(|r| r.role.is_some()) {
+            messages += 1;
+            Segment::Message {
+                index: messages - 1,
+            }
+        } else {
+            let name = serde_json::from_str::<ToolFlags<'_>>(raw)
+                .map(|f| f.name())
+                .unwrap_or_default();
+            let k = read.len();
+            read.push(ToolEntry {
+                name: name.clone(),
+                hash: hash_bytes(raw.as_bytes()),
+                deferred: false,
+            });
+            let index = indices
+                .as_ref()
+                .and_then(|ix| ix.get(k).copied())
+                .unwrap_or(k);
+            Segment::Tool { index, name }
+        };
+        segments.push(Span {
+            segment,
+            start: pos,
+            end,
+        });
+        pos = end;
+    }
+    (segments, saved.unwrap_or(read))
 }
 
 impl Meter {
@@ -438,6 +884,7 @@ impl Meter {
             previous: None,
             rate_before: None,
             rows: Vec::new(),
+            departures: Vec::new(),
         }
     }
 
@@ -461,30 +908,46 @@ impl Meter {
     fn cut(&self, body: &str) -> Result<Cut, MeterError> {
         let parsed: Body<'_> = serde_json::from_str(body).map_err(MeterError::Body)?;
         let mut out = Vec::with_capacity(parsed.messages.iter().map(|m| m.get().len()).sum());
+        let mut segments = Vec::with_capacity(parsed.tools.len() + parsed.messages.len() + 2);
+        let mut push = |out: &mut Vec<u8>, segment: Segment, bytes: &[u8]| {
+            let start = out.len();
+            out.extend_from_slice(bytes);
+            segments.push(Span {
+                segment,
+                start,
+                end: out.len(),
+            });
+        };
         let mut deferred = false;
         let mut immediate_tool = false;
-        for tool in &parsed.tools {
+        let mut tools = Vec::with_capacity(parsed.tools.len());
+        for (index, tool) in parsed.tools.iter().enumerate() {
             let flags: ToolFlags = serde_json::from_str(tool.get()).map_err(MeterError::Body)?;
+            let text = without_markers(tool.get());
+            let name = flags.name();
+            tools.push(ToolEntry {
+                name: name.clone(),
+                hash: hash_bytes(text.as_bytes()),
+                deferred: flags.defer_loading,
+            });
             if flags.defer_loading {
                 deferred = true;
             } else {
                 immediate_tool = true;
-                out.extend_from_slice(without_markers(tool.get()).as_bytes());
+                push(&mut out, Segment::Tool { index, name }, text.as_bytes());
             }
         }
         if deferred {
             // A fixed section: its bytes are the same whenever it is present.
-            out.extend(std::iter::repeat_n(
-                b'#',
-                self.deferred_section_bytes as usize,
-            ));
+            let section = vec![b'#'; self.deferred_section_bytes as usize];
+            push(&mut out, Segment::DeferredTools, &section);
         }
         if let Some(system) = parsed.system {
-            out.extend_from_slice(system.get().as_bytes());
+            push(&mut out, Segment::System, system.get().as_bytes());
         }
         let mut blocks = 0;
         let mut block_breakpoint = false;
-        for m in &parsed.messages {
+        for (index, m) in parsed.messages.iter().enumerate() {
             let text = m.get();
             if let Ok(content) = serde_json::from_str::<Content<'_>>(text)
                 && let Some(content) = content.content
@@ -492,10 +955,16 @@ impl Meter {
                 blocks += content.len();
                 block_breakpoint |= content.iter().any(|b| b.get().contains(MARKER));
             }
-            out.extend_from_slice(without_markers(text).as_bytes());
+            push(
+                &mut out,
+                Segment::Message { index },
+                without_markers(text).as_bytes(),
+            );
         }
         Ok(Cut {
             bytes: out,
+            segments,
+            tools,
             blocks,
             asks: body.contains(MARKER),
             block_breakpoint,
@@ -523,15 +992,13 @@ impl Meter {
         let cut = self.cut(body)?;
         let bytes = &cut.bytes;
         let total = bytes.len() as u64;
+        let departure = self.previous.as_ref().and_then(|p| departure(p, &cut));
         let (cached, best) = match &self.previous {
             None => (0, 0),
             Some(prev) => {
-                let common = prev
-                    .bytes
-                    .iter()
-                    .zip(bytes)
-                    .take_while(|(a, b)| a == b)
-                    .count() as u64;
+                let common = departure
+                    .as_ref()
+                    .map_or(prev.bytes.len() as u64, |d| d.offset);
                 // Automatic caching finds the previous entry only within the lookback
                 // window, unless a block breakpoint marks it.
                 let in_window = cut.blocks < prev.blocks.saturating_add(LOOKBACK_BLOCKS)
@@ -571,15 +1038,48 @@ impl Meter {
             expected: None,
         };
         self.rate_before = self.previous.take().and_then(|p| p.rate);
-        self.previous = Some(Previous {
-            bytes: cut.bytes,
-            blocks: cut.blocks,
-            by_value: cut.by_value,
-            rate: None,
-            row: true,
-        });
+        self.previous = Some(Previous::of(cut, true));
         self.rows.push(row);
+        self.departures.push(departure);
         Ok(row)
+    }
+
+    /// Where `body` would depart from the route's previous request, without metering it:
+    /// what a loop asks before sending. `None` when there is no previous request or `body`
+    /// extends it (an identical body included). The offset is the first byte where the two
+    /// cuts ([`prefix_bytes`](Self::prefix_bytes)) differ.
+    ///
+    /// ```
+    /// use mektpoy::{Meter, route_for, meter::{Segment, ToolChange}};
+    /// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    /// let tools = r#"[{"type":"function","function":{"name":"read"}},{"type":"function","function":{"name":"shell"}}]"#;
+    /// meter.observe(&format!(r#"{{"tools":{tools},"messages":[]}}"#), None)?;
+    /// let fewer = r#"{"tools":[{"type":"function","function":{"name":"read"}}],"messages":[]}"#;
+    /// let d = meter.departure_of(fewer)?.unwrap();
+    /// assert_eq!(d.segment, Segment::Tool { index: 1, name: "shell".into() });
+    /// assert_eq!(d.tools, [ToolChange::Removed { name: "shell".into() }]);
+    /// assert_eq!(meter.rows().len(), 1, "nothing metered");
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`MeterError::Body`] for a body that is not a request body.
+    pub fn departure_of(&self, body: &str) -> Result<Option<Departure>, MeterError> {
+        let cut = self.cut(body)?;
+        Ok(self.previous.as_ref().and_then(|p| departure(p, &cut)))
+    }
+
+    /// Whether the meter has a previous request to compare the next one with (an observed
+    /// or [primed](Self::prime) body).
+    pub fn has_previous(&self) -> bool {
+        self.previous.is_some()
+    }
+
+    /// Beside each row of [`rows`](Self::rows), at the same index: where its request departed
+    /// from the previous request of the route, `None` when it extended it (or had none). Rows
+    /// restored from a version-1 save have `None`: that version did not keep departures.
+    pub fn departures(&self) -> &[Option<Departure>] {
+        &self.departures
     }
 
     /// Attaches the provider's usage for the latest observed request (decoded from its
@@ -637,19 +1137,14 @@ impl Meter {
     pub fn prime(&mut self, previous_body: &str) -> Result<(), MeterError> {
         let cut = self.cut(previous_body)?;
         self.rate_before = None;
-        self.previous = Some(Previous {
-            bytes: cut.bytes,
-            blocks: cut.blocks,
-            by_value: cut.by_value,
-            rate: None,
-            row: false,
-        });
+        self.previous = Some(Previous::of(cut, false));
         Ok(())
     }
 
     /// The meter's state as a small versioned JSON text: the route it meters (with the rules
     /// that shape a row), the previous request's cut (its concatenated segment bytes, block
-    /// count and whether it defined a tool by value) and every row. [`Meter::restore`] gives
+    /// count, whether it defined a tool by value, and its tools by name with a stable hash of
+    /// each) and every row with its departure. [`Meter::restore`] gives
     /// back a meter whose next rows are exactly this one's. The price is not saved: set it
     /// again with [`with_price`](Self::with_price).
     ///
@@ -668,9 +1163,21 @@ impl Meter {
                 by_value: p.by_value,
                 rate: p.rate,
                 row: p.row,
+                tools: Some(
+                    p.tools
+                        .iter()
+                        .map(|t| (Cow::Borrowed(t.name.as_str()), t.hash, t.deferred))
+                        .collect(),
+                ),
             }),
             rate_before: self.rate_before,
             rows: self.rows.iter().map(SavedRow::from).collect(),
+            departures: Some(
+                self.departures
+                    .iter()
+                    .map(|d| d.as_ref().map(SavedDeparture::from))
+                    .collect(),
+            ),
         };
         serde_json::to_string(&saved).unwrap_or_default()
     }
@@ -684,7 +1191,7 @@ impl Meter {
         let fault = |reason| MeterError::Restore { reason };
         let version: SavedVersion = serde_json::from_str(saved)
             .map_err(|e| fault(RestoreFault::Malformed(e.to_string())))?;
-        if version.version != SAVE_VERSION {
+        if version.version != SAVE_VERSION && version.version != 1 {
             return Err(fault(RestoreFault::Version(version.version)));
         }
         let saved: Saved<'_> = serde_json::from_str(saved)
@@ -696,15 +1203,43 @@ impl Meter {
                 route: meter.fingerprint,
             }));
         }
-        meter.previous = saved.previous.map(|p| Previous {
-            bytes: p.prefix.into_owned().into_bytes(),
-            blocks: p.blocks,
-            by_value: p.by_value,
-            rate: p.rate,
-            row: p.row,
+        let section = meter.deferred_section_bytes as usize;
+        meter.previous = saved.previous.map(|p| {
+            let bytes = p.prefix.into_owned().into_bytes();
+            let tools = p.tools.map(|tools| {
+                tools
+                    .into_iter()
+                    .map(|(name, hash, deferred)| ToolEntry {
+                        name: name.into_owned(),
+                        hash,
+                        deferred,
+                    })
+                    .collect()
+            });
+            let (segments, tools) = resegment(&bytes, section, tools);
+            Previous {
+                bytes,
+                segments,
+                tools,
+                blocks: p.blocks,
+                by_value: p.by_value,
+                rate: p.rate,
+                row: p.row,
+            }
         });
         meter.rate_before = saved.rate_before;
         meter.rows = saved.rows.into_iter().map(MeterRow::from).collect();
+        meter.departures = match saved.departures {
+            Some(d) if d.len() == meter.rows.len() => {
+                d.into_iter().map(|d| d.map(Departure::from)).collect()
+            }
+            Some(_) => {
+                return Err(fault(RestoreFault::Malformed(
+                    "one departure per row expected".to_owned(),
+                )));
+            }
+            None => vec![None; meter.rows.len()],
+        };
         Ok(meter)
     }
 
@@ -765,7 +1300,7 @@ impl Meter {
     }
 }
 
-/// The saved form (version 1). Field names are camelCase, as in the session log.
+/// The saved form (versions 1 and 2). Field names are camelCase, as in the session log.
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Saved<'a> {
@@ -776,6 +1311,9 @@ struct Saved<'a> {
     previous: Option<SavedPrevious<'a>>,
     rate_before: Option<Rate>,
     rows: Vec<SavedRow>,
+    /// Version 2: one per row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    departures: Option<Vec<Option<SavedDeparture>>>,
 }
 
 /// Only the version, read first so that another version is refused as such.
@@ -793,6 +1331,105 @@ struct SavedPrevious<'a> {
     by_value: bool,
     rate: Option<Rate>,
     row: bool,
+    /// Version 2: every tool of the body, `[name, hash, deferred]`.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<SavedTool<'a>>>,
+}
+
+/// A saved tool: `[name, hash, deferred]`.
+type SavedTool<'a> = (Cow<'a, str>, Option<u64>, bool);
+
+/// A departure: `[offset, previous bytes, total bytes, segment, block, tool changes]`.
+#[derive(Serialize, Deserialize)]
+struct SavedDeparture(
+    u64,
+    u64,
+    u64,
+    SavedSegment,
+    Option<usize>,
+    Vec<SavedToolChange>,
+);
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum SavedSegment {
+    Tool(usize, String),
+    DeferredTools,
+    System,
+    Message(usize),
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum SavedToolChange {
+    Added(String),
+    Removed(String),
+    Redefined(String),
+    Reordered(String),
+    Deferred(String, bool),
+}
+
+impl From<&Departure> for SavedDeparture {
+    fn from(d: &Departure) -> Self {
+        let segment = match &d.segment {
+            Segment::Tool { index, name } => SavedSegment::Tool(*index, name.clone()),
+            Segment::DeferredTools => SavedSegment::DeferredTools,
+            Segment::System => SavedSegment::System,
+            Segment::Message { index } => SavedSegment::Message(*index),
+        };
+        let tools = d
+            .tools
+            .iter()
+            .map(|t| match t.clone() {
+                ToolChange::Added { name } => SavedToolChange::Added(name),
+                ToolChange::Removed { name } => SavedToolChange::Removed(name),
+                ToolChange::Redefined { name } => SavedToolChange::Redefined(name),
+                ToolChange::Reordered { name } => SavedToolChange::Reordered(name),
+                ToolChange::Deferred { name, deferred } => {
+                    SavedToolChange::Deferred(name, deferred)
+                }
+            })
+            .collect();
+        SavedDeparture(
+            d.offset,
+            d.previous_bytes,
+            d.total_bytes,
+            segment,
+            d.block,
+            tools,
+        )
+    }
+}
+
+impl From<SavedDeparture> for Departure {
+    fn from(
+        SavedDeparture(offset, previous_bytes, total_bytes, segment, block, tools): SavedDeparture,
+    ) -> Self {
+        Departure {
+            offset,
+            previous_bytes,
+            total_bytes,
+            segment: match segment {
+                SavedSegment::Tool(index, name) => Segment::Tool { index, name },
+                SavedSegment::DeferredTools => Segment::DeferredTools,
+                SavedSegment::System => Segment::System,
+                SavedSegment::Message(index) => Segment::Message { index },
+            },
+            block,
+            tools: tools
+                .into_iter()
+                .map(|t| match t {
+                    SavedToolChange::Added(name) => ToolChange::Added { name },
+                    SavedToolChange::Removed(name) => ToolChange::Removed { name },
+                    SavedToolChange::Redefined(name) => ToolChange::Redefined { name },
+                    SavedToolChange::Reordered(name) => ToolChange::Reordered { name },
+                    SavedToolChange::Deferred(name, deferred) => {
+                        ToolChange::Deferred { name, deferred }
+                    }
+                })
+                .collect(),
+        }
+    }
 }
 
 /// One row: `[total, cached, best, series start, measured, expected]`, where measured is

@@ -284,7 +284,7 @@ fn a_restored_meter_continues_where_the_saved_one_stopped() {
     m.observe_measured(Measured::new(1000, Some(0), Some(990)))
         .unwrap();
     let saved = m.save();
-    assert!(saved.starts_with(r#"{"version":1,"route":"anthropic/claude-opus-5"#));
+    assert!(saved.starts_with(r#"{"version":2,"route":"anthropic/claude-opus-5"#));
     let mut restored = Meter::restore(&route, &saved).unwrap();
     assert_eq!(restored.rows(), m.rows());
     assert_eq!(restored.report(), m.report());
@@ -314,12 +314,12 @@ fn a_saved_meter_for_another_route_or_version_is_refused() {
             reason: RestoreFault::Route { .. }
         })
     ));
-    let v2 = saved.replacen(r#""version":1"#, r#""version":2"#, 1);
+    let v3 = saved.replacen(r#""version":2"#, r#""version":3"#, 1);
     let flash = route_for("deepseek", "deepseek-flash");
     assert!(matches!(
-        Meter::restore(&flash, &v2),
+        Meter::restore(&flash, &v3),
         Err(MeterError::Restore {
-            reason: RestoreFault::Version(2)
+            reason: RestoreFault::Version(3)
         })
     ));
     for bad in [
@@ -327,6 +327,7 @@ fn a_saved_meter_for_another_route_or_version_is_refused() {
         "[]",
         "{}",
         r#"{"version":1}"#,
+        r#"{"version":2}"#,
         &saved[..saved.len() - 1],
     ] {
         assert!(

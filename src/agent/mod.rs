@@ -8,6 +8,7 @@
 //! that binds thinking, the thinking floor, which needs the serialized request. `session`
 //! itself knows nothing of routes.
 
+pub mod attribution;
 mod continuity;
 mod order;
 mod prompt;
@@ -18,6 +19,9 @@ use std::borrow::Borrow;
 use std::sync::Arc;
 
 pub use order::ToolOrder;
+pub use attribution::{
+    Attribution, AttributionReport, Attributor, Cause, CauseTotal, Change, Check,
+};
 pub use record::{RecordError, Recorder, Step};
 
 use crate::event::{Config, Event, MessageEvent, Rewrite, SeriesStart, SurfaceOp};
@@ -233,6 +237,11 @@ pub struct AgentLoop<S: Borrow<Session> = Session> {
     attempt: u32,
     new_series: bool,
     meter: Meter,
+    /// The attributions of the observed requests, and the previous one's log terms.
+    attributor: Attributor,
+    /// The request the loop recorded last: `observe` names a departure in its terms when the
+    /// observed body is its body.
+    last_recorded: Option<Request>,
 }
 
 impl<S: Borrow<Session>> std::fmt::Debug for AgentLoop<S> {
@@ -273,6 +282,8 @@ impl<S: Borrow<Session>> AgentLoop<S> {
             attempt: 0,
             new_series: false,
             meter,
+            attributor: Attributor::new(),
+            last_recorded: None,
         }
     }
 
@@ -383,6 +394,7 @@ impl<S: Borrow<Session>> AgentLoop<S> {
             .new_series(self.new_series && attempt == 0)
             .user_messages(user_messages);
         let request = self.recorder.record(self.session.borrow(), step_record)?;
+        self.last_recorded = Some(request.clone());
         (self.turn, self.step, self.attempt) = (turn, step, attempt);
         if attempt == 0 {
             self.new_series = false;
@@ -409,8 +421,78 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     ///
     /// # Errors
     /// [`MeterError`] for a body that is not a request body; the meter is unchanged.
+    ///
+    /// The request's [`Attribution`] is kept for [`attribution_report`](Self::attribution_report):
+    /// in the caller's terms when `wire` is the body of the request the loop recorded last.
     pub fn observe(&mut self, wire: &WireRequest) -> Result<MeterRow, MeterError> {
-        self.meter.observe(&wire.body, wire.series_start)
+        let request = self
+            .last_recorded
+            .as_ref()
+            .filter(|r| r.to_wire().is_ok_and(|w| w.body == wire.body))
+            .cloned();
+        let previous_bytes = self.meter.rows().last().map(|r| r.total_bytes);
+        let had_previous = self.meter.has_previous();
+        let row = self.meter.observe(&wire.body, wire.series_start)?;
+        let departure = self.meter.departures().last().cloned().flatten();
+        let mut attribution = self.attributor.build(
+            self.meter.rows().len() - 1,
+            had_previous,
+            departure,
+            previous_bytes,
+            request.as_ref(),
+            wire,
+        );
+        attribution.position = Some((self.turn, self.step, self.attempt));
+        self.attributor.record(attribution, request.as_ref(), wire);
+        Ok(row)
+    }
+
+    /// Where `wire` (serialized from `request`) departs from the route's previous observed
+    /// request, named in the caller's terms, and who made the rewrite: what a loop asks
+    /// before sending. Changes nothing (the meter included).
+    ///
+    /// ```
+    /// use mektpoy::agent::Cause;
+    /// use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
+    /// // A chat route without a tool-change mode: its tools are declared in `tools`.
+    /// let config = Config::new("acme", "acme-1");
+    /// let tool = |n: &str| ToolSchema::new(n, "", Default::default());
+    /// let mut agent = AgentLoop::new(Session::new("s"), route_for("acme", "acme-1"), config)
+    ///     .with_tools([tool("read"), tool("shell")]);
+    /// let first = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
+    /// agent.observe(&first)?;
+    /// agent.append(Message::assistant("a1", "ok", "acme", "acme-1"))?;
+    /// agent.set_tools([tool("read")]);
+    /// let request = agent.user_turn([Message::user("u2", "go on")])?;
+    /// let a = agent.attribute(&request, &request.to_wire()?)?;
+    /// assert_eq!(a.cause, Some(Cause::ToolsChanged));
+    /// assert!(a.to_string().contains("tool `shell` removed by the caller"), "{a}");
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`MeterError::Body`] for a body that is not a request body.
+    pub fn attribute(
+        &self,
+        request: &Request,
+        wire: &WireRequest,
+    ) -> Result<Attribution, MeterError> {
+        let mut attribution = self
+            .attributor
+            .attribute(&self.meter, Some(request), wire)?;
+        attribution.position = Some((self.turn, self.step, self.attempt));
+        Ok(attribution)
+    }
+
+    /// The attribution of every observed request, in order.
+    pub fn attributions(&self) -> &[Attribution] {
+        self.attributor.attributions()
+    }
+
+    /// The session's report: per cause, how many observed requests departed from the
+    /// previous one and how many estimated tokens that lost.
+    pub fn attribution_report(&self) -> AttributionReport {
+        self.attributor.report()
     }
 
     /// Puts the provider's measured figures (the answer's usage) beside the estimate of the
