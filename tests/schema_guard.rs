@@ -277,6 +277,31 @@ fn a_call_a_replace_removed_does_not_count_and_one_it_kept_does() {
     .unwrap();
     assert_eq!(s.check_tool(&edit_v2()), Ok(()));
 
+    // The same when the replace removes fewer nodes than it keeps (the index forgets the
+    // removed ones one by one instead of being rebuilt from the rest).
+    let s = edited_once();
+    for e in [
+        Event::append(Message::user("u2", "now read b.rs")),
+        Event::append(answer("a2", &[("c2", "read")])),
+        Event::append(result("r2", "c2")),
+        Event::append(Message::user("u3", "thanks")),
+    ] {
+        s.append(e).unwrap();
+    }
+    s.append(Event::replace(
+        Message::user("sum", "summary: a.rs fixed"),
+        1,
+        2,
+    ))
+    .unwrap();
+    assert_eq!(s.check_tool(&edit_v2()), Ok(()));
+    let read_v2 = ToolSchema::new("read", "Read v2", params(json!({})));
+    assert_eq!(
+        calls_of(&s.check_tool(&read_v2).unwrap_err()),
+        [row("a2", "c2", 5, 0)],
+        "the calls the replace kept still count"
+    );
+
     // A replace elsewhere keeps the call: still a conflict, unchanged.
     let s = edited_once();
     s.append(Event::append(Message::user("u2", "thanks")))
