@@ -340,6 +340,17 @@ impl<S: Borrow<Session>> AgentLoop<S> {
         self.tools = tools.into_iter().collect();
     }
 
+    /// The registration-time schema guard for a tool set before [`set_tools`](Self::set_tools):
+    /// [`Session::check_tools`] on the loop's session. Nothing is changed; the caller decides
+    /// whether to register the set anyway.
+    ///
+    /// # Errors
+    /// [`SchemaConflicts`](crate::session::SchemaConflicts) naming each tool of `tools` whose
+    /// name the surface shows calls of, made against another definition.
+    pub fn check_tools(&self, tools: &[ToolSchema]) -> Result<(), crate::session::SchemaConflicts> {
+        self.session.borrow().check_tools(tools)
+    }
+
     /// The configuration (provider, model, options) for the next attempts.
     pub fn set_config(&mut self, config: Config) {
         self.config = config;

@@ -5,6 +5,7 @@
 //! messages and a snapshot from two different moments.
 
 mod file;
+mod guard;
 mod position;
 mod state;
 
@@ -13,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use file::{FileOptions, LoadError, Loaded, SessionLineFault};
+pub use guard::{ConflictingCall, SchemaConflict, SchemaConflicts};
 pub use position::{PendingCall, Position};
 use state::LogState;
 pub use state::{AppendError, AppendErrorKind};
@@ -20,7 +22,7 @@ pub use state::{AppendError, AppendErrorKind};
 use crate::event::{Event, HeaderEvent, Rewrite, ThinkingEvent, ThinkingPolicy};
 use crate::history::{FoldKind, ToolFold, ToolHistory};
 use crate::store::{Frame, Frames, JsonlWriter};
-use crate::vocab::{List, Message, Seq};
+use crate::vocab::{List, Message, Seq, ToolSchema};
 
 /// One node of the surface (the model-visible history), as replace ranges count them.
 #[derive(Clone, Debug, PartialEq)]
@@ -525,6 +527,39 @@ impl Session {
             .thinking_floors
             .get(&(Arc::from(provider), Arc::from(model)))
             .copied()
+    }
+
+    /// The registration-time schema guard: whether registering `tool` would offer, under a
+    /// name the surface already shows calls of, a definition other than the one those calls
+    /// were made against (the definition the latest header before each call's assistant
+    /// message gave the tool). Calls a replace removed do not count; key order, number
+    /// spelling and `defer_loading` alone never make a conflict; a call its header did not
+    /// declare (an invalid call), or one before any header, is not compared. The rules are
+    /// in the [`SchemaConflict`] docs and the README section "Registering a tool that was
+    /// already called".
+    ///
+    /// Nothing is refused or logged: the loop decides. By reference a conflicting tool also
+    /// opens a declaration series once recorded (the cached prefix is rewritten); on
+    /// inline-definition routes it costs no cache but is still a change the model sees.
+    ///
+    /// O(log n) for a name never called on the surface; otherwise O(k · (log n + b)) for `k`
+    /// assistant messages on the surface calling it (`b` blocks each), plus one definition
+    /// comparison per header in force. Works the same on forks and loaded sessions.
+    ///
+    /// # Errors
+    /// A [`SchemaConflict`] listing every conflicting call, in surface order.
+    pub fn check_tool(&self, tool: &ToolSchema) -> Result<(), SchemaConflict> {
+        read(&self.log).state.check_tool(tool)
+    }
+
+    /// [`check_tool`](Self::check_tool) for a whole tool set about to be registered (what
+    /// [`AgentLoop::set_tools`](crate::AgentLoop::set_tools) takes), read from one moment of
+    /// the log.
+    ///
+    /// # Errors
+    /// [`SchemaConflicts`]: one [`SchemaConflict`] per conflicting tool, in the set's order.
+    pub fn check_tools(&self, tools: &[ToolSchema]) -> Result<(), SchemaConflicts> {
+        read(&self.log).state.check_tools(tools)
     }
 
     /// Whether appends are written to a file.

@@ -337,6 +337,9 @@ pub(crate) struct LogState {
     pub last_replace: Option<Seq>,
     /// Tool calls and results on the surface, for the pairing rules.
     pub pairing: Pairing,
+    /// The `Seq` of every header, in order, so that the header in force at any position is
+    /// found in O(log n) (the registration guard reads it).
+    pub header_seqs: imbl::Vector<usize>,
 }
 
 /// Where the surface's tool calls and results are, kept as the surface changes so that the
@@ -355,6 +358,9 @@ pub(crate) struct Pairing {
     calls: imbl::HashMap<Arc<str>, Keys<()>>,
     /// Each call id results on the surface name: their keys and message ids.
     results: imbl::HashMap<Arc<str>, Keys<Arc<str>>>,
+    /// Each tool name called on the surface: the keys of the assistant messages holding a
+    /// call of it, with the message (the registration guard reads it).
+    named: imbl::HashMap<Arc<str>, Keys<Message>>,
 }
 
 /// The keys of one call id's calls (or results), each with a value: almost always one, which
@@ -423,7 +429,31 @@ fn assistant_calls(message: &Message) -> impl Iterator<Item = &str> {
         .flatten()
 }
 
+/// The tool names an assistant message calls, as [`assistant_calls`] counts calls (a name
+/// called twice in one message comes twice; recording it twice at one key is harmless).
+fn assistant_call_names(message: &Message) -> impl Iterator<Item = &str> {
+    (message.role() == Role::Assistant)
+        .then(|| message.tool_calls().map(|c| c.name()))
+        .into_iter()
+        .flatten()
+}
+
 impl Pairing {
+    /// The assistant messages on the surface holding a call named `name`, in surface order.
+    /// O(log n) to start, O(1) per message.
+    pub(crate) fn calls_named(&self, name: &str) -> impl Iterator<Item = &Message> {
+        let keys = self.named.get(name);
+        let one = match keys {
+            Some(Keys::One(_, m)) => Some(m),
+            _ => None,
+        };
+        let many = match keys {
+            Some(Keys::Many(many)) => Some(many.values()),
+            _ => None,
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+
     /// Whether an assistant message holding `call_id` sits at a key below `limit` (anywhere
     /// on the surface for `None`). O(log n).
     fn call_before(&self, call_id: &str, limit: Option<usize>) -> bool {
@@ -556,6 +586,7 @@ impl Pairing {
                     // that stay costs less than forgetting the removed ones one by one.
                     self.calls = imbl::HashMap::new();
                     self.results = imbl::HashMap::new();
+                    self.named = imbl::HashMap::new();
                     for (kept, key) in nodes(0..range.start).chain(nodes(range.end..len)) {
                         if let SurfaceNode::Message(message) = kept {
                             self.record(message, *key);
@@ -593,6 +624,15 @@ impl Pairing {
                 }
             }
         }
+        for name in assistant_call_names(message) {
+            match self.named.get_mut(name) {
+                Some(keys) => keys.insert(key, message.clone()),
+                None => {
+                    self.named
+                        .insert(Arc::from(name), Keys::One(key, message.clone()));
+                }
+            }
+        }
     }
 
     /// Forgets the calls and the result of `message`, the node at `key`.
@@ -600,6 +640,11 @@ impl Pairing {
         for call_id in assistant_calls(message) {
             if self.calls.get_mut(call_id).is_some_and(|k| k.remove(key)) {
                 self.calls.remove(call_id);
+            }
+        }
+        for name in assistant_call_names(message) {
+            if self.named.get_mut(name).is_some_and(|k| k.remove(key)) {
+                self.named.remove(name);
             }
         }
         if let Some(call_id) = result_call_id(message)
@@ -882,6 +927,7 @@ impl LogState {
             Event::Header(h) => {
                 self.tool_indexes
                     .insert(seq, Arc::new(ToolIndex::new(&h.header.tools)));
+                self.header_seqs.push_back(seq.index());
                 self.latest_header = Some((seq, Arc::clone(h)));
                 None
             }
