@@ -7,7 +7,7 @@ use crate::event::{DecodeError, OpaqueError};
 use crate::meter::MeterError;
 use crate::project::UnknownTool;
 use crate::route::RouteError;
-use crate::session::{AppendError, ForkError, LoadError};
+use crate::session::{AppendError, ForkError, LoadError, SchemaConflict, SchemaConflicts};
 use crate::store::{PersistError, WriteError};
 use crate::vocab::{BlockError, SourceError, ToolError};
 use crate::wire::WireError;
@@ -44,6 +44,12 @@ pub enum Error {
     /// A fork point is out of range.
     #[error(transparent)]
     Fork(#[from] ForkError),
+    /// A tool about to be registered conflicts with calls on the surface (the schema guard).
+    #[error(transparent)]
+    SchemaConflict(#[from] SchemaConflict),
+    /// Tools about to be registered conflict with calls on the surface (the schema guard).
+    #[error(transparent)]
+    SchemaConflicts(#[from] SchemaConflicts),
     /// The recorder refused a step.
     #[error(transparent)]
     Record(#[from] RecordError),

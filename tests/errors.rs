@@ -148,6 +148,35 @@ fn every_error_prints_its_cause_once() {
     let err = meter.prefix_bytes("not json").unwrap_err();
     assert_cause_once("a body the meter cannot read", &err, 2);
 
+    // The schema guard: `read` was called under another definition (no cause below it).
+    let guarded = Session::new("g");
+    let read = |description: &str| ToolSchema::new("read", description, serde_json::Map::new());
+    guarded
+        .append(Event::header(
+            RequestHeader::new(Config::new("p", "m"), vec![read("v1")]),
+            mektpoy::event::Reason::Initial,
+        ))
+        .unwrap();
+    let call = Message::new(
+        "a1",
+        Role::Assistant,
+        vec![ContentBlock::ToolCall {
+            id: "c1".into(),
+            name: "read".into(),
+            arguments: "{}".into(),
+        }],
+        MessageSource::Model {
+            provider: "p".into(),
+            model: "m".into(),
+        },
+    );
+    guarded.append(Event::append(call)).unwrap();
+    let err = guarded.check_tool(&read("v2")).unwrap_err();
+    assert_cause_once("a schema conflict", &err, 1);
+    assert_cause_once("the same, as the crate Error", &Error::from(err), 1);
+    let err = guarded.check_tools(&[read("v2")]).unwrap_err();
+    assert_cause_once("schema conflicts", &Error::from(err), 1);
+
     // Errors without a cause print it nowhere.
     let header = RequestHeader::new(
         Config::new("p", "m"),
