@@ -3,7 +3,7 @@
 //! maps).
 //!
 //! The log is generated (no checked-in file), shaped like the issue's: tool changes whose header
-//! carries about forty tools with realistic schemas (a header is about 37 kB), and between them
+//! carries 32 to 36 tools with realistic schemas (a header is about 37 kB), and between them
 //! user messages, tool calls and their results. One test function, so that no other test
 //! allocates while a figure is taken. Small by default; the figures in `docs/benchmarks.md`
 //! come from
