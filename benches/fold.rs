@@ -83,6 +83,18 @@ fn fold(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("by_value_full_rescan", events), |b| {
             first_read(b, &s, by_value, BatchSize::LargeInput)
         });
+        // The same log saved and loaded: each header's tools decoded from its own line (before
+        // decision 76 each header then held its own copies, compared field by field with the
+        // previous header's; interned, they are the same allocations).
+        let loaded = Session::load_bytes(s.to_jsonl().as_bytes())
+            .expect("the log loads")
+            .session;
+        group.bench_function(BenchmarkId::new("after_load", events), |b| {
+            first_read(b, &loaded, by_reference, BatchSize::LargeInput)
+        });
+        group.bench_function(BenchmarkId::new("by_value_after_load", events), |b| {
+            first_read(b, &loaded, by_value, BatchSize::LargeInput)
+        });
     }
     group.finish();
 }

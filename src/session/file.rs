@@ -454,7 +454,12 @@ fn parse(bytes: &[u8], limits: Limits) -> Result<Parsed, LoadError> {
             Err(e) => Err(reject(e)),
         });
         match checked {
-            Ok(event) => target.apply(event, Some(Arc::from(text))),
+            Ok(event) => {
+                // A line the encoder writes back byte for byte needs no copy of its own: saving
+                // writes the same bytes from the event (decision 76).
+                let line = (event.to_json() != text).then(|| Arc::from(text));
+                target.apply(event, line);
+            }
             Err(_) if lines.tear() => break,
             Err(e) => return Err(e),
         }

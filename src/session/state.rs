@@ -16,7 +16,7 @@ use crate::history::ToolFold;
 use crate::store::WriteError;
 use crate::vocab::{
     ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, MessageSource, Role, Seq, ToolIndex,
-    arguments_depth,
+    ToolInterner, arguments_depth,
 };
 
 /// Why `append` (or loading) refused an event: the event's position and what is wrong with
@@ -327,6 +327,9 @@ pub(crate) struct LogState {
     /// Every header's tools by name, built once when the header is applied; developer messages
     /// are checked against it and the folds share it.
     pub tool_indexes: imbl::HashMap<Seq, Arc<ToolIndex>>,
+    /// The log's tool definitions, one allocation per written form: a header joining the log
+    /// shares the definitions already there (decision 76).
+    pub tools: ToolInterner,
     /// The `Seq`s of the events a tool fold reads (headers and developer messages), in order,
     /// so that a fold from scratch skips the user, assistant and tool events without looking
     /// at them.
@@ -917,9 +920,14 @@ impl LogState {
         }
     }
 
-    /// Applies a checked event. Infallible; O(log n).
+    /// Applies a checked event. Infallible; O(log n), and for a header O(its tools), plus the
+    /// size of each definition the log does not hold yet (hashed to intern it).
     pub fn apply(&mut self, event: Event, line: Option<Arc<str>>) {
         let seq = self.next_seq();
+        let event = match event {
+            Event::Header(h) => Event::Header(self.intern(h)),
+            other => other,
+        };
         if ToolFold::can_change(&event) {
             self.fold_events.push_back(seq.index());
         }
@@ -968,6 +976,26 @@ impl LogState {
         self.events.push_back(event);
         self.lines.push_back(line);
         self.unterminated_tail = false;
+    }
+}
+
+impl LogState {
+    /// `h` with each tool on the log's allocation of its definition (decision 76). A decoded
+    /// header is changed in place, so its own copies are dropped before the next line is read;
+    /// a header someone else also holds is copied (its tool slice and config), theirs left
+    /// as it was. Returned as it came when every definition is its own already (the recorder's
+    /// headers, whose tools are clones of the previous header's).
+    fn intern(&mut self, mut h: Arc<HeaderEvent>) -> Arc<HeaderEvent> {
+        let mut shared: Option<Vec<crate::vocab::ToolSchema>> = None;
+        for (i, tool) in h.header.tools.iter().enumerate() {
+            if let Some(interned) = self.tools.intern(tool) {
+                shared.get_or_insert_with(|| h.header.tools.to_vec())[i] = interned;
+            }
+        }
+        if let Some(tools) = shared {
+            Arc::make_mut(&mut h).header.tools = tools.into();
+        }
+        h
     }
 }
 

@@ -344,6 +344,154 @@ impl PartialEq for ByName {
 
 impl Eq for ByName {}
 
+/// The tool definitions of one log, one allocation each: a header's tool whose definition is
+/// written exactly as one already in the log shares that one's allocation, and its own is
+/// dropped (decision 76).
+///
+/// Sharing is decided on the *written form*, not on reference §1 equivalence alone: two
+/// equivalent definitions spelled differently (unknown fields in another order, `1.0` for `1`,
+/// or, with serde_json's `preserve_order`, object keys in another order) keep their own
+/// allocations, because a definition is written back from its allocation (an appended event's
+/// line, every wire's tool list) and sharing would change those bytes. The written form implies
+/// §1 equivalence, so sharing never changes what the folds decide.
+///
+/// Persistent (`imbl`), so that it clones in O(1) with the log's state and a refused batch
+/// leaves no definition behind.
+#[derive(Clone, Default)]
+pub(crate) struct ToolInterner {
+    /// The interned definitions by the hash of their written form (one per hash but for
+    /// collisions).
+    by_form: imbl::HashMap<u64, imbl::Vector<ToolSchema>>,
+    /// The addresses of the interned definitions: a tool found here is interned already, in
+    /// O(1) and without hashing its definition (the interner holds each of them, so no other
+    /// allocation can have its address while it is here).
+    interned: imbl::HashSet<usize>,
+}
+
+impl ToolInterner {
+    /// The schema to keep for `tool`: `None` when `tool` keeps its own definition (already
+    /// interned, or the first of its written form, now interned), or the same tool (its own
+    /// `defer_loading`) on the interned definition written as its own. O(1) when the
+    /// definition is interned already, else O(size of the definition).
+    pub fn intern(&mut self, tool: &ToolSchema) -> Option<ToolSchema> {
+        let address = Arc::as_ptr(&tool.def) as usize;
+        if self.interned.contains(&address) {
+            return None;
+        }
+        let hash = form_hash(&tool.def);
+        let bucket = self.by_form.entry(hash).or_default();
+        if let Some(shared) = bucket.iter().find(|s| same_form(&s.def, &tool.def)) {
+            return Some(shared.with_defer_loading(tool.defer_loading));
+        }
+        bucket.push_back(tool.with_defer_loading(false));
+        self.interned.insert(address);
+        None
+    }
+
+    /// The number of definitions interned.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.interned.len()
+    }
+}
+
+/// A hash of how `def` is written: equal for definitions [`same_form`] finds the same.
+fn form_hash(def: &ToolDef) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    def.name.hash(&mut h);
+    def.description.hash(&mut h);
+    hash_entries(def.parameters.iter(), def.parameters.len(), &mut h);
+    hash_entries(def.extra.iter(), def.extra.len(), &mut h);
+    h.finish()
+}
+
+fn hash_entries<'a, H: std::hash::Hasher>(
+    entries: impl Iterator<Item = (&'a String, &'a Value)>,
+    len: usize,
+    h: &mut H,
+) {
+    use std::hash::Hash;
+    len.hash(h);
+    for (k, v) in entries {
+        k.hash(h);
+        hash_value(v, h);
+    }
+}
+
+fn hash_value<H: std::hash::Hasher>(v: &Value, h: &mut H) {
+    use std::hash::Hash;
+    match v {
+        Value::Null => 0u8.hash(h),
+        Value::Bool(b) => (1u8, b).hash(h),
+        Value::Number(n) => {
+            2u8.hash(h);
+            // Integers by value, floats by their bits (so `-0.0` is not `0.0`); under
+            // `arbitrary_precision`, spellings of one float hash alike and `same_form` parts
+            // them.
+            match (n.as_u64(), n.as_i64()) {
+                (Some(u), _) => (0u8, u).hash(h),
+                (None, Some(i)) => (1u8, i).hash(h),
+                _ => (2u8, n.as_f64().map(f64::to_bits)).hash(h),
+            }
+        }
+        Value::String(s) => (3u8, s).hash(h),
+        Value::Array(items) => {
+            (4u8, items.len()).hash(h);
+            for item in items {
+                hash_value(item, h);
+            }
+        }
+        Value::Object(map) => {
+            5u8.hash(h);
+            hash_entries(map.iter(), map.len(), h);
+        }
+    }
+}
+
+/// Whether `a` and `b` are written alike: the same fields in the same order, numbers of the
+/// same kind and spelling. Stricter than reference §1 equivalence (which it implies).
+fn same_form(a: &ToolDef, b: &ToolDef) -> bool {
+    a.name == b.name
+        && a.description == b.description
+        && same_entries(
+            a.parameters.iter(),
+            b.parameters.iter(),
+            a.parameters.len(),
+            b.parameters.len(),
+        )
+        && same_entries(a.extra.iter(), b.extra.iter(), a.extra.len(), b.extra.len())
+}
+
+fn same_entries<'a>(
+    a: impl Iterator<Item = (&'a String, &'a Value)>,
+    b: impl Iterator<Item = (&'a String, &'a Value)>,
+    a_len: usize,
+    b_len: usize,
+) -> bool {
+    a_len == b_len
+        && a.zip(b)
+            .all(|((ka, va), (kb, vb))| ka == kb && same_value(va, vb))
+}
+
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            // `==` compares the kind (integer or float) and, under `arbitrary_precision`, the
+            // spelling; the bits tell `-0.0` from `0.0`, which `==` does not.
+            x == y && (!x.is_f64() || x.as_f64().map(f64::to_bits) == y.as_f64().map(f64::to_bits))
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_value(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => same_entries(x.iter(), y.iter(), x.len(), y.len()),
+        (Value::Null, Value::Null) => true,
+        (Value::Bool(x), Value::Bool(y)) => x == y,
+        (Value::String(x), Value::String(y)) => x == y,
+        _ => false,
+    }
+}
+
 /// Whether two tool lists are the same tools in the same order (reference §4 step 5).
 pub(crate) fn same_tools(a: &[ToolSchema], b: &[ToolSchema]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_tool(y))
@@ -521,6 +669,64 @@ mod tests {
         let c =
             tool(json!({"name":"a","description":"d","parameters":{"m":1,"n":{"p":[1]}},"x":2}));
         assert_ne!(a, c, "an unknown field is part of the tool");
+    }
+
+    #[test]
+    fn the_interner_shares_definitions_written_alike_and_only_those() {
+        let text = r#"{"name":"a","description":"d","parameters":{"m":1,"n":{"p":[1.5,-2]}},"x":1,"y":null}"#;
+        let parse = |t: &str| serde_json::from_str::<ToolSchema>(t).unwrap();
+        let mut interner = ToolInterner::default();
+        let first = parse(text);
+        assert!(
+            interner.intern(&first).is_none(),
+            "the first of its form is kept"
+        );
+        assert!(interner.intern(&first).is_none(), "interned already");
+        assert!(interner.intern(&first.clone()).is_none());
+        // An equal copy (another header's) gets the first one's allocation, with its own
+        // deferLoading.
+        let copy = parse(text);
+        let shared = interner.intern(&copy).expect("a copy is replaced");
+        assert!(shared.shares_definition_with(&first) && shared.same_tool(&copy));
+        let deferred = parse(&text.replace(r#""y":null"#, r#""deferLoading":true,"y":null"#));
+        let shared = interner
+            .intern(&deferred)
+            .expect("deferLoading aside, the same form");
+        assert!(shared.shares_definition_with(&first) && shared.defer_loading());
+        assert_eq!(
+            serde_json::to_string(&shared).unwrap(),
+            serde_json::to_string(&deferred).unwrap()
+        );
+        // Equivalent but written otherwise (reference §1): kept apart, so that writing either
+        // gives its own bytes.
+        for respelled in [
+            r#"{"name":"a","description":"d","parameters":{"m":1,"n":{"p":[1.5,-2]}},"y":null,"x":1}"#,
+            r#"{"name":"a","description":"d","parameters":{"m":1.0,"n":{"p":[1.5,-2]}},"x":1,"y":null}"#,
+            r#"{"name":"a","description":"d","parameters":{"m":1,"n":{"p":[1.5,-2]}},"x":1.0,"y":null}"#,
+        ] {
+            let other = parse(respelled);
+            assert!(other.same_definition(&first), "{respelled}");
+            assert!(
+                interner.intern(&other).is_none(),
+                "{respelled} is a form of its own"
+            );
+            let written = serde_json::to_string(&other).unwrap();
+            let again = interner.intern(&parse(respelled)).expect("then interned");
+            assert_eq!(serde_json::to_string(&again).unwrap(), written);
+        }
+        // Zero and minus zero are written apart; other definitions are not shared.
+        let zero = parse(r#"{"name":"z","description":"","parameters":{"v":0.0}}"#);
+        let minus = parse(r#"{"name":"z","description":"","parameters":{"v":-0.0}}"#);
+        assert!(interner.intern(&zero).is_none() && interner.intern(&minus).is_none());
+        for other in [
+            r#"{"name":"b","description":"d","parameters":{"m":1,"n":{"p":[1.5,-2]}},"x":1,"y":null}"#,
+            r#"{"name":"a","description":"e","parameters":{"m":1,"n":{"p":[1.5,-2]}},"x":1,"y":null}"#,
+            r#"{"name":"a","description":"d","parameters":{"m":1,"n":{"p":[-2,1.5]}},"x":1,"y":null}"#,
+            r#"{"name":"a","description":"d","parameters":{"m":1,"n":{"p":[1.5,-2]}},"x":1}"#,
+        ] {
+            assert!(interner.intern(&parse(other)).is_none(), "{other}");
+        }
+        assert_eq!(interner.len(), 1 + 3 + 2 + 4);
     }
 
     /// A `tools/list` entry as an MCP server sends it: no description, a title, annotations,
