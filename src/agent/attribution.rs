@@ -86,6 +86,18 @@ pub const CACHE_DIAGNOSIS_BETA: &str = "cache-diagnosis-2026-04-07";
 /// assert_eq!(sent.header("anthropic-beta"), Some(CACHE_DIAGNOSIS_BETA));
 /// let first = ask_cache_diagnostics(&wire, None)?;
 /// assert!(first.body.ends_with(r#""diagnostics":{"previous_message_id":null}}"#));
+/// // Asked again: the object is replaced in place, the beta joins the others once.
+/// let mut beta = sent.clone();
+/// let both = format!("inline-tools-2026-09-15,{CACHE_DIAGNOSIS_BETA}");
+/// beta.headers = vec![("anthropic-beta".into(), both)];
+/// let again = ask_cache_diagnostics(&beta, Some("msg_02"))?;
+/// assert_eq!(again.body, sent.body.replace("msg_01", "msg_02"));
+/// assert_eq!(again.headers, beta.headers);
+/// let inline = ("anthropic-beta".to_owned(), "inline-tools-2026-09-15".to_owned());
+/// let merged = ask_cache_diagnostics(&WireRequest::new(&*wire.body, vec![inline]), None)?;
+/// let expected = "inline-tools-2026-09-15,cache-diagnosis-2026-04-07";
+/// assert_eq!(merged.header("anthropic-beta"), Some(expected));
+/// assert!(ask_cache_diagnostics(&WireRequest::new("[]", vec![]), None).is_err());
 /// # Ok::<(), mektpoy::meter::MeterError>(())
 /// ```
 ///
