@@ -10,13 +10,16 @@
 //! compaction is the caller's on every route: `messages_changed` without a mode, and
 //! `tools_changed` in history, where it also removes the tool change and the prompt update, so
 //! the new series declares the tools and sends the prompt anew. A request that extends the
-//! previous one has no miss, and the provider says so (`diagnostics: null`).
+//! previous one has no miss, and the provider says so (`diagnostics: null`). Under the random
+//! churn of `random_churn`, on every Claude route, the report agrees with the prediction at
+//! every sent request.
 
 use mektpoy::agent::{Cause, Check};
 use mektpoy::response::CacheMissKind;
 use mektpoy::route_for;
 
-use crate::agent::{Agent, Reply, Sent, arg_params, prompt, tool_of};
+use crate::agent::{Agent, Reply, Sent, arg_params, opus_by_reference, prompt, tool_of};
+use crate::random_churn;
 
 /// What a step should report: the vendor's miss kind and the attribution's cause, or neither.
 type Expected = Option<(CacheMissKind, Cause)>;
@@ -135,4 +138,40 @@ fn on_an_in_history_route_tool_and_prompt_changes_extend_and_nothing_diverges() 
         false,
         true,
     );
+}
+
+/// The random churn of `random_churn` (additions, some deferred, removals, redefinitions,
+/// prompt changes, compactions, tool calls, continuations) on every Claude route, asking for
+/// the diagnostics: at every sent request the provider's report is what the attribution
+/// predicted.
+#[test]
+fn under_random_churn_every_measured_miss_agrees_with_the_attribution() {
+    // Per route, how many requests the provider reported a divergence for: the agreement
+    // is not the vacuous one of two silences.
+    let mut reported = std::collections::BTreeMap::<&str, usize>::new();
+    for seed in random_churn::seeds() {
+        for (name, route) in [
+            ("no-mode", route_for("anthropic", "claude-fable-5-2")),
+            ("inline", route_for("anthropic", "claude-opus-5")),
+            ("inline-binds", route_for("anthropic", "claude-fable-5-1")),
+            ("by-reference", opus_by_reference(true)),
+            ("by-reference-no-placeholder", opus_by_reference(false)),
+        ] {
+            let key = format!("diagnostics-random/{seed}/{name}");
+            let rows = random_churn::run(Agent::new(&key, route).asking_diagnostics(), seed);
+            for row in &rows {
+                let sent = &row.sent;
+                let a = &sent.attribution;
+                let diagnostics = sent.answer.diagnostics.as_ref();
+                let check = a.check(diagnostics);
+                assert!(
+                    matches!(check, Check::Agrees { .. }),
+                    "{key} step {}: {a}: {check}",
+                    sent.turn
+                );
+                *reported.entry(name).or_default() += usize::from(diagnostics.is_some());
+            }
+        }
+    }
+    assert!(reported.values().all(|&n| n > 0), "{reported:?}");
 }
