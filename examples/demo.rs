@@ -1,14 +1,17 @@
 //! The newcomer's demo: one agent loop whose tool set changes mid-conversation, run on four
-//! routes (and once more on the no-mode route with a first-seen tool order), with the prefix-cache meter showing what each route keeps cached and which requests
-//! rewrote the cached prefix, and why.
+//! routes (and once more on the no-mode route with a first-seen tool order), with the
+//! prefix-cache meter showing what each route keeps cached, and the loop's attributions
+//! naming each request that rewrote the cached prefix: what changed, and whether the caller or
+//! a rule of the crate made it.
 //!
 //! Run: `cargo run --release --example demo [-- --logs DIR]`. Each route's session log and
 //! saved meter go to `DIR` (default: `mektpoy-demo-logs` in the temporary directory), for
 //! `examples/replay.rs` to replay and check.
 
 use mektpoy::agent::ToolOrder;
+use mektpoy::agent::replay::miss_lines;
 use mektpoy::{
-    AgentLoop, Config, ContentBlock, Error, Event, Message, Request, Route, ToolSchema, route_for,
+    AgentLoop, Config, ContentBlock, Error, Event, Message, Route, ToolSchema, route_for,
     vocab::{MessageSource, Role},
 };
 use serde_json::json;
@@ -102,24 +105,9 @@ fn answer(step: usize, route: &Route) -> Message {
     )
 }
 
-/// Why a request lost part of the cached prefix, in a few words.
-fn why(request: &Request) -> String {
-    let what = request
-        .rewrite
-        .map_or("the deferred-tools section moved".to_owned(), |r| {
-            r.to_string()
-        });
-    match request.series_start {
-        Some(start) if start.by_caller() => format!("{what} ({start:?}: the caller's choice)"),
-        Some(start) => format!("{what} ({start:?})"),
-        None => what,
-    }
-}
-
 struct Run {
     label: String,
     agent: AgentLoop,
-    rewrites: Vec<(usize, String)>,
     stripped: Vec<(usize, usize)>,
 }
 
@@ -129,7 +117,6 @@ fn run(label: &str, route: Route, order: ToolOrder) -> Result<Run, Error> {
     let mut agent = AgentLoop::new(mektpoy::Session::new("demo"), route, config)
         .with_system_prompt(system_prompt())
         .with_tool_order(order);
-    let mut rewrites = Vec::new();
     let mut stripped = Vec::new();
     for step in 0..STEPS {
         if step == COMPACTION {
@@ -142,13 +129,9 @@ fn run(label: &str, route: Route, order: ToolOrder) -> Result<Run, Error> {
         let request = agent.user_turn([user])?;
         // What the loop sends: projected for the route, serialized, thinking policy applied.
         let wire = request.to_wire()?;
-        // ... sent; the meter observes it once the provider accepted it.
-        let previous_total = agent.meter().rows().last().map(|r| r.total_bytes);
-        let row = agent.observe(&wire)?;
-        // A request that did not find the whole previous request in the cache rewrote it.
-        if previous_total.is_some_and(|t| row.cached_bytes < t.min(row.total_bytes)) {
-            rewrites.push((step, why(&request)));
-        }
+        // ... sent; the meter observes it once the provider accepted it, and the loop keeps
+        // its attribution: where it departs from the previous request, and who made that.
+        agent.observe(&wire)?;
         if wire.report.thinking_left_out > 0 {
             stripped.push((step, wire.report.thinking_left_out));
         }
@@ -158,7 +141,6 @@ fn run(label: &str, route: Route, order: ToolOrder) -> Result<Run, Error> {
     Ok(Run {
         label: label.to_owned(),
         agent,
-        rewrites,
         stripped,
     })
 }
@@ -230,19 +212,32 @@ fn main() -> Result<(), Error> {
         );
     }
 
-    println!("\nRequests that did not find the previous request in the cache, and why:");
+    // The loop's own attributions: one line per request that did not find the previous one
+    // in the cache (request n is step n), naming the change and who made it.
+    println!(
+        "\nRequests that did not find the previous request in the cache, and why (request n is step n):"
+    );
     for r in &runs {
-        let list: Vec<String> = r
-            .rewrites
-            .iter()
-            .map(|(step, why)| format!("step {step}: {why}"))
-            .collect();
-        let list = if list.is_empty() {
-            "none".to_owned()
-        } else {
-            list.join("; ")
-        };
-        println!("  {:<44} {list}", r.label);
+        let agent = &r.agent;
+        let lines = miss_lines(agent.route(), agent.meter().rows(), agent.attributions());
+        if lines.is_empty() {
+            println!("  {}: none", r.label);
+            continue;
+        }
+        println!("  {}:", r.label);
+        for line in lines {
+            println!("    {line}");
+        }
+    }
+    println!("\nEstimated tokens lost, by the caller and by the crate's rules:");
+    for r in &runs {
+        let report = r.agent.attribution_report();
+        println!(
+            "  {:<44} caller ~{}, crate's rules or unexplained ~{}",
+            r.label,
+            report.lost_by_caller(),
+            report.lost_otherwise()
+        );
     }
     println!(
         "\nThe MCP server's reconnect (step {MCP_RECONNECTS}: the same tools in another order), \

@@ -1,6 +1,8 @@
 //! Replays recorded session logs on every built-in route and prints what each route would have
 //! cost: input and cached tokens, the hit ratio beside the best possible, the estimated cost,
-//! and each request that lost the cached prefix, with why.
+//! each request that lost the cached prefix with its attribution (what changed, in the caller's
+//! terms, and whether the caller or a rule of the crate made the rewrite), and per route the
+//! attribution report: the estimated tokens lost, by cause.
 //!
 //! Run:
 //!
@@ -20,7 +22,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use mektpoy::agent::replay::{Replay, Replayed, route_by_name, route_name};
+use mektpoy::agent::replay::{Replay, route_by_name, route_name};
 use mektpoy::route::{ToolUpdateMode, catalog};
 use mektpoy::{Meter, Route, Session};
 
@@ -152,24 +154,25 @@ fn table(args: &Args) -> Result<ExitCode, String> {
             "\nRequests that did not find the previous request in the cache, and why:"
         );
         for (route, replayed) in &rewrites {
-            let _ = writeln!(out, "  {}: {}", label(route), missed(replayed));
+            let lines = replayed.miss_lines();
+            if lines.is_empty() {
+                let _ = writeln!(out, "  {}: none", label(route));
+                continue;
+            }
+            let _ = writeln!(out, "  {}:", label(route));
+            for line in lines {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
+        let _ = writeln!(out, "\nEstimated tokens lost, by cause:");
+        for (route, replayed) in &rewrites {
+            let report = replayed.attribution_report().to_string();
+            let _ = writeln!(out, "  {}: {}", label(route), report.replace('\n', "\n  "));
         }
         out.push('\n');
     }
     let _ = std::io::stdout().lock().write_all(out.as_bytes());
     Ok(ExitCode::SUCCESS)
-}
-
-fn missed(replayed: &Replayed) -> String {
-    let list: Vec<String> = replayed
-        .missed()
-        .map(|r| format!("turn {} step {}: {}", r.turn, r.step, r.attribution()))
-        .collect();
-    if list.is_empty() {
-        "none".to_owned()
-    } else {
-        list.join("; ")
-    }
 }
 
 /// The check: the replay on one route equals the saved meter, row for row.

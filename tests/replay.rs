@@ -275,6 +275,31 @@ fn on_its_own_route_the_replay_reproduces_the_log_the_bodies_and_the_meter() {
             recorded.agent.meter().report(),
             "{label}"
         );
+        // Every metered request is attributed as the loop attributed it, its position (the
+        // retry's attempt included) and its cause in the caller's terms.
+        assert_eq!(
+            replayed.attributions(),
+            recorded.agent.attributions(),
+            "{label}"
+        );
+        assert_eq!(
+            replayed.attribution_report(),
+            recorded.agent.attribution_report(),
+            "{label}"
+        );
+        let carried: Vec<_> = replayed
+            .requests
+            .iter()
+            .filter_map(|r| r.attribution.clone())
+            .collect();
+        assert_eq!(carried, replayed.attributions(), "{label}");
+        assert!(
+            replayed
+                .attributions()
+                .iter()
+                .any(|a| a.position == Some((5, 1, 1))),
+            "{label}: the retry is attempt 1"
+        );
         // The failed attempt is replayed but not metered.
         let unmetered: Vec<(u64, u64)> = replayed
             .requests
@@ -305,6 +330,11 @@ fn on_another_route_the_replay_is_what_recording_there_would_have_sent() {
                 replayed.meter.rows(),
                 direct.agent.meter().rows(),
                 "{from} replayed on {to}"
+            );
+            assert_eq!(
+                replayed.attributions(),
+                direct.agent.attributions(),
+                "{from} replayed on {to}: attributions"
             );
         }
     }
@@ -384,26 +414,93 @@ fn the_figures_differ_by_route_as_the_modes_say() {
 }
 
 #[test]
-fn attribution_names_the_rewrite_and_the_callers_series() {
-    let log = reload(
-        record(&route_for("deepseek", "deepseek-v4-pro"))
-            .agent
-            .session(),
-    );
-    let replayed = Replay::new(route_for("deepseek", "deepseek-v4-pro"))
-        .run(&log)
-        .unwrap();
-    let texts: Vec<String> = replayed.missed().map(|r| r.attribution()).collect();
-    assert!(
-        texts.contains(&"the `tools` changed".to_owned()),
-        "{texts:?}"
-    );
-    assert!(
-        texts
+fn the_miss_lines_name_each_rewrite_and_who_made_it() {
+    use mektpoy::agent::Cause;
+    let route = route_for("deepseek", "deepseek-v4-pro");
+    let recorded = record(&route);
+    let log = reload(recorded.agent.session());
+    let replayed = Replay::new(route.clone()).run(&log).unwrap();
+    let lines = replayed.miss_lines();
+    // One line per metered request that missed, in order, each the attribution's own line.
+    let missed: Vec<&mektpoy::agent::replay::ReplayedRequest> = replayed.missed().collect();
+    assert_eq!(lines.len(), missed.len(), "{lines:#?}");
+    for (line, r) in lines.iter().zip(&missed) {
+        assert_eq!(line, &r.attribution.as_ref().unwrap().to_string());
+    }
+    let cause = |turn: u64| {
+        missed
             .iter()
-            .any(|t| t.ends_with("(Rewound: the caller's choice)")),
-        "{texts:?}"
+            .find(|r| r.turn == turn)
+            .and_then(|r| r.attribution.as_ref())
+            .and_then(|a| a.cause)
+    };
+    // Turn 3 removes `shell` (no mode: `tools` is rewritten), turn 5's retry follows a
+    // compaction, turn 7 changes the prompt: all the caller's.
+    assert_eq!(cause(3), Some(Cause::ToolsChanged));
+    assert_eq!(cause(5), Some(Cause::Compaction));
+    assert_eq!(cause(7), Some(Cause::SystemPromptChanged));
+    let line = |turn: u64| &lines[missed.iter().position(|r| r.turn == turn).unwrap()];
+    assert!(
+        line(3).contains("tools_changed") && line(3).contains("tool `shell` removed by the caller"),
+        "{}",
+        line(3)
     );
+    assert!(
+        line(5).contains("by the caller's compaction or rewind"),
+        "{}",
+        line(5)
+    );
+    assert!(
+        line(7).starts_with("request ") && line(7).contains("system_changed"),
+        "{}",
+        line(7)
+    );
+    // The report's totals are the attributions'.
+    let report = replayed.attribution_report();
+    assert_eq!(report.requests, replayed.meter.rows().len());
+    let lost: u64 = replayed.attributions().iter().map(|a| a.lost_tokens).sum();
+    assert_eq!(report.lost_by_caller() + report.lost_otherwise(), lost);
+}
+
+/// Below a route's minimum cacheable length a request that extends the previous one still
+/// reads nothing: its line says so instead of naming a rewrite nobody made.
+#[test]
+fn a_miss_without_a_rewrite_is_the_minimum_cacheable_length() {
+    let route = route_for("anthropic", "claude-opus-4-8");
+    let config = Config::new("anthropic", "claude-opus-4-8").with("max_tokens", 64.into());
+    let mut agent = AgentLoop::new(Session::new("m"), route.clone(), config)
+        .with_system_prompt("Be brief.")
+        .with_tools([tool("read", query())]);
+    for turn in 0..3 {
+        let wire = agent
+            .user_turn([Message::user(format!("u{turn}"), "Carry on.")])
+            .unwrap()
+            .to_wire()
+            .unwrap();
+        agent.observe(&wire).unwrap();
+        agent
+            .append(Message::assistant(
+                format!("a{turn}"),
+                "Done.",
+                "anthropic",
+                "claude-opus-4-8",
+            ))
+            .unwrap();
+    }
+    let replayed = Replay::new(route.clone())
+        .run(&reload(agent.session()))
+        .unwrap();
+    assert_eq!(replayed.attributions(), agent.attributions());
+    let lines = replayed.miss_lines();
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    for (a, line) in agent.attributions()[1..].iter().zip(&lines) {
+        assert_eq!(a.cause, None, "nothing departs");
+        assert!(
+            line.contains("extends the previous request")
+                && line.contains("below the route's minimum cacheable length (1024 tokens)"),
+            "{line}"
+        );
+    }
 }
 
 #[test]
@@ -772,6 +869,7 @@ proptest::proptest! {
         proptest::prop_assert_eq!(metered, recorded.metered);
         proptest::prop_assert_eq!(figures(&replayed.meter), figures(recorded.agent.meter()));
         proptest::prop_assert_eq!(replayed.report().cost, recorded.agent.meter().report().cost);
+        proptest::prop_assert_eq!(replayed.attributions(), recorded.agent.attributions());
     }
 
     /// On another route a replay sends and meters what recording the same loop there would
@@ -789,5 +887,6 @@ proptest::proptest! {
         proptest::prop_assert_eq!(all, direct.sent, "{} on {}", routes[from].0, routes[to].0);
         proptest::prop_assert_eq!(metered, direct.metered);
         proptest::prop_assert_eq!(figures(&replayed.meter), figures(direct.agent.meter()));
+        proptest::prop_assert_eq!(replayed.attributions(), direct.agent.attributions());
     }
 }

@@ -29,10 +29,14 @@
 //!   (`model_changed`, `system_changed`, `tools_changed`, `messages_changed`), and are about
 //!   request structure, independent of whether the cache hit:
 //!   <https://platform.claude.com/docs/en/build-with-claude/cache-diagnostics>, read
-//!   2026-12-01. The prediction follows the provider's caching order (tools, `system`,
-//!   messages) with the model first; the page's opening lists the four parts in that order,
-//!   but the full text of how a request that differs in several parts is reported was not
-//!   read: a prediction that disagrees is reported as such, never hidden.
+//!   2026-12-01 (the whole page, in a copy fetched 2026-09-20). The page reports "the earliest
+//!   divergence only" and is about "exactly where the prompt prefix diverged"; it states no
+//!   order of checks, and its table lists `system_changed` before `tools_changed`. The
+//!   prediction follows the prefix's order (tools, `system`, messages) with the model first,
+//!   so a request that changes both the tools and `system` is where it may be wrong: a
+//!   prediction that disagrees is reported as such, never hidden. The opt-in (the
+//!   `diagnostics` object and the `cache-diagnosis-2026-04-07` beta) is not sent by the
+//!   serializers: [`ask_cache_diagnostics`] adds it to the copy that goes out.
 //! - OpenAI documents `prompt_cache_diagnostics` for the Responses API only
 //!   (<https://developers.openai.com/api/docs/guides/prompt-caching/diagnostics>, read
 //!   2026-12-01). This crate sends chat completions, which carry none, so no mapping to
@@ -50,6 +54,83 @@ use crate::response::{CacheDiagnostics, CacheMissKind};
 use crate::route::{Route, WireApi};
 use crate::vocab::{ContentBlock, Message, Role};
 use crate::wire::{WireRequest, is_bound_thinking};
+
+/// The `anthropic-beta` value of Anthropic's cache diagnostics (the vendor's English page,
+/// read 2026-12-01; a later revision of the page marks the feature GA and the header no longer
+/// needed, and sending it stays harmless there).
+pub const CACHE_DIAGNOSIS_BETA: &str = "cache-diagnosis-2026-04-07";
+
+/// `wire` as it goes out when it asks Anthropic's cache diagnostics to compare it with the
+/// request whose response had the id `previous_message_id` (the previous answer's
+/// [`response_id`](crate::response::Answer::response_id); `None` on the first request, to opt
+/// in with nothing to compare): the body gains `"diagnostics":{"previous_message_id":..}` as
+/// its last key (an existing `diagnostics` is replaced in place; every other byte is kept) and
+/// `anthropic-beta` gains [`CACHE_DIAGNOSIS_BETA`]. The serializers do not send the opt-in
+/// (the id changes with every request, and nothing in a log needs it), so a loop sends this
+/// copy and observes `wire` itself: [`AgentLoop::observe`](super::AgentLoop::observe) names
+/// the departure in the caller's terms only for the body it recorded. The response's
+/// [`Answer::diagnostics`](crate::response::Answer::diagnostics) then goes to
+/// [`Attribution::check`]. Vendor page:
+/// <https://platform.claude.com/docs/en/build-with-claude/cache-diagnostics>, read 2026-12-01
+/// (Claude API only: not on Amazon Bedrock or Google Cloud).
+///
+/// ```
+/// use mektpoy::WireRequest;
+/// use mektpoy::agent::attribution::{CACHE_DIAGNOSIS_BETA, ask_cache_diagnostics};
+/// let wire = WireRequest::new(r#"{"model":"claude-opus-5","messages":[]}"#, vec![]);
+/// let sent = ask_cache_diagnostics(&wire, Some("msg_01"))?;
+/// assert_eq!(
+///     sent.body,
+///     r#"{"model":"claude-opus-5","messages":[],"diagnostics":{"previous_message_id":"msg_01"}}"#
+/// );
+/// assert_eq!(sent.header("anthropic-beta"), Some(CACHE_DIAGNOSIS_BETA));
+/// let first = ask_cache_diagnostics(&wire, None)?;
+/// assert!(first.body.ends_with(r#""diagnostics":{"previous_message_id":null}}"#));
+/// // Asked again: the object is replaced in place, the beta joins the others once.
+/// let mut beta = sent.clone();
+/// let both = format!("inline-tools-2026-09-15,{CACHE_DIAGNOSIS_BETA}");
+/// beta.headers = vec![("anthropic-beta".into(), both)];
+/// let again = ask_cache_diagnostics(&beta, Some("msg_02"))?;
+/// assert_eq!(again.body, sent.body.replace("msg_01", "msg_02"));
+/// assert_eq!(again.headers, beta.headers);
+/// let inline = ("anthropic-beta".to_owned(), "inline-tools-2026-09-15".to_owned());
+/// let merged = ask_cache_diagnostics(&WireRequest::new(&*wire.body, vec![inline]), None)?;
+/// let expected = "inline-tools-2026-09-15,cache-diagnosis-2026-04-07";
+/// assert_eq!(merged.header("anthropic-beta"), Some(expected));
+/// assert!(ask_cache_diagnostics(&WireRequest::new("[]", vec![]), None).is_err());
+/// # Ok::<(), mektpoy::meter::MeterError>(())
+/// ```
+///
+/// # Errors
+/// [`MeterError::Body`] when the body is not a JSON object.
+pub fn ask_cache_diagnostics(
+    wire: &WireRequest,
+    previous_message_id: Option<&str>,
+) -> Result<WireRequest, MeterError> {
+    use serde_json::value::RawValue;
+    let mut body: indexmap::IndexMap<String, Box<RawValue>> =
+        serde_json::from_str(&wire.body).map_err(MeterError::Body)?;
+    let diagnostics = serde_json::json!({ "previous_message_id": previous_message_id });
+    let raw = RawValue::from_string(diagnostics.to_string()).map_err(MeterError::Body)?;
+    body.insert("diagnostics".to_owned(), raw);
+    let mut sent = wire.clone();
+    sent.body = serde_json::to_string(&body).map_err(MeterError::Body)?;
+    match sent
+        .headers
+        .iter_mut()
+        .find(|(name, _)| name.eq_ignore_ascii_case("anthropic-beta"))
+    {
+        Some((_, value)) if value.split(',').any(|b| b.trim() == CACHE_DIAGNOSIS_BETA) => {}
+        Some((_, value)) => {
+            value.push(',');
+            value.push_str(CACHE_DIAGNOSIS_BETA);
+        }
+        None => sent
+            .headers
+            .push(("anthropic-beta".to_owned(), CACHE_DIAGNOSIS_BETA.to_owned())),
+    }
+    Ok(sent)
+}
 
 /// What changed against the previous request of the route, in the caller's terms.
 #[derive(Clone, Debug, PartialEq, Eq)]

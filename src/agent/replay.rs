@@ -10,7 +10,9 @@
 //! system node (else the prompt in effect), its user messages, whether it asked for a new
 //! series, its turn and step. Each request is serialized
 //! ([`Request::to_wire`](crate::Request::to_wire)) and, when the log holds an answer to it,
-//! metered, as the loop's own meter would have been fed.
+//! metered, as the loop's own meter would have been fed, and attributed as the loop's own
+//! attributor would have attributed it ([`Replayed::attributions`], [`miss_lines`]: what
+//! changed in the caller's terms, and whether the caller or a rule of the crate made it).
 //!
 //! On the route a log was recorded for, the replay reproduces the log event for event and
 //! every request byte for byte, so its meter equals the loop's. What the log does not record
@@ -41,13 +43,14 @@
 //! // ...and on a route without a mode, the tool change at turn 2 rewrites the prefix.
 //! let plain = Replay::new(route_for("deepseek", "deepseek-v4-pro")).run(agent.session())?;
 //! assert_eq!(plain.missed().map(|r| r.turn).collect::<Vec<_>>(), [3]);
+//! assert!(plain.miss_lines()[0].contains("tool `grep` added by the caller"), "{:?}", plain.miss_lines());
 //! # Ok::<(), mektpoy::Error>(())
 //! ```
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{RecordError, Recorder, Step};
+use super::{Attribution, AttributionReport, Attributor, RecordError, Recorder, Request, Step};
 use crate::event::{
     Config, Event, HeaderEvent, MessageEvent, OpaqueEvent, Reason, Rewrite, SeriesStart, SurfaceOp,
     ThinkingEvent,
@@ -57,31 +60,6 @@ use crate::route::{ANY_MODEL, Route, catalog};
 use crate::session::{AppendError, Session};
 use crate::vocab::{List, Message, MessageSource, Role, Seq, ToolSchema};
 use crate::wire::{WireError, WireRequest};
-
-/// Why a request lost part of the cached prefix, in a few words: what it rewrote against the
-/// previous request of its route (or, on a route that does not report one, that the
-/// deferred-tools section moved), and why its series started, marking a start the caller
-/// chose.
-///
-/// ```
-/// use mektpoy::agent::replay::attribution;
-/// use mektpoy::event::{Rewrite, SeriesStart};
-/// assert_eq!(attribution(Some(Rewrite::Tools), None), "the `tools` changed");
-/// assert_eq!(
-///     attribution(Some(Rewrite::History { message: 3 }), Some(SeriesStart::Rewound)),
-///     "the history changed at wire message 3 (Rewound: the caller's choice)"
-/// );
-/// ```
-pub fn attribution(rewrite: Option<Rewrite>, series_start: Option<SeriesStart>) -> String {
-    let what = rewrite.map_or("the deferred-tools section moved".to_owned(), |r| {
-        r.to_string()
-    });
-    match series_start {
-        Some(start) if start.by_caller() => format!("{what} ({start:?}: the caller's choice)"),
-        Some(start) => format!("{what} ({start:?})"),
-        None => what,
-    }
-}
 
 /// The suffix of a [`route_name`] that names a catalog route's by-reference variant.
 pub const BY_REFERENCE: &str = ":by-reference";
@@ -173,13 +151,12 @@ pub struct ReplayedRequest {
     /// Whether it did not find the whole previous metered request in the cache (the cached
     /// bytes fall short of the smaller of the two requests).
     pub missed: bool,
-}
-
-impl ReplayedRequest {
-    /// Why it lost part of the cached prefix: [`attribution`] of its rewrite and series start.
-    pub fn attribution(&self) -> String {
-        attribution(self.rewrite, self.series_start)
-    }
+    /// Its attribution, for a metered request: where it departs from the previous metered
+    /// request, in the caller's terms, and who made the rewrite, exactly as
+    /// [`AgentLoop::attributions`](super::AgentLoop::attributions) holds it for a loop
+    /// recorded on the route (its position's attempt counts the attempts recorded at the same
+    /// turn and step). `None` for a request the log holds no answer to.
+    pub attribution: Option<Attribution>,
 }
 
 /// What a replay produced.
@@ -192,6 +169,8 @@ pub struct Replayed {
     pub meter: Meter,
     /// Every recorded request, in order, answered or not.
     pub requests: Vec<ReplayedRequest>,
+    route: Route,
+    attributor: Attributor,
 }
 
 impl Replayed {
@@ -203,6 +182,91 @@ impl Replayed {
     /// The metered requests that did not find the whole previous request in the cache.
     pub fn missed(&self) -> impl Iterator<Item = &ReplayedRequest> {
         self.requests.iter().filter(|r| r.missed)
+    }
+
+    /// The attribution of every metered request, in order: what
+    /// [`AgentLoop::attributions`](super::AgentLoop::attributions) holds for the loop recorded
+    /// on the route.
+    pub fn attributions(&self) -> &[Attribution] {
+        self.attributor.attributions()
+    }
+
+    /// Per cause, how many metered requests departed from the previous one and how many
+    /// estimated tokens that lost ([`AgentLoop::attribution_report`](super::AgentLoop::attribution_report)).
+    pub fn attribution_report(&self) -> AttributionReport {
+        self.attributor.report()
+    }
+
+    /// One line per metered request that did not find the whole previous request in the cache
+    /// ([`miss_lines`] over the replay's rows and attributions).
+    pub fn miss_lines(&self) -> Vec<String> {
+        miss_lines(&self.route, self.meter.rows(), self.attributions())
+    }
+}
+
+/// Whether `row` did not find the whole `previous` request of its route in the cache: its
+/// cached bytes fall short of the smaller of the two requests.
+pub fn missed(previous: &MeterRow, row: &MeterRow) -> bool {
+    row.cached_bytes < previous.total_bytes.min(row.total_bytes)
+}
+
+/// One line per metered request (`rows` and their `attributions`, as
+/// [`AgentLoop::attributions`](super::AgentLoop::attributions) keeps them) that did not find
+/// the whole previous request in the cache ([`missed`]): the attribution's own line (what
+/// changed, the provider's miss kind, who made it: the caller or a rule of the crate, with
+/// its reference section). A request that departs nowhere lost nothing to a rewrite: its line
+/// says why the route read nothing cached (below the route's minimum cacheable length, else
+/// the caching the route does not do for it).
+///
+/// ```
+/// use mektpoy::agent::replay::miss_lines;
+/// use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
+/// let route = route_for("deepseek", "deepseek-v4-pro");
+/// let tool = |n: &str| ToolSchema::new(n, "", Default::default());
+/// let config = Config::new("deepseek", "deepseek-v4-pro").with("max_tokens", 64.into());
+/// let mut agent = AgentLoop::new(Session::new("s"), route.clone(), config)
+///     .with_system_prompt("Be brief. ".repeat(300))
+///     .with_tools([tool("read"), tool("shell")]);
+/// for turn in 0..2 {
+///     if turn == 1 {
+///         agent.set_tools([tool("read")]);
+///     }
+///     let wire = agent.user_turn([Message::user(format!("u{turn}"), "hi")])?.to_wire()?;
+///     agent.observe(&wire)?;
+///     agent.append(Message::assistant(format!("a{turn}"), "ok", "deepseek", "deepseek-v4-pro"))?;
+/// }
+/// let lines = miss_lines(&route, agent.meter().rows(), agent.attributions());
+/// assert_eq!(lines.len(), 1);
+/// assert!(lines[0].contains("tool `shell` removed by the caller"), "{}", lines[0]);
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
+pub fn miss_lines(route: &Route, rows: &[MeterRow], attributions: &[Attribution]) -> Vec<String> {
+    attributions
+        .iter()
+        .filter_map(|a| {
+            let previous = rows.get(a.request.checked_sub(1)?)?;
+            let row = rows.get(a.request)?;
+            missed(previous, row).then(|| miss_line(route, a, previous, row))
+        })
+        .collect()
+}
+
+fn miss_line(route: &Route, a: &Attribution, previous: &MeterRow, row: &MeterRow) -> String {
+    if a.cause.is_some() {
+        return a.to_string();
+    }
+    let shared = previous.total_bytes.min(row.total_bytes).div_ceil(4);
+    let min = u64::from(route.min_cache_tokens());
+    if shared < min {
+        format!(
+            "{a}, but the shared prefix (~{shared} tokens) is below the route's minimum \
+             cacheable length ({min} tokens): nothing was cached"
+        )
+    } else {
+        format!(
+            "{a}, but the route read nothing cached (the body asks for no caching, or the \
+             previous entry is outside the automatic-caching lookback)"
+        )
     }
 }
 
@@ -329,6 +393,8 @@ impl Replay {
             position: (0, 0),
             pending: None,
             meter,
+            attributor: Attributor::new(),
+            attempt: None,
             previous_total: None,
             requests: Vec::new(),
             each,
@@ -338,6 +404,8 @@ impl Replay {
             session: run.target,
             meter: run.meter,
             requests: run.requests,
+            route: self.route.clone(),
+            attributor: run.attributor,
         })
     }
 }
@@ -435,6 +503,10 @@ impl Ids {
 /// A recorded request waiting to learn whether the log answers it.
 struct Pending {
     request: ReplayedRequest,
+    /// What the recorder returned, for the attribution in the caller's terms.
+    recorded: Request,
+    /// The loop's attempt at its turn and step.
+    attempt: u32,
     wire: Result<WireRequest, WireError>,
     answered: bool,
 }
@@ -471,6 +543,10 @@ struct Run<'r, F> {
     position: (u64, u64),
     pending: Option<Pending>,
     meter: Meter,
+    /// The attributions of the metered requests, as the loop's own attributor keeps them.
+    attributor: Attributor,
+    /// The attempt of the latest recorded request at its turn and step.
+    attempt: Option<u32>,
     previous_total: Option<u64>,
     requests: Vec<ReplayedRequest>,
     each: F,
@@ -759,6 +835,12 @@ impl<F: FnMut(&ReplayedRequest, &WireRequest)> Run<'_, F> {
             .unwrap_or_else(PoisonError::into_inner)
             .queue
             .clear();
+        // A loop records the same turn and step again only as a retry.
+        let attempt = match self.attempt {
+            Some(a) if self.position == (turn, step) => a + 1,
+            _ => 0,
+        };
+        self.attempt = Some(attempt);
         self.position = (turn, step);
         self.pending = Some(Pending {
             request: ReplayedRequest {
@@ -769,8 +851,11 @@ impl<F: FnMut(&ReplayedRequest, &WireRequest)> Run<'_, F> {
                 series_start: request.series_start,
                 row: None,
                 missed: false,
+                attribution: None,
             },
             wire: request.to_wire(),
+            recorded: request,
+            attempt,
             answered: false,
         });
         Ok(())
@@ -791,6 +876,8 @@ impl<F: FnMut(&ReplayedRequest, &WireRequest)> Run<'_, F> {
     fn settle(&mut self) -> Result<(), ReplayError> {
         let Some(Pending {
             mut request,
+            recorded,
+            attempt,
             wire,
             answered,
         }) = self.pending.take()
@@ -800,10 +887,26 @@ impl<F: FnMut(&ReplayedRequest, &WireRequest)> Run<'_, F> {
         let seq = request.seq;
         match (wire, answered) {
             (Ok(wire), true) => {
+                // What `AgentLoop::observe` does with the request it recorded last.
+                let previous_bytes = self.meter.rows().last().map(|r| r.total_bytes);
+                let had_previous = self.meter.has_previous();
                 let row = self
                     .meter
                     .observe(&wire.body, wire.series_start)
                     .map_err(|e| ReplayError::new(seq, ReplayErrorKind::Meter(e)))?;
+                let departure = self.meter.departures().last().cloned().flatten();
+                let mut attribution = self.attributor.build(
+                    self.meter.rows().len() - 1,
+                    had_previous,
+                    departure,
+                    previous_bytes,
+                    Some(&recorded),
+                    &wire,
+                );
+                attribution.position = Some((request.turn, request.step, attempt));
+                self.attributor
+                    .record(attribution.clone(), Some(&recorded), &wire);
+                request.attribution = Some(attribution);
                 request.missed = self
                     .previous_total
                     .is_some_and(|t| row.cached_bytes < t.min(row.total_bytes));

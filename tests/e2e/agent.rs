@@ -4,12 +4,13 @@
 //! decoded assistant message into the log as it came (signed thinking, text, the model's tool
 //! calls), and the tool calls it holds are run and their results logged — as a real loop would
 //! do. Between the bytes received and the bytes to send there is nothing but the crate
-//! ([`Agent::exchange`] and [`Agent::run_tool_calls`], the glue: 34 lines): no provider field
+//! ([`Agent::exchange`] and [`Agent::run_tool_calls`], the glue: 39 lines): no provider field
 //! name is read here.
 
 use mektpoy::{
     AgentLoop, Config, ContentBlock, Event, Message, Request, Route, Session, ToolSchema,
     WireRequest,
+    agent::{Attribution, attribution::ask_cache_diagnostics},
     meter::MeterRow,
     project::{ProjectionPath, project_tool_updates, project_tool_updates_inline},
     response::{Answer, MessagesStream, ResponseError, StopReason, decode_messages},
@@ -50,6 +51,11 @@ pub struct Sent {
     pub content: Vec<Value>,
     /// Whether the answer came as server-sent events.
     pub streamed: bool,
+    /// The loop's attribution of the request (`AgentLoop::attributions`' last).
+    pub attribution: Attribution,
+    /// The request's meter row with the answer's usage attached (`AgentLoop::observe_usage`),
+    /// when the loop asks for the cache diagnostics.
+    pub measured: Option<MeterRow>,
 }
 
 /// Why a step was not answered.
@@ -98,6 +104,12 @@ pub struct Agent {
     /// The meter was started over a session that holds requests (a reopened file): until
     /// its first row, it knows no previous request, which the stand-in does.
     cold_meter: bool,
+    /// Ask Anthropic's cache diagnostics about every request
+    /// (`agent::attribution::ask_cache_diagnostics`), against the previous answer's
+    /// response id, and attach each answer's usage to the meter.
+    diagnose: bool,
+    /// The previous answer's response id.
+    previous_response: Option<String>,
 }
 
 pub use crate::support::tool_of;
@@ -178,7 +190,17 @@ impl Agent {
             cut_off: false,
             results: true,
             cold_meter: false,
+            diagnose: false,
+            previous_response: None,
         }
+    }
+
+    /// Every request asks for the cache diagnostics (the opt-in the crate's serializers do not
+    /// send: `ask_cache_diagnostics` adds it to the copy that goes out), and every answer's
+    /// usage goes to the meter (`AgentLoop::observe_usage`).
+    pub fn asking_diagnostics(mut self) -> Self {
+        self.diagnose = true;
+        self
     }
 
     /// The loop of a process that restarted after step `n`: its step counter continues from
@@ -368,8 +390,12 @@ impl Agent {
                 });
             }
         };
-        let asking = self.test_switches(&request, &wire, reply);
-        let (answer, row, response) = match self.exchange(&request, &asking) {
+        let mut asking = self.test_switches(&request, &wire, reply);
+        if self.diagnose {
+            asking = ask_cache_diagnostics(&asking, self.previous_response.as_deref())
+                .expect("a Messages body");
+        }
+        let (answer, row, response) = match self.exchange(&request, &wire, &asking) {
             Ok(exchanged) => exchanged,
             Err(Failure::Refused(refused)) => return Err(Unsent::Refused(refused)),
             Err(Failure::Broken(error)) => {
@@ -418,6 +444,13 @@ impl Agent {
         };
         assert_eq!(called, expected, "{key} step {turn}: a tool call");
         assert_eq!(answer.stop_reason, Some(stop), "{key} step {turn}");
+        let attribution = self.agent.attributions().last().cloned().expect("observed");
+        let measured = self.diagnose.then(|| {
+            self.previous_response = Some(answer.response_id.clone());
+            self.agent
+                .observe_usage(&usage)
+                .expect("the request's usage")
+        });
         Ok(Sent {
             turn,
             request,
@@ -432,6 +465,8 @@ impl Agent {
             answer,
             streamed: response.is_event_stream(),
             content: response.content,
+            attribution,
+            measured,
         })
     }
 
@@ -467,11 +502,17 @@ impl Agent {
     // the crate, and what the crate made of them to the log. Nothing in these two functions
     // reads a provider's field name. ----
 
-    /// Sends `wire` (the bytes of `request`), meters it once the provider accepted it, decodes
-    /// the response with the crate, logs the answer and runs its tool calls.
-    fn exchange(&mut self, request: &Request, wire: &WireRequest) -> Result<Exchanged, Failure> {
+    /// Sends `sent` (the bytes of `request`, `wire`, with what the test adds), meters `wire`
+    /// once the provider accepted it, decodes the response with the crate, logs the answer and
+    /// runs its tool calls.
+    fn exchange(
+        &mut self,
+        request: &Request,
+        wire: &WireRequest,
+        sent: &WireRequest,
+    ) -> Result<Exchanged, Failure> {
         let section = self.agent.route().deferred_section_bytes();
-        let response = standin::post(&self.key, section, wire).map_err(Failure::Refused)?;
+        let response = standin::post(&self.key, section, sent).map_err(Failure::Refused)?;
         let (provider, id) = (self.agent.config().provider.clone(), format!("a{}", self.n));
         let decoded = if response.is_event_stream() {
             let mut s = MessagesStream::new(&provider, Some(&id));

@@ -15,6 +15,11 @@
 //!   thinking), every cache loss derived from the crate's reference and asserted exactly.
 //! - `continuation`: a tool change right after an assistant message waits for the next user
 //!   turn; on Claude models that continuation is refused before any I/O (assistant prefill).
+//! - `diagnostics`: the loop asks for Anthropic's cache diagnostics; for a tool change on a
+//!   route without a mode, a system prompt change and a compaction, the stand-in's measured
+//!   first divergence agrees with the attribution's prediction (`Attribution::check`), and a
+//!   request that extends the previous one has no miss; under random churn on every Claude
+//!   route the report agrees with the prediction at every request.
 //! - `random_churn`: seeded random churn on every route: always accepted (the crate refuses the
 //!   prefill steps on Claude models), losses only where the spec allows them.
 //! - `resume`: kill and resume over server-sent events, with a request in flight (the stream
@@ -29,6 +34,7 @@
 mod agent;
 mod churn;
 mod continuation;
+mod diagnostics;
 mod headless;
 mod random_churn;
 mod resume;

@@ -45,10 +45,10 @@ impl Rng {
 }
 
 /// One sent request of a random run, with what the invariants need.
-struct Row {
+pub struct Row {
     /// The step of the script.
     step: usize,
-    sent: Sent,
+    pub sent: Sent,
     tools: Vec<(usize, u32, bool)>,
     ends_with_assistant: bool,
     /// Series starts of this request and of the steps the crate refused since the previous
@@ -80,7 +80,7 @@ impl Row {
 }
 
 /// Runs one random script (the same draws for a given seed on every route) on `agent`'s route.
-fn run(mut agent: Agent, seed: u64) -> Vec<Row> {
+pub fn run(mut agent: Agent, seed: u64) -> Vec<Row> {
     let key = agent.key().to_owned();
     let refuses_prefill = !agent.route().assistant_prefill();
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
@@ -203,7 +203,7 @@ fn lost(rows: &[Row]) -> BTreeSet<usize> {
         .collect()
 }
 
-fn seeds() -> std::ops::RangeInclusive<u64> {
+pub fn seeds() -> std::ops::RangeInclusive<u64> {
     let n = std::env::var("E2E_RANDOM_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -92,8 +92,8 @@
 //!   "cache_creation":{"ephemeral_5m_input_tokens","ephemeral_1h_input_tokens"},
 //!   "output_tokens","service_tier"}` ("total input tokens in a request is the summation of
 //!   `input_tokens`, `cache_creation_input_tokens`, and `cache_read_input_tokens`"; nothing is
-//!   written to the cache here, so `cache_creation_input_tokens` is 0); `diagnostics: null`
-//!   only when the request supplied `diagnostics`; `input_transformations` (`[]` when empty,
+//!   written to the cache here, so `cache_creation_input_tokens` is 0); `diagnostics` as
+//!   described below; `input_transformations` (`[]` when empty,
 //!   entries `{"type":"thinking_dropped","path":"messages.{i}.content.{j}","reason"}`) on every
 //!   answer of a Claude model to a request with the `thinking-binding-controls-2026-08-01`
 //!   beta. `content`: on the models that bind thinking a `thinking` block with its `signature`
@@ -113,6 +113,38 @@
 //!   session and the request's number, so a stream is the same for the same request.
 //!   A refusal is a JSON error body whatever `stream` says (the vendor's errors before a
 //!   stream starts are ordinary responses).
+//!
+//! **Cache diagnostics** (<https://platform.claude.com/docs/en/build-with-claude/cache-diagnostics>,
+//! read 2026-12-01 in a copy of the English page fetched 2026-09-20, and the vendor's
+//! OpenAPI-generated types of `anthropics/anthropic-sdk-python`: `types/beta/beta_diagnostics.py`,
+//! `beta_diagnostics_param.py`, `beta_cache_miss_model_changed.py`,
+//! `beta_cache_miss_messages_changed.py`, `beta_cache_miss_previous_message_not_found.py`, and
+//! the `diagnostics` field of the beta message, "Present (possibly null) whenever the caller
+//! supplied `diagnostics` on the request"). A request opts in with the `diagnostics` object and
+//! the [`DIAGNOSIS_BETA`] beta, on a Claude model ("Claude API only"; the field is ignored on the
+//! DeepSeek models, whose field table was not read for it): without either, the response has
+//! no `diagnostics` field ("The request did not include `diagnostics`, or the beta header was
+//! missing"). The translated pages of a later revision mark the feature GA and the beta header
+//! no longer needed; the stand-in keeps to the English page, so a client that sends both works
+//! under either. Each opted-in accepted request leaves a fingerprint under its response `id`
+//! (hashes and sizes of its parts, as the vendor's holds "only hashes and token-count
+//! estimates"). `diagnostics.previous_message_id`: `null` (the first turn) answers
+//! `diagnostics: null`; an id this session did not answer with a fingerprint answers
+//! `previous_message_not_found`; one not starting with `msg_` is refused
+//! ([`PREVIOUS_ID_MESSAGE`], the vendor's wording as quoted in public code). Otherwise the
+//! request is compared with the named one and "the earliest divergence only" is reported: the
+//! page is about "exactly where the prompt prefix diverged", so after `model_changed` (the
+//! cache is per model, in no prefix) the stand-in takes the prefix's order, `tools_changed`
+//! (each tool, the deferred section as one) before `system_changed`, where the page's table
+//! lists `system_changed` first (it states no order of checks: an inference, which only a
+//! request changing both tells apart); then `unavailable` when model, system and tools match
+//! but `tool_choice`, `thinking`, `context_management`, `output_config`, `output_format` or the
+//! set of betas differ; then `messages_changed` when an earlier message was "altered,
+//! reordered, or removed rather than appended to"; `null` when nothing diverged. `cache_missed_input_tokens`
+//! is the stand-in's estimate: the named request's tokens (⌈bytes / 4⌉ of its reference §9
+//! bytes, as the usage) from its first part that differs, in the order of the bytes. The
+//! comparison is synchronous, so `{"cache_miss_reason": null}` (still pending) never occurs
+//! here, nor the comparison horizon. In a stream `diagnostics` is on `message_start`.
 //!
 //! What only the tests need goes in response headers, never in the body:
 //! [`TOTAL_BYTES_HEADER`] and [`CACHED_BYTES_HEADER`] (the exact reference §9 bytes behind
@@ -352,6 +384,9 @@ struct SessionState {
     answers: HashMap<String, Vec<String>>,
     /// Signatures left out of an accepted request whose history held their assistant message.
     omitted: HashSet<String>,
+    /// The cache-diagnostics fingerprint of each accepted request that opted in, by its
+    /// response `id`.
+    fingerprints: HashMap<String, Fingerprint>,
 }
 
 static SESSIONS: Mutex<BTreeMap<String, SessionState>> = Mutex::new(BTreeMap::new());
@@ -634,6 +669,7 @@ fn answer(headers: &Headers, body: &str) -> Checked<Answered> {
             produced: HashMap::new(),
             answers: HashMap::new(),
             omitted: HashSet::new(),
+            fingerprints: HashMap::new(),
         });
     if state.section != section {
         return Err(format!(
@@ -646,7 +682,9 @@ fn answer(headers: &Headers, body: &str) -> Checked<Answered> {
         Some(c) => check_thinking(state, &betas, &v, c)?,
         None => ThinkingVerdict::default(),
     };
-    let bytes = segments(body, &v, section, &thinking.dropped)?;
+    let (bytes, units) = cut(body, &v, section, &thinking.dropped)?;
+    let asking = asks_diagnostics(model, &betas, &v)?
+        .map(|previous_id| (previous_id, Fingerprint::of(&v, &betas, &bytes, &units)));
 
     // Accepted: from here on the session's state changes.
     let caching = !is_anthropic(model) || asks_caching(&v);
@@ -722,8 +760,17 @@ fn answer(headers: &Headers, body: &str) -> Checked<Answered> {
             "service_tier": "standard"
         }
     });
-    if v.get("diagnostics").is_some() {
-        reply["diagnostics"] = Value::Null;
+    if let Some((previous_id, now)) = asking {
+        reply["diagnostics"] = match previous_id {
+            // The first turn: nothing to compare.
+            None => Value::Null,
+            Some(id) => match state.fingerprints.get(&id) {
+                None => json!({"cache_miss_reason": {"type": "previous_message_not_found"}}),
+                Some(previous) => previous.compare(&now),
+            },
+        };
+        let id = reply["id"].as_str().unwrap_or_default().to_owned();
+        state.fingerprints.insert(id, now);
     }
     if is_anthropic(model) && betas.contains(BINDING_BETA) {
         reply["input_transformations"] = Value::Array(thinking.transformations);
@@ -739,6 +786,139 @@ fn answer(headers: &Headers, body: &str) -> Checked<Answered> {
             &state.requests.to_le_bytes(),
         ),
     })
+}
+
+/// The beta that turns cache diagnostics on.
+pub const DIAGNOSIS_BETA: &str = "cache-diagnosis-2026-04-07";
+/// The vendor's refusal of a `previous_message_id` that is not a response id (wording quoted
+/// from the vendor's answers in public code: a transcript repair tool's doc comment and a
+/// proxy's troubleshooting page).
+pub const PREVIOUS_ID_MESSAGE: &str = "diagnostics.previous_message_id: must be the `id` from a prior /v1/messages response (starts with `msg_`)";
+
+/// The request parameters other than model, system, tools and messages that affect the
+/// prompt, per the vendor's `unavailable` reason.
+const PROMPT_PARAMETERS: [&str; 5] = [
+    "tool_choice",
+    "thinking",
+    "context_management",
+    "output_config",
+    "output_format",
+];
+
+/// Whether the request opts in to cache diagnostics (a Claude model, the `diagnostics` object
+/// and the beta): `Some(previous_message_id)`, `None` when it does not; a malformed
+/// `diagnostics` object is refused.
+fn asks_diagnostics(
+    model: &str,
+    betas: &HashSet<&str>,
+    v: &Value,
+) -> Checked<Option<Option<String>>> {
+    let Some(diagnostics) = v.get("diagnostics") else {
+        return Ok(None);
+    };
+    if !is_anthropic(model) || !betas.contains(DIAGNOSIS_BETA) {
+        return Ok(None);
+    }
+    let fields = diagnostics
+        .as_object()
+        .ok_or("diagnostics: Input should be a valid dictionary")?;
+    for key in fields.keys() {
+        if key != "previous_message_id" {
+            return Err(format!("diagnostics.{key}: Extra inputs are not permitted").into());
+        }
+    }
+    match fields.get("previous_message_id") {
+        None | Some(Value::Null) => Ok(Some(None)),
+        Some(Value::String(id)) if id.starts_with("msg_") => Ok(Some(Some(id.clone()))),
+        Some(_) => Err(PREVIOUS_ID_MESSAGE.into()),
+    }
+}
+
+/// What the stand-in keeps of an opted-in request for the cache diagnostics: as the vendor's,
+/// hashes and sizes only — of the model, `system`, each tool (the deferred section as one),
+/// each message (`cache_control` markers and dropped thinking left out, as in the usage), and
+/// of the other prompt-affecting parameters with the set of betas.
+struct Fingerprint {
+    model: String,
+    /// `(part, hash, bytes)` in the order of the request's bytes.
+    units: Vec<(Part, u64, u64)>,
+    parameters: u64,
+    total: u64,
+}
+
+impl Fingerprint {
+    fn of(v: &Value, betas: &HashSet<&str>, bytes: &[u8], units: &Units) -> Self {
+        let mut parameters = String::new();
+        for key in PROMPT_PARAMETERS {
+            canonical(v.get(key).unwrap_or(&Value::Null), &mut parameters);
+        }
+        let mut betas: Vec<&str> = betas.iter().copied().collect();
+        betas.sort_unstable();
+        parameters.push_str(&betas.join(","));
+        Fingerprint {
+            model: v["model"].as_str().unwrap_or_default().to_owned(),
+            units: units
+                .iter()
+                .map(|&(part, a, b)| (part, fnv(FNV_START, &bytes[a..b]), (b - a) as u64))
+                .collect(),
+            parameters: fnv(FNV_START, parameters.as_bytes()),
+            total: bytes.len() as u64,
+        }
+    }
+
+    fn part(&self, part: Part) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.units
+            .iter()
+            .filter(move |u| u.0 == part)
+            .map(|&(_, hash, len)| (hash, len))
+    }
+
+    /// `diagnostics` for `now` against this earlier request: the first divergence, the model
+    /// first (it is in no prefix: the cache is per model), then where the prompt prefix
+    /// diverges, in its order (the tools, `system`), then the other prompt-affecting
+    /// parameters (`unavailable`), then the messages, of which this request's must be a prefix
+    /// of `now`'s (appended to, not altered, reordered or removed).
+    /// `cache_missed_input_tokens` is the stand-in's estimate: this request's tokens
+    /// (⌈bytes / 4⌉, as the usage) from the first unit that differs.
+    fn compare(&self, now: &Fingerprint) -> Value {
+        let same = |part: Part| self.part(part).map(|u| u.0).eq(now.part(part).map(|u| u.0));
+        let reason = |kind: &str, from: u64| {
+            json!({"cache_miss_reason": {
+                "type": kind,
+                "cache_missed_input_tokens": self.total.saturating_sub(from).div_ceil(4),
+            }})
+        };
+        if self.model != now.model {
+            return reason("model_changed", 0);
+        }
+        // Where the requests' units first differ (a unit one of them lacks differs).
+        let mut from = 0;
+        for (i, &(part, hash, len)) in self.units.iter().enumerate() {
+            match now.units.get(i) {
+                Some(&(p, h, _)) if p == part && h == hash => from += len,
+                _ => break,
+            }
+        }
+        if !same(Part::Tool) {
+            return reason("tools_changed", from);
+        }
+        if !same(Part::System) {
+            return reason("system_changed", from);
+        }
+        if self.parameters != now.parameters {
+            return json!({"cache_miss_reason": {"type": "unavailable"}});
+        }
+        let appended = self
+            .part(Part::Message)
+            .map(|u| u.0)
+            .zip(now.part(Part::Message).map(|u| u.0))
+            .all(|(a, b)| a == b)
+            && self.part(Part::Message).count() <= now.part(Part::Message).count();
+        if !appended {
+            return reason("messages_changed", from);
+        }
+        Value::Null
+    }
 }
 
 /// An accepted request's answer: the vendor's body, the test figures, and how to send it.
@@ -1043,21 +1223,48 @@ fn segments(
     section: u32,
     dropped: &[(usize, usize)],
 ) -> Result<Vec<u8>, String> {
+    cut(body, v, section, dropped).map(|(bytes, _)| bytes)
+}
+
+/// A part of the request the cache diagnostics compare, in the order of the bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    /// One non-deferred tool, or the deferred section.
+    Tool,
+    System,
+    Message,
+}
+
+/// [`segments`], and the part each range of the bytes is: `(part, start, end)`.
+type Units = Vec<(Part, usize, usize)>;
+
+fn cut(
+    body: &str,
+    v: &Value,
+    section: u32,
+    dropped: &[(usize, usize)],
+) -> Result<(Vec<u8>, Units), String> {
     let raw: RawBody<'_> = serde_json::from_str(body).map_err(|e| e.to_string())?;
     let mut out = Vec::with_capacity(body.len());
+    let mut units = Units::new();
+    let mut unit = |out: &mut Vec<u8>, part: Part, bytes: &[u8]| {
+        let start = out.len();
+        out.extend_from_slice(bytes);
+        units.push((part, start, out.len()));
+    };
     let mut any_deferred = false;
     for (i, tool) in raw.tools.iter().enumerate() {
         if is_deferred(&v["tools"][i]) {
             any_deferred = true;
         } else {
-            out.extend_from_slice(without_markers(tool.get()).as_bytes());
+            unit(&mut out, Part::Tool, without_markers(tool.get()).as_bytes());
         }
     }
     if any_deferred {
-        out.resize(out.len() + section as usize, b'#');
+        unit(&mut out, Part::Tool, &vec![b'#'; section as usize]);
     }
     if let Some(system) = raw.system {
-        out.extend_from_slice(system.get().as_bytes());
+        unit(&mut out, Part::System, system.get().as_bytes());
     }
     for (i, m) in raw.messages.iter().enumerate() {
         let drop: Vec<usize> = dropped
@@ -1065,13 +1272,14 @@ fn segments(
             .filter(|(k, _)| *k == i)
             .map(|&(_, j)| j)
             .collect();
-        if drop.is_empty() {
-            out.extend_from_slice(without_markers(m.get()).as_bytes());
+        let message = if drop.is_empty() {
+            without_markers(m.get())
         } else {
-            out.extend_from_slice(without_markers(&without_blocks(m.get(), &drop)?).as_bytes());
-        }
+            without_markers(&without_blocks(m.get(), &drop)?)
+        };
+        unit(&mut out, Part::Message, message.as_bytes());
     }
-    Ok(out)
+    Ok((out, units))
 }
 
 /// A message's raw JSON without its content blocks at `drop`; every other byte as sent.
@@ -2750,6 +2958,136 @@ mod tests {
         );
     }
 
+    /// A request to `claude-opus-5` (no thinking bound) asking for the cache diagnostics
+    /// against `previous` (a response id, or `null`).
+    fn diagnosed(system: &str, tool_spec: &str, messages: &[Value], previous: Value) -> Value {
+        json!({
+            "model": "claude-opus-5", "max_tokens": 8, "cache_control": {"type": "ephemeral"},
+            "system": system, "tools": tools(tool_spec), "messages": messages,
+            "diagnostics": {"previous_message_id": previous}
+        })
+    }
+
+    /// The cache diagnostics (vendor page read 2026-12-01): only for a Claude request with the
+    /// `diagnostics` object and the beta; `null` on the first turn and when nothing diverged;
+    /// the earliest divergence (the model, then the prompt prefix in its order: tools,
+    /// system; the other prompt-affecting parameters; messages) against the request the id
+    /// names, with the tokens of that request from the first differing part on.
+    #[test]
+    fn standin_reports_the_first_divergence_against_the_named_request() {
+        let session = "standin-diagnostics";
+        let d = |reply: &Answered| reply.body.get("diagnostics").cloned();
+        let id = |reply: &Answered| json!(reply["id"].as_str().unwrap());
+        let system = long_system();
+        let u0 = [user("u0")];
+        let first = exchange(
+            session,
+            &[DIAGNOSIS_BETA],
+            &diagnosed(&system, "a b", &u0, Value::Null),
+        )
+        .unwrap();
+        assert_eq!(
+            d(&first),
+            Some(Value::Null),
+            "the first turn compares nothing"
+        );
+        let mut without_beta = diagnosed(&system, "a b", &u0, id(&first));
+        assert_eq!(d(&exchange(session, &[], &without_beta).unwrap()), None);
+        without_beta["model"] = json!("deepseek-v4-pro");
+        assert_eq!(
+            d(&exchange(session, &[DIAGNOSIS_BETA], &without_beta).unwrap()),
+            None,
+            "the Claude API only"
+        );
+
+        let turn = [
+            user("u0"),
+            json!({"role": "assistant", "content": "ok"}),
+            user("u1"),
+        ];
+        let ask = |v: &Value| exchange(session, &[DIAGNOSIS_BETA], v).unwrap();
+        let extended = ask(&diagnosed(&system, "a b", &turn, id(&first)));
+        assert_eq!(
+            d(&extended),
+            Some(Value::Null),
+            "appended to: no divergence"
+        );
+
+        let reason = |reply: &Answered| d(reply).unwrap()["cache_miss_reason"].clone();
+        let lost = |from_bytes: u64| (first.total - from_bytes).div_ceil(4);
+        let tool_bytes = |spec: &str| -> u64 {
+            tools(spec)
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.to_string().len() as u64)
+                .sum()
+        };
+        // Against the first request, whatever came between.
+        let changed = ask(&diagnosed("Be quick.", "a b", &turn, id(&first)));
+        assert_eq!(
+            reason(&changed),
+            json!({"type": "system_changed", "cache_missed_input_tokens": lost(tool_bytes("a b"))})
+        );
+        let removed = ask(&diagnosed(&system, "a", &turn, id(&first)));
+        assert_eq!(
+            reason(&removed),
+            json!({"type": "tools_changed", "cache_missed_input_tokens": lost(tool_bytes("a"))})
+        );
+        // Both changed: the earliest divergence of the prompt prefix is in the tools.
+        let both = ask(&diagnosed("Be quick.", "a", &turn, id(&first)));
+        assert_eq!(
+            reason(&both),
+            json!({"type": "tools_changed", "cache_missed_input_tokens": lost(tool_bytes("a"))})
+        );
+        let mut thinking = diagnosed(&system, "a b", &turn, id(&first));
+        thinking["thinking"] = json!({"type": "disabled"});
+        assert_eq!(reason(&ask(&thinking)), json!({"type": "unavailable"}));
+        let mut betas = diagnosed(&system, "a b", &turn, id(&first));
+        let other_betas = exchange(session, &[DIAGNOSIS_BETA, BETA], &betas).unwrap();
+        assert_eq!(
+            reason(&other_betas),
+            json!({"type": "unavailable"}),
+            "the set of betas"
+        );
+        let edited = [user("u0 edited"), user("u1")];
+        let rewritten = ask(&diagnosed(&system, "a b", &edited, id(&first)));
+        assert_eq!(
+            reason(&rewritten),
+            json!({"type": "messages_changed", "cache_missed_input_tokens": lost(tool_bytes("a b") + system.len() as u64 + 2)})
+        );
+        betas["model"] = json!("claude-sonnet-5");
+        assert_eq!(
+            reason(&ask(&betas)),
+            json!({"type": "model_changed", "cache_missed_input_tokens": first.total.div_ceil(4)})
+        );
+        assert_eq!(
+            reason(&ask(&diagnosed(
+                &system,
+                "a b",
+                &turn,
+                json!("msg_unknown")
+            ))),
+            json!({"type": "previous_message_not_found"})
+        );
+        let refused = exchange(
+            session,
+            &[DIAGNOSIS_BETA],
+            &diagnosed(&system, "a b", &turn, json!("a1")),
+        );
+        assert_eq!(refused.unwrap_err(), PREVIOUS_ID_MESSAGE);
+        let mut extra = diagnosed(&system, "a b", &turn, Value::Null);
+        extra["diagnostics"]["other"] = json!(1);
+        assert!(exchange(session, &[DIAGNOSIS_BETA], &extra).is_err());
+        // A request that did not opt in left no fingerprint to compare with.
+        let plain = exchange(session, &[], &diagnosed(&system, "a b", &turn, Value::Null)).unwrap();
+        let after = ask(&diagnosed(&system, "a b", &turn, id(&plain)));
+        assert_eq!(
+            reason(&after),
+            json!({"type": "previous_message_not_found"})
+        );
+    }
+
     fn wire(body: &Value, betas: &[&str]) -> mektpoy::WireRequest {
         mektpoy::WireRequest::new(body.to_string(), headers(betas))
     }
@@ -2843,9 +3181,9 @@ mod tests {
         assert_eq!(second.usage.cached_bytes, first.usage.total_bytes);
     }
 
-    /// The JSON body holds the vendor's fields and nothing else; `diagnostics` only when the
-    /// request supplied it, `input_transformations` only on a Claude model with the binding
-    /// beta; a tool call when the test asks for one.
+    /// The JSON body holds the vendor's fields and nothing else; `diagnostics` only when a
+    /// request to a Claude model opted in, `input_transformations` only on a Claude model with
+    /// the binding beta; a tool call when the test asks for one.
     #[test]
     fn standin_answers_with_exactly_the_vendor_body() {
         let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
@@ -2885,12 +3223,19 @@ mod tests {
 
         let mut asking = body("a", "u");
         asking["diagnostics"] = json!({"previous_message_id": null});
-        let reply = exchange("standin-shape-2", &[BINDING_BETA], &asking).unwrap();
-        assert_eq!(reply.body.get("diagnostics"), Some(&Value::Null));
+        let reply = exchange("standin-shape-2", &[BINDING_BETA, DIAGNOSIS_BETA], &asking).unwrap();
+        assert!(
+            reply.body.get("diagnostics").is_none(),
+            "not a Claude model: the field is ignored"
+        );
         assert!(
             reply.body.get("input_transformations").is_none(),
             "not a Claude model"
         );
+        asking["model"] = json!("claude-opus-5");
+        asking["system"] = json!(long_system());
+        let reply = exchange("standin-shape-2", &[DIAGNOSIS_BETA], &asking).unwrap();
+        assert_eq!(reply.body.get("diagnostics"), Some(&Value::Null));
         expected.push("diagnostics".to_owned());
         expected.sort();
         let mut got = keys(&reply.body);
