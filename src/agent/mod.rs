@@ -18,10 +18,10 @@ pub mod replay;
 use std::borrow::Borrow;
 use std::sync::Arc;
 
-pub use order::ToolOrder;
 pub use attribution::{
     Attribution, AttributionReport, Attributor, Cause, CauseTotal, Change, Check,
 };
+pub use order::ToolOrder;
 pub use record::{RecordError, Recorder, Step};
 
 use crate::event::{Config, Event, MessageEvent, Rewrite, SeriesStart, SurfaceOp};
