@@ -115,7 +115,7 @@ pub(crate) fn prepare(
             };
         }
     };
-    let Some(mut fingerprint) = Fingerprint::of(&wire.body) else {
+    let Some(mut fingerprint) = Fingerprint::of_request(&wire) else {
         return none;
     };
     let rewrite = match previous {
@@ -149,7 +149,7 @@ pub(crate) fn prepare(
                 };
             }
         }
-        fingerprint = match Fingerprint::of(&wire.body) {
+        fingerprint = match Fingerprint::of_request(&wire) {
             Some(f) => f,
             None => return none,
         };
@@ -203,7 +203,7 @@ fn previous_from_log(tx: &Transaction<'_>, route: &Route, kind: FoldKind) -> Opt
         &WireContext::default(),
     )
     .ok()?;
-    Fingerprint::of(&wire.body)
+    Fingerprint::of_request(&wire)
 }
 
 /// Ids of the assistant messages of `messages` appended before `floor`.

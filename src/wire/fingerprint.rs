@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::Rewrite;
+use super::{Rewrite, Segments, WireRequest};
 
 /// A Messages-API body cut into what rewrite detection and the lookback compare.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,6 +89,57 @@ impl Fingerprint {
             messages,
             blocks,
         })
+    }
+
+    /// The fingerprint of a Messages-API request the serializer wrote, from the segments it
+    /// noted while writing (no parse): the same as [`of`](Self::of) on its body, which every
+    /// debug build checks. `None` for a request without segments (not from the Messages-API
+    /// serializer).
+    pub fn of_request(wire: &WireRequest) -> Option<Fingerprint> {
+        let Some(segments) = wire.segments.as_deref() else {
+            return Fingerprint::of(&wire.body);
+        };
+        let fingerprint = Fingerprint::of_segments(&wire.body, segments);
+        debug_assert_eq!(
+            Some(&fingerprint),
+            Fingerprint::of(&wire.body).as_ref(),
+            "the segments' fingerprint departs from the body's"
+        );
+        Some(fingerprint)
+    }
+
+    fn of_segments(body: &str, segments: &Segments) -> Fingerprint {
+        const CONTENT: &str = "\"content\":";
+        let mut messages = Vec::with_capacity(segments.messages.len());
+        for turn in &segments.messages {
+            let text = &body[turn.span.clone()];
+            let blocks = &segments.blocks[turn.blocks.clone()];
+            let kept = if blocks.iter().any(|b| b.thinking) {
+                // `{"role":R,"content":[…]}`: the role is a plain word, so the first
+                // `"content":` is the key. Every other block keeps its bytes as sent.
+                let start = text.find(CONTENT).map_or(0, |i| i + CONTENT.len());
+                let others: Vec<&str> = blocks
+                    .iter()
+                    .filter(|b| !b.thinking)
+                    .map(|b| &body[b.span.clone()])
+                    .collect();
+                Cow::Owned(format!("{}[{}]}}", &text[..start], others.join(",")))
+            } else {
+                Cow::Borrowed(text)
+            };
+            messages.push(without_markers(&kept).into_owned());
+        }
+        let part = |r: &Option<std::ops::Range<usize>>| {
+            r.clone()
+                .map(|r| without_markers(&body[r]).into_owned())
+                .unwrap_or_default()
+        };
+        Fingerprint {
+            tools: part(&segments.tools),
+            system: part(&segments.system),
+            messages,
+            blocks: segments.blocks.len(),
+        }
     }
 
     /// What `self` (a later request) rewrote against `previous`, if anything.

@@ -24,9 +24,9 @@ use super::canonical::{Canonical, CanonicalObject};
 use super::limits::{self, ByValue};
 use super::thinking::{self, Binding, THINKING_BINDING_BETA, Verdict};
 use super::{
-    Body, Calls, MessageFault, WireContext, WireError, WireReport, WireRequest, block_type,
-    check_system_without_history, checked_tools, latest_prompt, sorted_options, system_text,
-    unsupported,
+    BlockSpan, Body, Calls, MessageFault, Segments, TurnSpan, WireContext, WireError, WireReport,
+    WireRequest, block_type, check_system_without_history, checked_tools, latest_prompt,
+    sorted_options, system_text, unsupported,
 };
 #[cfg(doc)]
 use super::{ThinkingPlan, ToolLimit};
@@ -223,17 +223,31 @@ pub(crate) fn serialize_messages_with(
     if let Some(cache_control) = &auto_cache {
         upsert(&mut options, "cache_control", cache_control);
     }
-    let body = Body {
+    let wire_tools: Vec<WireTool<'_>> = tools
+        .iter()
+        .map(|t| WireTool::Declared(DeclaredTool::new(t, anthropic)))
+        .chain(placeholder.then_some(WireTool::Placeholder(PLACEHOLDER_TOOL)))
+        .collect();
+    #[cfg(debug_assertions)]
+    let whole = Body {
         model: &config.model,
-        options,
+        options: options.clone(),
         system: conversation.system.as_deref(),
-        tools: tools
-            .iter()
-            .map(|t| WireTool::Declared(DeclaredTool::new(t, anthropic)))
-            .chain(placeholder.then_some(WireTool::Placeholder(PLACEHOLDER_TOOL)))
-            .collect(),
-        messages: conversation.turns,
-    };
+        tools: wire_tools.iter().collect(),
+        messages: conversation.turns.iter().collect(),
+    }
+    .to_json();
+    let (body, segments) = write_body(
+        &config.model,
+        options,
+        conversation.system.as_deref(),
+        &wire_tools,
+        &conversation.turns,
+    );
+    // Every debug build (the tests) checks that the segment-noting writer writes the bytes
+    // the serializer's own `Body` writes.
+    #[cfg(debug_assertions)]
+    debug_assert_eq!(body, whole, "write_body departs from Body's bytes");
     let mut headers = vec![
         ("content-type".to_owned(), "application/json".to_owned()),
         ("anthropic-version".to_owned(), ANTHROPIC_VERSION.to_owned()),
@@ -252,7 +266,8 @@ pub(crate) fn serialize_messages_with(
     if !betas.is_empty() {
         headers.push(("anthropic-beta".to_owned(), betas.join(",")));
     }
-    let mut request = WireRequest::new(body.to_json(), headers);
+    let mut request = WireRequest::new(body, headers);
+    request.segments = Some(std::sync::Arc::new(segments));
     request.report = WireReport {
         thinking_left_out: conversation.stripped,
         unverifiable_reasoning_left_out: conversation.unverifiable,
@@ -260,6 +275,91 @@ pub(crate) fn serialize_messages_with(
         lookback_breakpoint,
     };
     Ok(request)
+}
+
+/// Writes the body as `Body` serializes it (compact JSON, the same bytes) while noting where
+/// `tools`, `system`, each wire message and each of its content blocks lie: what rewrite
+/// detection compares, found without parsing the body again.
+fn write_body(
+    model: &str,
+    options: Vec<(&str, &Value)>,
+    system: Option<&str>,
+    tools: &[WireTool<'_>],
+    turns: &[Turn<'_>],
+) -> (String, Segments) {
+    const MESSAGES: &str = "\"messages\":[]}";
+    // `{"model":…,<options>,` from the serializer itself, so the head's bytes are its own.
+    let head = Body::<WireTool<'_>, Turn<'_>> {
+        model,
+        options,
+        system: None,
+        tools: Vec::new(),
+        messages: Vec::new(),
+    }
+    .to_json();
+    let mut out = head.into_bytes();
+    out.truncate(out.len() - MESSAGES.len());
+    let mut segments = Segments {
+        messages: Vec::with_capacity(turns.len()),
+        blocks: Vec::with_capacity(turns.iter().map(|t| t.content.len()).sum()),
+        ..Segments::default()
+    };
+    if let Some(system) = system.filter(|s| !s.is_empty()) {
+        out.extend_from_slice(b"\"system\":");
+        let start = out.len();
+        json(&mut out, &system);
+        segments.system = Some(start..out.len());
+        out.push(b',');
+    }
+    if !tools.is_empty() {
+        out.extend_from_slice(b"\"tools\":");
+        let start = out.len();
+        json(&mut out, &tools);
+        segments.tools = Some(start..out.len());
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"messages\":[");
+    for (i, turn) in turns.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let start = out.len();
+        out.extend_from_slice(b"{\"role\":");
+        json(&mut out, &turn.role);
+        out.extend_from_slice(b",\"content\":[");
+        let first = segments.blocks.len();
+        for (j, block) in turn.content.iter().enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            let at = out.len();
+            match &turn.cache_mark {
+                Some((index, cache_control)) if *index == j => {
+                    json(&mut out, &Marked(block, cache_control));
+                }
+                _ => json(&mut out, block),
+            }
+            segments.blocks.push(BlockSpan {
+                span: at..out.len(),
+                thinking: !block.can_carry_cache_control(),
+            });
+        }
+        out.extend_from_slice(b"]}");
+        segments.messages.push(TurnSpan {
+            span: start..out.len(),
+            blocks: first..segments.blocks.len(),
+        });
+    }
+    out.extend_from_slice(b"]}");
+    // serde_json writes UTF-8 and so do the literals above.
+    let body = String::from_utf8(out).expect("JSON is UTF-8");
+    (body, segments)
+}
+
+/// Appends `value` as compact JSON. Cannot fail: every map key on the way is a string and
+/// `Value` holds only finite numbers.
+fn json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    serde_json::to_writer(out, value).expect("serializing a string-keyed value cannot fail");
 }
 
 /// Refuses a forced `tool_choice` (`any` / `tool`) on a route whose model does not accept one.

@@ -28,6 +28,8 @@ mod thinking;
 mod tests;
 
 use std::collections::HashSet;
+use std::ops::Range;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde::ser::Serializer;
@@ -52,7 +54,7 @@ pub use crate::vocab::DEFERRED_PLACEHOLDER_NAME;
 ///
 /// `body` is compact JSON in a fixed key order (see [`serialize_messages`]). `headers` hold lowercase names in a
 /// fixed order; the endpoint URL and authentication are the caller's (no HTTP here).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct WireRequest {
     /// The request body: compact JSON.
@@ -66,6 +68,52 @@ pub struct WireRequest {
     /// [`Request::to_wire`](crate::Request::to_wire), `None` from the stateless serializers.
     /// The meter needs it to tell a loss the caller chose from one the route imposed.
     pub series_start: Option<crate::event::SeriesStart>,
+    /// Where the Messages-API serializer put each part of `body` (`None` from the OpenAI chat
+    /// serializer and from [`WireRequest::new`]): what the recorder compares with the route's
+    /// previous request, and what a meter could cut the body by without parsing it. Not part
+    /// of the request's identity (equality ignores it: it is derived from `body`).
+    pub(crate) segments: Option<Arc<Segments>>,
+}
+
+/// Two requests are equal when they send the same thing: body, headers, report and series
+/// start. The segments are a by-product of writing the body.
+impl PartialEq for WireRequest {
+    fn eq(&self, other: &Self) -> bool {
+        self.body == other.body
+            && self.headers == other.headers
+            && self.report == other.report
+            && self.series_start == other.series_start
+    }
+}
+
+impl Eq for WireRequest {}
+
+/// Byte ranges into a Messages-API body, as the serializer wrote it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Segments {
+    /// The `tools` array, when sent.
+    pub tools: Option<Range<usize>>,
+    /// The `system` string, when sent.
+    pub system: Option<Range<usize>>,
+    /// Each element of `messages`, in order.
+    pub messages: Vec<TurnSpan>,
+    /// Every content block of every message, in order (what the lookback counts).
+    pub blocks: Vec<BlockSpan>,
+}
+
+/// One wire message: its bytes `{"role":…,"content":[…]}` and its blocks (indexes into
+/// [`Segments::blocks`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TurnSpan {
+    pub span: Range<usize>,
+    pub blocks: Range<usize>,
+}
+
+/// One content block's bytes, and whether it is a `thinking` or `redacted_thinking` block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct BlockSpan {
+    pub span: Range<usize>,
+    pub thinking: bool,
 }
 
 /// What a serializer did to a request beyond writing it out.
@@ -235,6 +283,7 @@ impl WireRequest {
             headers,
             report: WireReport::default(),
             series_start: None,
+            segments: None,
         }
     }
 
