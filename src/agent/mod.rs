@@ -9,6 +9,8 @@
 //! itself knows nothing of routes.
 
 mod continuity;
+#[cfg(test)]
+mod incremental_tests;
 mod prompt;
 mod record;
 

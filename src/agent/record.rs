@@ -21,7 +21,6 @@ use crate::vocab::{
     ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, MessageSource, Role, Seq, ToolSchema,
     same_tools,
 };
-use crate::wire::Fingerprint;
 
 /// One attempt of one loop step: what [`Recorder::record`] logs.
 ///
@@ -145,6 +144,9 @@ pub struct Recorder {
     ids: Option<IdGenerator>,
     /// Each route's previous request, for rewrite detection and the caching lookback.
     memory: Memory,
+    /// Whether the serializer resumes from the route's previous request (always, except in
+    /// the tests that compare with a recorder that does not).
+    resume: bool,
 }
 
 impl fmt::Debug for Recorder {
@@ -201,7 +203,7 @@ struct Outcome {
     request: Request,
     g_after: u64,
     logged_header: bool,
-    fingerprint: Option<(RouteKey, Fingerprint)>,
+    fingerprint: Option<(RouteKey, continuity::Remembered)>,
 }
 
 impl Recorder {
@@ -215,6 +217,7 @@ impl Recorder {
             logged_header: false,
             ids: None,
             memory: Memory::default(),
+            resume: true,
         }
     }
 
@@ -254,10 +257,27 @@ impl Recorder {
         let outcome = session.transact(|tx| self.batch(tx, &step))?;
         self.generation = outcome.g_after;
         self.logged_header |= outcome.logged_header;
-        if let Some((key, fp)) = outcome.fingerprint {
+        if let Some((key, mut fp)) = outcome.fingerprint {
+            if !self.resume {
+                fp.resume = None;
+            }
             self.memory.0.insert(key, fp);
         }
         Ok(outcome.request)
+    }
+
+    /// A recorder whose serializer never resumes: the reference the incremental path is
+    /// compared with.
+    #[cfg(test)]
+    pub(super) fn set_resume(&mut self, resume: bool) {
+        self.resume = resume;
+    }
+
+    /// The number of messages the serializer would resume after on `route`, if any.
+    #[cfg(test)]
+    pub(super) fn resumable_messages(&self, route: &Route) -> Option<usize> {
+        let r = self.memory.0.get(&continuity::key(route))?;
+        r.resume.as_ref().map(crate::wire::Resume::len)
     }
 
     fn next_id(&mut self, session_id: &str, seq: Seq) -> String {
@@ -404,8 +424,11 @@ impl Recorder {
             route: step.route.clone(),
             prepared: None,
         };
-        let remembered = self.memory.0.get(&continuity::key(step.route));
-        let c = continuity::prepare(tx, step.route, kind, &request, remembered);
+        let (remembered, resume) = match self.memory.0.get_mut(&continuity::key(step.route)) {
+            Some(r) => (Some(&r.fingerprint), r.resume.take()),
+            None => (None, None),
+        };
+        let c = continuity::prepare(tx, step.route, kind, &request, remembered, resume);
         request.rewrite = c.rewrite;
         request.prepared = c.prepared;
         Ok(Outcome {

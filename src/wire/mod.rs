@@ -45,6 +45,7 @@ use canonical::Canonical;
 pub(crate) use fingerprint::{Fingerprint, without_markers};
 pub(crate) use thinking::is_bound_thinking;
 
+pub(crate) use messages::Resume;
 pub use messages::serialize_messages;
 pub use openai::serialize_openai_chat;
 
@@ -153,6 +154,10 @@ pub struct WireContext<'a> {
     /// The thinking policy and the messages it applies to; `None` on a route that does not
     /// bind thinking, or when no floor exists.
     pub thinking: Option<ThinkingPlan<'a>>,
+    /// What names `thinking`'s messages: the floor's log position. Two plans with the same
+    /// policy and key name the same messages of the same surface, so a pass can resume from
+    /// the previous request's state; a plan without one is never resumed from.
+    pub(crate) floor_key: Option<u64>,
 }
 
 /// The thinking policy of a session and the assistant messages it applies to.
@@ -692,6 +697,23 @@ pub fn serialize_with(
     }
 }
 
+/// [`serialize_with`] on a Messages-API route, resuming from what the route's previous request
+/// left (see `messages::Resume`); returns what the next request can resume from.
+pub(crate) fn serialize_resuming(
+    config: &Config,
+    projected: &ProjectedToolUpdates<'_>,
+    route: &Route,
+    context: &WireContext<'_>,
+    resume: Option<Resume>,
+) -> (Result<WireRequest, WireError>, Option<Resume>) {
+    match route.api {
+        WireApi::Messages => {
+            messages::serialize_messages_resuming(config, projected, route, context, resume)
+        }
+        WireApi::OpenAiChat => (serialize_openai_chat(config, projected), None),
+    }
+}
+
 /// Body keys the serializers write themselves; a config option with one of these names would
 /// produce a duplicate key.
 const RESERVED_CONFIG_KEYS: [&str; 5] = ["model", "provider", "system", "tools", "messages"];
@@ -773,11 +795,13 @@ struct Calls<'a> {
     pending: Vec<(&'a str, &'a str)>,
     /// Every call id of the request, to refuse a repeated one.
     seen: HashSet<&'a str>,
+    /// The call ids of the messages before the point a pass resumed from, when it resumed.
+    prior: Option<&'a HashSet<String>>,
 }
 
 impl<'a> Calls<'a> {
     fn call(&mut self, message: &'a Message, call_id: &'a str) -> Result<(), WireError> {
-        if !self.seen.insert(call_id) {
+        if self.prior.is_some_and(|p| p.contains(call_id)) || !self.seen.insert(call_id) {
             return Err(WireError::message(
                 message.id().to_owned(),
                 MessageFault::DuplicateCallId {
