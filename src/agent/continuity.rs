@@ -110,7 +110,7 @@ pub(crate) fn prepare(
         .get(&(Arc::from(key.0.as_str()), Arc::from(key.1.as_str())))
         .copied();
     let replay = replay(tx, route, request, floor, previous.map(|p| p.blocks));
-    let (first, mut resume) = serialize_resuming(
+    let (first, mut resume, resumed) = serialize_resuming(
         &request.config,
         &projected,
         route,
@@ -128,7 +128,9 @@ pub(crate) fn prepare(
             };
         }
     };
-    let Some(mut fingerprint) = Fingerprint::of_request(&wire) else {
+    let split = resume.as_ref().map_or(0, Resume::turns);
+    let shared = previous.zip(resumed);
+    let Some(mut fingerprint) = Fingerprint::of_request(&wire, shared, split) else {
         return none;
     };
     let rewrite = match previous {
@@ -153,7 +155,7 @@ pub(crate) fn prepare(
         // After a rewrite the previous request's last block is not in this one.
         let replay = self::replay(tx, route, request, floor, None);
         // A rewrite is not an extension: the pass starts from the first message.
-        let (again, next) =
+        let (again, next, _) =
             serialize_resuming(&request.config, &projected, route, &replay.context(), None);
         resume = next;
         match again {
@@ -166,7 +168,8 @@ pub(crate) fn prepare(
                 };
             }
         }
-        fingerprint = match Fingerprint::of_request(&wire) {
+        let split = resume.as_ref().map_or(0, Resume::turns);
+        fingerprint = match Fingerprint::of_request(&wire, None, split) {
             Some(f) => f,
             None => return none,
         };
@@ -227,7 +230,7 @@ fn previous_from_log(tx: &Transaction<'_>, route: &Route, kind: FoldKind) -> Opt
         &WireContext::default(),
     )
     .ok()?;
-    Fingerprint::of_request(&wire)
+    Fingerprint::of_request(&wire, None, 0)
 }
 
 /// Ids of the assistant messages of `messages` appended before `floor`.

@@ -163,14 +163,19 @@ pub(crate) fn serialize_messages_with(
 /// (`resume`) when this request's messages start with the messages it was built from and the
 /// pass would treat them the same way ([`Resume`]); otherwise from the first message. Returns
 /// what the next request of the route can resume from (the given one back when the request
-/// is refused before its messages are read).
+/// is refused before its messages are read), and, when it resumed, the number of wire
+/// messages it took as they were.
 pub(crate) fn serialize_messages_resuming(
     config: &Config,
     projected: &ProjectedToolUpdates<'_>,
     route: &Route,
     context: &WireContext<'_>,
     resume: Option<Resume>,
-) -> (Result<WireRequest, WireError>, Option<Resume>) {
+) -> (
+    Result<WireRequest, WireError>,
+    Option<Resume>,
+    Option<usize>,
+) {
     let checked = (|| {
         let options = sorted_options(config)?;
         if !config.extra.contains_key("max_tokens") {
@@ -182,13 +187,13 @@ pub(crate) fn serialize_messages_resuming(
     })();
     let (options, tools) = match checked {
         Ok(v) => v,
-        Err(e) => return (Err(e), resume),
+        Err(e) => return (Err(e), resume, None),
     };
     let anthropic = route.provider == "anthropic";
     if anthropic {
         for tool in tools {
             if let Err(e) = limits::check_schema_root(tool, None, None) {
-                return (Err(e), resume);
+                return (Err(e), resume, None);
             }
         }
     }
@@ -204,7 +209,7 @@ pub(crate) fn serialize_messages_resuming(
     if limited {
         let deferred = tools.iter().filter(|t| t.defer_loading()).count();
         if let Err(e) = limits::check_deferred(deferred + usize::from(placeholder)) {
-            return (Err(e), resume);
+            return (Err(e), resume, None);
         }
     }
     let rules = Rules {
@@ -228,7 +233,7 @@ pub(crate) fn serialize_messages_resuming(
     let built = Conversation::build(&projected.messages, &rules, prior);
     let conversation = match built {
         Ok(c) => c,
-        Err(e) => return (Err(e), resume),
+        Err(e) => return (Err(e), resume, None),
     };
     let request = finish(
         config,
@@ -243,19 +248,20 @@ pub(crate) fn serialize_messages_resuming(
     );
     let (request, tail) = match request {
         Ok(v) => v,
-        Err(e) => return (Err(e), resume),
+        Err(e) => return (Err(e), resume, None),
     };
+    let resumed_turns = resume.as_ref().map(|r| r.turns.len());
     let next = Resume::next(resume, key, &projected.messages, start.unwrap_or(0), tail);
     // Every debug build (the tests) checks that a resumed pass sends the bytes, and leaves the
     // state, of a pass from the first message.
     #[cfg(debug_assertions)]
     if start.is_some() {
-        let (fresh, fresh_next) =
+        let (fresh, fresh_next, _) =
             serialize_messages_resuming(config, projected, route, context, None);
         debug_assert_eq!(fresh.as_ref().ok(), Some(&request), "resumed body departs");
         debug_assert_eq!(fresh_next, next, "resumed state departs");
     }
-    (Ok(request), next)
+    (Ok(request), next, resumed_turns)
 }
 
 /// The rest of the request once its wire messages are built: the prefill check, the thinking
@@ -627,6 +633,11 @@ struct Boundary {
 }
 
 impl Resume {
+    /// The number of wire messages this prefix holds.
+    pub(crate) fn turns(&self) -> usize {
+        self.turns.len()
+    }
+
     /// The number of messages this prefix was built from.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {

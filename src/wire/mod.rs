@@ -698,19 +698,24 @@ pub fn serialize_with(
 }
 
 /// [`serialize_with`] on a Messages-API route, resuming from what the route's previous request
-/// left (see `messages::Resume`); returns what the next request can resume from.
+/// left (see `messages::Resume`); returns what the next request can resume from and, when
+/// it resumed, the number of wire messages it took as they were.
 pub(crate) fn serialize_resuming(
     config: &Config,
     projected: &ProjectedToolUpdates<'_>,
     route: &Route,
     context: &WireContext<'_>,
     resume: Option<Resume>,
-) -> (Result<WireRequest, WireError>, Option<Resume>) {
+) -> (
+    Result<WireRequest, WireError>,
+    Option<Resume>,
+    Option<usize>,
+) {
     match route.api {
         WireApi::Messages => {
             messages::serialize_messages_resuming(config, projected, route, context, resume)
         }
-        WireApi::OpenAiChat => (serialize_openai_chat(config, projected), None),
+        WireApi::OpenAiChat => (serialize_openai_chat(config, projected), None, None),
     }
 }
 
