@@ -1,8 +1,9 @@
 //! The recorder's serializer resumes from the route's previous request (issue 13, decision
-//! 77): over random loops (tool churn, compactions, thinking, new series, retries) a loop
-//! whose serializer resumes sends exactly the requests of a loop whose serializer starts from
-//! the first message every time. (Every debug build also checks each resumed pass against a
-//! pass from the first message, inside the serializer.)
+//! 77): over random loops (tool churn, compactions, thinking, prompt changes, new series,
+//! retries) a loop whose serializer resumes, and whose recorder scans only the new surface
+//! nodes for prompt nodes, sends exactly the requests of a loop that starts from the first
+//! message and scans the whole surface every time. (Every debug build also checks each
+//! resumed pass against a pass from the first message, inside the serializer.)
 
 use proptest::prelude::*;
 
@@ -25,6 +26,8 @@ enum Action {
     Tools(u8),
     /// A compaction: the surface's nodes `from..` become one summary message.
     Compact(u8),
+    /// The system prompt becomes variant `n`.
+    Prompt(u8),
     NewSeries,
     Retry,
 }
@@ -35,6 +38,7 @@ fn action() -> impl Strategy<Value = Action> {
         6 => (any::<bool>(), 0u8..3).prop_map(|(thinking, calls)| Action::Answer { thinking, calls }),
         2 => any::<u8>().prop_map(Action::Tools),
         1 => (0u8..4).prop_map(Action::Compact),
+        1 => (0u8..3).prop_map(Action::Prompt),
         1 => Just(Action::NewSeries),
         1 => Just(Action::Retry),
     ]
@@ -143,6 +147,10 @@ fn run(
                     continue;
                 }
                 agent.next_step()
+            }
+            Action::Prompt(k) => {
+                agent.set_system_prompt(format!("Be brief, variant {k}."));
+                continue;
             }
             Action::NewSeries => {
                 agent.new_series();

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::Request;
 use super::continuity::{self, Memory, RouteKey};
-use super::prompt::{PromptChange, prompt_change};
+use super::prompt::{PromptChange, PromptNodes, prompt_change_at};
 use crate::event::{
     Config, Event, HeaderEvent, MessageEvent, Reason, RequestHeader, SeriesStart, SurfaceOp,
 };
@@ -147,6 +147,10 @@ pub struct Recorder {
     /// Whether the serializer resumes from the route's previous request (always, except in
     /// the tests that compare with a recorder that does not).
     resume: bool,
+    /// The prompt nodes of the surface as the last committed batch found it, and its
+    /// generation: within a generation the surface only grows, so the next batch scans only
+    /// the nodes after them.
+    prompts: Option<(u64, PromptNodes)>,
 }
 
 impl fmt::Debug for Recorder {
@@ -218,6 +222,7 @@ impl Recorder {
             ids: None,
             memory: Memory::default(),
             resume: true,
+            prompts: None,
         }
     }
 
@@ -302,12 +307,20 @@ impl Recorder {
         let prompt_series =
             asked || g_now != g_prev || (step.route.tool_update().is_none() && tools_changed);
         let mut prompt_replaced = false;
-        if let Some(change) = prompt_change(
-            &tx.state().surface,
+        let known = self
+            .prompts
+            .take()
+            .filter(|(generation, _)| self.resume && *generation == g_now)
+            .map(|(_, nodes)| nodes);
+        let nodes = known.unwrap_or_default().extended(&tx.state().surface);
+        let change = prompt_change_at(
+            &nodes,
             step.system_prompt,
             step.route.system_prompt_in_history(),
             prompt_series,
-        ) {
+        );
+        self.prompts = Some((g_now, nodes));
+        if let Some(change) = change {
             let seq = tx.next_seq();
             let id = self.next_id(&session_id, seq);
             let (text, op) = match change {
