@@ -180,12 +180,16 @@ impl Fingerprint {
             return Fingerprint::of(&wire.body);
         };
         let body = &wire.body;
-        let n = segments.messages.len();
+        let n = segments.first + segments.messages.len();
         let split = split.min(n);
         // The previous request's prefix is this one's first wire messages only when this pass
         // resumed from the point that came with it.
         let base = resumed.filter(|(p, turns)| p.prefix_len() == *turns && *turns <= split);
         let from = base.map_or(0, |(_, turns)| turns);
+        if from < segments.first {
+            // The kept wire messages have no spans here and no shared chunk: read the body.
+            return Fingerprint::of(body);
+        }
         let parent = base.and_then(|(p, _)| p.prefix.clone());
         let prefix = if split > from {
             Some(Arc::new(Chunk {
@@ -206,7 +210,7 @@ impl Fingerprint {
             system: part(&segments.system),
             prefix,
             tail: turn_texts(body, segments, split..n),
-            blocks: segments.blocks.len(),
+            blocks: segments.first_block + segments.blocks.len(),
         };
         #[cfg(debug_assertions)]
         {
@@ -261,9 +265,11 @@ impl Fingerprint {
 fn turn_texts(body: &str, segments: &Segments, range: std::ops::Range<usize>) -> Vec<String> {
     const CONTENT: &str = "\"content\":";
     let mut out = Vec::with_capacity(range.len());
-    for turn in &segments.messages[range] {
+    let turns = range.start - segments.first..range.end - segments.first;
+    for turn in &segments.messages[turns] {
         let text = &body[turn.span.clone()];
-        let blocks = &segments.blocks[turn.blocks.clone()];
+        let first = segments.first_block;
+        let blocks = &segments.blocks[turn.blocks.start - first..turn.blocks.end - first];
         let kept = if blocks.iter().any(|b| b.thinking) {
             // `{"role":R,"content":[…]}`: the role is a plain word, so the first `"content":`
             // is the key.

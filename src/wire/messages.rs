@@ -385,7 +385,7 @@ fn finish<'a>(
 /// its last assistant turn opened.
 #[derive(Default)]
 struct Tail {
-    bytes: Vec<u8>,
+    bytes: String,
     turns: Vec<TurnSpan>,
     blocks: Vec<BlockSpan>,
     roles: Vec<TurnRole>,
@@ -394,12 +394,13 @@ struct Tail {
 
 fn write_turns(turns: &[Turn<'_>]) -> Tail {
     let mut tail = Tail {
-        bytes: Vec::new(),
+        bytes: String::new(),
         turns: Vec::with_capacity(turns.len()),
         blocks: Vec::with_capacity(turns.iter().map(|t| t.content.len()).sum()),
         ..Tail::default()
     };
-    let out = &mut tail.bytes;
+    let mut bytes = Vec::new();
+    let out = &mut bytes;
     for (i, turn) in turns.iter().enumerate() {
         if i > 0 {
             out.push(b',');
@@ -426,6 +427,9 @@ fn write_turns(turns: &[Turn<'_>]) -> Tail {
             blocks: first..tail.blocks.len(),
         });
     }
+    // serde_json writes UTF-8 and so do the literals above; only this pass's bytes are
+    // checked.
+    tail.bytes = String::from_utf8(bytes).expect("JSON is UTF-8");
     tail
 }
 
@@ -454,8 +458,8 @@ fn write_body(
     }
     .to_json();
     let (prior_bytes, prior_turns, prior_blocks) = match prior {
-        Some(r) => (r.bytes.as_bytes(), &r.turns[..], &r.blocks[..]),
-        None => (&[][..], &[][..], &[][..]),
+        Some(r) => (r.bytes.as_str(), &r.turns[..], &r.blocks[..]),
+        None => ("", &[][..], &[][..]),
     };
     let sep = usize::from(!prior_bytes.is_empty() && !tail.bytes.is_empty());
     let tail_at = prior_bytes.len() + sep;
@@ -465,91 +469,93 @@ fn write_body(
             Some(b) => b.span.end,
             None => tail_at + tail.blocks[*index - prior_blocks.len()].span.end,
         };
-        let mut bytes = b",\"cache_control\":".to_vec();
-        json(&mut bytes, &Canonical(cache_control));
-        (end - 1, bytes)
+        let value = serde_json::to_string(&Canonical(cache_control))
+            .expect("a string-keyed value cannot fail");
+        (end - 1, format!(",\"cache_control\":{value}"))
     });
-    let mut out = head.into_bytes();
+    let mut out = head;
     out.truncate(out.len() - MESSAGES.len());
     out.reserve(
         prior_bytes.len() + tail.bytes.len() + tools.len() * 64 + system.map_or(0, str::len) + 64,
     );
     let mut segments = Segments {
-        messages: Vec::with_capacity(prior_turns.len() + tail.turns.len()),
-        blocks: Vec::with_capacity(prior_blocks.len() + tail.blocks.len()),
+        first: prior_turns.len(),
+        first_block: prior_blocks.len(),
+        messages: Vec::with_capacity(tail.turns.len()),
+        blocks: Vec::with_capacity(tail.blocks.len()),
         ..Segments::default()
     };
+    let json = |value: &dyn erased_serde_free::Json| value.to_json();
     if let Some(system) = system.filter(|s| !s.is_empty()) {
-        out.extend_from_slice(b"\"system\":");
+        out.push_str("\"system\":");
         let start = out.len();
-        json(&mut out, &system);
+        out.push_str(&json(&system));
         segments.system = Some(start..out.len());
-        out.push(b',');
+        out.push(',');
     }
     if !tools.is_empty() {
-        out.extend_from_slice(b"\"tools\":");
+        out.push_str("\"tools\":");
         let start = out.len();
-        json(&mut out, &tools);
+        out.push_str(&json(&tools));
         segments.tools = Some(start..out.len());
-        out.push(b',');
+        out.push(',');
     }
-    out.extend_from_slice(b"\"messages\":[");
+    out.push_str("\"messages\":[");
     let base = out.len();
-    // The messages' bytes, `prior ++ sep ++ tail`, with the marker spliced in.
-    let mut pieces: Vec<&[u8]> = vec![prior_bytes, &b","[..sep], &tail.bytes];
+    // The messages' bytes, `prior ++ sep ++ tail`, with the marker spliced in: one copy of
+    // the kept bytes, no validation (they are already a `String`).
+    let pieces: [&str; 3] = [prior_bytes, &","[..sep], &tail.bytes];
     let (cut, marker_len) = match &marker {
-        Some((at, bytes)) => {
-            let mut written = 0;
-            for piece in &pieces {
-                if *at >= written && *at < written + piece.len() {
-                    out.extend_from_slice(&piece[..at - written]);
-                    out.extend_from_slice(bytes);
-                    out.extend_from_slice(&piece[at - written..]);
-                } else {
-                    out.extend_from_slice(piece);
-                }
-                written += piece.len();
-            }
-            pieces.clear();
-            (*at, bytes.len())
-        }
+        Some((at, text)) => (*at, text.len()),
         None => (usize::MAX, 0),
     };
+    let mut written = 0;
     for piece in pieces {
-        out.extend_from_slice(piece);
+        match &marker {
+            Some((at, text)) if *at >= written && *at < written + piece.len() => {
+                out.push_str(&piece[..at - written]);
+                out.push_str(text);
+                out.push_str(&piece[at - written..]);
+            }
+            _ => out.push_str(piece),
+        }
+        written += piece.len();
     }
-    // A position in `prior ++ sep ++ tail` as a position in the body.
+    // A position in `prior ++ sep ++ tail` as a position in the body. Only this pass's wire
+    // messages get spans: the kept ones have the previous request's (before a marker spliced
+    // among them, which only moves what follows).
     let place = |pos: usize| base + pos + if pos > cut { marker_len } else { 0 };
-    let moved = |r: &std::ops::Range<usize>, by: usize| place(r.start + by)..place(r.end + by);
-    for t in prior_turns {
-        segments.messages.push(TurnSpan {
-            span: moved(&t.span, 0),
-            blocks: t.blocks.clone(),
-        });
-    }
-    for b in prior_blocks {
-        segments.blocks.push(BlockSpan {
-            span: moved(&b.span, 0),
-            thinking: b.thinking,
-        });
-    }
     let shift = prior_blocks.len();
     for t in &tail.turns {
         segments.messages.push(TurnSpan {
-            span: moved(&t.span, tail_at),
+            span: place(t.span.start + tail_at)..place(t.span.end + tail_at),
             blocks: t.blocks.start + shift..t.blocks.end + shift,
         });
     }
     for b in &tail.blocks {
         segments.blocks.push(BlockSpan {
-            span: moved(&b.span, tail_at),
+            span: place(b.span.start + tail_at)..place(b.span.end + tail_at),
             thinking: b.thinking,
         });
     }
-    out.extend_from_slice(b"]}");
-    // serde_json writes UTF-8 and so do the literals above.
-    let body = String::from_utf8(out).expect("JSON is UTF-8");
-    (body, segments)
+    out.push_str("]}");
+    (out, segments)
+}
+
+/// Writing a value of one of several types as compact JSON through one closure.
+mod erased_serde_free {
+    use serde::Serialize;
+
+    pub(super) trait Json {
+        fn to_json(&self) -> String;
+    }
+
+    impl<T: Serialize + ?Sized> Json for T {
+        fn to_json(&self) -> String {
+            // Every map key on the way is a string and `Value` holds only finite numbers.
+            serde_json::to_string(self).expect("a string-keyed value cannot fail")
+        }
+    }
 }
 
 /// What a pass's bytes depend on beyond its messages: the route's rules and the thinking
@@ -711,9 +717,8 @@ impl Resume {
             if sep == 1 {
                 r.bytes.push(',');
             }
-            // The tail is the serializer's UTF-8 and the cut falls between two messages.
-            r.bytes
-                .push_str(std::str::from_utf8(&tail.bytes[..end]).expect("JSON is UTF-8"));
+            // The cut falls between two wire messages.
+            r.bytes.push_str(&tail.bytes[..end]);
             let shift = r.blocks.len();
             let last_block = tail.turns[boundary.turns - 1].blocks.end;
             for t in &tail.turns[..boundary.turns] {

@@ -96,14 +96,20 @@ pub(crate) struct Segments {
     pub tools: Option<Range<usize>>,
     /// The `system` string, when sent.
     pub system: Option<Range<usize>>,
-    /// Each element of `messages`, in order.
+    /// The number of wire messages before `messages[0]`: those a resumed pass took as they
+    /// were from the previous request of the route (their spans are that request's, shifted
+    /// only past a cache mark spliced among them); 0 for a pass from the first message.
+    pub first: usize,
+    /// The number of content blocks those hold.
+    pub first_block: usize,
+    /// Each element of `messages` from `first` on, in order.
     pub messages: Vec<TurnSpan>,
-    /// Every content block of every message, in order (what the lookback counts).
+    /// Every content block from `first_block` on, in order (what the lookback counts).
     pub blocks: Vec<BlockSpan>,
 }
 
-/// One wire message: its bytes `{"role":…,"content":[…]}` and its blocks (indexes into
-/// [`Segments::blocks`]).
+/// One wire message: its bytes `{"role":…,"content":[…]}` and its blocks (indexes over all
+/// the request's blocks: [`Segments::blocks`] starts at [`Segments::first_block`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct TurnSpan {
     pub span: Range<usize>,
