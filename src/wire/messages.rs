@@ -156,7 +156,7 @@ pub(crate) fn serialize_messages_with(
     route: &Route,
     context: &WireContext<'_>,
 ) -> Result<WireRequest, WireError> {
-    serialize_messages_resuming(config, projected, route, context, None).0
+    pass(config, projected, route, context, None, false).0
 }
 
 /// [`serialize_messages_with`], resuming from what the route's previous request left
@@ -171,6 +171,23 @@ pub(crate) fn serialize_messages_resuming(
     route: &Route,
     context: &WireContext<'_>,
     resume: Option<Resume>,
+) -> (
+    Result<WireRequest, WireError>,
+    Option<Resume>,
+    Option<usize>,
+) {
+    pass(config, projected, route, context, resume, true)
+}
+
+/// The serializer's pass; `keep`: whether to build what the next request resumes from (the
+/// recorder keeps it; a stateless call would only drop it).
+fn pass(
+    config: &Config,
+    projected: &ProjectedToolUpdates<'_>,
+    route: &Route,
+    context: &WireContext<'_>,
+    resume: Option<Resume>,
+    keep: bool,
 ) -> (
     Result<WireRequest, WireError>,
     Option<Resume>,
@@ -251,13 +268,16 @@ pub(crate) fn serialize_messages_resuming(
         Err(e) => return (Err(e), resume, None),
     };
     let resumed_turns = resume.as_ref().map(|r| r.turns.len());
-    let next = Resume::next(resume, key, &projected.messages, start.unwrap_or(0), tail);
+    let next = if keep {
+        Resume::next(resume, key, &projected.messages, start.unwrap_or(0), tail)
+    } else {
+        None
+    };
     // Every debug build (the tests) checks that a resumed pass sends the bytes, and leaves the
     // state, of a pass from the first message.
     #[cfg(debug_assertions)]
     if start.is_some() {
-        let (fresh, fresh_next, _) =
-            serialize_messages_resuming(config, projected, route, context, None);
+        let (fresh, fresh_next, _) = pass(config, projected, route, context, None, keep);
         debug_assert_eq!(fresh.as_ref().ok(), Some(&request), "resumed body departs");
         debug_assert_eq!(fresh_next, next, "resumed state departs");
     }
