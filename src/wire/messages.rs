@@ -295,7 +295,7 @@ fn finish<'a>(
     tools: &[ToolSchema],
     anthropic: bool,
     placeholder: bool,
-    mut conversation: Conversation<'a>,
+    conversation: Conversation<'a>,
     prior: Option<&Resume>,
 ) -> Result<(WireRequest, Tail), WireError> {
     if !route.assistant_prefill()
@@ -336,6 +336,9 @@ fn finish<'a>(
         .map(|t| WireTool::Declared(DeclaredTool::new(t, anthropic)))
         .chain(placeholder.then_some(WireTool::Placeholder(PLACEHOLDER_TOOL)))
         .collect();
+    // Only the debug builds' check marks the turns themselves.
+    #[cfg(debug_assertions)]
+    let mut conversation = conversation;
     #[cfg(debug_assertions)]
     let whole = prior.is_none().then(|| {
         if let Some((index, cache_control)) = &cache_mark {
