@@ -18,7 +18,8 @@ use crate::route::{Route, WireApi};
 use crate::session::Transaction;
 use crate::vocab::{Message, Role, Seq};
 use crate::wire::{
-    Fingerprint, ThinkingPlan, WireContext, WireRequest, is_bound_thinking, serialize_with,
+    Fingerprint, Resume, ThinkingPlan, WireContext, WireRequest, is_bound_thinking,
+    serialize_resuming, serialize_with,
 };
 
 /// A route as the thinking floor and the recorder's memory key it.
@@ -37,6 +38,8 @@ pub(crate) type Prepared = Result<WireRequest, Replay>;
 pub(crate) struct Replay {
     previous_blocks: Option<usize>,
     thinking: Option<(ThinkingPolicy, HashSet<String>, Rewrite)>,
+    /// The floor's log position: names the messages of `thinking`'s set.
+    floor: Option<Seq>,
 }
 
 impl Replay {
@@ -51,6 +54,8 @@ impl Replay {
                     before_floor,
                     rewrite: *rewrite,
                 }),
+            floor_key: self.floor.map(|s| s.0),
+            ..WireContext::default()
         }
     }
 }
@@ -59,7 +64,7 @@ impl Replay {
 pub(crate) struct Continuity {
     pub prepared: Option<Prepared>,
     pub rewrite: Option<Rewrite>,
-    pub fingerprint: Option<(RouteKey, Fingerprint)>,
+    pub fingerprint: Option<(RouteKey, Remembered)>,
 }
 
 /// Serializes `request` for `route` against the route's previous request (`remembered`, or,
@@ -72,6 +77,7 @@ pub(crate) fn prepare(
     kind: FoldKind,
     request: &Request,
     remembered: Option<&Fingerprint>,
+    resume: Option<Resume>,
 ) -> Continuity {
     let none = Continuity {
         prepared: None,
@@ -104,7 +110,14 @@ pub(crate) fn prepare(
         .get(&(Arc::from(key.0.as_str()), Arc::from(key.1.as_str())))
         .copied();
     let replay = replay(tx, route, request, floor, previous.map(|p| p.blocks));
-    let mut wire = match serialize_with(&request.config, &projected, route, &replay.context()) {
+    let (first, mut resume, resumed) = serialize_resuming(
+        &request.config,
+        &projected,
+        route,
+        &replay.context(),
+        resume,
+    );
+    let mut wire = match first {
         Ok(wire) => wire,
         // Refused as it stands: `to_wire` refuses it again; the previous request stays the
         // one the route last sent.
@@ -115,7 +128,9 @@ pub(crate) fn prepare(
             };
         }
     };
-    let Some(mut fingerprint) = Fingerprint::of(&wire.body) else {
+    let split = resume.as_ref().map_or(0, Resume::turns);
+    let shared = previous.zip(resumed);
+    let Some(mut fingerprint) = Fingerprint::of_request(&wire, shared, split) else {
         return none;
     };
     let rewrite = match previous {
@@ -139,7 +154,11 @@ pub(crate) fn prepare(
         }
         // After a rewrite the previous request's last block is not in this one.
         let replay = self::replay(tx, route, request, floor, None);
-        match serialize_with(&request.config, &projected, route, &replay.context()) {
+        // A rewrite is not an extension: the pass starts from the first message.
+        let (again, next, _) =
+            serialize_resuming(&request.config, &projected, route, &replay.context(), None);
+        resume = next;
+        match again {
             Ok(w) => wire = w,
             Err(_) => {
                 return Continuity {
@@ -149,7 +168,8 @@ pub(crate) fn prepare(
                 };
             }
         }
-        fingerprint = match Fingerprint::of(&wire.body) {
+        let split = resume.as_ref().map_or(0, Resume::turns);
+        fingerprint = match Fingerprint::of_request(&wire, None, split) {
             Some(f) => f,
             None => return none,
         };
@@ -157,7 +177,13 @@ pub(crate) fn prepare(
     Continuity {
         prepared: Some(Ok(wire)),
         rewrite,
-        fingerprint: Some((key, fingerprint)),
+        fingerprint: Some((
+            key,
+            Remembered {
+                fingerprint,
+                resume,
+            },
+        )),
     }
 }
 
@@ -170,6 +196,7 @@ fn replay(
     previous_blocks: Option<usize>,
 ) -> Replay {
     Replay {
+        floor: floor.filter(|_| route.binds_thinking()).map(|(f, _)| f),
         previous_blocks,
         thinking: floor
             .filter(|_| route.binds_thinking())
@@ -203,7 +230,7 @@ fn previous_from_log(tx: &Transaction<'_>, route: &Route, kind: FoldKind) -> Opt
         &WireContext::default(),
     )
     .ok()?;
-    Fingerprint::of(&wire.body)
+    Fingerprint::of_request(&wire, None, 0)
 }
 
 /// Ids of the assistant messages of `messages` appended before `floor`.
@@ -241,4 +268,11 @@ fn holds_unfloored_thinking(
 
 /// The recorder's memory of each route's previous request.
 #[derive(Default)]
-pub(crate) struct Memory(pub HashMap<RouteKey, Fingerprint>);
+pub(crate) struct Memory(pub HashMap<RouteKey, Remembered>);
+
+/// What the recorder keeps of a route's previous request: what rewrite detection compares,
+/// and what the serializer resumes from (taken out for the next request's batch).
+pub(crate) struct Remembered {
+    pub fingerprint: Fingerprint,
+    pub resume: Option<Resume>,
+}

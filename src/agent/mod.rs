@@ -10,6 +10,8 @@
 
 pub mod attribution;
 mod continuity;
+#[cfg(test)]
+mod incremental_tests;
 mod order;
 mod prompt;
 mod record;

@@ -5,6 +5,7 @@
 //! take prompt updates in history a continuing request series never rewrites its prefix.
 
 use crate::session::SurfaceNode;
+use crate::vocab::Message;
 
 /// What §4.1 does to the surface.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,31 +17,60 @@ pub(crate) enum PromptChange {
     Replace { index: usize, text: String },
 }
 
+/// The first and the latest prompt node of a surface's first `len` nodes.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PromptNodes {
+    pub len: usize,
+    pub first: Option<usize>,
+    pub latest: Option<(usize, Message)>,
+}
+
+impl PromptNodes {
+    /// `self` (of the surface's first `self.len` nodes, unchanged since) extended over the
+    /// nodes after them: O(new nodes).
+    pub(crate) fn extended(mut self, surface: &imbl::Vector<SurfaceNode>) -> PromptNodes {
+        let from = self.len.min(surface.len());
+        for (i, node) in surface.iter().enumerate().skip(from) {
+            // A prompt node is a system message written as a prompt; other system-role
+            // messages (a compaction summary, an application's note) are not prompts.
+            if let SurfaceNode::Message(m) = node
+                && m.is_prompt()
+            {
+                self.first.get_or_insert(i);
+                self.latest = Some((i, m.clone()));
+            }
+        }
+        self.len = surface.len();
+        self
+    }
+}
+
 /// reference §4.1 over the current surface. O(surface).
+#[cfg(test)]
 pub(crate) fn prompt_change(
     surface: &imbl::Vector<SurfaceNode>,
     rendered: &str,
     in_history: bool,
     prompt_series: bool,
 ) -> Option<PromptChange> {
-    let mut first = None;
-    let mut latest = None;
-    for (i, node) in surface.iter().enumerate() {
-        // A prompt node is a system message written as a prompt; other system-role
-        // messages (a compaction summary, an application's note) are not prompts.
-        if let SurfaceNode::Message(m) = node
-            && m.is_prompt()
-        {
-            first.get_or_insert(i);
-            latest = Some((i, m));
-        }
-    }
-    let (Some(first), Some((latest, latest_msg))) = (first, latest) else {
+    let nodes = PromptNodes::default().extended(surface);
+    prompt_change_at(&nodes, rendered, in_history, prompt_series)
+}
+
+/// reference §4.1 given the surface's prompt nodes.
+pub(crate) fn prompt_change_at(
+    nodes: &PromptNodes,
+    rendered: &str,
+    in_history: bool,
+    prompt_series: bool,
+) -> Option<PromptChange> {
+    let (Some(first), Some((latest, latest_msg))) = (nodes.first, nodes.latest.as_ref()) else {
         return (!rendered.is_empty()).then(|| PromptChange::Append(rendered.to_owned()));
     };
     if latest_msg.text() == rendered {
         return None;
     }
+    let latest = *latest;
     let replace = |index| PromptChange::Replace {
         index,
         text: rendered.to_owned(),

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::Request;
 use super::continuity::{self, Memory, RouteKey};
 use super::order::Orderer;
-use super::prompt::{PromptChange, prompt_change};
+use super::prompt::{PromptChange, PromptNodes, prompt_change_at};
 use crate::event::{
     Config, Event, HeaderEvent, MessageEvent, Reason, RequestHeader, SeriesStart, SurfaceOp,
 };
@@ -22,7 +22,6 @@ use crate::vocab::{
     ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, MessageSource, Role, Seq, ToolSchema,
     same_tools,
 };
-use crate::wire::Fingerprint;
 
 /// One attempt of one loop step: what [`Recorder::record`] logs.
 ///
@@ -148,6 +147,13 @@ pub struct Recorder {
     memory: Memory,
     /// The order the tools are logged in, and the first-seen ranks (`order.rs`).
     pub(super) tool_order: Orderer,
+    /// Whether the serializer resumes from the route's previous request (always, except in
+    /// the tests that compare with a recorder that does not).
+    resume: bool,
+    /// The prompt nodes of the surface as the last committed batch found it, and its
+    /// generation: within a generation the surface only grows, so the next batch scans only
+    /// the nodes after them.
+    prompts: Option<(u64, PromptNodes)>,
 }
 
 impl fmt::Debug for Recorder {
@@ -204,7 +210,7 @@ struct Outcome {
     request: Request,
     g_after: u64,
     logged_header: bool,
-    fingerprint: Option<(RouteKey, Fingerprint)>,
+    fingerprint: Option<(RouteKey, continuity::Remembered)>,
 }
 
 impl Recorder {
@@ -219,6 +225,8 @@ impl Recorder {
             ids: None,
             memory: Memory::default(),
             tool_order: Orderer::default(),
+            resume: true,
+            prompts: None,
         }
     }
 
@@ -264,10 +272,27 @@ impl Recorder {
         let outcome = session.transact(|tx| self.batch(tx, &step))?;
         self.generation = outcome.g_after;
         self.logged_header |= outcome.logged_header;
-        if let Some((key, fp)) = outcome.fingerprint {
+        if let Some((key, mut fp)) = outcome.fingerprint {
+            if !self.resume {
+                fp.resume = None;
+            }
             self.memory.0.insert(key, fp);
         }
         Ok(outcome.request)
+    }
+
+    /// A recorder whose serializer never resumes: the reference the incremental path is
+    /// compared with.
+    #[cfg(test)]
+    pub(super) fn set_resume(&mut self, resume: bool) {
+        self.resume = resume;
+    }
+
+    /// The number of messages the serializer would resume after on `route`, if any.
+    #[cfg(test)]
+    pub(super) fn resumable_messages(&self, route: &Route) -> Option<usize> {
+        let r = self.memory.0.get(&continuity::key(route))?;
+        r.resume.as_ref().map(crate::wire::Resume::len)
     }
 
     fn next_id(&mut self, session_id: &str, seq: Seq) -> String {
@@ -292,12 +317,20 @@ impl Recorder {
         let prompt_series =
             asked || g_now != g_prev || (step.route.tool_update().is_none() && tools_changed);
         let mut prompt_replaced = false;
-        if let Some(change) = prompt_change(
-            &tx.state().surface,
+        let known = self
+            .prompts
+            .take()
+            .filter(|(generation, _)| self.resume && *generation == g_now)
+            .map(|(_, nodes)| nodes);
+        let nodes = known.unwrap_or_default().extended(&tx.state().surface);
+        let change = prompt_change_at(
+            &nodes,
             step.system_prompt,
             step.route.system_prompt_in_history(),
             prompt_series,
-        ) {
+        );
+        self.prompts = Some((g_now, nodes));
+        if let Some(change) = change {
             let seq = tx.next_seq();
             let id = self.next_id(&session_id, seq);
             let (text, op) = match change {
@@ -414,8 +447,11 @@ impl Recorder {
             route: step.route.clone(),
             prepared: None,
         };
-        let remembered = self.memory.0.get(&continuity::key(step.route));
-        let c = continuity::prepare(tx, step.route, kind, &request, remembered);
+        let (remembered, resume) = match self.memory.0.get_mut(&continuity::key(step.route)) {
+            Some(r) => (Some(&r.fingerprint), r.resume.take()),
+            None => (None, None),
+        };
+        let c = continuity::prepare(tx, step.route, kind, &request, remembered, resume);
         request.rewrite = c.rewrite;
         request.prepared = c.prepared;
         Ok(Outcome {

@@ -7,21 +7,94 @@
 //! them; `cache_control` markers because they move without changing the prompt.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::Rewrite;
+use super::{Rewrite, Segments, WireRequest};
 
 /// A Messages-API body cut into what rewrite detection and the lookback compare.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// The wire messages are kept in two parts: `prefix`, the ones the serializer's resume point
+/// holds (shared, as a chain of chunks, with the requests of the route that extended it), and
+/// `tail`, the rest. A request that resumed from the previous request's resume point shares
+/// its prefix chain, so comparing the two skips that part: its bytes are the same by
+/// construction (see `messages::Resume`).
+#[derive(Clone, Debug)]
 pub(crate) struct Fingerprint {
     tools: String,
     system: String,
-    messages: Vec<String>,
+    prefix: Option<Arc<Chunk>>,
+    tail: Vec<String>,
     /// Content blocks over the wire messages, in order (thinking included): what the
     /// automatic-caching lookback counts.
     pub blocks: usize,
+}
+
+/// Wire messages `len - turns.len() .. len` of a request, after those of `parent`.
+#[derive(Debug)]
+pub(crate) struct Chunk {
+    parent: Option<Arc<Chunk>>,
+    turns: Vec<String>,
+    len: usize,
+}
+
+/// A chain is one chunk per request: dropped iteratively, not by recursion.
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        let mut parent = self.parent.take();
+        while let Some(p) = parent {
+            match Arc::try_unwrap(p) {
+                Ok(mut chunk) => parent = chunk.parent.take(),
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+impl Fingerprint {
+    fn prefix_len(&self) -> usize {
+        self.prefix.as_ref().map_or(0, |c| c.len)
+    }
+
+    fn len(&self) -> usize {
+        self.prefix_len() + self.tail.len()
+    }
+
+    /// The wire messages from `from` on, in order.
+    fn turns_from(&self, from: usize) -> impl Iterator<Item = &str> {
+        let mut chunks = Vec::new();
+        let mut next = self.prefix.as_deref();
+        while let Some(c) = next.filter(|c| c.len > from) {
+            chunks.push(c);
+            next = c.parent.as_deref();
+        }
+        chunks
+            .into_iter()
+            .rev()
+            .flat_map(move |c| {
+                let start = c.len - c.turns.len();
+                c.turns[from.saturating_sub(start)..].iter()
+            })
+            .chain(self.tail[from.saturating_sub(self.prefix_len())..].iter())
+            .map(String::as_str)
+    }
+
+    /// Whether `self`'s prefix chain holds `previous`'s (the same chunk).
+    fn shares_prefix_of(&self, previous: &Fingerprint) -> bool {
+        let Some(p) = &previous.prefix else {
+            return true;
+        };
+        let mut next = self.prefix.as_ref();
+        while let Some(c) = next.filter(|c| c.len >= p.len) {
+            if Arc::ptr_eq(c, p) {
+                return true;
+            }
+            next = c.parent.as_ref();
+        }
+        false
+    }
 }
 
 #[derive(Deserialize)]
@@ -86,9 +159,72 @@ impl Fingerprint {
         Some(Fingerprint {
             tools: part(parsed.tools).unwrap_or_default(),
             system: part(parsed.system).unwrap_or_default(),
-            messages,
+            prefix: None,
+            tail: messages,
             blocks,
         })
+    }
+
+    /// The fingerprint of a Messages-API request the serializer wrote, from the segments it
+    /// noted while writing (no parse): the same wire messages as [`of`](Self::of) on its body,
+    /// which every debug build checks. `resumed`: the previous request's fingerprint and the
+    /// number of wire messages this request's pass took from its resume point, when it
+    /// resumed (those are shared, not copied); `split`: the number of wire messages the resume
+    /// point this request leaves holds. `None` for a body that is not a Messages-API request.
+    pub fn of_request(
+        wire: &WireRequest,
+        resumed: Option<(&Fingerprint, usize)>,
+        split: usize,
+    ) -> Option<Fingerprint> {
+        let Some(segments) = wire.segments.as_deref() else {
+            return Fingerprint::of(&wire.body);
+        };
+        let body = &wire.body;
+        let n = segments.first + segments.messages.len();
+        let split = split.min(n);
+        // The previous request's prefix is this one's first wire messages only when this pass
+        // resumed from the point that came with it.
+        let base = resumed.filter(|(p, turns)| p.prefix_len() == *turns && *turns <= split);
+        let from = base.map_or(0, |(_, turns)| turns);
+        if from < segments.first {
+            // The kept wire messages have no spans here and no shared chunk: read the body.
+            return Fingerprint::of(body);
+        }
+        let parent = base.and_then(|(p, _)| p.prefix.clone());
+        let prefix = if split > from {
+            Some(Arc::new(Chunk {
+                parent,
+                turns: turn_texts(body, segments, from..split),
+                len: split,
+            }))
+        } else {
+            parent
+        };
+        let part = |r: &Option<std::ops::Range<usize>>| {
+            r.clone()
+                .map(|r| without_markers(&body[r]).into_owned())
+                .unwrap_or_default()
+        };
+        let fingerprint = Fingerprint {
+            tools: part(&segments.tools),
+            system: part(&segments.system),
+            prefix,
+            tail: turn_texts(body, segments, split..n),
+            blocks: segments.first_block + segments.blocks.len(),
+        };
+        #[cfg(debug_assertions)]
+        {
+            let parsed = Fingerprint::of(body).expect("a Messages-API body");
+            debug_assert_eq!(
+                (&fingerprint.tools, &fingerprint.system, fingerprint.blocks),
+                (&parsed.tools, &parsed.system, parsed.blocks)
+            );
+            debug_assert!(
+                fingerprint.turns_from(0).eq(parsed.turns_from(0)),
+                "the segments' fingerprint departs from the body's"
+            );
+        }
+        Some(fingerprint)
     }
 
     /// What `self` (a later request) rewrote against `previous`, if anything.
@@ -99,18 +235,57 @@ impl Fingerprint {
         if self.system != previous.system {
             return Some(Rewrite::System);
         }
+        // A shared prefix is the same wire messages: compare from where it ends.
+        let from = if self.shares_prefix_of(previous) {
+            previous.prefix_len()
+        } else {
+            0
+        };
+        if self.len() < previous.len() {
+            // A shorter request does not extend the previous one; report the first
+            // difference, or where this one ends.
+            let first = previous
+                .turns_from(from)
+                .zip(self.turns_from(from))
+                .position(|(p, n)| p != n);
+            return Some(Rewrite::History {
+                message: from + first.unwrap_or(self.len() - from),
+            });
+        }
         previous
-            .messages
-            .iter()
-            .zip(
-                self.messages
-                    .iter()
-                    .map(Some)
-                    .chain(std::iter::repeat(None)),
-            )
-            .position(|(p, n)| n != Some(p))
-            .map(|message| Rewrite::History { message })
+            .turns_from(from)
+            .zip(self.turns_from(from))
+            .position(|(p, n)| p != n)
+            .map(|i| Rewrite::History { message: from + i })
     }
+}
+
+/// The wire messages `range` of `body` as rewrite detection compares them: thinking blocks
+/// left out (every other byte kept as sent) and cache breakpoints removed.
+fn turn_texts(body: &str, segments: &Segments, range: std::ops::Range<usize>) -> Vec<String> {
+    const CONTENT: &str = "\"content\":";
+    let mut out = Vec::with_capacity(range.len());
+    let turns = range.start - segments.first..range.end - segments.first;
+    for turn in &segments.messages[turns] {
+        let text = &body[turn.span.clone()];
+        let first = segments.first_block;
+        let blocks = &segments.blocks[turn.blocks.start - first..turn.blocks.end - first];
+        let kept = if blocks.iter().any(|b| b.thinking) {
+            // `{"role":R,"content":[…]}`: the role is a plain word, so the first `"content":`
+            // is the key.
+            let start = text.find(CONTENT).map_or(0, |i| i + CONTENT.len());
+            let others: Vec<&str> = blocks
+                .iter()
+                .filter(|b| !b.thinking)
+                .map(|b| &body[b.span.clone()])
+                .collect();
+            Cow::Owned(format!("{}[{}]}}", &text[..start], others.join(",")))
+        } else {
+            Cow::Borrowed(text)
+        };
+        out.push(without_markers(&kept).into_owned());
+    }
+    out
 }
 
 /// `text` without its `"cache_control":{...}` entries (and the comma that joins each to its

@@ -61,24 +61,27 @@ pub(super) fn check_deferred(count: usize) -> Result<(), WireError> {
 }
 
 /// The tools defined by value that are available at the current point of the walk.
-#[derive(Default)]
-pub(super) struct ByValue<'a> {
+///
+/// Owned (a definition is rare), so that the state at a point of the walk can be kept for the
+/// next request of the route to resume from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct ByValue {
     /// Name → bytes of its definition as sent.
-    defined: HashMap<&'a str, usize>,
+    defined: HashMap<String, usize>,
     /// Sum of `defined`'s values.
     bytes: usize,
     /// The developer message of the latest definition, to name in an error.
-    latest: Option<&'a str>,
+    latest: Option<String>,
 }
 
-impl<'a> ByValue<'a> {
+impl ByValue {
     /// `name` is defined by value in `message_id`, with `bytes` of definition.
-    pub(super) fn define(&mut self, name: &'a str, bytes: usize, message_id: &'a str) {
-        if let Some(old) = self.defined.insert(name, bytes) {
+    pub(super) fn define(&mut self, name: &str, bytes: usize, message_id: &str) {
+        if let Some(old) = self.defined.insert(name.to_owned(), bytes) {
             self.bytes -= old;
         }
         self.bytes += bytes;
-        self.latest = Some(message_id);
+        self.latest = Some(message_id.to_owned());
     }
 
     /// `name` is no longer available with a by-value definition.
@@ -94,7 +97,7 @@ impl<'a> ByValue<'a> {
             (found > limit.max()).then(|| WireError::ToolLimitExceeded {
                 limit,
                 found,
-                message_id: self.latest.map(str::to_owned),
+                message_id: self.latest.clone(),
             })
         };
         match over(ToolLimit::ByValueTools, self.defined.len())

@@ -12,6 +12,7 @@
 //! automatic-caching lookback.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 
 use indexmap::IndexMap;
 use serde::Serialize;
@@ -24,9 +25,9 @@ use super::canonical::{Canonical, CanonicalObject};
 use super::limits::{self, ByValue};
 use super::thinking::{self, Binding, THINKING_BINDING_BETA, Verdict};
 use super::{
-    Body, Calls, MessageFault, WireContext, WireError, WireReport, WireRequest, block_type,
-    check_system_without_history, checked_tools, latest_prompt, sorted_options, system_text,
-    unsupported,
+    BlockSpan, Body, Calls, MessageFault, Segments, TurnSpan, WireContext, WireError, WireReport,
+    WireRequest, block_type, check_system_without_history, checked_tools, latest_prompt,
+    sorted_options, system_text, unsupported,
 };
 #[cfg(doc)]
 use super::{ThinkingPlan, ToolLimit};
@@ -155,16 +156,62 @@ pub(crate) fn serialize_messages_with(
     route: &Route,
     context: &WireContext<'_>,
 ) -> Result<WireRequest, WireError> {
-    let options = sorted_options(config)?;
-    if !config.extra.contains_key("max_tokens") {
-        return Err(WireError::MissingMaxTokens);
-    }
-    check_tool_choice(config, route)?;
-    let tools = checked_tools(projected)?;
+    pass(config, projected, route, context, None, false).0
+}
+
+/// [`serialize_messages_with`], resuming from what the route's previous request left
+/// (`resume`) when this request's messages start with the messages it was built from and the
+/// pass would treat them the same way ([`Resume`]); otherwise from the first message. Returns
+/// what the next request of the route can resume from (the given one back when the request
+/// is refused before its messages are read), and, when it resumed, the number of wire
+/// messages it took as they were.
+pub(crate) fn serialize_messages_resuming(
+    config: &Config,
+    projected: &ProjectedToolUpdates<'_>,
+    route: &Route,
+    context: &WireContext<'_>,
+    resume: Option<Resume>,
+) -> (
+    Result<WireRequest, WireError>,
+    Option<Resume>,
+    Option<usize>,
+) {
+    pass(config, projected, route, context, resume, true)
+}
+
+/// The serializer's pass; `keep`: whether to build what the next request resumes from (the
+/// recorder keeps it; a stateless call would only drop it).
+fn pass(
+    config: &Config,
+    projected: &ProjectedToolUpdates<'_>,
+    route: &Route,
+    context: &WireContext<'_>,
+    resume: Option<Resume>,
+    keep: bool,
+) -> (
+    Result<WireRequest, WireError>,
+    Option<Resume>,
+    Option<usize>,
+) {
+    let checked = (|| {
+        let options = sorted_options(config)?;
+        if !config.extra.contains_key("max_tokens") {
+            return Err(WireError::MissingMaxTokens);
+        }
+        check_tool_choice(config, route)?;
+        let tools = checked_tools(projected)?;
+        Ok((options, tools))
+    })();
+    let (options, tools) = match checked {
+        Ok(v) => v,
+        Err(e) => return (Err(e), resume, None),
+    };
     let anthropic = route.provider == "anthropic";
     if anthropic {
         for tool in tools {
-            limits::check_schema_root(tool, None, None)?;
+            if let Err(e) = limits::check_schema_root(tool, None, None) {
+                return (Err(e), resume, None);
+            }
         }
     }
     // On a mode route with the placeholder, a deferred-tools section exists from a
@@ -178,7 +225,9 @@ pub(crate) fn serialize_messages_with(
     let limited = anthropic || route.inline_definitions();
     if limited {
         let deferred = tools.iter().filter(|t| t.defer_loading()).count();
-        limits::check_deferred(deferred + usize::from(placeholder))?;
+        if let Err(e) = limits::check_deferred(deferred + usize::from(placeholder)) {
+            return (Err(e), resume, None);
+        }
     }
     let rules = Rules {
         prompts_in_history: route.system_prompt_in_history(),
@@ -188,7 +237,67 @@ pub(crate) fn serialize_messages_with(
         limited,
         binding: Binding::new(context.thinking.as_ref(), route),
     };
-    let mut conversation = Conversation::build(&projected.messages, &rules)?;
+    let key = ResumeKey::new(&rules, context);
+    let mut resume = resume.filter(|r| r.key == key);
+    let start = match &mut resume {
+        Some(r) => r.matches(&projected.messages),
+        None => None,
+    };
+    if start.is_none() {
+        resume = None;
+    }
+    let prior = resume.as_ref().zip(start);
+    let built = Conversation::build(&projected.messages, &rules, prior);
+    let conversation = match built {
+        Ok(c) => c,
+        Err(e) => return (Err(e), resume, None),
+    };
+    let request = finish(
+        config,
+        route,
+        context,
+        options,
+        tools,
+        anthropic,
+        placeholder,
+        conversation,
+        resume.as_ref(),
+    );
+    let (request, tail) = match request {
+        Ok(v) => v,
+        Err(e) => return (Err(e), resume, None),
+    };
+    let resumed_turns = resume.as_ref().map(|r| r.turns.len());
+    let next = if keep {
+        Resume::next(resume, key, &projected.messages, start.unwrap_or(0), tail)
+    } else {
+        None
+    };
+    // Every debug build (the tests) checks that a resumed pass sends the bytes, and leaves the
+    // state, of a pass from the first message.
+    #[cfg(debug_assertions)]
+    if start.is_some() {
+        let (fresh, fresh_next, _) = pass(config, projected, route, context, None, keep);
+        debug_assert_eq!(fresh.as_ref().ok(), Some(&request), "resumed body departs");
+        debug_assert_eq!(fresh_next, next, "resumed state departs");
+    }
+    (Ok(request), next, resumed_turns)
+}
+
+/// The rest of the request once its wire messages are built: the prefill check, the thinking
+/// and caching options, the lookback breakpoint, the body and the headers.
+#[allow(clippy::too_many_arguments)]
+fn finish<'a>(
+    config: &Config,
+    route: &Route,
+    context: &WireContext<'_>,
+    options: Vec<(&str, &Value)>,
+    tools: &[ToolSchema],
+    anthropic: bool,
+    placeholder: bool,
+    conversation: Conversation<'a>,
+    prior: Option<&Resume>,
+) -> Result<(WireRequest, Tail), WireError> {
     if !route.assistant_prefill()
         && let Some(turn) = conversation
             .turns
@@ -207,14 +316,13 @@ pub(crate) fn serialize_messages_with(
         .transpose()?;
     let auto_cache = (route.auto_cache() && !config.extra.contains_key("cache_control"))
         .then(|| serde_json::json!({"type": "ephemeral"}));
+    let prior_blocks: &[BlockSpan] = prior.map_or(&[], |r| &r.blocks);
     let lookback_breakpoint = if route.auto_cache() {
-        lookback(context.previous_blocks, &conversation.turns)
+        lookback(context.previous_blocks, prior_blocks, &conversation.turns)
     } else {
         None
     };
-    if let Some(index) = lookback_breakpoint {
-        mark(&mut conversation.turns, index, block_cache_control(config));
-    }
+    let cache_mark = lookback_breakpoint.map(|index| (index, block_cache_control(config)));
 
     let mut options = options;
     if let Some(thinking) = &thinking {
@@ -223,17 +331,44 @@ pub(crate) fn serialize_messages_with(
     if let Some(cache_control) = &auto_cache {
         upsert(&mut options, "cache_control", cache_control);
     }
-    let body = Body {
-        model: &config.model,
+    let wire_tools: Vec<WireTool<'_>> = tools
+        .iter()
+        .map(|t| WireTool::Declared(DeclaredTool::new(t, anthropic)))
+        .chain(placeholder.then_some(WireTool::Placeholder(PLACEHOLDER_TOOL)))
+        .collect();
+    // Only the debug builds' check marks the turns themselves.
+    #[cfg(debug_assertions)]
+    let mut conversation = conversation;
+    #[cfg(debug_assertions)]
+    let whole = prior.is_none().then(|| {
+        if let Some((index, cache_control)) = &cache_mark {
+            mark(&mut conversation.turns, *index, cache_control.clone());
+        }
+        Body {
+            model: &config.model,
+            options: options.clone(),
+            system: conversation.system.as_deref(),
+            tools: wire_tools.iter().collect(),
+            messages: conversation.turns.iter().collect(),
+        }
+        .to_json()
+    });
+    let tail = write_turns(&conversation.turns);
+    let (body, segments) = write_body(
+        &config.model,
         options,
-        system: conversation.system.as_deref(),
-        tools: tools
-            .iter()
-            .map(|t| WireTool::Declared(DeclaredTool::new(t, anthropic)))
-            .chain(placeholder.then_some(WireTool::Placeholder(PLACEHOLDER_TOOL)))
-            .collect(),
-        messages: conversation.turns,
-    };
+        conversation.system.as_deref(),
+        &wire_tools,
+        prior,
+        &tail,
+        cache_mark.as_ref(),
+    );
+    // Every debug build (the tests) checks that the segment-noting writer writes the bytes
+    // the serializer's own `Body` writes.
+    #[cfg(debug_assertions)]
+    if let Some(whole) = whole {
+        debug_assert_eq!(body, whole, "write_body departs from Body's bytes");
+    }
     let mut headers = vec![
         ("content-type".to_owned(), "application/json".to_owned()),
         ("anthropic-version".to_owned(), ANTHROPIC_VERSION.to_owned()),
@@ -252,14 +387,386 @@ pub(crate) fn serialize_messages_with(
     if !betas.is_empty() {
         headers.push(("anthropic-beta".to_owned(), betas.join(",")));
     }
-    let mut request = WireRequest::new(body.to_json(), headers);
+    let mut request = WireRequest::new(body, headers);
+    request.segments = Some(std::sync::Arc::new(segments));
     request.report = WireReport {
         thinking_left_out: conversation.stripped,
         unverifiable_reasoning_left_out: conversation.unverifiable,
         drop_block,
         lookback_breakpoint,
     };
-    Ok(request)
+    let tail = Tail {
+        roles: conversation.turns.iter().map(|t| t.role).collect(),
+        boundary: conversation.boundary,
+        ..tail
+    };
+    Ok((request, tail))
+}
+
+/// The wire messages a pass wrote itself (after the point it resumed from), comma-joined and
+/// without a cache mark, with their spans (relative to `bytes`), and the pass's state where
+/// its last assistant turn opened.
+#[derive(Default)]
+struct Tail {
+    bytes: String,
+    turns: Vec<TurnSpan>,
+    blocks: Vec<BlockSpan>,
+    roles: Vec<TurnRole>,
+    boundary: Option<Boundary>,
+}
+
+fn write_turns(turns: &[Turn<'_>]) -> Tail {
+    let mut tail = Tail {
+        bytes: String::new(),
+        turns: Vec::with_capacity(turns.len()),
+        blocks: Vec::with_capacity(turns.iter().map(|t| t.content.len()).sum()),
+        ..Tail::default()
+    };
+    let mut bytes = Vec::new();
+    let out = &mut bytes;
+    for (i, turn) in turns.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let start = out.len();
+        out.extend_from_slice(b"{\"role\":");
+        json(out, &turn.role);
+        out.extend_from_slice(b",\"content\":[");
+        let first = tail.blocks.len();
+        for (j, block) in turn.content.iter().enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            let at = out.len();
+            json(out, block);
+            tail.blocks.push(BlockSpan {
+                span: at..out.len(),
+                thinking: !block.can_carry_cache_control(),
+            });
+        }
+        out.extend_from_slice(b"]}");
+        tail.turns.push(TurnSpan {
+            span: start..out.len(),
+            blocks: first..tail.blocks.len(),
+        });
+    }
+    // serde_json writes UTF-8 and so do the literals above; only this pass's bytes are
+    // checked.
+    tail.bytes = String::from_utf8(bytes).expect("JSON is UTF-8");
+    tail
+}
+
+/// Writes the body as `Body` serializes it (compact JSON, the same bytes): the head, then the
+/// wire messages the previous request's pass wrote (`prior`) and this pass's (`tail`), one
+/// block marked with `cache_mark` (an index over all blocks), noting where `tools`, `system`,
+/// each wire message and each content block lie: what rewrite detection compares, found
+/// without parsing the body again.
+fn write_body(
+    model: &str,
+    options: Vec<(&str, &Value)>,
+    system: Option<&str>,
+    tools: &[WireTool<'_>],
+    prior: Option<&Resume>,
+    tail: &Tail,
+    cache_mark: Option<&(usize, Value)>,
+) -> (String, Segments) {
+    const MESSAGES: &str = "\"messages\":[]}";
+    // `{"model":…,<options>,` from the serializer itself, so the head's bytes are its own.
+    let head = Body::<WireTool<'_>, Turn<'_>> {
+        model,
+        options,
+        system: None,
+        tools: Vec::new(),
+        messages: Vec::new(),
+    }
+    .to_json();
+    let (prior_bytes, prior_turns, prior_blocks) = match prior {
+        Some(r) => (r.bytes.as_str(), &r.turns[..], &r.blocks[..]),
+        None => ("", &[][..], &[][..]),
+    };
+    let sep = usize::from(!prior_bytes.is_empty() && !tail.bytes.is_empty());
+    let tail_at = prior_bytes.len() + sep;
+    // The mark goes before the closing brace of its block: `,"cache_control":{…}`.
+    let marker = cache_mark.map(|(index, cache_control)| {
+        let end = match prior_blocks.get(*index) {
+            Some(b) => b.span.end,
+            None => tail_at + tail.blocks[*index - prior_blocks.len()].span.end,
+        };
+        let value = serde_json::to_string(&Canonical(cache_control))
+            .expect("a string-keyed value cannot fail");
+        (end - 1, format!(",\"cache_control\":{value}"))
+    });
+    let mut out = head;
+    out.truncate(out.len() - MESSAGES.len());
+    out.reserve(
+        prior_bytes.len() + tail.bytes.len() + tools.len() * 64 + system.map_or(0, str::len) + 64,
+    );
+    let mut segments = Segments {
+        first: prior_turns.len(),
+        first_block: prior_blocks.len(),
+        messages: Vec::with_capacity(tail.turns.len()),
+        blocks: Vec::with_capacity(tail.blocks.len()),
+        ..Segments::default()
+    };
+    let json = |value: &dyn erased_serde_free::Json| value.to_json();
+    if let Some(system) = system.filter(|s| !s.is_empty()) {
+        out.push_str("\"system\":");
+        let start = out.len();
+        out.push_str(&json(&system));
+        segments.system = Some(start..out.len());
+        out.push(',');
+    }
+    if !tools.is_empty() {
+        out.push_str("\"tools\":");
+        let start = out.len();
+        out.push_str(&json(&tools));
+        segments.tools = Some(start..out.len());
+        out.push(',');
+    }
+    out.push_str("\"messages\":[");
+    let base = out.len();
+    // The messages' bytes, `prior ++ sep ++ tail`, with the marker spliced in: one copy of
+    // the kept bytes, no validation (they are already a `String`).
+    let pieces: [&str; 3] = [prior_bytes, &","[..sep], &tail.bytes];
+    let (cut, marker_len) = match &marker {
+        Some((at, text)) => (*at, text.len()),
+        None => (usize::MAX, 0),
+    };
+    let mut written = 0;
+    for piece in pieces {
+        match &marker {
+            Some((at, text)) if *at >= written && *at < written + piece.len() => {
+                out.push_str(&piece[..at - written]);
+                out.push_str(text);
+                out.push_str(&piece[at - written..]);
+            }
+            _ => out.push_str(piece),
+        }
+        written += piece.len();
+    }
+    // A position in `prior ++ sep ++ tail` as a position in the body. Only this pass's wire
+    // messages get spans: the kept ones have the previous request's (before a marker spliced
+    // among them, which only moves what follows).
+    let place = |pos: usize| base + pos + if pos > cut { marker_len } else { 0 };
+    let shift = prior_blocks.len();
+    for t in &tail.turns {
+        segments.messages.push(TurnSpan {
+            span: place(t.span.start + tail_at)..place(t.span.end + tail_at),
+            blocks: t.blocks.start + shift..t.blocks.end + shift,
+        });
+    }
+    for b in &tail.blocks {
+        segments.blocks.push(BlockSpan {
+            span: place(b.span.start + tail_at)..place(b.span.end + tail_at),
+            thinking: b.thinking,
+        });
+    }
+    out.push_str("]}");
+    (out, segments)
+}
+
+/// Writing a value of one of several types as compact JSON through one closure.
+mod erased_serde_free {
+    use serde::Serialize;
+
+    pub(super) trait Json {
+        fn to_json(&self) -> String;
+    }
+
+    impl<T: Serialize + ?Sized> Json for T {
+        fn to_json(&self) -> String {
+            // Every map key on the way is a string and `Value` holds only finite numbers.
+            serde_json::to_string(self).expect("a string-keyed value cannot fail")
+        }
+    }
+}
+
+/// What a pass's bytes depend on beyond its messages: the route's rules and the thinking
+/// plan (its policy and the floor that names the messages before it). A previous request's
+/// [`Resume`] serves only a request with the same key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ResumeKey {
+    provider: String,
+    prompts_in_history: bool,
+    inline: bool,
+    anthropic: bool,
+    limited: bool,
+    /// `None` when no thinking plan applies; otherwise the policy and the floor's key, or
+    /// `Err(())` for a plan without a key (never resumed from).
+    plan: Option<Result<(crate::event::ThinkingPolicy, u64), ()>>,
+}
+
+impl ResumeKey {
+    fn new(rules: &Rules<'_>, context: &WireContext<'_>) -> Self {
+        ResumeKey {
+            provider: rules.provider.to_owned(),
+            prompts_in_history: rules.prompts_in_history,
+            inline: rules.inline,
+            anthropic: rules.anthropic,
+            limited: rules.limited,
+            plan: rules
+                .binding
+                .policy()
+                .map(|policy| context.floor_key.map(|floor| (policy, floor)).ok_or(())),
+        }
+    }
+
+    fn resumable(&self) -> bool {
+        !matches!(self.plan, Some(Err(())))
+    }
+}
+
+/// Where a pass over a request's messages stood when its last assistant turn opened: the wire
+/// messages before it, written once (without a cache mark), and the pass's state there.
+///
+/// The next request of the route resumes from here when its projected messages start with
+/// [`messages`](Self::messages) (the same handles, or equal messages) and its [`ResumeKey`] is
+/// this one's: the bytes of these wire messages are a function of those messages and the key
+/// alone (a lookback breakpoint among them is spliced in when the body is written, never
+/// stored), and so is the state (call ids seen, by-value definitions, counts), so a resumed
+/// pass writes the bytes a pass from the first message would. Every debug build checks that.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Resume {
+    key: ResumeKey,
+    /// The projected messages the prefix was built from, the opening assistant message last.
+    messages: Vec<Message>,
+    /// The wire messages before the opening one, comma-joined.
+    bytes: String,
+    turns: Vec<TurnSpan>,
+    blocks: Vec<BlockSpan>,
+    last_role: Option<TurnRole>,
+    /// The latest prompt node before the opening message (routes without prompts in history
+    /// send it as `system`).
+    latest_prompt: Option<usize>,
+    seen: HashSet<String>,
+    state: Counts,
+}
+
+/// The counts and by-value definitions of a pass at one point.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Counts {
+    has_tool_change: bool,
+    unverifiable: usize,
+    stripped: usize,
+    bound_sent: usize,
+    by_value: ByValue,
+}
+
+/// The state of a pass where an assistant turn opened: the message's index, the number of
+/// turns the pass had written before it, and the counts there.
+#[derive(Debug)]
+struct Boundary {
+    index: usize,
+    turns: usize,
+    state: Counts,
+}
+
+impl Resume {
+    /// The number of wire messages this prefix holds.
+    pub(crate) fn turns(&self) -> usize {
+        self.turns.len()
+    }
+
+    /// The number of messages this prefix was built from.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// Where this request's pass starts: the index of the opening assistant message, when the
+    /// messages start with this prefix. Equal messages that are other handles replace the
+    /// kept ones (so the next comparison is by pointer).
+    fn matches(&mut self, messages: &ProjectedMessages<'_>) -> Option<usize> {
+        if messages.len() < self.messages.len() {
+            return None;
+        }
+        for (kept, m) in self.messages.iter_mut().zip(messages.iter()) {
+            if !kept.ptr_eq(m) {
+                if kept != m {
+                    return None;
+                }
+                *kept = m.clone();
+            }
+        }
+        Some(self.messages.len() - 1)
+    }
+
+    /// What the next request resumes from after a pass that started at message `start`
+    /// (resuming from `old`, or from the first message) and wrote `tail`.
+    fn next(
+        old: Option<Resume>,
+        key: ResumeKey,
+        messages: &ProjectedMessages<'_>,
+        start: usize,
+        tail: Tail,
+    ) -> Option<Resume> {
+        if !key.resumable() {
+            return None;
+        }
+        let boundary = tail.boundary?;
+        let mut r = old.unwrap_or_else(|| Resume {
+            key,
+            messages: Vec::new(),
+            bytes: String::new(),
+            turns: Vec::new(),
+            blocks: Vec::new(),
+            last_role: None,
+            latest_prompt: None,
+            seen: HashSet::new(),
+            state: Counts::default(),
+        });
+        r.messages.truncate(start);
+        let new = messages.iter().skip(start).take(boundary.index + 1 - start);
+        for (offset, m) in new.enumerate() {
+            let index = start + offset;
+            if index < boundary.index {
+                if m.is_prompt() {
+                    r.latest_prompt = Some(index);
+                }
+                if m.role() == Role::Assistant {
+                    for block in m.content() {
+                        if let ContentBlock::ToolCall { id, .. } = block {
+                            r.seen.insert(id.clone());
+                        }
+                    }
+                }
+            }
+            r.messages.push(m.clone());
+        }
+        if boundary.turns > 0 {
+            let end = tail.turns[boundary.turns - 1].span.end;
+            let sep = usize::from(!r.bytes.is_empty());
+            let at = r.bytes.len() + sep;
+            if sep == 1 {
+                r.bytes.push(',');
+            }
+            // The cut falls between two wire messages.
+            r.bytes.push_str(&tail.bytes[..end]);
+            let shift = r.blocks.len();
+            let last_block = tail.turns[boundary.turns - 1].blocks.end;
+            for t in &tail.turns[..boundary.turns] {
+                r.turns.push(TurnSpan {
+                    span: t.span.start + at..t.span.end + at,
+                    blocks: t.blocks.start + shift..t.blocks.end + shift,
+                });
+            }
+            for b in &tail.blocks[..last_block] {
+                r.blocks.push(BlockSpan {
+                    span: b.span.start + at..b.span.end + at,
+                    thinking: b.thinking,
+                });
+            }
+            r.last_role = Some(tail.roles[boundary.turns - 1]);
+        }
+        r.state = boundary.state;
+        Some(r)
+    }
+}
+
+/// Appends `value` as compact JSON. Cannot fail: every map key on the way is a string and
+/// `Value` holds only finite numbers.
+fn json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    serde_json::to_writer(out, value).expect("serializing a string-keyed value cannot fail");
 }
 
 /// Refuses a forced `tool_choice` (`any` / `tool`) on a route whose model does not accept one.
@@ -299,26 +806,30 @@ fn block_cache_control(config: &Config) -> Value {
     Value::Object(m)
 }
 
-/// The index (over the content blocks of `turns`, in order) of the lookback breakpoint: the
-/// last block the previous request sent (`previous - 1`) when at least [`LOOKBACK_BLOCKS`]
-/// blocks follow it, moved back to the nearest block that can carry `cache_control`.
-fn lookback(previous: Option<usize>, turns: &[Turn<'_>]) -> Option<usize> {
+/// The index (over the content blocks of the wire messages, in order: `prior`'s, then
+/// `turns`') of the lookback breakpoint: the last block the previous request sent
+/// (`previous - 1`) when at least [`LOOKBACK_BLOCKS`] blocks follow it, moved back to the
+/// nearest block that can carry `cache_control`.
+fn lookback(previous: Option<usize>, prior: &[BlockSpan], turns: &[Turn<'_>]) -> Option<usize> {
     let previous = previous.filter(|&n| n > 0)?;
-    let total: usize = turns.iter().map(|t| t.content.len()).sum();
+    let total: usize = prior.len() + turns.iter().map(|t| t.content.len()).sum::<usize>();
     if total < previous + LOOKBACK_BLOCKS {
         return None;
     }
-    turns
+    let carries: Vec<bool> = turns
         .iter()
         .flat_map(|t| &t.content)
-        .take(previous)
-        .enumerate()
-        .filter(|(_, block)| block.can_carry_cache_control())
-        .map(|(index, _)| index)
-        .last()
+        .map(Block::can_carry_cache_control)
+        .collect();
+    (0..previous).rev().find(|&i| match prior.get(i) {
+        Some(b) => !b.thinking,
+        None => carries[i - prior.len()],
+    })
 }
 
-/// Marks block `index` (over the content blocks of `turns`) with `cache_control`.
+/// Marks block `index` (over the content blocks of `turns`) with `cache_control`: for the
+/// debug builds' check of the writer against `Body` (the writer splices the mark in itself).
+#[cfg(debug_assertions)]
 fn mark(turns: &mut [Turn<'_>], mut index: usize, cache_control: Value) {
     for turn in turns {
         if index < turn.content.len() {
@@ -451,9 +962,9 @@ enum ToolRef<'a> {
     ToolDefinition { definition: Definition<'a> },
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-enum TurnRole {
+pub(crate) enum TurnRole {
     User,
     Assistant,
     System,
@@ -467,7 +978,9 @@ struct Turn<'a> {
     opened_by: &'a str,
     /// Reasoning blocks of this turn's messages left out of it.
     left_out: usize,
-    /// A block of this turn (index in `content`) that carries this `cache_control`.
+    /// A block of this turn (index in `content`) that carries this `cache_control` (set
+    /// only by the debug builds' check, see [`mark`]).
+    #[cfg_attr(not(debug_assertions), allow(dead_code))]
     cache_mark: Option<(usize, Value)>,
 }
 
@@ -657,6 +1170,8 @@ struct Conversation<'a> {
     stripped: usize,
     /// Pre-floor thinking sent under the `DropBlock` policy.
     bound_sent: usize,
+    /// Where the last assistant turn opened.
+    boundary: Option<Boundary>,
 }
 
 /// A queued block and the message it came from (to name in a limit error).
@@ -673,37 +1188,65 @@ struct Builder<'a, 'r> {
     queue: Vec<Queued<'a>>,
     calls: Calls<'a>,
     has_tool_change: bool,
-    by_value: ByValue<'a>,
+    by_value: ByValue,
     unverifiable: usize,
     stripped: usize,
     bound_sent: usize,
+    /// The role of the last wire message before the point the pass resumed from.
+    prior_role: Option<TurnRole>,
+    /// The index of the message the pass is at.
+    index: usize,
+    /// The state where the latest assistant turn opened.
+    boundary: Option<Boundary>,
 }
 
 impl<'a> Conversation<'a> {
-    fn build(messages: &'a ProjectedMessages<'_>, rules: &Rules<'_>) -> Result<Self, WireError> {
+    /// The pass over `messages`, from the first one, or, with `prior` (what the route's
+    /// previous request left, and the index of the opening assistant message it matched),
+    /// from that message on with the state it left.
+    fn build(
+        messages: &'a ProjectedMessages<'_>,
+        rules: &Rules<'_>,
+        prior: Option<(&'a Resume, usize)>,
+    ) -> Result<Self, WireError> {
         let prompts_in_history = rules.prompts_in_history;
-        let mut rest = messages.iter();
+        let start = prior.map_or(0, |(_, start)| start);
+        let mut skip = start;
         let system = match messages.first() {
             // In-history routes: node 0 is `system` only when it is the first surface node.
             Some(first) if prompts_in_history && first.role() == Role::System => {
-                rest.next();
+                skip = skip.max(1);
                 Some(system_text(first)?)
             }
             _ if prompts_in_history => None,
-            _ => latest_prompt(messages.iter())
-                .map(system_text)
-                .transpose()?,
+            _ => {
+                // The latest prompt of the new messages, or of the prefix the pass resumes
+                // from (its messages are these messages' first ones).
+                let new = latest_prompt(messages.iter().skip(start));
+                let latest = new.or_else(|| {
+                    prior.and_then(|(r, _)| r.latest_prompt.and_then(|i| messages.get(i)))
+                });
+                latest.map(system_text).transpose()?
+            }
         };
+        let rest = messages.iter().skip(skip);
+        let state = prior.map(|(r, _)| r.state.clone()).unwrap_or_default();
         let mut b = Builder {
             rules,
-            turns: Vec::with_capacity(rest.len()),
+            turns: Vec::with_capacity(messages.len() - skip.min(messages.len())),
             queue: Vec::new(),
-            calls: Calls::default(),
-            has_tool_change: false,
-            by_value: ByValue::default(),
-            unverifiable: 0,
-            stripped: 0,
-            bound_sent: 0,
+            calls: Calls {
+                prior: prior.map(|(r, _)| &r.seen),
+                ..Calls::default()
+            },
+            has_tool_change: state.has_tool_change,
+            by_value: state.by_value,
+            unverifiable: state.unverifiable,
+            stripped: state.stripped,
+            bound_sent: state.bound_sent,
+            prior_role: prior.and_then(|(r, _)| r.last_role),
+            index: skip,
+            boundary: None,
         };
         for message in rest {
             match message.role() {
@@ -734,6 +1277,7 @@ impl<'a> Conversation<'a> {
                 }
                 Role::Assistant => b.assistant(message)?,
             }
+            b.index += 1;
         }
         b.calls.require_answered()?;
         // At the end the queue goes out only after a user turn; otherwise it waits for the
@@ -769,13 +1313,14 @@ impl<'a> Conversation<'a> {
             unverifiable: b.unverifiable,
             stripped: b.stripped,
             bound_sent: b.bound_sent,
+            boundary: b.boundary,
         })
     }
 }
 
 impl<'a> Builder<'a, '_> {
     fn last_role(&self) -> Option<TurnRole> {
-        self.turns.last().map(|t| t.role)
+        self.turns.last().map(|t| t.role).or(self.prior_role)
     }
 
     /// Appends `content` to the current user turn, or opens one for `message`.
@@ -842,6 +1387,18 @@ impl<'a> Builder<'a, '_> {
         if self.last_role() != Some(TurnRole::Assistant) {
             self.calls.require_answered()?;
             self.flush()?;
+            // Nothing waits and every call is answered: the next request can resume here.
+            self.boundary = Some(Boundary {
+                index: self.index,
+                turns: self.turns.len(),
+                state: Counts {
+                    has_tool_change: self.has_tool_change,
+                    unverifiable: self.unverifiable,
+                    stripped: self.stripped,
+                    bound_sent: self.bound_sent,
+                    by_value: self.by_value.clone(),
+                },
+            });
             self.turns.push(Turn::new(
                 TurnRole::Assistant,
                 Vec::with_capacity(message.content().len()),

@@ -28,6 +28,8 @@ mod thinking;
 mod tests;
 
 use std::collections::HashSet;
+use std::ops::Range;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde::ser::Serializer;
@@ -43,6 +45,7 @@ use canonical::Canonical;
 pub(crate) use fingerprint::{Fingerprint, without_markers};
 pub(crate) use thinking::is_bound_thinking;
 
+pub(crate) use messages::Resume;
 pub use messages::serialize_messages;
 pub use openai::serialize_openai_chat;
 
@@ -52,7 +55,7 @@ pub use crate::vocab::DEFERRED_PLACEHOLDER_NAME;
 ///
 /// `body` is compact JSON in a fixed key order (see [`serialize_messages`]). `headers` hold lowercase names in a
 /// fixed order; the endpoint URL and authentication are the caller's (no HTTP here).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct WireRequest {
     /// The request body: compact JSON.
@@ -66,6 +69,58 @@ pub struct WireRequest {
     /// [`Request::to_wire`](crate::Request::to_wire), `None` from the stateless serializers.
     /// The meter needs it to tell a loss the caller chose from one the route imposed.
     pub series_start: Option<crate::event::SeriesStart>,
+    /// Where the Messages-API serializer put each part of `body` (`None` from the OpenAI chat
+    /// serializer and from [`WireRequest::new`]): what the recorder compares with the route's
+    /// previous request, and what a meter could cut the body by without parsing it. Not part
+    /// of the request's identity (equality ignores it: it is derived from `body`).
+    pub(crate) segments: Option<Arc<Segments>>,
+}
+
+/// Two requests are equal when they send the same thing: body, headers, report and series
+/// start. The segments are a by-product of writing the body.
+impl PartialEq for WireRequest {
+    fn eq(&self, other: &Self) -> bool {
+        self.body == other.body
+            && self.headers == other.headers
+            && self.report == other.report
+            && self.series_start == other.series_start
+    }
+}
+
+impl Eq for WireRequest {}
+
+/// Byte ranges into a Messages-API body, as the serializer wrote it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Segments {
+    /// The `tools` array, when sent.
+    pub tools: Option<Range<usize>>,
+    /// The `system` string, when sent.
+    pub system: Option<Range<usize>>,
+    /// The number of wire messages before `messages[0]`: those a resumed pass took as they
+    /// were from the previous request of the route (their spans are that request's, shifted
+    /// only past a cache mark spliced among them); 0 for a pass from the first message.
+    pub first: usize,
+    /// The number of content blocks those hold.
+    pub first_block: usize,
+    /// Each element of `messages` from `first` on, in order.
+    pub messages: Vec<TurnSpan>,
+    /// Every content block from `first_block` on, in order (what the lookback counts).
+    pub blocks: Vec<BlockSpan>,
+}
+
+/// One wire message: its bytes `{"role":…,"content":[…]}` and its blocks (indexes over all
+/// the request's blocks: [`Segments::blocks`] starts at [`Segments::first_block`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TurnSpan {
+    pub span: Range<usize>,
+    pub blocks: Range<usize>,
+}
+
+/// One content block's bytes, and whether it is a `thinking` or `redacted_thinking` block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct BlockSpan {
+    pub span: Range<usize>,
+    pub thinking: bool,
 }
 
 /// What a serializer did to a request beyond writing it out.
@@ -105,6 +160,10 @@ pub struct WireContext<'a> {
     /// The thinking policy and the messages it applies to; `None` on a route that does not
     /// bind thinking, or when no floor exists.
     pub thinking: Option<ThinkingPlan<'a>>,
+    /// What names `thinking`'s messages: the floor's log position. Two plans with the same
+    /// policy and key name the same messages of the same surface, so a pass can resume from
+    /// the previous request's state; a plan without one is never resumed from.
+    pub(crate) floor_key: Option<u64>,
 }
 
 /// The thinking policy of a session and the assistant messages it applies to.
@@ -235,6 +294,7 @@ impl WireRequest {
             headers,
             report: WireReport::default(),
             series_start: None,
+            segments: None,
         }
     }
 
@@ -643,6 +703,28 @@ pub fn serialize_with(
     }
 }
 
+/// [`serialize_with`] on a Messages-API route, resuming from what the route's previous request
+/// left (see `messages::Resume`); returns what the next request can resume from and, when
+/// it resumed, the number of wire messages it took as they were.
+pub(crate) fn serialize_resuming(
+    config: &Config,
+    projected: &ProjectedToolUpdates<'_>,
+    route: &Route,
+    context: &WireContext<'_>,
+    resume: Option<Resume>,
+) -> (
+    Result<WireRequest, WireError>,
+    Option<Resume>,
+    Option<usize>,
+) {
+    match route.api {
+        WireApi::Messages => {
+            messages::serialize_messages_resuming(config, projected, route, context, resume)
+        }
+        WireApi::OpenAiChat => (serialize_openai_chat(config, projected), None, None),
+    }
+}
+
 /// Body keys the serializers write themselves; a config option with one of these names would
 /// produce a duplicate key.
 const RESERVED_CONFIG_KEYS: [&str; 5] = ["model", "provider", "system", "tools", "messages"];
@@ -724,11 +806,13 @@ struct Calls<'a> {
     pending: Vec<(&'a str, &'a str)>,
     /// Every call id of the request, to refuse a repeated one.
     seen: HashSet<&'a str>,
+    /// The call ids of the messages before the point a pass resumed from, when it resumed.
+    prior: Option<&'a HashSet<String>>,
 }
 
 impl<'a> Calls<'a> {
     fn call(&mut self, message: &'a Message, call_id: &'a str) -> Result<(), WireError> {
-        if !self.seen.insert(call_id) {
+        if self.prior.is_some_and(|p| p.contains(call_id)) || !self.seen.insert(call_id) {
             return Err(WireError::message(
                 message.id().to_owned(),
                 MessageFault::DuplicateCallId {

@@ -95,6 +95,11 @@ impl<'p> Binding<'p> {
         }
     }
 
+    /// The policy, when a plan applies.
+    pub(super) fn policy(&self) -> Option<ThinkingPolicy> {
+        self.plan.map(|p| p.policy)
+    }
+
     /// Whether `message` was appended before the floor, so its thinking is subject to the
     /// policy.
     pub(super) fn binds(&self, message: &Message) -> bool {

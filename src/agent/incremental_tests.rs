@@ -1,0 +1,230 @@
+//! The recorder's serializer resumes from the route's previous request (issue 13, decision
+//! 77): over random loops (tool churn, compactions, thinking, prompt changes, new series,
+//! retries) a loop whose serializer resumes, and whose recorder scans only the new surface
+//! nodes for prompt nodes, sends exactly the requests of a loop that starts from the first
+//! message and scans the whole surface every time. (Every debug build also checks each
+//! resumed pass against a pass from the first message, inside the serializer.)
+
+use proptest::prelude::*;
+
+use super::AgentLoop;
+use crate::event::{Event, MessageEvent, SurfaceOp, ThinkingPolicy};
+use crate::vocab::{ContentBlock, Message, MessageSource, Role, ToolSchema};
+use crate::{Config, Session, route_for};
+
+#[derive(Clone, Debug)]
+enum Action {
+    /// A user turn with this text.
+    User(String),
+    /// The model's answer (with signed thinking or not, with this many tool calls), the
+    /// results of its calls, then the next step.
+    Answer {
+        thinking: bool,
+        calls: u8,
+    },
+    /// The effective tools become these of the pool.
+    Tools(u8),
+    /// A compaction: the surface's nodes `from..` become one summary message.
+    Compact(u8),
+    /// The system prompt becomes variant `n`.
+    Prompt(u8),
+    NewSeries,
+    Retry,
+}
+
+fn action() -> impl Strategy<Value = Action> {
+    prop_oneof![
+        3 => "[a-z \"\\\\{}<>]{0,12}".prop_map(Action::User),
+        6 => (any::<bool>(), 0u8..3).prop_map(|(thinking, calls)| Action::Answer { thinking, calls }),
+        2 => any::<u8>().prop_map(Action::Tools),
+        1 => (0u8..4).prop_map(Action::Compact),
+        1 => (0u8..3).prop_map(Action::Prompt),
+        1 => Just(Action::NewSeries),
+        1 => Just(Action::Retry),
+    ]
+}
+
+fn tool(i: usize) -> ToolSchema {
+    let mut parameters = serde_json::Map::new();
+    parameters.insert("type".into(), "object".into());
+    ToolSchema::new(format!("t{i}"), format!("tool {i}"), parameters)
+}
+
+fn answer(n: usize, thinking: bool, calls: u8, provider: &str, model: &str) -> Vec<Message> {
+    let mut content = Vec::new();
+    if thinking {
+        let mut extra = indexmap::IndexMap::new();
+        extra.insert("signature".to_owned(), serde_json::json!(format!("sig{n}")));
+        content.push(ContentBlock::Reasoning {
+            text: format!("think {n}"),
+            extra,
+        });
+    }
+    content.push(ContentBlock::text(format!("answer {n}")));
+    for c in 0..calls {
+        content.push(ContentBlock::ToolCall {
+            id: format!("c{n}-{c}"),
+            name: "t0".into(),
+            arguments: format!(r#"{{"n": {n}, "c": {c}}}"#),
+        });
+    }
+    let source = MessageSource::Model {
+        provider: provider.into(),
+        model: model.into(),
+    };
+    let mut out = vec![Message::new(
+        format!("a{n}"),
+        Role::Assistant,
+        content,
+        source,
+    )];
+    for c in 0..calls {
+        out.push(Message::tool_result(
+            format!("r{n}-{c}"),
+            format!("c{n}-{c}"),
+            format!("result {n} {c}"),
+        ));
+    }
+    out
+}
+
+/// Runs `actions` on `route`'s loop; returns each recorded request's bytes (or refusal) and
+/// the number of requests whose route memory held a prefix to resume from.
+fn run(
+    provider: &str,
+    model: &str,
+    policy: ThinkingPolicy,
+    actions: &[Action],
+    resume: bool,
+) -> (Vec<String>, usize) {
+    let route = route_for(provider, model);
+    let session = Session::new("s");
+    if policy != ThinkingPolicy::StripThinking {
+        session.set_thinking_policy(policy).expect("policy");
+    }
+    let config = Config::new(provider, model).with("max_tokens", 256.into());
+    let mut agent = AgentLoop::new(session, route.clone(), config)
+        .with_system_prompt("Be brief.")
+        .with_tools([tool(0), tool(1)]);
+    agent.recorder.set_resume(resume);
+    let mut sent = Vec::new();
+    let mut resumable = 0;
+    let mut n = 0;
+    let mut answered = true;
+    for a in actions {
+        n += 1;
+        let request = match a {
+            Action::User(text) if answered => {
+                agent.user_turn([Message::user(format!("u{n}"), text)])
+            }
+            Action::Answer { thinking, calls } if !answered || n % 2 == 0 => {
+                for m in answer(n, *thinking, *calls, provider, model) {
+                    agent.append(m).expect("append");
+                }
+                agent.next_step()
+            }
+            Action::Tools(mask) => {
+                let tools: Vec<ToolSchema> = (0..6)
+                    .filter(|i| *i == 0 || mask & (1 << i) != 0)
+                    .map(tool)
+                    .collect();
+                agent.set_tools(tools);
+                continue;
+            }
+            Action::Compact(from) => {
+                let len = agent.session().surface().len();
+                let start = usize::from(*from).min(len.saturating_sub(1));
+                if len == 0 {
+                    continue;
+                }
+                let summary = Message::user(format!("sum{n}"), "summary");
+                let op = SurfaceOp::Replace {
+                    start,
+                    end: len - 1,
+                };
+                let event = Event::Message(MessageEvent::new(summary, Some(op)));
+                if agent.session().append(event).is_err() {
+                    continue;
+                }
+                agent.next_step()
+            }
+            Action::Prompt(k) => {
+                agent.set_system_prompt(format!("Be brief, variant {k}."));
+                continue;
+            }
+            Action::NewSeries => {
+                agent.new_series();
+                continue;
+            }
+            Action::Retry => agent.retry(),
+            _ => continue,
+        };
+        let request = request.expect("record");
+        answered = false;
+        resumable += usize::from(agent.recorder.resumable_messages(&route).is_some());
+        sent.push(match request.to_wire() {
+            Ok(w) => format!("{:?}\n{}\n{:?}", w.headers, w.body, w.report),
+            Err(e) => format!("refused: {e:?}"),
+        });
+        if let Action::Answer { .. } | Action::User(_) = a {
+            answered = matches!(a, Action::User(_));
+        }
+    }
+    (sent, resumable)
+}
+
+/// The incremental path is taken: in a plain loop each request leaves a longer prefix.
+#[test]
+fn a_loop_resumes_from_a_growing_prefix() {
+    let actions: Vec<Action> = std::iter::once(Action::User("go".into()))
+        .chain((0..6).map(|_| Action::Answer {
+            thinking: false,
+            calls: 1,
+        }))
+        .collect();
+    let route = route_for("deepseek", "deepseek-flash");
+    let session = Session::new("s");
+    let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 256.into());
+    let mut agent = AgentLoop::new(session, route.clone(), config).with_tools([tool(0)]);
+    let mut lens = Vec::new();
+    for (n, a) in actions.iter().enumerate() {
+        match a {
+            Action::User(t) => agent.user_turn([Message::user("u", t.as_str())]),
+            _ => {
+                for m in answer(n, false, 1, "deepseek", "deepseek-flash") {
+                    agent.append(m).unwrap();
+                }
+                agent.next_step()
+            }
+        }
+        .unwrap();
+        lens.push(agent.recorder.resumable_messages(&route));
+    }
+    // No assistant message before the first answer: nothing to resume from yet.
+    assert_eq!(lens[0], None);
+    let grown: Vec<usize> = lens[1..].iter().map(|l| l.expect("a prefix")).collect();
+    assert!(grown.windows(2).all(|w| w[1] == w[0] + 2), "{lens:?}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn resumed_requests_are_the_requests_of_a_fresh_pass(
+        actions in proptest::collection::vec(action(), 1..40),
+        route in 0usize..4,
+        drop_block in any::<bool>(),
+    ) {
+        let (provider, model) = [
+            ("deepseek", "deepseek-flash"),
+            ("anthropic", "claude-opus-5-5"),
+            ("anthropic", "claude-opus-5"),
+            ("deepseek", "deepseek-v4-pro"),
+        ][route];
+        let policy = if drop_block { ThinkingPolicy::DropBlock } else { ThinkingPolicy::StripThinking };
+        let (incremental, _) = run(provider, model, policy, &actions, true);
+        let (fresh, none) = run(provider, model, policy, &actions, false);
+        prop_assert_eq!(none, 0);
+        prop_assert_eq!(incremental, fresh);
+    }
+}
