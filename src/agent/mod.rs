@@ -71,9 +71,19 @@ pub struct Request {
     /// previous header), for a view to show: see [`notice`](Self::notice).
     pub tool_change: Option<Message>,
     route: Route,
+    /// This request's number in the process ([`next_origin`]): its wire requests carry it,
+    /// so that [`AgentLoop::observe`] recognises the request it recorded last in O(1).
+    origin: u64,
     /// The wire request the recorder prepared against the route's previous request, or the
     /// context that refused it (Messages-API routes).
     prepared: Option<continuity::Prepared>,
+}
+
+/// A number no other request of this process has.
+fn next_origin() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// The projection of a logged request for `route`. A route that reads the other fold than
@@ -153,6 +163,7 @@ impl Request {
             None => serialize(&self.config, &self.project(), &self.route)?,
         };
         wire.series_start = self.series_start;
+        wire.origin = Some(self.origin);
         Ok(wire)
     }
 
@@ -436,12 +447,14 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// [`MeterError`] for a body that is not a request body; the meter is unchanged.
     ///
     /// The request's [`Attribution`] is kept for [`attribution_report`](Self::attribution_report):
-    /// in the caller's terms when `wire` is the body of the request the loop recorded last.
+    /// in the caller's terms when `wire` came from [`Request::to_wire`] of the request the loop
+    /// recorded last (recognised by a number the request stamps on it, not by serializing the
+    /// request again).
     pub fn observe(&mut self, wire: &WireRequest) -> Result<MeterRow, MeterError> {
         let request = self
             .last_recorded
             .as_ref()
-            .filter(|r| r.to_wire().is_ok_and(|w| w.body == wire.body))
+            .filter(|r| wire.origin == Some(r.origin))
             .cloned();
         let previous_bytes = self.meter.rows().last().map(|r| r.total_bytes);
         let had_previous = self.meter.has_previous();

@@ -445,6 +445,7 @@ impl Recorder {
             rewrite: None,
             tool_change,
             route: step.route.clone(),
+            origin: super::next_origin(),
             prepared: None,
         };
         let (remembered, resume) = match self.memory.0.get_mut(&continuity::key(step.route)) {

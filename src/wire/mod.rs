@@ -74,6 +74,10 @@ pub struct WireRequest {
     /// previous request, and what a meter could cut the body by without parsing it. Not part
     /// of the request's identity (equality ignores it: it is derived from `body`).
     pub(crate) segments: Option<Arc<Segments>>,
+    /// Which recorded request this was serialized from (set by `Request::to_wire`), so that
+    /// the loop that observes it knows the request without serializing it again. Not part of
+    /// the request's identity either.
+    pub(crate) origin: Option<u64>,
 }
 
 /// Two requests are equal when they send the same thing: body, headers, report and series
@@ -295,6 +299,7 @@ impl WireRequest {
             report: WireReport::default(),
             series_start: None,
             segments: None,
+            origin: None,
         }
     }
 
