@@ -317,7 +317,11 @@ impl Session {
     /// A new session whose first events are `parent`'s `[0, upto)`, inherited: counted in
     /// `Seq` and in every fold, validated once (in the parent). It has no file until `save`.
     ///
-    /// O(upto) to rebuild the validation facts; the events themselves are shared.
+    /// O(upto) to rebuild the validation facts; the events themselves are shared. A fold the
+    /// parent has computed is shared too (decision 78): the fork's first `tool_history()` folds
+    /// only the events after the parent's fold, or after its last checkpoint (every 4,096
+    /// headers and developer messages) before `upto`. A fold the parent never computed is
+    /// folded from scratch on first use.
     ///
     /// # Errors
     /// [`ForkError::UptoOutOfRange`] when `upto > parent.len()`.
@@ -532,8 +536,9 @@ impl Session {
 
     /// Tool declarations and updates a route may rely on, as of the last appended event.
     ///
-    /// The first call folds the whole log, inherited events included (O(n)); later calls fold
-    /// only the events appended since (O(k)). A snapshot already handed out never changes.
+    /// The first call folds the whole log, inherited events included (O(n)), unless the session
+    /// is a fork of a parent that had folded ([`fork`](Self::fork)); later calls fold only the
+    /// events appended since (O(k)). A snapshot already handed out never changes.
     /// **A surface replace does not drop updates**: `project_tool_updates` rule 3 falls back
     /// instead.
     pub fn tool_history(&self) -> ToolHistory {
