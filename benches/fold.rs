@@ -110,6 +110,14 @@ fn fold(c: &mut Criterion) {
             BenchmarkId::new("by_value_folded_parent_at_3_4", events),
             |b| first_read_at(b, &warm, three_quarters, by_value, BatchSize::LargeInput),
         );
+        // The worst fork point: just before a checkpoint, so that 4,095 fold events are folded
+        // from the previous one. This log has two fold events every four events, so the
+        // `k`-th checkpoint is right after event `8,192 k - 3`; the fork stops one short.
+        if let Some(k) = (events + 2).checked_div(8_192).filter(|k| *k > 1) {
+            group.bench_function(BenchmarkId::new("folded_parent_worst", events), |b| {
+                first_read_at(b, &warm, 8_192 * k - 3, by_reference, BatchSize::LargeInput)
+            });
+        }
         // The same fork point on the parent that never folded: from scratch.
         group.bench_function(BenchmarkId::new("full_rescan_at_3_4", events), |b| {
             first_read_at(b, &s, three_quarters, by_reference, BatchSize::LargeInput)
