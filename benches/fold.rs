@@ -35,8 +35,14 @@ fn after_one_append(b: &mut Bencher<'_>, s: &Session, read: Read) {
 
 /// `read` on a fresh fork of `s`: the first read folds the whole log (the full rescan).
 fn first_read(b: &mut Bencher<'_>, s: &Session, read: Read, size: BatchSize) {
+    first_read_at(b, s, s.len(), read, size)
+}
+
+/// `read` on a fresh fork of `s`'s first `upto` events: from scratch when `s` never folded,
+/// else from `s`'s fold or its last checkpoint before `upto` (decision 78).
+fn first_read_at(b: &mut Bencher<'_>, s: &Session, upto: usize, read: Read, size: BatchSize) {
     b.iter_batched(
-        || Session::fork(s, s.len() as u64, "f").expect("fork"),
+        || Session::fork(s, upto as u64, "f").expect("fork"),
         |f| {
             let history = black_box(read(&f));
             (f, history)
@@ -82,6 +88,39 @@ fn fold(c: &mut Criterion) {
         });
         group.bench_function(BenchmarkId::new("by_value_full_rescan", events), |b| {
             first_read(b, &s, by_value, BatchSize::LargeInput)
+        });
+        // The same log in a parent whose two folds were computed (decision 78): a fork at its
+        // end starts from its fold, one at three quarters from the last checkpoint before.
+        let warm = Session::fork(&s, s.len() as u64, "warm").expect("fork");
+        let _ = (warm.tool_history(), warm.tool_history_by_value());
+        let three_quarters = events * 3 / 4;
+        group.bench_function(BenchmarkId::new("folded_parent_at_end", events), |b| {
+            first_read(b, &warm, by_reference, BatchSize::LargeInput)
+        });
+        group.bench_function(BenchmarkId::new("folded_parent_at_3_4", events), |b| {
+            first_read_at(
+                b,
+                &warm,
+                three_quarters,
+                by_reference,
+                BatchSize::LargeInput,
+            )
+        });
+        group.bench_function(
+            BenchmarkId::new("by_value_folded_parent_at_3_4", events),
+            |b| first_read_at(b, &warm, three_quarters, by_value, BatchSize::LargeInput),
+        );
+        // The worst fork point: just before a checkpoint, so that 4,095 fold events are folded
+        // from the previous one. This log has two fold events every four events, so the
+        // `k`-th checkpoint is right after event `8,192 k - 3`; the fork stops one short.
+        if let Some(k) = (events + 2).checked_div(8_192).filter(|k| *k > 1) {
+            group.bench_function(BenchmarkId::new("folded_parent_worst", events), |b| {
+                first_read_at(b, &warm, 8_192 * k - 3, by_reference, BatchSize::LargeInput)
+            });
+        }
+        // The same fork point on the parent that never folded: from scratch.
+        group.bench_function(BenchmarkId::new("full_rescan_at_3_4", events), |b| {
+            first_read_at(b, &s, three_quarters, by_reference, BatchSize::LargeInput)
         });
         // The same log saved and loaded: each header's tools decoded from its own line (before
         // decision 76 each header then held its own copies, compared field by field with the

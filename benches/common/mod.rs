@@ -5,6 +5,7 @@ use mektpoy::{AgentLoop, Config, Message, Request, Session, ToolSchema, route_fo
 /// Records `steps` steps on `model`'s route: eight tools always, four more rotating in and out
 /// every `churn_every` steps, a user message and an answer per step (about five events a
 /// step). Returns the session and its last request.
+#[allow(dead_code)]
 pub fn session_with_churn(model: &str, steps: u64, churn_every: u64) -> (Session, Request) {
     let provider = if model.starts_with("claude") {
         "anthropic"

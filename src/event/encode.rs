@@ -17,6 +17,30 @@ pub(super) fn event(e: &Event) -> String {
     serde_json::to_string(&Line::of(e)).expect("an event has string keys and finite numbers")
 }
 
+/// Whether `e` encodes to exactly `text`: the encoder's output is compared as it is written,
+/// never collected, and the first differing byte stops it (loading asks this of every line,
+/// decision 76).
+pub(super) fn encodes_as(e: &Event, text: &str) -> bool {
+    /// The bytes still expected; a write that does not match them fails, ending the encoding.
+    struct Compare<'t>(&'t [u8]);
+    impl std::io::Write for Compare<'_> {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            match self.0.strip_prefix(buf) {
+                Some(rest) => {
+                    self.0 = rest;
+                    Ok(buf.len())
+                }
+                None => Err(std::io::ErrorKind::InvalidData.into()),
+            }
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut rest = Compare(text.as_bytes());
+    serde_json::to_writer(&mut rest, &Line::of(e)).is_ok() && rest.0.is_empty()
+}
+
 /// `{"type", "data" | the opaque event's fields, "surfaceOp"?}`.
 #[derive(Serialize)]
 struct Line<'a> {
@@ -192,7 +216,27 @@ mod tests {
         for line in lines {
             let e = Event::from_json(line).unwrap();
             assert_eq!(e.to_json(), line);
+            assert!(e.encodes_as(line));
         }
+    }
+
+    /// `encodes_as` is `to_json() == text`: a byte changed anywhere, a prefix, or a longer text
+    /// is not the encoding.
+    #[test]
+    fn encodes_as_is_equality_with_the_encoding() {
+        let line = r#"{"type":"user/message","data":{"message":{"id":"u1","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}}},"surfaceOp":"append"}"#;
+        let e = Event::from_json(line).unwrap();
+        assert!(e.encodes_as(line));
+        for i in 0..line.len() {
+            let mut bytes = line.as_bytes().to_vec();
+            bytes[i] = if bytes[i] == b'x' { b'y' } else { b'x' };
+            let changed = String::from_utf8(bytes).unwrap();
+            assert!(!e.encodes_as(&changed), "byte {i}");
+            assert!(!e.encodes_as(&line[..i]), "prefix of {i} bytes");
+        }
+        assert!(!e.encodes_as(&format!("{line} ")));
+        let respelled = line.replace(r#""surfaceOp":"append""#, r#""surfaceOp": "append""#);
+        assert!(Event::from_json(&respelled).is_ok() && !e.encodes_as(&respelled));
     }
 
     #[test]

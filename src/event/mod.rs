@@ -521,6 +521,11 @@ impl Event {
     pub fn to_json(&self) -> String {
         encode::event(self)
     }
+
+    /// Whether [`to_json`](Self::to_json) is exactly `text`, without building it.
+    pub(crate) fn encodes_as(&self, text: &str) -> bool {
+        encode::encodes_as(self, text)
+    }
 }
 
 /// `text` as one JSONL line: trimmed, and with JSON whitespace outside strings removed when it

@@ -456,8 +456,9 @@ fn parse(bytes: &[u8], limits: Limits) -> Result<Parsed, LoadError> {
         match checked {
             Ok(event) => {
                 // A line the encoder writes back byte for byte needs no copy of its own: saving
-                // writes the same bytes from the event (decision 76).
-                let line = (event.to_json() != text).then(|| Arc::from(text));
+                // writes the same bytes from the event (decision 76). Compared while encoding,
+                // with nothing allocated.
+                let line = (!event.encodes_as(text)).then(|| Arc::from(text));
                 target.apply(event, line);
             }
             Err(_) if lines.tear() => break,

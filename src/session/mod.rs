@@ -124,32 +124,60 @@ fn line_text<'a>(event: &Event, line: &'a Option<Arc<str>>) -> Cow<'a, str> {
     }
 }
 
+/// A computed fold keeps its state after every this many fold events (headers and developer
+/// messages), so that a fork starts from the last one at or before its `upto` (decision 78).
+/// The state is persistent: a checkpoint costs what the fold changed since the previous one.
+pub(crate) const CHECKPOINT_EVERY: usize = 4096;
+
 /// One fold and its cached snapshot.
 #[derive(Clone)]
 struct Cached {
     fold: ToolFold,
+    /// Number of fold events (`LogState::fold_events`) before `fold.upto()`: all folded.
+    folded: usize,
     /// The snapshot of `fold`, valid while `fold.upto()` has not moved.
     snapshot: Option<ToolHistory>,
+    /// The fold as it stood right after its `k · CHECKPOINT_EVERY`-th fold event, for
+    /// `k = 1, 2, …`, in order (so by `upto`), with the number of fold events folded.
+    checkpoints: imbl::Vector<(ToolFold, usize)>,
 }
 
 impl Cached {
     fn new(kind: FoldKind) -> Self {
         Cached {
             fold: ToolFold::new(kind),
+            folded: 0,
             snapshot: None,
+            checkpoints: imbl::Vector::new(),
         }
     }
 
-    /// Folds the events of `state` from where the cache stopped up to `upto`.
+    /// Folds the events of `state` from where the cache stopped up to `upto`, keeping a
+    /// checkpoint at each `CHECKPOINT_EVERY`-th fold event on the way.
     /// O(new events + log n).
     fn catch_up(&mut self, state: &LogState, upto: usize) -> &ToolFold {
-        let from = self.fold.upto();
-        if from < upto {
+        while self.fold.upto() < upto {
+            // The position right after the next checkpoint's fold event, if it is before `upto`
+            // (the length check keeps the usual short catch-up free of look-ups).
+            let next = (self.folded / CHECKPOINT_EVERY + 1) * CHECKPOINT_EVERY;
+            let stop = (state.fold_events.len() >= next)
+                .then(|| state.fold_events.get(next - 1).map(|seq| seq + 1))
+                .flatten()
+                .filter(|end| *end > self.fold.upto() && *end <= upto);
+            let end = stop.unwrap_or(upto);
             // Only headers and developer messages are folded: user, assistant and tool events
             // cannot change a snapshot, so after them the cached one is kept.
-            let events = state.fold_events_in(from..upto);
-            if self.fold.fold_to(events, upto, &state.tool_indexes) {
+            let mut n = 0;
+            let events = state
+                .fold_events_in(self.fold.upto()..end)
+                .inspect(|_| n += 1);
+            if self.fold.fold_to(events, end, &state.tool_indexes) {
                 self.snapshot = None;
+            }
+            self.folded += n;
+            if stop.is_some() {
+                debug_assert_eq!(self.folded, next);
+                self.checkpoints.push_back((self.fold.clone(), self.folded));
             }
         }
         &self.fold
@@ -160,6 +188,28 @@ impl Cached {
         self.snapshot
             .get_or_insert_with(|| self.fold.snapshot())
             .clone()
+    }
+
+    /// The cache a fork at `upto` starts from: this one whole when it has not folded past
+    /// `upto` (its events are the fork's too), else its last checkpoint at or before `upto`,
+    /// else `None` (the fork folds from scratch).
+    fn for_fork(&self, upto: usize) -> Option<Cached> {
+        if self.fold.upto() <= upto {
+            return Some(self.clone());
+        }
+        // Checkpoints are in `upto` order: the ones at or before `upto` are a prefix.
+        let keep = self
+            .checkpoints
+            .iter()
+            .take_while(|(fold, _)| fold.upto() <= upto)
+            .count();
+        let (fold, folded) = self.checkpoints.get(keep.checked_sub(1)?)?.clone();
+        Some(Cached {
+            fold,
+            folded,
+            snapshot: None,
+            checkpoints: self.checkpoints.take(keep),
+        })
     }
 }
 
@@ -267,7 +317,11 @@ impl Session {
     /// A new session whose first events are `parent`'s `[0, upto)`, inherited: counted in
     /// `Seq` and in every fold, validated once (in the parent). It has no file until `save`.
     ///
-    /// O(upto) to rebuild the validation facts; the events themselves are shared.
+    /// O(upto) to rebuild the validation facts; the events themselves are shared. A fold the
+    /// parent has computed is shared too (decision 78): the fork's first `tool_history()` folds
+    /// only the events after the parent's fold, or after its last checkpoint (every 4,096
+    /// headers and developer messages) before `upto`. A fold the parent never computed is
+    /// folded from scratch on first use.
     ///
     /// # Errors
     /// [`ForkError::UptoOutOfRange`] when `upto > parent.len()`.
@@ -290,8 +344,23 @@ impl Session {
             .filter(|(start, f)| *start + f.events <= n)
             .map(|(start, f)| (*start, f.clone()))
             .collect();
+        // A fold the parent computed, or its last checkpoint before `upto`, is the fork's
+        // fold of the same events (decision 78); the fold of a kind the parent never computed
+        // starts from scratch on first use.
+        let derived = {
+            let parent = lock(&parent.derived);
+            Derived {
+                by_reference: parent
+                    .by_reference
+                    .for_fork(n)
+                    .unwrap_or_else(|| Cached::new(FoldKind::ByReference)),
+                by_value: parent.by_value.as_ref().and_then(|c| c.for_fork(n)),
+                messages: None,
+            }
+        };
+        drop(src);
         // The inherited bytes are copied verbatim; a torn-free prefix is always terminated.
-        Ok(Session::from_parts(
+        let fork = Session::from_parts(
             id.into(),
             Some(ParentRef {
                 id: parent.id.clone(),
@@ -301,7 +370,9 @@ impl Session {
             state,
             frames,
             None,
-        ))
+        );
+        *lock(&fork.derived) = derived;
+        Ok(fork)
     }
 
     /// The session's id.
@@ -465,8 +536,9 @@ impl Session {
 
     /// Tool declarations and updates a route may rely on, as of the last appended event.
     ///
-    /// The first call folds the whole log, inherited events included (O(n)); later calls fold
-    /// only the events appended since (O(k)). A snapshot already handed out never changes.
+    /// The first call folds the whole log, inherited events included (O(n)), unless the session
+    /// is a fork of a parent that had folded ([`fork`](Self::fork)); later calls fold only the
+    /// events appended since (O(k)). A snapshot already handed out never changes.
     /// **A surface replace does not drop updates**: `project_tool_updates` rule 3 falls back
     /// instead.
     pub fn tool_history(&self) -> ToolHistory {
@@ -742,6 +814,69 @@ mod tests {
             .unwrap();
         catch_up(&session);
         assert!(!cached(&session), "a developer message may change it");
+    }
+
+    /// Decision 78: a computed fold keeps a checkpoint every `CHECKPOINT_EVERY` fold events,
+    /// and a fork starts from its parent's fold (at or before its `upto`) or from the last
+    /// checkpoint before it; a kind the parent never folded starts from scratch.
+    #[test]
+    fn a_fork_starts_from_its_parents_fold_or_last_checkpoint() {
+        use crate::event::{Config, Reason, RequestHeader};
+        let session = Session::new("s");
+        let headers = 2 * CHECKPOINT_EVERY + 10;
+        for i in 0..headers {
+            let tools = vec![ToolSchema::new(
+                format!("t{}", i % 3),
+                "d",
+                Default::default(),
+            )];
+            let reason = if i == 0 {
+                Reason::Initial
+            } else {
+                Reason::Change
+            };
+            let header = RequestHeader::new(Config::new("p", "m"), tools);
+            session.append(Event::header(header, reason)).unwrap();
+            // A message between headers, so that positions and fold-event counts differ.
+            session
+                .append(Event::append(Message::user(format!("u{i}"), "hi")))
+                .unwrap();
+        }
+        let cold = Session::fork(&session, session.len() as u64, "cold").unwrap();
+        let history = session.tool_history();
+        {
+            let d = lock(&session.derived);
+            let at: Vec<(usize, usize)> = d
+                .by_reference
+                .checkpoints
+                .iter()
+                .map(|(fold, folded)| (fold.upto(), *folded))
+                .collect();
+            // The 4,096th header is event 8,190: the checkpoint is right after it.
+            assert_eq!(
+                at,
+                [
+                    (2 * CHECKPOINT_EVERY - 1, CHECKPOINT_EVERY),
+                    (4 * CHECKPOINT_EVERY - 1, 2 * CHECKPOINT_EVERY)
+                ]
+            );
+            assert!(d.by_value.is_none());
+        }
+        let start = |s: &Session| lock(&s.derived).by_reference.fold.upto();
+        let mid = Session::fork(&session, 3 * CHECKPOINT_EVERY as u64, "mid").unwrap();
+        assert_eq!(start(&mid), 2 * CHECKPOINT_EVERY - 1);
+        assert_eq!(lock(&mid.derived).by_reference.checkpoints.len(), 1);
+        assert!(lock(&mid.derived).by_value.is_none());
+        let early = Session::fork(&session, 100, "early").unwrap();
+        assert_eq!(start(&early), 0);
+        let end = Session::fork(&session, session.len() as u64, "end").unwrap();
+        assert_eq!(start(&end), session.len());
+        assert!(lock(&end.derived).by_reference.snapshot.is_some());
+        assert_eq!(end.tool_history(), history);
+        for (fork, upto) in [(&mid, 3 * CHECKPOINT_EVERY), (&early, 100)] {
+            let scratch = Session::fork(&cold, upto as u64, "scratch").unwrap();
+            assert_eq!(fork.tool_history(), scratch.tool_history());
+        }
     }
 
     #[test]
