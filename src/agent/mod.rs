@@ -458,7 +458,7 @@ impl<S: Borrow<Session>> AgentLoop<S> {
             .cloned();
         let previous_bytes = self.meter.rows().last().map(|r| r.total_bytes);
         let had_previous = self.meter.has_previous();
-        let row = self.meter.observe(&wire.body, wire.series_start)?;
+        let row = self.meter.observe_wire(wire)?;
         let departure = self.meter.departures().last().cloned().flatten();
         let mut attribution = self.attributor.build(
             self.meter.rows().len() - 1,
