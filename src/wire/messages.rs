@@ -568,6 +568,7 @@ fn write_body(
         });
     }
     out.push_str("]}");
+    segments.body_len = out.len();
     (out, segments)
 }
 

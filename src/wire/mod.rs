@@ -113,6 +113,9 @@ pub(crate) struct Segments {
     /// The offset of the first byte inside the `messages` array: everything before it is the
     /// head (`model`, options, `system`, `tools`), small and read again per request.
     pub messages_at: usize,
+    /// The body's length as written: a reader of these spans checks it first (`body` is a
+    /// public field, and a body edited since has spans of its own).
+    pub body_len: usize,
     /// A token naming the resume point the `first` wire messages were taken from (`None` for
     /// a pass from the first message). The same allocation as [`leaves`](Self::leaves) of
     /// the request whose pass left that point: a meter holding that request's token (alive,
