@@ -5,7 +5,10 @@
 //! body into segments in the provider's caching order — each non-deferred tool, a fixed
 //! deferred-tools section when any declaration is deferred, `system`, each message — and
 //! compares the concatenation with the previous request's byte by byte. Token figures are
-//! estimates: ⌈bytes / 4⌉.
+//! estimates: ⌈bytes / 4⌉. `AgentLoop::observe` gets the same results for the cost of what
+//! is new: it cuts a Messages-API body by the spans its serializer noted and, where the
+//! serializer proves the first wire messages are the previous request's, neither reads nor
+//! compares them again.
 //!
 //! After a response, [`Meter::observe_usage`] attaches the provider's measured figures to the
 //! latest row ([`Measured`]); [`MeterRow::unexplained_miss`] flags a request whose measured
