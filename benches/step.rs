@@ -11,7 +11,12 @@
 //!   compares with the route's previous request: rewrite detection, lookback, thinking floor);
 //! - `project`, `serialize` (a fresh `wire::serialize`, what `to_wire` does on OpenAI chat and
 //!   what the recorder does inside `record` on a Messages-API route), `to_wire`;
-//! - `observe`: the meter on a copy of the warm meter (the copy is setup);
+//! - `loop_observe`: `AgentLoop::observe` alone in the running loop: the meter through the
+//!   loop's entry (on a Messages-API route it cuts the body by the serializer's spans and
+//!   compares only what follows the wire messages kept from the previous request) and the
+//!   attribution;
+//! - `observe`: the public `Meter::observe` (which parses the body) on a copy of the warm
+//!   meter (the copy is setup);
 //! - `copy`: copying a `String` of the body's length, the one copy of the body the issue
 //!   leaves out of its 3x target.
 //!
@@ -169,8 +174,19 @@ impl Warm {
     }
 }
 
+/// What [`steps`] times of each step.
+#[derive(Clone, Copy, PartialEq)]
+enum Timed {
+    /// `next_step`, `project`, `to_wire`, `observe`.
+    Whole,
+    /// `next_step` alone.
+    Record,
+    /// `AgentLoop::observe` alone (the meter through the loop's entry, and the attribution).
+    Observe,
+}
+
 /// `iters` loop steps on a warm loop, timing what `timed` says of each.
-fn steps(f: &Fixture, s: &Setup, iters: u64, whole: bool) -> Duration {
+fn steps(f: &Fixture, s: &Setup, iters: u64, timed: Timed) -> Duration {
     let mut warm = Warm::new(f, s);
     let mut total = Duration::ZERO;
     for _ in 0..iters {
@@ -180,16 +196,25 @@ fn steps(f: &Fixture, s: &Setup, iters: u64, whole: bool) -> Duration {
         warm.append_round(s);
         let start = Instant::now();
         let request = warm.agent.next_step().expect("record");
-        if whole {
-            black_box(request.project().messages.len());
-            let wire = request.to_wire().expect("wire");
-            warm.agent.observe(&wire).expect("observe");
-            total += start.elapsed();
-            drop(wire);
-        } else {
-            total += start.elapsed();
-            let wire = request.to_wire().expect("wire");
-            warm.agent.observe(&wire).expect("observe");
+        match timed {
+            Timed::Whole => {
+                black_box(request.project().messages.len());
+                let wire = request.to_wire().expect("wire");
+                warm.agent.observe(&wire).expect("observe");
+                total += start.elapsed();
+                drop(wire);
+            }
+            Timed::Record => {
+                total += start.elapsed();
+                let wire = request.to_wire().expect("wire");
+                warm.agent.observe(&wire).expect("observe");
+            }
+            Timed::Observe => {
+                let wire = request.to_wire().expect("wire");
+                let start = Instant::now();
+                warm.agent.observe(&wire).expect("observe");
+                total += start.elapsed();
+            }
         }
         drop(request);
     }
@@ -204,10 +229,13 @@ fn step(c: &mut Criterion) {
             let f = fixture(s, size);
             let id = |stage: &str| BenchmarkId::new(format!("{}/{stage}", s.label), size);
             group.bench_function(id("step"), |b| {
-                b.iter_custom(|iters| steps(&f, s, iters, true))
+                b.iter_custom(|iters| steps(&f, s, iters, Timed::Whole))
             });
             group.bench_function(id("record"), |b| {
-                b.iter_custom(|iters| steps(&f, s, iters, false))
+                b.iter_custom(|iters| steps(&f, s, iters, Timed::Record))
+            });
+            group.bench_function(id("loop_observe"), |b| {
+                b.iter_custom(|iters| steps(&f, s, iters, Timed::Observe))
             });
             // The pure stages on one request of the warm loop.
             let mut warm = Warm::new(&f, s);

@@ -5,7 +5,10 @@
 //! body into segments in the provider's caching order — each non-deferred tool, a fixed
 //! deferred-tools section when any declaration is deferred, `system`, each message — and
 //! compares the concatenation with the previous request's byte by byte. Token figures are
-//! estimates: ⌈bytes / 4⌉.
+//! estimates: ⌈bytes / 4⌉. `AgentLoop::observe` gets the same results for the cost of what
+//! is new: it cuts a Messages-API body by the spans its serializer noted and, where the
+//! serializer proves the first wire messages are the previous request's, neither reads nor
+//! compares them again.
 //!
 //! After a response, [`Meter::observe_usage`] attaches the provider's measured figures to the
 //! latest row ([`Measured`]); [`MeterRow::unexplained_miss`] flags a request whose measured
@@ -29,7 +32,7 @@ use serde_json::value::RawValue;
 use crate::event::SeriesStart;
 use crate::response::Usage;
 use crate::route::Route;
-use crate::wire::without_markers;
+use crate::wire::{WireRequest, without_markers};
 
 /// Prices for one route, each with where it was read. The meter shows tokens only without one.
 #[derive(Clone, Debug, PartialEq)]
@@ -518,7 +521,7 @@ impl Departure {
 }
 
 /// One segment of a cut and its byte range.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Span {
     segment: Segment,
     start: usize,
@@ -526,7 +529,7 @@ struct Span {
 }
 
 /// One tool of a body, deferred or not: what a by-name comparison needs.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct ToolEntry {
     name: String,
     /// FNV-1a of its bytes (markers left out): stable, so that it can be saved. `None` when
@@ -546,12 +549,34 @@ fn hash_bytes(bytes: &[u8]) -> Option<u64> {
     Some(h)
 }
 
+/// What the cut knows of its wire messages up to and including one, counted from the first:
+/// what a request that keeps that many of them takes over without reading them again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Counted {
+    /// Content blocks.
+    blocks: usize,
+    /// Messages whose bytes hold a `cache_control` key.
+    asks: usize,
+    /// Messages with a content block that holds one.
+    block_marks: usize,
+    /// Messages that hold a definition by value.
+    by_value: usize,
+}
+
 /// What the meter keeps of the previous request.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 struct Previous {
     bytes: Vec<u8>,
     /// The cut's segments, in order.
     segments: Vec<Span>,
+    /// One per wire message, cumulative; `None` after a restore (the saved form does not
+    /// hold them), which leaves the next request to the parsing path.
+    counted: Option<Vec<Counted>>,
+    /// The token of the resume point the request's pass left (`wire::Segments::leaves`),
+    /// when it came through the loop's entry; equality ignores it.
+    leaves: Option<std::sync::Arc<()>>,
+    /// The block the request's serializer spliced its lookback mark into, if any.
+    mark: Option<usize>,
     /// Every tool of the body.
     tools: Vec<ToolEntry>,
     /// Content blocks over its messages.
@@ -571,6 +596,8 @@ struct Cut {
     segments: Vec<Span>,
     tools: Vec<ToolEntry>,
     blocks: usize,
+    /// One per wire message, cumulative.
+    counted: Vec<Counted>,
     /// Whether the body asks for caching (a `cache_control` anywhere).
     asks: bool,
     /// Whether a content block carries an explicit breakpoint.
@@ -579,6 +606,17 @@ struct Cut {
     by_value: bool,
     /// Whether `tools` holds a tool without `defer_loading`.
     immediate_tool: bool,
+}
+
+/// Which way the segment path metered a request (the unit tests check that the cheap one is
+/// taken where it should be).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Path {
+    /// Proven to keep the previous request's first wire messages and to extend it: only the
+    /// head and the new wire messages were read, the previous cut grown in place.
+    Extended,
+    /// Cut from the spans (kept wire messages copied from the previous cut), compared whole.
+    Whole,
 }
 
 /// How far back the provider's automatic caching looks for an earlier entry, in blocks.
@@ -603,6 +641,36 @@ struct Content<'a> {
 
 /// The key the serializers write for a cache breakpoint.
 const MARKER: &str = "\"cache_control\":";
+
+/// The type of a block carrying a tool definition by value.
+const BY_VALUE: &str = r#""type":"tool_definition""#;
+
+impl Cut {
+    fn push(&mut self, segment: Segment, bytes: &[u8]) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(bytes);
+        self.segments.push(Span {
+            segment,
+            start,
+            end: self.bytes.len(),
+        });
+    }
+
+    /// Appends wire message `index` (its body bytes `text`, with `blocks` content blocks, one
+    /// of which holds a marker when `block_mark`), markers left out.
+    fn push_message(&mut self, index: usize, text: &str, blocks: usize, block_mark: bool) {
+        let before = self.counted.last().copied().unwrap_or_default();
+        self.blocks += blocks;
+        self.block_breakpoint |= block_mark;
+        self.counted.push(Counted {
+            blocks: before.blocks + blocks,
+            asks: before.asks + usize::from(text.contains(MARKER)),
+            block_marks: before.block_marks + usize::from(block_mark),
+            by_value: before.by_value + usize::from(text.contains(BY_VALUE)),
+        });
+        self.push(Segment::Message { index }, without_markers(text).as_bytes());
+    }
+}
 
 #[derive(Deserialize)]
 struct ToolFlags<'a> {
@@ -639,10 +707,21 @@ impl Previous {
             segments: cut.segments,
             tools: cut.tools,
             blocks: cut.blocks,
+            counted: Some(cut.counted),
+            leaves: None,
+            mark: None,
             by_value: cut.by_value,
             rate: None,
             row,
         }
+    }
+
+    /// The number of segments before the first wire message.
+    fn head_spans(&self) -> usize {
+        self.segments
+            .iter()
+            .position(|s| matches!(s.segment, Segment::Message { .. }))
+            .unwrap_or(self.segments.len())
     }
 }
 
@@ -907,25 +986,50 @@ impl Meter {
 
     fn cut(&self, body: &str) -> Result<Cut, MeterError> {
         let parsed: Body<'_> = serde_json::from_str(body).map_err(MeterError::Body)?;
-        let mut out = Vec::with_capacity(parsed.messages.iter().map(|m| m.get().len()).sum());
-        let mut segments = Vec::with_capacity(parsed.tools.len() + parsed.messages.len() + 2);
-        let mut push = |out: &mut Vec<u8>, segment: Segment, bytes: &[u8]| {
-            let start = out.len();
-            out.extend_from_slice(bytes);
-            segments.push(Span {
-                segment,
-                start,
-                end: out.len(),
-            });
+        let mut cut = self.head(&parsed.tools, parsed.system.map(RawValue::get))?;
+        cut.bytes
+            .reserve(parsed.messages.iter().map(|m| m.get().len()).sum());
+        cut.segments.reserve(parsed.messages.len());
+        cut.counted.reserve(parsed.messages.len());
+        for (index, m) in parsed.messages.iter().enumerate() {
+            let text = m.get();
+            let (blocks, block_mark) = match serde_json::from_str::<Content<'_>>(text) {
+                Ok(Content {
+                    content: Some(content),
+                }) => (
+                    content.len(),
+                    content.iter().any(|b| b.get().contains(MARKER)),
+                ),
+                _ => (0, false),
+            };
+            cut.push_message(index, text, blocks, block_mark);
+        }
+        cut.asks = body.contains(MARKER);
+        // Inside JSON strings quotes are escaped: this can only be a block's type.
+        cut.by_value = body.contains(BY_VALUE);
+        Ok(cut)
+    }
+
+    /// The cut of a body's `tools` and `system` (its messages to follow): each non-deferred
+    /// tool without markers, the deferred-tools section when a tool is deferred, `system`.
+    fn head(&self, body_tools: &[&RawValue], system: Option<&str>) -> Result<Cut, MeterError> {
+        let mut cut = Cut {
+            bytes: Vec::new(),
+            segments: Vec::with_capacity(body_tools.len() + 2),
+            tools: Vec::with_capacity(body_tools.len()),
+            blocks: 0,
+            counted: Vec::new(),
+            asks: false,
+            block_breakpoint: false,
+            by_value: false,
+            immediate_tool: false,
         };
         let mut deferred = false;
-        let mut immediate_tool = false;
-        let mut tools = Vec::with_capacity(parsed.tools.len());
-        for (index, tool) in parsed.tools.iter().enumerate() {
+        for (index, tool) in body_tools.iter().enumerate() {
             let flags: ToolFlags = serde_json::from_str(tool.get()).map_err(MeterError::Body)?;
             let text = without_markers(tool.get());
             let name = flags.name();
-            tools.push(ToolEntry {
+            cut.tools.push(ToolEntry {
                 name: name.clone(),
                 hash: hash_bytes(text.as_bytes()),
                 deferred: flags.defer_loading,
@@ -933,45 +1037,19 @@ impl Meter {
             if flags.defer_loading {
                 deferred = true;
             } else {
-                immediate_tool = true;
-                push(&mut out, Segment::Tool { index, name }, text.as_bytes());
+                cut.immediate_tool = true;
+                cut.push(Segment::Tool { index, name }, text.as_bytes());
             }
         }
         if deferred {
             // A fixed section: its bytes are the same whenever it is present.
             let section = vec![b'#'; self.deferred_section_bytes as usize];
-            push(&mut out, Segment::DeferredTools, &section);
+            cut.push(Segment::DeferredTools, &section);
         }
-        if let Some(system) = parsed.system {
-            push(&mut out, Segment::System, system.get().as_bytes());
+        if let Some(system) = system {
+            cut.push(Segment::System, system.as_bytes());
         }
-        let mut blocks = 0;
-        let mut block_breakpoint = false;
-        for (index, m) in parsed.messages.iter().enumerate() {
-            let text = m.get();
-            if let Ok(content) = serde_json::from_str::<Content<'_>>(text)
-                && let Some(content) = content.content
-            {
-                blocks += content.len();
-                block_breakpoint |= content.iter().any(|b| b.get().contains(MARKER));
-            }
-            push(
-                &mut out,
-                Segment::Message { index },
-                without_markers(text).as_bytes(),
-            );
-        }
-        Ok(Cut {
-            bytes: out,
-            segments,
-            tools,
-            blocks,
-            asks: body.contains(MARKER),
-            block_breakpoint,
-            // Inside JSON strings quotes are escaped: this can only be a block's type.
-            by_value: body.contains(r#""type":"tool_definition""#),
-            immediate_tool,
-        })
+        Ok(cut)
     }
 
     /// Meters the next request of the route; `series_start` comes from
@@ -990,15 +1068,253 @@ impl Meter {
         series_start: Option<SeriesStart>,
     ) -> Result<MeterRow, MeterError> {
         let cut = self.cut(body)?;
-        let bytes = &cut.bytes;
-        let total = bytes.len() as u64;
+        Ok(self.observe_cut(cut, series_start))
+    }
+
+    /// [`observe`](Self::observe) on a request the loop serialized, with the same results
+    /// (every debug build checks it against `observe` on the body): a Messages-API request is
+    /// cut by the spans its serializer noted instead of being parsed, and when its pass kept
+    /// the first wire messages of the meter's previous request, those are not read again and
+    /// the comparison starts after them.
+    ///
+    /// That they are the previous request's bytes is proven, not assumed: the serializer took
+    /// them from the resume point whose token (`wire::Segments::resumed`) is the one the
+    /// previous request's pass left (`leaves`), held alive by the meter so that pointer
+    /// equality names that very point; and neither request spliced its lookback mark among
+    /// them, so they are the point's bytes, unmarked, in both bodies.
+    pub(crate) fn observe_wire(&mut self, wire: &WireRequest) -> Result<MeterRow, MeterError> {
+        #[cfg(debug_assertions)]
+        let before = wire.segments.is_some().then(|| self.clone());
+        let row = match self.observe_segments(wire) {
+            Some((row, _)) => row,
+            None => self.observe(&wire.body, wire.series_start)?,
+        };
+        self.remember(wire);
+        #[cfg(debug_assertions)]
+        if let Some(mut slow) = before {
+            let slow_row = slow.observe(&wire.body, wire.series_start).ok();
+            slow.remember(wire);
+            debug_assert_eq!(slow_row, Some(row), "the segment path's row departs");
+            debug_assert_eq!(slow.departures, self.departures, "departures depart");
+            debug_assert_eq!(slow.previous, self.previous, "the kept cut departs");
+            debug_assert_eq!(slow.rate_before, self.rate_before, "the rate departs");
+        }
+        Ok(row)
+    }
+
+    /// Notes what the next request of the loop proves its kept wire messages by.
+    fn remember(&mut self, wire: &WireRequest) {
+        if let Some(p) = self.previous.as_mut() {
+            p.leaves = wire.segments.as_ref().and_then(|s| s.leaves.clone());
+            p.mark = wire.report.lookback_breakpoint;
+        }
+    }
+
+    /// The segment path of [`observe_wire`](Self::observe_wire); `None` leaves the request to
+    /// the parsing path (no segments, kept wire messages not proven to be the previous
+    /// request's, or spans that do not read as the slow path would).
+    fn observe_segments(&mut self, wire: &WireRequest) -> Option<(MeterRow, Path)> {
+        let segs = wire.segments.as_deref()?;
+        let body = wire.body.as_str();
+        // A body edited after the serializer wrote it is read by the parsing path.
+        let framed = body.len() == segs.body_len
+            && body.ends_with("]}")
+            && body
+                .get(..segs.messages_at)
+                .is_some_and(|h| h.ends_with("\"messages\":["));
+        if !framed {
+            return None;
+        }
+        let kept = segs.first;
+        let base = if kept == 0 {
+            Counted::default()
+        } else {
+            let prev = self.previous.as_ref()?;
+            let counted = prev.counted.as_deref()?;
+            let same = matches!((&prev.leaves, &segs.resumed),
+                (Some(a), Some(b)) if std::sync::Arc::ptr_eq(a, b));
+            let unmarked = |mark: Option<usize>| mark.is_none_or(|m| m >= segs.first_block);
+            let at = *counted.get(kept - 1)?;
+            if !same
+                || !unmarked(prev.mark)
+                || !unmarked(wire.report.lookback_breakpoint)
+                || at.blocks != segs.first_block
+            {
+                return None;
+            }
+            at
+        };
+        let tools: Vec<&RawValue> = match &segs.tools {
+            Some(r) => serde_json::from_str(body.get(r.clone())?).ok()?,
+            None => Vec::new(),
+        };
+        let system = match &segs.system {
+            Some(r) => Some(body.get(r.clone())?),
+            None => None,
+        };
+        let mut cut = self.head(&tools, system).ok()?;
+        // The new wire messages, cut on their own (offsets from 0), counted on from the kept.
+        let mut fresh = Cut {
+            bytes: Vec::with_capacity(segs.messages.iter().map(|t| t.span.len()).sum::<usize>()),
+            segments: Vec::with_capacity(segs.messages.len()),
+            tools: Vec::new(),
+            blocks: base.blocks,
+            counted: vec![base],
+            asks: false,
+            block_breakpoint: base.block_marks > 0,
+            by_value: false,
+            immediate_tool: false,
+        };
+        for (j, t) in segs.messages.iter().enumerate() {
+            let text = body
+                .get(t.span.clone())
+                .filter(|t| t.starts_with('{') && t.ends_with('}'))?;
+            let blocks = segs.blocks.get(
+                t.blocks.start.checked_sub(segs.first_block)?..t.blocks.end - segs.first_block,
+            )?;
+            let block_mark = blocks
+                .iter()
+                .any(|b| body.get(b.span.clone()).is_some_and(|b| b.contains(MARKER)));
+            fresh.push_message(kept + j, text, t.blocks.len(), block_mark);
+        }
+        fresh.counted.remove(0);
+        let last = fresh.counted.last().copied().unwrap_or(base);
+        // Everything outside the messages array is its head (and the closing `]}`); neither
+        // key can straddle a message's bounds (they hold no bracket, brace or comma).
+        let head_text = body.get(..segs.messages_at)?;
+        cut.blocks = last.blocks;
+        cut.block_breakpoint = last.block_marks > 0;
+        cut.asks = head_text.contains(MARKER) || last.asks > 0;
+        cut.by_value = head_text.contains(BY_VALUE) || last.by_value > 0;
+
+        if kept > 0 && self.extends_in_place(&cut, &fresh, kept) {
+            let (hc, at) = {
+                let prev = self.previous.as_ref()?;
+                let hc = prev.head_spans();
+                let at = prev
+                    .segments
+                    .get(hc + kept)
+                    .map_or(prev.bytes.len(), |s| s.start);
+                (hc, at)
+            };
+            let total = (at + fresh.bytes.len()) as u64;
+            let row = self.row(&cut, total, None, wire.series_start);
+            let mut prev = self.previous.take()?;
+            self.rate_before = prev.rate;
+            // The previous cut is a prefix of this one: append what follows it.
+            let grown = prev.bytes.len() - at;
+            prev.bytes.extend_from_slice(&fresh.bytes[grown..]);
+            if hc == cut.segments.len() {
+                prev.segments[..hc].clone_from_slice(&cut.segments);
+            } else {
+                prev.segments.splice(..hc, cut.segments.iter().cloned());
+            }
+            let hc = cut.segments.len();
+            prev.segments.truncate(hc + kept);
+            prev.segments
+                .extend(fresh.segments.into_iter().map(|s| Span {
+                    start: s.start + at,
+                    end: s.end + at,
+                    ..s
+                }));
+            let counted = prev.counted.get_or_insert_with(Vec::new);
+            counted.truncate(kept);
+            counted.extend(fresh.counted);
+            prev.tools = cut.tools;
+            prev.blocks = cut.blocks;
+            prev.by_value = cut.by_value;
+            prev.rate = None;
+            prev.row = true;
+            self.previous = Some(prev);
+            self.rows.push(row);
+            self.departures.push(None);
+            return Some((row, Path::Extended));
+        }
+        // Otherwise the whole cut: the kept wire messages copied from the previous cut.
+        if kept > 0 {
+            let prev = self.previous.as_ref()?;
+            let hc = prev.head_spans();
+            let from = prev.segments.get(hc).map_or(prev.bytes.len(), |s| s.start);
+            let to = prev
+                .segments
+                .get(hc + kept)
+                .map_or(prev.bytes.len(), |s| s.start);
+            let shift = cut.bytes.len() as isize - from as isize;
+            cut.bytes.extend_from_slice(&prev.bytes[from..to]);
+            cut.segments
+                .extend(prev.segments[hc..hc + kept].iter().map(|s| Span {
+                    segment: s.segment.clone(),
+                    start: (s.start as isize + shift) as usize,
+                    end: (s.end as isize + shift) as usize,
+                }));
+            cut.counted
+                .extend_from_slice(prev.counted.as_deref()?.get(..kept)?);
+        }
+        let at = cut.bytes.len();
+        cut.bytes.extend_from_slice(&fresh.bytes);
+        cut.segments
+            .extend(fresh.segments.into_iter().map(|s| Span {
+                start: s.start + at,
+                end: s.end + at,
+                ..s
+            }));
+        cut.counted.extend(fresh.counted);
+        Some((self.observe_cut(cut, wire.series_start), Path::Whole))
+    }
+
+    /// Whether the request whose head is `head` and whose new wire messages are `fresh`,
+    /// after `kept` wire messages proven to be the previous request's, extends the previous
+    /// request: its head is the previous head, byte for byte, and the previous cut's bytes
+    /// after the kept messages are a prefix of `fresh`. Reads the head and the previous
+    /// request's own new messages only.
+    fn extends_in_place(&self, head: &Cut, fresh: &Cut, kept: usize) -> bool {
+        let Some(prev) = &self.previous else {
+            return false;
+        };
+        let hc = prev.head_spans();
+        let from = prev.segments.get(hc).map_or(prev.bytes.len(), |s| s.start);
+        let Some(to) = prev
+            .segments
+            .get(hc + kept)
+            .map(|s| s.start)
+            .or((prev.segments.len() == hc + kept).then_some(prev.bytes.len()))
+        else {
+            return false;
+        };
+        prev.bytes[..from] == head.bytes[..] && fresh.bytes.starts_with(&prev.bytes[to..])
+    }
+
+    /// [`observe`](Self::observe) on a body already cut.
+    fn observe_cut(&mut self, cut: Cut, series_start: Option<SeriesStart>) -> MeterRow {
         let departure = self.previous.as_ref().and_then(|p| departure(p, &cut));
+        let total = cut.bytes.len() as u64;
+        let row = self.row(
+            &cut,
+            total,
+            departure.as_ref().map(|d| d.offset),
+            series_start,
+        );
+        self.rate_before = self.previous.take().and_then(|p| p.rate);
+        self.previous = Some(Previous::of(cut, true));
+        self.rows.push(row);
+        self.departures.push(departure);
+        row
+    }
+
+    /// The row of a request whose cut is `total` bytes long with `cut`'s flags and block
+    /// count, against the previous request: `common` is where they depart (`None`: it
+    /// extends the previous one).
+    fn row(
+        &self,
+        cut: &Cut,
+        total: u64,
+        common: Option<u64>,
+        series_start: Option<SeriesStart>,
+    ) -> MeterRow {
         let (cached, best) = match &self.previous {
             None => (0, 0),
             Some(prev) => {
-                let common = departure
-                    .as_ref()
-                    .map_or(prev.bytes.len() as u64, |d| d.offset);
+                let common = common.unwrap_or(prev.bytes.len() as u64);
                 // Automatic caching finds the previous entry only within the lookback
                 // window, unless a block breakpoint marks it.
                 let in_window = cut.blocks < prev.blocks.saturating_add(LOOKBACK_BLOCKS)
@@ -1029,19 +1345,14 @@ impl Meter {
                 }
             }
         };
-        let row = MeterRow {
+        MeterRow {
             total_bytes: total,
             cached_bytes: cached,
             best_bytes: best,
             series_start,
             measured: None,
             expected: None,
-        };
-        self.rate_before = self.previous.take().and_then(|p| p.rate);
-        self.previous = Some(Previous::of(cut, true));
-        self.rows.push(row);
-        self.departures.push(departure);
-        Ok(row)
+        }
     }
 
     /// Where `body` would depart from the route's previous request, without metering it:
@@ -1221,6 +1532,9 @@ impl Meter {
                 bytes,
                 segments,
                 tools,
+                counted: None,
+                leaves: None,
+                mark: None,
                 blocks: p.blocks,
                 by_value: p.by_value,
                 rate: p.rate,
@@ -1718,5 +2032,171 @@ mod tests {
         let cost = m.report().cost.unwrap();
         let expected = (1000.0 * 4.0 * 1.25 + 1000.0 * 0.4) / 1e6;
         assert!((cost - expected).abs() < 1e-12, "{cost} vs {expected}");
+    }
+
+    /// A loop's requests serialized as the recorder serializes them (resuming from the
+    /// route's previous request), `jump` rounds appended before request `n` when
+    /// `jump(n) > 1`; each metered through the segment path and by the parsing path on the
+    /// body. Returns the path each request took (`None`: the parsing path).
+    fn drive(route: &Route, requests: usize, jump: impl Fn(usize) -> usize) -> Vec<Option<Path>> {
+        use crate::event::Config;
+        use crate::project::project_tool_updates;
+        use crate::vocab::{ContentBlock, Message, MessageSource, Role, ToolSchema};
+        use crate::wire::{WireContext, serialize_resuming};
+        let config =
+            Config::new(route.provider.clone(), route.model.clone()).with("max_tokens", 64.into());
+        let mut parameters = serde_json::Map::new();
+        parameters.insert("type".into(), "object".into());
+        let tools = vec![ToolSchema::new("read", "Read a file", parameters)];
+        let mut messages = vec![Message::user("u0", "Read the files.")];
+        let (mut resume, mut previous_blocks) = (None, None);
+        let (mut fast, mut slow) = (Meter::new(route), Meter::new(route));
+        let mut paths = Vec::new();
+        let mut k = 0;
+        for n in 0..requests {
+            for _ in 0..jump(n).max(1) {
+                messages.push(Message::new(
+                    format!("a{k}"),
+                    Role::Assistant,
+                    vec![
+                        ContentBlock::text(format!("part {k}")),
+                        ContentBlock::ToolCall {
+                            id: format!("c{k}"),
+                            name: "read".into(),
+                            arguments: format!(r#"{{"line":{k}}}"#),
+                        },
+                    ],
+                    MessageSource::Model {
+                        provider: route.provider.to_string(),
+                        model: route.model.to_string(),
+                    },
+                ));
+                messages.push(Message::tool_result(format!("r{k}"), format!("c{k}"), "ok"));
+                k += 1;
+            }
+            let projected =
+                project_tool_updates(&messages, Some(&tools), route.tool_update(), None);
+            let context = WireContext {
+                previous_blocks,
+                ..WireContext::default()
+            };
+            let (wire, next, _) =
+                serialize_resuming(&config, &projected, route, &context, resume.take());
+            let wire = wire.unwrap();
+            resume = next;
+            let segs = wire.segments.as_deref().unwrap();
+            previous_blocks = Some(segs.first_block + segs.blocks.len());
+            let path = fast.observe_segments(&wire).map(|(_, p)| p);
+            if path.is_none() {
+                fast.observe(&wire.body, wire.series_start).unwrap();
+            }
+            fast.remember(&wire);
+            slow.observe(&wire.body, wire.series_start).unwrap();
+            assert_eq!(fast.rows(), slow.rows(), "request {n}");
+            assert_eq!(fast.departures(), slow.departures(), "request {n}");
+            assert_eq!(fast.save(), slow.save(), "request {n}");
+            paths.push(path);
+        }
+        paths
+    }
+
+    #[test]
+    fn a_resumed_request_is_metered_from_what_is_new() {
+        let paths = drive(
+            &crate::route::route_for("deepseek", "deepseek-flash"),
+            8,
+            |_| 1,
+        );
+        assert_eq!(
+            paths[0],
+            Some(Path::Whole),
+            "nothing kept: cut whole, from the spans"
+        );
+        assert!(
+            paths[2..].iter().all(|p| *p == Some(Path::Extended)),
+            "{paths:?}"
+        );
+    }
+
+    #[test]
+    fn a_lookback_mark_among_the_kept_messages_takes_the_parsing_path() {
+        // 12 rounds at once: 36 blocks after the previous request's last one, which gets
+        // the lookback mark; the next request keeps the marked message.
+        let route = crate::route::route_for("anthropic", "claude-sonnet-5-5");
+        let paths = drive(&route, 8, |n| if n == 4 { 12 } else { 1 });
+        assert!(
+            paths[2..4].iter().all(|p| *p == Some(Path::Extended)),
+            "{paths:?}"
+        );
+        assert!(
+            paths[4..].contains(&None),
+            "a mark among the kept: {paths:?}"
+        );
+        assert_eq!(paths[7], Some(Path::Extended), "{paths:?}");
+    }
+
+    #[test]
+    fn a_request_not_resumed_from_the_meters_previous_one_is_not_trusted() {
+        use crate::event::Config;
+        use crate::project::project_tool_updates;
+        use crate::vocab::Message;
+        use crate::wire::{WireContext, serialize_resuming};
+        let route = crate::route::route_for("deepseek", "deepseek-flash");
+        let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
+        let mut messages = vec![Message::user("u0", "hi")];
+        let mut wires = Vec::new();
+        let mut resume = None;
+        for k in 0..3 {
+            messages.push(Message::assistant(
+                format!("a{k}"),
+                "ok",
+                "deepseek",
+                "deepseek-flash",
+            ));
+            messages.push(Message::user(format!("u{}", k + 1), "go on"));
+            let projected = project_tool_updates(&messages, None, route.tool_update(), None);
+            let (wire, next, _) = serialize_resuming(
+                &config,
+                &projected,
+                &route,
+                &WireContext::default(),
+                resume.take(),
+            );
+            wires.push(wire.unwrap());
+            resume = next;
+        }
+        assert!(wires[2].segments.as_ref().unwrap().first > 0);
+        // The meter saw the first request only: the third kept wire messages of the second.
+        let mut meter = Meter::new(&route);
+        meter.observe_wire(&wires[0]).unwrap();
+        assert_eq!(meter.observe_segments(&wires[2]).map(|(_, p)| p), None);
+        // After the second, the third is proven.
+        let mut meter = Meter::new(&route);
+        meter.observe_wire(&wires[0]).unwrap();
+        meter.observe_wire(&wires[1]).unwrap();
+        let mut slow = meter.clone();
+        assert_eq!(
+            meter.observe_segments(&wires[2]).map(|(_, p)| p),
+            Some(Path::Extended)
+        );
+        slow.observe(&wires[2].body, None).unwrap();
+        assert_eq!(meter.rows(), slow.rows());
+        // A body edited after it was written is read by the parsing path.
+        let mut meter = Meter::new(&route);
+        meter.observe_wire(&wires[0]).unwrap();
+        meter.observe_wire(&wires[1]).unwrap();
+        let mut edited = wires[2].clone();
+        edited.body = edited.body.replacen("go on", "go on, please", 1);
+        assert_eq!(meter.observe_segments(&edited).map(|(_, p)| p), None);
+        let row = meter.observe_wire(&edited).unwrap();
+        let mut slow = Meter::new(&route);
+        slow.observe(&wires[0].body, None).unwrap();
+        slow.observe(&wires[1].body, None).unwrap();
+        assert_eq!(Ok(row), slow.observe(&edited.body, None).map_err(|_| ()));
+        // The public entry (a body without its token) never proves anything.
+        let mut meter = Meter::new(&route);
+        meter.observe(&wires[0].body, None).unwrap();
+        meter.observe(&wires[1].body, None).unwrap();
+        assert_eq!(meter.observe_segments(&wires[2]).map(|(_, p)| p), None);
     }
 }

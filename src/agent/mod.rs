@@ -451,25 +451,25 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// recorded last (recognised by a number the request stamps on it, not by serializing the
     /// request again).
     pub fn observe(&mut self, wire: &WireRequest) -> Result<MeterRow, MeterError> {
+        // Borrowed, not cloned: a request holds its prepared wire request, body included.
         let request = self
             .last_recorded
             .as_ref()
-            .filter(|r| wire.origin == Some(r.origin))
-            .cloned();
+            .filter(|r| wire.origin == Some(r.origin));
         let previous_bytes = self.meter.rows().last().map(|r| r.total_bytes);
         let had_previous = self.meter.has_previous();
-        let row = self.meter.observe(&wire.body, wire.series_start)?;
+        let row = self.meter.observe_wire(wire)?;
         let departure = self.meter.departures().last().cloned().flatten();
         let mut attribution = self.attributor.build(
             self.meter.rows().len() - 1,
             had_previous,
             departure,
             previous_bytes,
-            request.as_ref(),
+            request,
             wire,
         );
         attribution.position = Some((self.turn, self.step, self.attempt));
-        self.attributor.record(attribution, request.as_ref(), wire);
+        self.attributor.record(attribution, request, wire);
         Ok(row)
     }
 

@@ -263,7 +263,7 @@ fn pass(
         conversation,
         resume.as_ref(),
     );
-    let (request, tail) = match request {
+    let (mut request, tail) = match request {
         Ok(v) => v,
         Err(e) => return (Err(e), resume, None),
     };
@@ -273,6 +273,10 @@ fn pass(
     } else {
         None
     };
+    // The segments were just built: this is their only handle.
+    if let Some(segments) = request.segments.as_mut().and_then(std::sync::Arc::get_mut) {
+        segments.leaves = next.as_ref().map(|r| std::sync::Arc::clone(&r.token));
+    }
     // Every debug build (the tests) checks that a resumed pass sends the bytes, and leaves the
     // state, of a pass from the first message.
     #[cfg(debug_assertions)]
@@ -504,6 +508,7 @@ fn write_body(
     let mut segments = Segments {
         first: prior_turns.len(),
         first_block: prior_blocks.len(),
+        resumed: prior.map(|r| std::sync::Arc::clone(&r.token)),
         messages: Vec::with_capacity(tail.turns.len()),
         blocks: Vec::with_capacity(tail.blocks.len()),
         ..Segments::default()
@@ -525,6 +530,7 @@ fn write_body(
     }
     out.push_str("\"messages\":[");
     let base = out.len();
+    segments.messages_at = base;
     // The messages' bytes, `prior ++ sep ++ tail`, with the marker spliced in: one copy of
     // the kept bytes, no validation (they are already a `String`).
     let pieces: [&str; 3] = [prior_bytes, &","[..sep], &tail.bytes];
@@ -562,6 +568,7 @@ fn write_body(
         });
     }
     out.push_str("]}");
+    segments.body_len = out.len();
     (out, segments)
 }
 
@@ -640,6 +647,10 @@ pub(crate) struct Resume {
     latest_prompt: Option<usize>,
     seen: HashSet<String>,
     state: Counts,
+    /// Names this point (see `Segments::resumed`): minted anew whenever a pass leaves it, so
+    /// two requests share a token only when one resumed from the point the other left.
+    /// Equality ignores it (`()` == `()`): a fresh pass leaves the same state.
+    token: std::sync::Arc<()>,
 }
 
 /// The counts and by-value definitions of a pass at one point.
@@ -714,6 +725,7 @@ impl Resume {
             latest_prompt: None,
             seen: HashSet::new(),
             state: Counts::default(),
+            token: std::sync::Arc::new(()),
         });
         r.messages.truncate(start);
         let new = messages.iter().skip(start).take(boundary.index + 1 - start);
@@ -759,6 +771,7 @@ impl Resume {
             r.last_role = Some(tail.roles[boundary.turns - 1]);
         }
         r.state = boundary.state;
+        r.token = std::sync::Arc::new(());
         Some(r)
     }
 }

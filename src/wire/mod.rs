@@ -110,6 +110,21 @@ pub(crate) struct Segments {
     pub messages: Vec<TurnSpan>,
     /// Every content block from `first_block` on, in order (what the lookback counts).
     pub blocks: Vec<BlockSpan>,
+    /// The offset of the first byte inside the `messages` array: everything before it is the
+    /// head (`model`, options, `system`, `tools`), small and read again per request.
+    pub messages_at: usize,
+    /// The body's length as written: a reader of these spans checks it first (`body` is a
+    /// public field, and a body edited since has spans of its own).
+    pub body_len: usize,
+    /// A token naming the resume point the `first` wire messages were taken from (`None` for
+    /// a pass from the first message). The same allocation as [`leaves`](Self::leaves) of
+    /// the request whose pass left that point: a meter holding that request's token (alive,
+    /// so its address is not reused) knows by pointer that those wire messages are that
+    /// request's, byte for byte wherever neither request spliced its cache mark.
+    pub resumed: Option<std::sync::Arc<()>>,
+    /// The token of the resume point this pass left for the next request of the route
+    /// (`None` when it left none). Minted anew by every pass that leaves one.
+    pub leaves: Option<std::sync::Arc<()>>,
 }
 
 /// One wire message: its bytes `{"role":…,"content":[…]}` and its blocks (indexes over all
