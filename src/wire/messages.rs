@@ -1400,18 +1400,23 @@ impl<'a> Builder<'a, '_> {
         if self.last_role() != Some(TurnRole::Assistant) {
             self.calls.require_answered()?;
             self.flush()?;
-            // Nothing waits and every call is answered: the next request can resume here.
-            self.boundary = Some(Boundary {
-                index: self.index,
-                turns: self.turns.len(),
-                state: Counts {
-                    has_tool_change: self.has_tool_change,
-                    unverifiable: self.unverifiable,
-                    stripped: self.stripped,
-                    bound_sent: self.bound_sent,
-                    by_value: self.by_value.clone(),
-                },
-            });
+            // Every call is answered; when nothing waits either (the queue goes out only after
+            // a user turn, so before the first one it may still hold developer content, which
+            // the resume point does not keep), the next request can resume here. Otherwise the
+            // earlier boundary, if any, stays the resume point.
+            if self.queue.is_empty() {
+                self.boundary = Some(Boundary {
+                    index: self.index,
+                    turns: self.turns.len(),
+                    state: Counts {
+                        has_tool_change: self.has_tool_change,
+                        unverifiable: self.unverifiable,
+                        stripped: self.stripped,
+                        bound_sent: self.bound_sent,
+                        by_value: self.by_value.clone(),
+                    },
+                });
+            }
             self.turns.push(Turn::new(
                 TurnRole::Assistant,
                 Vec::with_capacity(message.content().len()),
