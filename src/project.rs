@@ -173,12 +173,11 @@ pub fn project_tool_updates<'a>(
     let mut declarations = Declarations::of(history, tools, mode);
     let all_deferred = declarations.all_deferred();
     // Rules 3 and 5 in one pass; no walk when the all-deferred fallback is taken anyway.
-    let mut fates = Vec::new();
     let kept = keep_series_messages(messages, history, |message| {
         if all_deferred {
             Kept::Same
         } else {
-            walk_blocks(message, &mut declarations, mode, &mut fates)
+            walk_blocks(message, &mut declarations, mode)
         }
     });
     let Some(kept) = kept else {
@@ -299,6 +298,15 @@ impl<'n, T> Names<'n, T> {
         }
     }
 
+    /// [`find`](Self::find) with `name`'s fingerprint `f` computed by the caller (who needs
+    /// it again to [`push`](Self::push) an absent name).
+    fn find_fingerprinted(&self, f: u64, name: &str) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(name).copied(),
+            None => self.scan(f, name),
+        }
+    }
+
     fn scan(&self, f: u64, name: &str) -> Option<usize> {
         self.entries
             .iter()
@@ -316,29 +324,28 @@ impl<'n, T> Names<'n, T> {
     /// The entry of `name`, inserted as `make()` when absent.
     fn entry(&mut self, name: &'n str, make: impl FnOnce() -> T) -> &mut T {
         let f = fingerprint(name);
-        let found = match &self.index {
-            Some(index) => index.get(name).copied(),
-            None => self.scan(f, name),
-        };
-        let i = match found {
+        let i = match self.find_fingerprinted(f, name) {
             Some(i) => i,
-            None => {
-                let i = self.entries.len();
-                self.entries.push((f, name, make()));
-                match &mut self.index {
-                    Some(index) => {
-                        index.insert(name, i);
-                    }
-                    None if self.entries.len() > SMALL => {
-                        let index = self.entries.iter().enumerate();
-                        self.index = Some(index.map(|(i, (_, n, _))| (*n, i)).collect());
-                    }
-                    None => {}
-                }
-                i
-            }
+            None => self.push(f, name, make()),
         };
         &mut self.entries[i].2
+    }
+
+    /// Adds `name` (absent, of fingerprint `f`) as `value`; its index.
+    fn push(&mut self, f: u64, name: &'n str, value: T) -> usize {
+        let i = self.entries.len();
+        self.entries.push((f, name, value));
+        match &mut self.index {
+            Some(index) => {
+                index.insert(name, i);
+            }
+            None if self.entries.len() > SMALL => {
+                let index = self.entries.iter().enumerate();
+                self.index = Some(index.map(|(i, (_, n, _))| (*n, i)).collect());
+            }
+            None => {}
+        }
+        i
     }
 
     fn values(&self) -> impl Iterator<Item = &T> {
@@ -425,33 +432,48 @@ enum Kept {
 }
 
 /// What the walk does with one block.
-enum Fate {
+#[derive(Clone, Copy)]
+enum Fate<'h> {
     Kept,
     Dropped,
-    Replaced(ContentBlock),
+    /// Replaced by a by-value addition of this definition (§5.1); the block is built only
+    /// when the message is rebuilt.
+    Inline(&'h ToolSchema),
+}
+
+/// Blocks a developer message has at most, on most requests: their fates sit on the stack.
+const FEW_BLOCKS: usize = 8;
+
+/// Runs `walk` on a buffer of `n` fates (initially [`Fate::Kept`]): on the stack up to
+/// [`FEW_BLOCKS`], so walking a message allocates nothing.
+fn with_fates<'h, R>(n: usize, walk: impl FnOnce(&mut [Fate<'h>]) -> R) -> R {
+    if n <= FEW_BLOCKS {
+        let mut fates = [Fate::Kept; FEW_BLOCKS];
+        walk(&mut fates[..n])
+    } else {
+        walk(&mut vec![Fate::Kept; n])
+    }
 }
 
 impl Kept {
-    /// The outcome for `message` given each block's fate, in order (drained). Blocks are
-    /// cloned only when the message changes.
-    fn of(message: &Message, fates: &mut Vec<Fate>) -> Kept {
+    /// The outcome for `message` given each block's fate, in order. Blocks are cloned only
+    /// when the message changes.
+    fn of(message: &Message, fates: &[Fate<'_>]) -> Kept {
         if fates.iter().all(|f| matches!(f, Fate::Dropped)) {
             // A message left without blocks (or that had none) is dropped.
-            fates.clear();
             return Kept::Dropped;
         }
         if fates.iter().all(|f| matches!(f, Fate::Kept)) {
-            fates.clear();
             return Kept::Same;
         }
         let content = message
             .content()
             .iter()
-            .zip(fates.drain(..))
+            .zip(fates)
             .filter_map(|(block, fate)| match fate {
                 Fate::Kept => Some(block.clone()),
                 Fate::Dropped => None,
-                Fate::Replaced(b) => Some(b),
+                Fate::Inline(def) => Some(ContentBlock::InlineAddition(InlineAddition::new(def))),
             })
             .collect();
         Kept::Changed(message.with_content(content))
@@ -572,38 +594,42 @@ fn walk_blocks(
     message: &Message,
     declarations: &mut Declarations<'_>,
     mode: ToolUpdateMode,
-    fates: &mut Vec<Fate>,
 ) -> Kept {
-    for block in message.content() {
-        let stays = match block {
-            // Declared and not offered, deferred or not: a `tool_addition` also re-offers a
-            // removed non-deferred tool.
-            ContentBlock::ToolAddition { tool_name } => {
-                match declarations.names.get_mut(tool_name) {
-                    Some(d) if d.declared && !d.offered => {
-                        d.offered = true;
-                        true
+    let content = message.content();
+    with_fates(content.len(), |fates| {
+        for (fate, block) in fates.iter_mut().zip(content) {
+            let stays = match block {
+                // Declared and not offered, deferred or not: a `tool_addition` also re-offers a
+                // removed non-deferred tool.
+                ContentBlock::ToolAddition { tool_name } => {
+                    match declarations.names.get_mut(tool_name) {
+                        Some(d) if d.declared && !d.offered => {
+                            d.offered = true;
+                            true
+                        }
+                        _ => false,
                     }
-                    _ => false,
                 }
-            }
-            ContentBlock::ToolRemoval { tool_name } => match mode {
-                ToolUpdateMode::InHistory => match declarations.names.get_mut(tool_name) {
-                    Some(d) if d.offered => {
-                        d.offered = false;
-                        true
-                    }
-                    _ => false,
+                ContentBlock::ToolRemoval { tool_name } => match mode {
+                    ToolUpdateMode::InHistory => match declarations.names.get_mut(tool_name) {
+                        Some(d) if d.offered => {
+                            d.offered = false;
+                            true
+                        }
+                        _ => false,
+                    },
+                    ToolUpdateMode::AdditionOnly => false,
                 },
-                ToolUpdateMode::AdditionOnly => false,
-            },
-            // The by-reference fold opened a declaration series for it already.
-            ContentBlock::ToolRedefinition { .. } => false,
-            _ => true,
-        };
-        fates.push(if stays { Fate::Kept } else { Fate::Dropped });
-    }
-    Kept::of(message, fates)
+                // The by-reference fold opened a declaration series for it already.
+                ContentBlock::ToolRedefinition { .. } => false,
+                _ => true,
+            };
+            if !stays {
+                *fate = Fate::Dropped;
+            }
+        }
+        Kept::of(message, fates)
+    })
 }
 
 /// A name on an inline-definition route: its snapshot definition and what it is offered as.
@@ -625,9 +651,8 @@ struct InlineWalk<'h> {
     /// large snapshot.
     by_message: Option<HashMap<&'h str, &'h ToolUpdate>>,
     /// Which definitions of the current update's additions and redefinitions were handed
-    /// out, and each block's fate: scratch, reused across messages.
-    taken: (Vec<bool>, Vec<bool>),
-    fates: Vec<Fate>,
+    /// out: scratch, reused across messages.
+    taken: (Taken, Taken),
 }
 
 impl<'h> InlineWalk<'h> {
@@ -637,8 +662,7 @@ impl<'h> InlineWalk<'h> {
             names: Names::with_capacity(0),
             started: false,
             by_message: None,
-            taken: (Vec::new(), Vec::new()),
-            fates: Vec::new(),
+            taken: (Taken::default(), Taken::default()),
         }
     }
 
@@ -690,36 +714,67 @@ impl<'h> InlineWalk<'h> {
         let additions = update.map(ToolUpdate::additions);
         let redefinitions = update.map(ToolUpdate::redefinitions);
         let mut taken = std::mem::take(&mut self.taken);
-        taken.0.clear();
-        taken.0.resize(additions.map_or(0, List::len), false);
-        taken.1.clear();
-        taken.1.resize(redefinitions.map_or(0, List::len), false);
-        let mut fates = std::mem::take(&mut self.fates);
-        for block in message.content() {
-            let fate = match block {
+        taken.0.reset(additions.map_or(0, List::len));
+        taken.1.reset(redefinitions.map_or(0, List::len));
+        let content = message.content();
+        let kept = with_fates(content.len(), |fates| {
+            for (slot, block) in fates.iter_mut().zip(content) {
+                *slot = self.block(block, additions, redefinitions, &mut taken);
+            }
+            Kept::of(message, fates)
+        });
+        self.taken = taken;
+        kept
+    }
+
+    /// The fate of one block of a series message (§5.1), offering what it adds.
+    fn block(
+        &mut self,
+        block: &ContentBlock,
+        additions: Option<&'h List<ToolSchema>>,
+        redefinitions: Option<&'h List<ToolSchema>>,
+        taken: &mut (Taken, Taken),
+    ) -> Fate<'h> {
+        {
+            match block {
                 ContentBlock::ToolAddition { tool_name } => {
                     match next_definition(additions, &mut taken.0, tool_name) {
                         // A hand-made snapshot without the definition: nothing valid to send.
                         None => Fate::Dropped,
+                        // One lookup of the name (`def` is named `tool_name`) serves the
+                        // three questions and the offer.
                         Some(def) => {
-                            let offered_as = self.offered(def.name());
-                            if offered_as.is_some_and(|o| o.same_tool(def)) {
-                                Fate::Dropped
-                            } else if offered_as.is_none()
-                                && self
-                                    .names
-                                    .get(def.name())
-                                    .and_then(|d| d.snapshot)
-                                    .is_some_and(|s| s.same_tool(def))
-                            {
-                                self.offer(def);
-                                Fate::Kept
-                            } else {
-                                self.offer(def);
-                                Fate::Replaced(ContentBlock::InlineAddition(InlineAddition::new(
-                                    def,
-                                )))
+                            let name = def.name();
+                            let f = fingerprint(name);
+                            let slot = self.names.find_fingerprinted(f, name);
+                            let (snapshot, offered_as) = match slot {
+                                Some(i) => {
+                                    let d = &self.names.entries[i].2;
+                                    (d.snapshot, d.offered)
+                                }
+                                None => (None, None),
+                            };
+                            let fate = match offered_as {
+                                Some(o) if o.same_tool(def) => Fate::Dropped,
+                                None if snapshot.is_some_and(|s| s.same_tool(def)) => Fate::Kept,
+                                _ => Fate::Inline(def),
+                            };
+                            if !matches!(fate, Fate::Dropped) {
+                                match slot {
+                                    Some(i) => self.names.entries[i].2.offered = Some(def),
+                                    None => {
+                                        self.names.push(
+                                            f,
+                                            name,
+                                            Definitions {
+                                                snapshot: None,
+                                                offered: Some(def),
+                                            },
+                                        );
+                                    }
+                                }
                             }
+                            fate
                         }
                     }
                 }
@@ -728,7 +783,7 @@ impl<'h> InlineWalk<'h> {
                     match (self.offered(tool_name), def) {
                         (Some(o), Some(def)) if !o.same_tool(def) => {
                             self.offer(def);
-                            Fate::Replaced(ContentBlock::InlineAddition(InlineAddition::new(def)))
+                            Fate::Inline(def)
                         }
                         _ => Fate::Dropped,
                     }
@@ -740,13 +795,43 @@ impl<'h> InlineWalk<'h> {
                     }
                 }
                 _ => Fate::Kept,
-            };
-            fates.push(fate);
+            }
         }
-        let kept = Kept::of(message, &mut fates);
-        self.taken = taken;
-        self.fates = fates;
-        kept
+    }
+}
+
+/// Which definitions of one update's list were handed out: a bit set in a word for up to 64
+/// definitions (every update of a real session), a vector beyond.
+#[derive(Default)]
+struct Taken {
+    bits: u64,
+    more: Vec<bool>,
+}
+
+impl Taken {
+    /// Nothing handed out, of `n` definitions.
+    fn reset(&mut self, n: usize) {
+        self.bits = 0;
+        self.more.clear();
+        if n > 64 {
+            self.more.resize(n, false);
+        }
+    }
+
+    fn is_taken(&self, k: usize) -> bool {
+        if self.more.is_empty() {
+            self.bits & (1 << k) != 0
+        } else {
+            self.more[k]
+        }
+    }
+
+    fn take(&mut self, k: usize) {
+        if self.more.is_empty() {
+            self.bits |= 1 << k;
+        } else {
+            self.more[k] = true;
+        }
     }
 }
 
@@ -754,12 +839,12 @@ impl<'h> InlineWalk<'h> {
 /// order), marked as handed out.
 fn next_definition<'h>(
     defs: Option<&'h List<ToolSchema>>,
-    taken: &mut [bool],
+    taken: &mut Taken,
     name: &str,
 ) -> Option<&'h ToolSchema> {
     let defs = defs?;
-    let k = (0..defs.len()).find(|&k| !taken[k] && defs[k].name() == name)?;
-    taken[k] = true;
+    let k = (0..defs.len()).find(|&k| !taken.is_taken(k) && defs[k].name() == name)?;
+    taken.take(k);
     Some(&defs[k])
 }
 
