@@ -271,8 +271,82 @@ const SMALL: usize = 16;
 /// Entries by name, in insertion order: scanned while small (comparing a fingerprint before
 /// the bytes), hashed beyond [`SMALL`] (so a lookup stays O(1) on large tool sets).
 struct Names<'n, T> {
-    entries: Vec<(u64, &'n str, T)>,
+    entries: Entries<(u64, &'n str, T)>,
     index: Option<HashMap<&'n str, usize>>,
+}
+
+/// How many entries [`Entries`] holds on the stack: a request's tool set, most of the time.
+const INLINE_ENTRIES: usize = 8;
+
+/// A vector whose first [`INLINE_ENTRIES`] entries sit on the stack: the per-call name table
+/// of a small request then costs no allocation. Beyond, or when the expected size is larger,
+/// a `Vec`.
+struct Entries<E> {
+    /// The entries while on the stack (`len` of them); `None` before the first push and once
+    /// moved to `heap`.
+    inline: Option<[E; INLINE_ENTRIES]>,
+    len: usize,
+    heap: Vec<E>,
+}
+
+impl<E: Copy> Entries<E> {
+    fn with_capacity(n: usize) -> Self {
+        Entries {
+            inline: None,
+            len: 0,
+            heap: if n > INLINE_ENTRIES {
+                Vec::with_capacity(n)
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn on_stack(&self) -> bool {
+        self.heap.capacity() == 0
+    }
+
+    fn push(&mut self, entry: E) {
+        if self.on_stack() {
+            match &mut self.inline {
+                None => {
+                    self.inline = Some([entry; INLINE_ENTRIES]);
+                    self.len = 1;
+                    return;
+                }
+                Some(inline) if self.len < INLINE_ENTRIES => {
+                    inline[self.len] = entry;
+                    self.len += 1;
+                    return;
+                }
+                Some(inline) => {
+                    self.heap = Vec::with_capacity(2 * INLINE_ENTRIES);
+                    self.heap.extend_from_slice(&inline[..]);
+                    self.inline = None;
+                }
+            }
+        }
+        self.heap.push(entry);
+        self.len += 1;
+    }
+
+    fn as_slice(&self) -> &[E] {
+        match &self.inline {
+            Some(inline) => &inline[..self.len],
+            None => &self.heap,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [E] {
+        match &mut self.inline {
+            Some(inline) => &mut inline[..self.len],
+            None => &mut self.heap,
+        }
+    }
 }
 
 /// FNV-1a: a cheap fingerprint that tells most names apart without comparing their bytes.
@@ -283,10 +357,10 @@ fn fingerprint(name: &str) -> u64 {
     })
 }
 
-impl<'n, T> Names<'n, T> {
+impl<'n, T: Copy> Names<'n, T> {
     fn with_capacity(n: usize) -> Self {
         Names {
-            entries: Vec::with_capacity(n),
+            entries: Entries::with_capacity(n),
             index: None,
         }
     }
@@ -309,16 +383,18 @@ impl<'n, T> Names<'n, T> {
 
     fn scan(&self, f: u64, name: &str) -> Option<usize> {
         self.entries
+            .as_slice()
             .iter()
             .position(|(g, n, _)| *g == f && *n == name)
     }
 
     fn get(&self, name: &str) -> Option<&T> {
-        self.find(name).map(|i| &self.entries[i].2)
+        self.find(name).map(|i| &self.entries.as_slice()[i].2)
     }
 
     fn get_mut(&mut self, name: &str) -> Option<&mut T> {
-        self.find(name).map(|i| &mut self.entries[i].2)
+        self.find(name)
+            .map(|i| &mut self.entries.as_mut_slice()[i].2)
     }
 
     /// The entry of `name`, inserted as `make()` when absent.
@@ -328,7 +404,7 @@ impl<'n, T> Names<'n, T> {
             Some(i) => i,
             None => self.push(f, name, make()),
         };
-        &mut self.entries[i].2
+        &mut self.entries.as_mut_slice()[i].2
     }
 
     /// Adds `name` (absent, of fingerprint `f`) as `value`; its index.
@@ -340,7 +416,7 @@ impl<'n, T> Names<'n, T> {
                 index.insert(name, i);
             }
             None if self.entries.len() > SMALL => {
-                let index = self.entries.iter().enumerate();
+                let index = self.entries.as_slice().iter().enumerate();
                 self.index = Some(index.map(|(i, (_, n, _))| (*n, i)).collect());
             }
             None => {}
@@ -349,7 +425,7 @@ impl<'n, T> Names<'n, T> {
     }
 
     fn values(&self) -> impl Iterator<Item = &T> {
-        self.entries.iter().map(|(_, _, v)| v)
+        self.entries.as_slice().iter().map(|(_, _, v)| v)
     }
 }
 
@@ -481,6 +557,7 @@ impl Kept {
 }
 
 /// One name of rule 4's declarations (or a snapshot name the mode leaves undeclared).
+#[derive(Clone, Copy)]
 struct Declared<'h> {
     /// The name's first declaration: the snapshot's, or the first addition's.
     first: &'h ToolSchema,
@@ -533,7 +610,7 @@ impl<'h> Declarations<'h> {
             }
         }
         if mode == ToolUpdateMode::AdditionOnly {
-            for (_, _, d) in &mut names.entries {
+            for (_, _, d) in names.entries.as_mut_slice() {
                 d.declared = false;
             }
             for t in tools.unwrap_or_default() {
@@ -633,7 +710,7 @@ fn walk_blocks(
 }
 
 /// A name on an inline-definition route: its snapshot definition and what it is offered as.
-#[derive(Default)]
+#[derive(Clone, Copy, Default)]
 struct Definitions<'h> {
     /// The snapshot's tool of this name (the last one, on a snapshot that repeats a name).
     snapshot: Option<&'h ToolSchema>,
@@ -749,7 +826,7 @@ impl<'h> InlineWalk<'h> {
                             let slot = self.names.find_fingerprinted(f, name);
                             let (snapshot, offered_as) = match slot {
                                 Some(i) => {
-                                    let d = &self.names.entries[i].2;
+                                    let d = &self.names.entries.as_slice()[i].2;
                                     (d.snapshot, d.offered)
                                 }
                                 None => (None, None),
@@ -761,7 +838,9 @@ impl<'h> InlineWalk<'h> {
                             };
                             if !matches!(fate, Fate::Dropped) {
                                 match slot {
-                                    Some(i) => self.names.entries[i].2.offered = Some(def),
+                                    Some(i) => {
+                                        self.names.entries.as_mut_slice()[i].2.offered = Some(def);
+                                    }
                                     None => {
                                         self.names.push(
                                             f,
@@ -970,5 +1049,37 @@ pub(crate) fn validate_tool_name(name: &str, tools: &[ToolSchema]) -> Result<(),
         Err(UnknownTool::NotEffective {
             name: name.to_owned(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The name table reads the same on the stack, across the spill to the heap and past
+    /// the hashed index, whatever capacity it was sized for.
+    #[test]
+    fn names_find_every_entry_on_the_stack_and_beyond() {
+        let names: Vec<String> = (0..40).map(|i| format!("tool_{i}")).collect();
+        for capacity in [0, 4, INLINE_ENTRIES, INLINE_ENTRIES + 1, 64] {
+            let mut table: Names<'_, usize> = Names::with_capacity(capacity);
+            for (i, name) in names.iter().enumerate() {
+                assert!(
+                    table.get(name).is_none(),
+                    "{name} absent before its insertion"
+                );
+                *table.entry(name, || i) += 100;
+                assert_eq!(table.entry(name, || usize::MAX), &mut (i + 100));
+                for (j, earlier) in names[..=i].iter().enumerate() {
+                    assert_eq!(table.get(earlier), Some(&(j + 100)), "{earlier} after {i}");
+                }
+                assert_eq!(table.entries.len(), i + 1);
+            }
+            *table.get_mut("tool_3").expect("present") = 7;
+            let values: Vec<usize> = table.values().copied().collect();
+            let mut expect: Vec<usize> = (0..40).map(|i| i + 100).collect();
+            expect[3] = 7;
+            assert_eq!(values, expect, "insertion order, capacity {capacity}");
+        }
     }
 }
