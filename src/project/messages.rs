@@ -342,7 +342,7 @@ impl<'a> Splice<'a> {
     }
 
     /// Turns the removals recorded as bits into parts (a replacement is coming).
-    fn into_parts(&mut self) {
+    fn removals_to_parts(&mut self) {
         if let Some(mut removed) = self.removed.take() {
             // Replayed in order: `next` ends where the last removal left it.
             self.next = 0;
@@ -382,7 +382,7 @@ impl<'a> Splice<'a> {
 
     /// Puts `message` in the place of `base[index]`.
     pub(super) fn replace(&mut self, index: usize, message: Message) {
-        self.into_parts();
+        self.removals_to_parts();
         self.run_to(index);
         self.parts.push(Part {
             at: self.len,
