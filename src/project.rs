@@ -173,7 +173,7 @@ pub fn project_tool_updates<'a>(
     let mut declarations = Declarations::of(history, tools, mode);
     let all_deferred = declarations.all_deferred();
     // Rules 3 and 5 in one pass; no walk when the all-deferred fallback is taken anyway.
-    let kept = keep_series_messages(messages, history, |message| {
+    let kept = keep_series_messages(messages, history, |message, _| {
         if all_deferred {
             Kept::Same
         } else {
@@ -240,7 +240,8 @@ pub fn project_tool_updates_inline<'a>(
         return fallback(messages, tools, ProjectionPath::NoHistory);
     };
     let mut walk = InlineWalk::of(history);
-    let Some(kept) = keep_series_messages(messages, history, |message| walk.message(message))
+    let Some(kept) =
+        keep_series_messages(messages, history, |message, met| walk.message(message, met))
     else {
         return fallback(messages, tools, ProjectionPath::MissingUpdate);
     };
@@ -441,7 +442,7 @@ impl<'n, T: Copy> Names<'n, T> {
 fn keep_series_messages<'a>(
     messages: &'a [Message],
     history: &ToolHistory,
-    mut walk: impl FnMut(&'a Message) -> Kept,
+    mut walk: impl FnMut(&'a Message, Option<usize>) -> Kept,
 ) -> Option<ProjectedMessages<'a>> {
     let updates = history.updates();
     // The next update expected in order. Lists are read by index: small snapshots are one
@@ -454,7 +455,11 @@ fn keep_series_messages<'a>(
             continue;
         }
         let id = message.id();
+        // `met`: the update met in order, whose id this message has (the walk need not look
+        // it up again).
+        let mut met = None;
         let in_series = if updates.get(next).is_some_and(|u| u.message_id() == id) {
+            met = Some(next);
             next += 1;
             true
         } else if updates.len() <= SMALL {
@@ -466,7 +471,7 @@ fn keep_series_messages<'a>(
         };
         // A developer message of another series (or of no series) is dropped.
         match if in_series {
-            walk(message)
+            walk(message, met)
         } else {
             Kept::Dropped
         } {
@@ -743,14 +748,17 @@ impl<'h> InlineWalk<'h> {
         }
     }
 
-    /// The update of `message_id` (the last one, on a snapshot that repeats an id).
-    fn update(&mut self, message_id: &str) -> Option<&'h ToolUpdate> {
+    /// The update of `message_id` (the last one, on a snapshot that repeats an id). `met`:
+    /// an update known to have that id, so only the later ones are read.
+    fn update(&mut self, message_id: &str, met: Option<usize>) -> Option<&'h ToolUpdate> {
         let updates = self.history.updates();
         if updates.len() <= SMALL {
-            return (0..updates.len())
+            let from = met.map_or(0, |k| k + 1);
+            return (from..updates.len())
                 .rev()
                 .map(|k| &updates[k])
-                .find(|u| u.message_id() == message_id);
+                .find(|u| u.message_id() == message_id)
+                .or_else(|| met.map(|k| &updates[k]));
         }
         self.by_message
             .get_or_insert_with(|| updates.iter().map(|u| (u.message_id(), u)).collect())
@@ -783,11 +791,11 @@ impl<'h> InlineWalk<'h> {
     }
 
     /// Walks one developer message of the series (§5.1).
-    fn message(&mut self, message: &Message) -> Kept {
+    fn message(&mut self, message: &Message, met: Option<usize>) -> Kept {
         if !self.started {
             self.start();
         }
-        let update = self.update(message.id());
+        let update = self.update(message.id(), met);
         let additions = update.map(ToolUpdate::additions);
         let redefinitions = update.map(ToolUpdate::redefinitions);
         let mut taken = std::mem::take(&mut self.taken);
