@@ -173,12 +173,11 @@ pub fn project_tool_updates<'a>(
     let mut declarations = Declarations::of(history, tools, mode);
     let all_deferred = declarations.all_deferred();
     // Rules 3 and 5 in one pass; no walk when the all-deferred fallback is taken anyway.
-    let mut fates = Vec::new();
-    let kept = keep_series_messages(messages, history, |message| {
+    let kept = keep_series_messages(messages, history, |message, _| {
         if all_deferred {
             Kept::Same
         } else {
-            walk_blocks(message, &mut declarations, mode, &mut fates)
+            walk_blocks(message, &mut declarations, mode)
         }
     });
     let Some(kept) = kept else {
@@ -241,7 +240,8 @@ pub fn project_tool_updates_inline<'a>(
         return fallback(messages, tools, ProjectionPath::NoHistory);
     };
     let mut walk = InlineWalk::of(history);
-    let Some(kept) = keep_series_messages(messages, history, |message| walk.message(message))
+    let Some(kept) =
+        keep_series_messages(messages, history, |message, met| walk.message(message, met))
     else {
         return fallback(messages, tools, ProjectionPath::MissingUpdate);
     };
@@ -272,8 +272,82 @@ const SMALL: usize = 16;
 /// Entries by name, in insertion order: scanned while small (comparing a fingerprint before
 /// the bytes), hashed beyond [`SMALL`] (so a lookup stays O(1) on large tool sets).
 struct Names<'n, T> {
-    entries: Vec<(u64, &'n str, T)>,
+    entries: Entries<(u64, &'n str, T)>,
     index: Option<HashMap<&'n str, usize>>,
+}
+
+/// How many entries [`Entries`] holds on the stack: a request's tool set, most of the time.
+const INLINE_ENTRIES: usize = 8;
+
+/// A vector whose first [`INLINE_ENTRIES`] entries sit on the stack: the per-call name table
+/// of a small request then costs no allocation. Beyond, or when the expected size is larger,
+/// a `Vec`.
+struct Entries<E> {
+    /// The entries while on the stack (`len` of them); `None` before the first push and once
+    /// moved to `heap`.
+    inline: Option<[E; INLINE_ENTRIES]>,
+    len: usize,
+    heap: Vec<E>,
+}
+
+impl<E: Copy> Entries<E> {
+    fn with_capacity(n: usize) -> Self {
+        Entries {
+            inline: None,
+            len: 0,
+            heap: if n > INLINE_ENTRIES {
+                Vec::with_capacity(n)
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn on_stack(&self) -> bool {
+        self.heap.capacity() == 0
+    }
+
+    fn push(&mut self, entry: E) {
+        if self.on_stack() {
+            match &mut self.inline {
+                None => {
+                    self.inline = Some([entry; INLINE_ENTRIES]);
+                    self.len = 1;
+                    return;
+                }
+                Some(inline) if self.len < INLINE_ENTRIES => {
+                    inline[self.len] = entry;
+                    self.len += 1;
+                    return;
+                }
+                Some(inline) => {
+                    self.heap = Vec::with_capacity(2 * INLINE_ENTRIES);
+                    self.heap.extend_from_slice(&inline[..]);
+                    self.inline = None;
+                }
+            }
+        }
+        self.heap.push(entry);
+        self.len += 1;
+    }
+
+    fn as_slice(&self) -> &[E] {
+        match &self.inline {
+            Some(inline) => &inline[..self.len],
+            None => &self.heap,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [E] {
+        match &mut self.inline {
+            Some(inline) => &mut inline[..self.len],
+            None => &mut self.heap,
+        }
+    }
 }
 
 /// FNV-1a: a cheap fingerprint that tells most names apart without comparing their bytes.
@@ -284,10 +358,10 @@ fn fingerprint(name: &str) -> u64 {
     })
 }
 
-impl<'n, T> Names<'n, T> {
+impl<'n, T: Copy> Names<'n, T> {
     fn with_capacity(n: usize) -> Self {
         Names {
-            entries: Vec::with_capacity(n),
+            entries: Entries::with_capacity(n),
             index: None,
         }
     }
@@ -299,50 +373,60 @@ impl<'n, T> Names<'n, T> {
         }
     }
 
+    /// [`find`](Self::find) with `name`'s fingerprint `f` computed by the caller (who needs
+    /// it again to [`push`](Self::push) an absent name).
+    fn find_fingerprinted(&self, f: u64, name: &str) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(name).copied(),
+            None => self.scan(f, name),
+        }
+    }
+
     fn scan(&self, f: u64, name: &str) -> Option<usize> {
         self.entries
+            .as_slice()
             .iter()
             .position(|(g, n, _)| *g == f && *n == name)
     }
 
     fn get(&self, name: &str) -> Option<&T> {
-        self.find(name).map(|i| &self.entries[i].2)
+        self.find(name).map(|i| &self.entries.as_slice()[i].2)
     }
 
     fn get_mut(&mut self, name: &str) -> Option<&mut T> {
-        self.find(name).map(|i| &mut self.entries[i].2)
+        self.find(name)
+            .map(|i| &mut self.entries.as_mut_slice()[i].2)
     }
 
     /// The entry of `name`, inserted as `make()` when absent.
     fn entry(&mut self, name: &'n str, make: impl FnOnce() -> T) -> &mut T {
         let f = fingerprint(name);
-        let found = match &self.index {
-            Some(index) => index.get(name).copied(),
-            None => self.scan(f, name),
-        };
-        let i = match found {
+        let i = match self.find_fingerprinted(f, name) {
             Some(i) => i,
-            None => {
-                let i = self.entries.len();
-                self.entries.push((f, name, make()));
-                match &mut self.index {
-                    Some(index) => {
-                        index.insert(name, i);
-                    }
-                    None if self.entries.len() > SMALL => {
-                        let index = self.entries.iter().enumerate();
-                        self.index = Some(index.map(|(i, (_, n, _))| (*n, i)).collect());
-                    }
-                    None => {}
-                }
-                i
-            }
+            None => self.push(f, name, make()),
         };
-        &mut self.entries[i].2
+        &mut self.entries.as_mut_slice()[i].2
+    }
+
+    /// Adds `name` (absent, of fingerprint `f`) as `value`; its index.
+    fn push(&mut self, f: u64, name: &'n str, value: T) -> usize {
+        let i = self.entries.len();
+        self.entries.push((f, name, value));
+        match &mut self.index {
+            Some(index) => {
+                index.insert(name, i);
+            }
+            None if self.entries.len() > SMALL => {
+                let index = self.entries.as_slice().iter().enumerate();
+                self.index = Some(index.map(|(i, (_, n, _))| (*n, i)).collect());
+            }
+            None => {}
+        }
+        i
     }
 
     fn values(&self) -> impl Iterator<Item = &T> {
-        self.entries.iter().map(|(_, _, v)| v)
+        self.entries.as_slice().iter().map(|(_, _, v)| v)
     }
 }
 
@@ -358,7 +442,7 @@ impl<'n, T> Names<'n, T> {
 fn keep_series_messages<'a>(
     messages: &'a [Message],
     history: &ToolHistory,
-    mut walk: impl FnMut(&'a Message) -> Kept,
+    mut walk: impl FnMut(&'a Message, Option<usize>) -> Kept,
 ) -> Option<ProjectedMessages<'a>> {
     let updates = history.updates();
     // The next update expected in order. Lists are read by index: small snapshots are one
@@ -371,7 +455,11 @@ fn keep_series_messages<'a>(
             continue;
         }
         let id = message.id();
+        // `met`: the update met in order, whose id this message has (the walk need not look
+        // it up again).
+        let mut met = None;
         let in_series = if updates.get(next).is_some_and(|u| u.message_id() == id) {
+            met = Some(next);
             next += 1;
             true
         } else if updates.len() <= SMALL {
@@ -383,7 +471,7 @@ fn keep_series_messages<'a>(
         };
         // A developer message of another series (or of no series) is dropped.
         match if in_series {
-            walk(message)
+            walk(message, met)
         } else {
             Kept::Dropped
         } {
@@ -425,33 +513,48 @@ enum Kept {
 }
 
 /// What the walk does with one block.
-enum Fate {
+#[derive(Clone, Copy)]
+enum Fate<'h> {
     Kept,
     Dropped,
-    Replaced(ContentBlock),
+    /// Replaced by a by-value addition of this definition (§5.1); the block is built only
+    /// when the message is rebuilt.
+    Inline(&'h ToolSchema),
+}
+
+/// Blocks a developer message has at most, on most requests: their fates sit on the stack.
+const FEW_BLOCKS: usize = 8;
+
+/// Runs `walk` on a buffer of `n` fates (initially [`Fate::Kept`]): on the stack up to
+/// [`FEW_BLOCKS`], so walking a message allocates nothing.
+fn with_fates<'h, R>(n: usize, walk: impl FnOnce(&mut [Fate<'h>]) -> R) -> R {
+    if n <= FEW_BLOCKS {
+        let mut fates = [Fate::Kept; FEW_BLOCKS];
+        walk(&mut fates[..n])
+    } else {
+        walk(&mut vec![Fate::Kept; n])
+    }
 }
 
 impl Kept {
-    /// The outcome for `message` given each block's fate, in order (drained). Blocks are
-    /// cloned only when the message changes.
-    fn of(message: &Message, fates: &mut Vec<Fate>) -> Kept {
+    /// The outcome for `message` given each block's fate, in order. Blocks are cloned only
+    /// when the message changes.
+    fn of(message: &Message, fates: &[Fate<'_>]) -> Kept {
         if fates.iter().all(|f| matches!(f, Fate::Dropped)) {
             // A message left without blocks (or that had none) is dropped.
-            fates.clear();
             return Kept::Dropped;
         }
         if fates.iter().all(|f| matches!(f, Fate::Kept)) {
-            fates.clear();
             return Kept::Same;
         }
         let content = message
             .content()
             .iter()
-            .zip(fates.drain(..))
+            .zip(fates)
             .filter_map(|(block, fate)| match fate {
                 Fate::Kept => Some(block.clone()),
                 Fate::Dropped => None,
-                Fate::Replaced(b) => Some(b),
+                Fate::Inline(def) => Some(ContentBlock::InlineAddition(InlineAddition::new(def))),
             })
             .collect();
         Kept::Changed(message.with_content(content))
@@ -459,6 +562,7 @@ impl Kept {
 }
 
 /// One name of rule 4's declarations (or a snapshot name the mode leaves undeclared).
+#[derive(Clone, Copy)]
 struct Declared<'h> {
     /// The name's first declaration: the snapshot's, or the first addition's.
     first: &'h ToolSchema,
@@ -511,7 +615,7 @@ impl<'h> Declarations<'h> {
             }
         }
         if mode == ToolUpdateMode::AdditionOnly {
-            for (_, _, d) in &mut names.entries {
+            for (_, _, d) in names.entries.as_mut_slice() {
                 d.declared = false;
             }
             for t in tools.unwrap_or_default() {
@@ -572,42 +676,46 @@ fn walk_blocks(
     message: &Message,
     declarations: &mut Declarations<'_>,
     mode: ToolUpdateMode,
-    fates: &mut Vec<Fate>,
 ) -> Kept {
-    for block in message.content() {
-        let stays = match block {
-            // Declared and not offered, deferred or not: a `tool_addition` also re-offers a
-            // removed non-deferred tool.
-            ContentBlock::ToolAddition { tool_name } => {
-                match declarations.names.get_mut(tool_name) {
-                    Some(d) if d.declared && !d.offered => {
-                        d.offered = true;
-                        true
+    let content = message.content();
+    with_fates(content.len(), |fates| {
+        for (fate, block) in fates.iter_mut().zip(content) {
+            let stays = match block {
+                // Declared and not offered, deferred or not: a `tool_addition` also re-offers a
+                // removed non-deferred tool.
+                ContentBlock::ToolAddition { tool_name } => {
+                    match declarations.names.get_mut(tool_name) {
+                        Some(d) if d.declared && !d.offered => {
+                            d.offered = true;
+                            true
+                        }
+                        _ => false,
                     }
-                    _ => false,
                 }
-            }
-            ContentBlock::ToolRemoval { tool_name } => match mode {
-                ToolUpdateMode::InHistory => match declarations.names.get_mut(tool_name) {
-                    Some(d) if d.offered => {
-                        d.offered = false;
-                        true
-                    }
-                    _ => false,
+                ContentBlock::ToolRemoval { tool_name } => match mode {
+                    ToolUpdateMode::InHistory => match declarations.names.get_mut(tool_name) {
+                        Some(d) if d.offered => {
+                            d.offered = false;
+                            true
+                        }
+                        _ => false,
+                    },
+                    ToolUpdateMode::AdditionOnly => false,
                 },
-                ToolUpdateMode::AdditionOnly => false,
-            },
-            // The by-reference fold opened a declaration series for it already.
-            ContentBlock::ToolRedefinition { .. } => false,
-            _ => true,
-        };
-        fates.push(if stays { Fate::Kept } else { Fate::Dropped });
-    }
-    Kept::of(message, fates)
+                // The by-reference fold opened a declaration series for it already.
+                ContentBlock::ToolRedefinition { .. } => false,
+                _ => true,
+            };
+            if !stays {
+                *fate = Fate::Dropped;
+            }
+        }
+        Kept::of(message, fates)
+    })
 }
 
 /// A name on an inline-definition route: its snapshot definition and what it is offered as.
-#[derive(Default)]
+#[derive(Clone, Copy, Default)]
 struct Definitions<'h> {
     /// The snapshot's tool of this name (the last one, on a snapshot that repeats a name).
     snapshot: Option<&'h ToolSchema>,
@@ -625,9 +733,8 @@ struct InlineWalk<'h> {
     /// large snapshot.
     by_message: Option<HashMap<&'h str, &'h ToolUpdate>>,
     /// Which definitions of the current update's additions and redefinitions were handed
-    /// out, and each block's fate: scratch, reused across messages.
-    taken: (Vec<bool>, Vec<bool>),
-    fates: Vec<Fate>,
+    /// out: scratch, reused across messages.
+    taken: (Taken, Taken),
 }
 
 impl<'h> InlineWalk<'h> {
@@ -637,19 +744,21 @@ impl<'h> InlineWalk<'h> {
             names: Names::with_capacity(0),
             started: false,
             by_message: None,
-            taken: (Vec::new(), Vec::new()),
-            fates: Vec::new(),
+            taken: (Taken::default(), Taken::default()),
         }
     }
 
-    /// The update of `message_id` (the last one, on a snapshot that repeats an id).
-    fn update(&mut self, message_id: &str) -> Option<&'h ToolUpdate> {
+    /// The update of `message_id` (the last one, on a snapshot that repeats an id). `met`:
+    /// an update known to have that id, so only the later ones are read.
+    fn update(&mut self, message_id: &str, met: Option<usize>) -> Option<&'h ToolUpdate> {
         let updates = self.history.updates();
         if updates.len() <= SMALL {
-            return (0..updates.len())
+            let from = met.map_or(0, |k| k + 1);
+            return (from..updates.len())
                 .rev()
                 .map(|k| &updates[k])
-                .find(|u| u.message_id() == message_id);
+                .find(|u| u.message_id() == message_id)
+                .or_else(|| met.map(|k| &updates[k]));
         }
         self.by_message
             .get_or_insert_with(|| updates.iter().map(|u| (u.message_id(), u)).collect())
@@ -682,44 +791,77 @@ impl<'h> InlineWalk<'h> {
     }
 
     /// Walks one developer message of the series (§5.1).
-    fn message(&mut self, message: &Message) -> Kept {
+    fn message(&mut self, message: &Message, met: Option<usize>) -> Kept {
         if !self.started {
             self.start();
         }
-        let update = self.update(message.id());
+        let update = self.update(message.id(), met);
         let additions = update.map(ToolUpdate::additions);
         let redefinitions = update.map(ToolUpdate::redefinitions);
         let mut taken = std::mem::take(&mut self.taken);
-        taken.0.clear();
-        taken.0.resize(additions.map_or(0, List::len), false);
-        taken.1.clear();
-        taken.1.resize(redefinitions.map_or(0, List::len), false);
-        let mut fates = std::mem::take(&mut self.fates);
-        for block in message.content() {
-            let fate = match block {
+        taken.0.reset(additions.map_or(0, List::len));
+        taken.1.reset(redefinitions.map_or(0, List::len));
+        let content = message.content();
+        let kept = with_fates(content.len(), |fates| {
+            for (slot, block) in fates.iter_mut().zip(content) {
+                *slot = self.block(block, additions, redefinitions, &mut taken);
+            }
+            Kept::of(message, fates)
+        });
+        self.taken = taken;
+        kept
+    }
+
+    /// The fate of one block of a series message (§5.1), offering what it adds.
+    fn block(
+        &mut self,
+        block: &ContentBlock,
+        additions: Option<&'h List<ToolSchema>>,
+        redefinitions: Option<&'h List<ToolSchema>>,
+        taken: &mut (Taken, Taken),
+    ) -> Fate<'h> {
+        {
+            match block {
                 ContentBlock::ToolAddition { tool_name } => {
                     match next_definition(additions, &mut taken.0, tool_name) {
                         // A hand-made snapshot without the definition: nothing valid to send.
                         None => Fate::Dropped,
+                        // One lookup of the name (`def` is named `tool_name`) serves the
+                        // three questions and the offer.
                         Some(def) => {
-                            let offered_as = self.offered(def.name());
-                            if offered_as.is_some_and(|o| o.same_tool(def)) {
-                                Fate::Dropped
-                            } else if offered_as.is_none()
-                                && self
-                                    .names
-                                    .get(def.name())
-                                    .and_then(|d| d.snapshot)
-                                    .is_some_and(|s| s.same_tool(def))
-                            {
-                                self.offer(def);
-                                Fate::Kept
-                            } else {
-                                self.offer(def);
-                                Fate::Replaced(ContentBlock::InlineAddition(InlineAddition::new(
-                                    def,
-                                )))
+                            let name = def.name();
+                            let f = fingerprint(name);
+                            let slot = self.names.find_fingerprinted(f, name);
+                            let (snapshot, offered_as) = match slot {
+                                Some(i) => {
+                                    let d = &self.names.entries.as_slice()[i].2;
+                                    (d.snapshot, d.offered)
+                                }
+                                None => (None, None),
+                            };
+                            let fate = match offered_as {
+                                Some(o) if o.same_tool(def) => Fate::Dropped,
+                                None if snapshot.is_some_and(|s| s.same_tool(def)) => Fate::Kept,
+                                _ => Fate::Inline(def),
+                            };
+                            if !matches!(fate, Fate::Dropped) {
+                                match slot {
+                                    Some(i) => {
+                                        self.names.entries.as_mut_slice()[i].2.offered = Some(def);
+                                    }
+                                    None => {
+                                        self.names.push(
+                                            f,
+                                            name,
+                                            Definitions {
+                                                snapshot: None,
+                                                offered: Some(def),
+                                            },
+                                        );
+                                    }
+                                }
                             }
+                            fate
                         }
                     }
                 }
@@ -728,7 +870,7 @@ impl<'h> InlineWalk<'h> {
                     match (self.offered(tool_name), def) {
                         (Some(o), Some(def)) if !o.same_tool(def) => {
                             self.offer(def);
-                            Fate::Replaced(ContentBlock::InlineAddition(InlineAddition::new(def)))
+                            Fate::Inline(def)
                         }
                         _ => Fate::Dropped,
                     }
@@ -740,13 +882,43 @@ impl<'h> InlineWalk<'h> {
                     }
                 }
                 _ => Fate::Kept,
-            };
-            fates.push(fate);
+            }
         }
-        let kept = Kept::of(message, &mut fates);
-        self.taken = taken;
-        self.fates = fates;
-        kept
+    }
+}
+
+/// Which definitions of one update's list were handed out: a bit set in a word for up to 64
+/// definitions (every update of a real session), a vector beyond.
+#[derive(Default)]
+struct Taken {
+    bits: u64,
+    more: Vec<bool>,
+}
+
+impl Taken {
+    /// Nothing handed out, of `n` definitions.
+    fn reset(&mut self, n: usize) {
+        self.bits = 0;
+        self.more.clear();
+        if n > 64 {
+            self.more.resize(n, false);
+        }
+    }
+
+    fn is_taken(&self, k: usize) -> bool {
+        if self.more.is_empty() {
+            self.bits & (1 << k) != 0
+        } else {
+            self.more[k]
+        }
+    }
+
+    fn take(&mut self, k: usize) {
+        if self.more.is_empty() {
+            self.bits |= 1 << k;
+        } else {
+            self.more[k] = true;
+        }
     }
 }
 
@@ -754,12 +926,12 @@ impl<'h> InlineWalk<'h> {
 /// order), marked as handed out.
 fn next_definition<'h>(
     defs: Option<&'h List<ToolSchema>>,
-    taken: &mut [bool],
+    taken: &mut Taken,
     name: &str,
 ) -> Option<&'h ToolSchema> {
     let defs = defs?;
-    let k = (0..defs.len()).find(|&k| !taken[k] && defs[k].name() == name)?;
-    taken[k] = true;
+    let k = (0..defs.len()).find(|&k| !taken.is_taken(k) && defs[k].name() == name)?;
+    taken.take(k);
     Some(&defs[k])
 }
 
@@ -885,5 +1057,37 @@ pub(crate) fn validate_tool_name(name: &str, tools: &[ToolSchema]) -> Result<(),
         Err(UnknownTool::NotEffective {
             name: name.to_owned(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The name table reads the same on the stack, across the spill to the heap and past
+    /// the hashed index, whatever capacity it was sized for.
+    #[test]
+    fn names_find_every_entry_on_the_stack_and_beyond() {
+        let names: Vec<String> = (0..40).map(|i| format!("tool_{i}")).collect();
+        for capacity in [0, 4, INLINE_ENTRIES, INLINE_ENTRIES + 1, 64] {
+            let mut table: Names<'_, usize> = Names::with_capacity(capacity);
+            for (i, name) in names.iter().enumerate() {
+                assert!(
+                    table.get(name).is_none(),
+                    "{name} absent before its insertion"
+                );
+                *table.entry(name, || i) += 100;
+                assert_eq!(table.entry(name, || usize::MAX), &mut (i + 100));
+                for (j, earlier) in names[..=i].iter().enumerate() {
+                    assert_eq!(table.get(earlier), Some(&(j + 100)), "{earlier} after {i}");
+                }
+                assert_eq!(table.entries.len(), i + 1);
+            }
+            *table.get_mut("tool_3").expect("present") = 7;
+            let values: Vec<usize> = table.values().copied().collect();
+            let mut expect: Vec<usize> = (0..40).map(|i| i + 100).collect();
+            expect[3] = 7;
+            assert_eq!(values, expect, "insertion order, capacity {capacity}");
+        }
     }
 }

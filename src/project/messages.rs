@@ -20,7 +20,9 @@ use crate::vocab::Message;
 /// A view, not a copy: kept messages are read from the input slice, so a projection costs
 /// O(dropped + rewritten) on top of the walk that decides them, whatever the history's length.
 /// Read it like a slice ([`len`](Self::len), [`iter`](Self::iter), indexing, [`get`](Self::get))
-/// or copy it out with [`to_vec`](Self::to_vec) (handle clones). Indexing is O(log changes).
+/// or copy it out with [`to_vec`](Self::to_vec) (handle clones). Indexing is O(log changes)
+/// (on a request of at most 64 messages that only dropped some, a few bit operations per
+/// position).
 ///
 /// Serializes as the JSON array of its messages; two views are equal when their messages
 /// are.
@@ -42,8 +44,12 @@ pub struct ProjectedMessages<'a> {
     /// `false`: the output is the whole of `base` (and `parts` is empty).
     spliced: bool,
     /// When spliced, the output in order, each part with the output index it starts at (for
-    /// indexing); empty when every message was dropped.
+    /// indexing); empty when every message was dropped or when `kept` describes the output.
     parts: Vec<Part>,
+    /// When spliced by removals alone from a base of at most 64 messages (every request
+    /// but a long history's): the kept positions, one bit each, so that a projection that
+    /// only drops developer messages allocates nothing. `parts` is then empty.
+    kept: Option<u64>,
     len: usize,
 }
 
@@ -90,6 +96,7 @@ impl<'a> ProjectedMessages<'a> {
         MessagesIter {
             base: &self.base,
             parts: self.parts.iter(),
+            kept: self.kept.unwrap_or(0),
             front: if !self.spliced {
                 self.base.iter()
             } else {
@@ -107,6 +114,13 @@ impl<'a> ProjectedMessages<'a> {
         }
         if !self.spliced {
             return self.base.get(index);
+        }
+        if let Some(mut kept) = self.kept {
+            // The `index`-th set bit (`index < len`, the number of set bits).
+            for _ in 0..index {
+                kept &= kept - 1;
+            }
+            return self.base.get(kept.trailing_zeros() as usize);
         }
         // The last part starting at or before `index` holds it.
         let part = &self.parts[self.parts.partition_point(|p| p.at <= index) - 1];
@@ -162,6 +176,7 @@ impl<'a> From<Cow<'a, [Message]>> for ProjectedMessages<'a> {
             base,
             spliced: false,
             parts: Vec::new(),
+            kept: None,
         }
     }
 }
@@ -218,6 +233,9 @@ impl Serialize for ProjectedMessages<'_> {
 pub struct MessagesIter<'s> {
     base: &'s [Message],
     parts: std::slice::Iter<'s, Part>,
+    /// The positions of `base` still to yield, when the view is a bit set of kept positions
+    /// (`parts`, `front` and `back` are then empty).
+    kept: u64,
     front: std::slice::Iter<'s, Message>,
     back: std::slice::Iter<'s, Message>,
     remaining: usize,
@@ -245,6 +263,12 @@ impl<'s> Iterator for MessagesIter<'s> {
     type Item = &'s Message;
 
     fn next(&mut self) -> Option<&'s Message> {
+        if self.kept != 0 {
+            let i = self.kept.trailing_zeros() as usize;
+            self.kept &= self.kept - 1;
+            self.remaining -= 1;
+            return self.base.get(i);
+        }
         loop {
             if let Some(m) = self.front.next() {
                 self.remaining -= 1;
@@ -268,6 +292,12 @@ impl<'s> Iterator for MessagesIter<'s> {
 
 impl DoubleEndedIterator for MessagesIter<'_> {
     fn next_back(&mut self) -> Option<Self::Item> {
+        if self.kept != 0 {
+            let i = 63 - self.kept.leading_zeros() as usize;
+            self.kept &= !(1 << i);
+            self.remaining -= 1;
+            return self.base.get(i);
+        }
         loop {
             if let Some(m) = self.back.next_back() {
                 self.remaining -= 1;
@@ -294,9 +324,12 @@ impl FusedIterator for MessagesIter<'_> {}
 pub(super) struct Splice<'a> {
     base: &'a [Message],
     parts: Vec<Part>,
-    /// The first position of `base` not yet in `parts`.
+    /// The first position of `base` not yet in `parts` (or in `removed`).
     next: usize,
     len: usize,
+    /// The removed positions, while only removals came from a base of at most 64 messages:
+    /// `parts` is then empty and built only if a replacement comes.
+    removed: Option<u64>,
 }
 
 impl<'a> Splice<'a> {
@@ -306,6 +339,21 @@ impl<'a> Splice<'a> {
             parts: Vec::new(),
             next: 0,
             len: 0,
+            removed: (base.len() <= 64).then_some(0),
+        }
+    }
+
+    /// Turns the removals recorded as bits into parts (a replacement is coming).
+    fn removals_to_parts(&mut self) {
+        if let Some(mut removed) = self.removed.take() {
+            // Replayed in order: `next` ends where the last removal left it.
+            self.next = 0;
+            while removed != 0 {
+                let i = removed.trailing_zeros() as usize;
+                removed &= removed - 1;
+                self.run_to(i);
+                self.next = i + 1;
+            }
         }
     }
 
@@ -326,12 +374,17 @@ impl<'a> Splice<'a> {
 
     /// Drops `base[index]`.
     pub(super) fn remove(&mut self, index: usize) {
-        self.run_to(index);
+        debug_assert!(index >= self.next, "changes come in increasing order");
+        match &mut self.removed {
+            Some(removed) => *removed |= 1 << index,
+            None => self.run_to(index),
+        }
         self.next = index + 1;
     }
 
     /// Puts `message` in the place of `base[index]`.
     pub(super) fn replace(&mut self, index: usize, message: Message) {
+        self.removals_to_parts();
         self.run_to(index);
         self.parts.push(Part {
             at: self.len,
@@ -346,11 +399,24 @@ impl<'a> Splice<'a> {
             // Nothing changed: the input itself.
             return ProjectedMessages::from(self.base);
         }
+        if let Some(removed) = self.removed {
+            let n = self.base.len();
+            let all = if n == 64 { u64::MAX } else { (1 << n) - 1 };
+            let kept = all & !removed;
+            return ProjectedMessages {
+                base: Cow::Borrowed(self.base),
+                spliced: true,
+                parts: Vec::new(),
+                kept: Some(kept),
+                len: kept.count_ones() as usize,
+            };
+        }
         self.run_to(self.base.len());
         ProjectedMessages {
             base: Cow::Borrowed(self.base),
             spliced: true,
             parts: self.parts,
+            kept: None,
             len: self.len,
         }
     }
@@ -405,6 +471,53 @@ mod tests {
             serde_json::to_string(&view).unwrap(),
             serde_json::to_string(&view.to_vec()).unwrap()
         );
+    }
+
+    /// Removals alone from up to 64 messages are a bit set; beyond, or with a replacement,
+    /// runs: every shape reads the same as the vector it stands for.
+    #[test]
+    fn every_shape_of_a_view_reads_like_its_vector() {
+        for n in [1usize, 2, 7, 63, 64, 65, 130] {
+            let base: Vec<Message> = (0..n)
+                .map(|i| Message::user(format!("m{i}"), "x"))
+                .collect();
+            for (label, step) in [("every third", 3usize), ("every other", 2), ("all", 1)] {
+                for replace_at in [None, Some(n / 2)] {
+                    let mut splice = Splice::new(&base);
+                    let mut expect: Vec<String> = Vec::new();
+                    for (i, m) in base.iter().enumerate() {
+                        if replace_at == Some(i) {
+                            splice.replace(i, Message::user(format!("r{i}"), "y"));
+                            expect.push(format!("r{i}"));
+                        } else if i % step == 0 {
+                            splice.remove(i);
+                        } else {
+                            expect.push(m.id().to_owned());
+                        }
+                    }
+                    let view = splice.finish();
+                    let case = format!("{n} messages, {label} removed, replaced {replace_at:?}");
+                    assert_eq!(view.len(), expect.len(), "{case}");
+                    assert_eq!(ids(view.iter()), expect, "{case}");
+                    let mut back = ids(view.iter().rev());
+                    back.reverse();
+                    assert_eq!(back, expect, "{case}: from the back");
+                    for (i, id) in expect.iter().enumerate() {
+                        assert_eq!(view[i].id(), id, "{case}: index {i}");
+                    }
+                    assert!(view.get(expect.len()).is_none(), "{case}");
+                    assert_eq!(view.iter().len(), expect.len(), "{case}");
+                    let mut it = view.iter();
+                    if let (Some(a), Some(b)) = (it.next(), it.next_back()) {
+                        assert_eq!((a.id(), b.id()), (&*expect[0], &*expect[expect.len() - 1]));
+                        assert_eq!(it.len(), expect.len() - 2, "{case}: both ends");
+                        assert_eq!(ids(it), expect[1..expect.len() - 1], "{case}");
+                    }
+                    assert!(!view.is_borrowed() && view.as_slice().is_none(), "{case}");
+                    assert_eq!(view, ProjectedMessages::from(view.to_vec()), "{case}");
+                }
+            }
+        }
     }
 
     #[test]
