@@ -688,13 +688,17 @@ fn write_fresh_body(
         }
         Tail {
             bytes,
-            turns: (segments.messages.iter())
+            turns: segments
+                .messages
+                .iter()
                 .map(|t| TurnSpan {
                     span: local(t.span.start)..local(t.span.end),
                     blocks: t.blocks.clone(),
                 })
                 .collect(),
-            blocks: (segments.blocks.iter())
+            blocks: segments
+                .blocks
+                .iter()
                 .map(|b| BlockSpan {
                     span: local(b.span.start)..local(b.span.end),
                     thinking: b.thinking,
