@@ -262,6 +262,7 @@ fn pass(
         placeholder,
         conversation,
         resume.as_ref(),
+        keep,
     );
     let (mut request, tail) = match request {
         Ok(v) => v,
@@ -289,7 +290,8 @@ fn pass(
 }
 
 /// The rest of the request once its wire messages are built: the prefill check, the thinking
-/// and caching options, the lookback breakpoint, the body and the headers.
+/// and caching options, the lookback breakpoint, the body and the headers; `keep` as in
+/// [`pass`].
 #[allow(clippy::too_many_arguments)]
 fn finish<'a>(
     config: &Config,
@@ -301,6 +303,7 @@ fn finish<'a>(
     placeholder: bool,
     conversation: Conversation<'a>,
     prior: Option<&Resume>,
+    keep: bool,
 ) -> Result<(WireRequest, Tail), WireError> {
     if !route.assistant_prefill()
         && let Some(turn) = conversation
@@ -357,16 +360,33 @@ fn finish<'a>(
         }
         .to_json()
     });
-    let tail = write_turns(&conversation.turns);
-    let (body, segments) = write_body(
-        &config.model,
-        options,
-        conversation.system.as_deref(),
-        &wire_tools,
-        prior,
-        &tail,
-        cache_mark.as_ref(),
-    );
+    // A pass from the first message writes its wire messages straight into the body (and
+    // copies them out only for a resume point); a resumed one writes its new ones apart, to
+    // join them to the kept bytes.
+    let (body, segments, tail) = match prior {
+        None => write_fresh_body(
+            &config.model,
+            options,
+            conversation.system.as_deref(),
+            &wire_tools,
+            &conversation.turns,
+            cache_mark.as_ref(),
+            keep && conversation.boundary.is_some(),
+        ),
+        Some(_) => {
+            let tail = write_turns(&conversation.turns);
+            let (body, segments) = write_body(
+                &config.model,
+                options,
+                conversation.system.as_deref(),
+                &wire_tools,
+                prior,
+                &tail,
+                cache_mark.as_ref(),
+            );
+            (body, segments, tail)
+        }
+    };
     // Every debug build (the tests) checks that the segment-noting writer writes the bytes
     // the serializer's own `Body` writes.
     #[cfg(debug_assertions)]
@@ -474,16 +494,6 @@ fn write_body(
     tail: &Tail,
     cache_mark: Option<&(usize, Value)>,
 ) -> (String, Segments) {
-    const MESSAGES: &str = "\"messages\":[]}";
-    // `{"model":…,<options>,` from the serializer itself, so the head's bytes are its own.
-    let head = Body::<WireTool<'_>, Turn<'_>> {
-        model,
-        options,
-        system: None,
-        tools: Vec::new(),
-        messages: Vec::new(),
-    }
-    .to_json();
     let (prior_bytes, prior_turns, prior_blocks) = match prior {
         Some(r) => (r.bytes.as_str(), &r.turns[..], &r.blocks[..]),
         None => ("", &[][..], &[][..]),
@@ -496,15 +506,8 @@ fn write_body(
             Some(b) => b.span.end,
             None => tail_at + tail.blocks[*index - prior_blocks.len()].span.end,
         };
-        let value = serde_json::to_string(&Canonical(cache_control))
-            .expect("a string-keyed value cannot fail");
-        (end - 1, format!(",\"cache_control\":{value}"))
+        (end - 1, marker_text(cache_control))
     });
-    let mut out = head;
-    out.truncate(out.len() - MESSAGES.len());
-    out.reserve(
-        prior_bytes.len() + tail.bytes.len() + tools.len() * 64 + system.map_or(0, str::len) + 64,
-    );
     let mut segments = Segments {
         first: prior_turns.len(),
         first_block: prior_blocks.len(),
@@ -513,24 +516,9 @@ fn write_body(
         blocks: Vec::with_capacity(tail.blocks.len()),
         ..Segments::default()
     };
-    let json = |value: &dyn erased_serde_free::Json| value.to_json();
-    if let Some(system) = system.filter(|s| !s.is_empty()) {
-        out.push_str("\"system\":");
-        let start = out.len();
-        out.push_str(&json(&system));
-        segments.system = Some(start..out.len());
-        out.push(',');
-    }
-    if !tools.is_empty() {
-        out.push_str("\"tools\":");
-        let start = out.len();
-        out.push_str(&json(&tools));
-        segments.tools = Some(start..out.len());
-        out.push(',');
-    }
-    out.push_str("\"messages\":[");
+    let mut out = write_head(model, options, system, tools, &mut segments);
+    out.reserve(prior_bytes.len() + tail.bytes.len() + 64);
     let base = out.len();
-    segments.messages_at = base;
     // The messages' bytes, `prior ++ sep ++ tail`, with the marker spliced in: one copy of
     // the kept bytes, no validation (they are already a `String`).
     let pieces: [&str; 3] = [prior_bytes, &","[..sep], &tail.bytes];
@@ -570,6 +558,158 @@ fn write_body(
     out.push_str("]}");
     segments.body_len = out.len();
     (out, segments)
+}
+
+/// `,"cache_control":{…}`: the lookback breakpoint's bytes, spliced in before the closing
+/// brace of its block (the bytes `Marked` writes there).
+fn marker_text(cache_control: &Value) -> String {
+    let value =
+        serde_json::to_string(&Canonical(cache_control)).expect("a string-keyed value cannot fail");
+    format!(",\"cache_control\":{value}")
+}
+
+/// The body up to the first byte inside its `messages` array, as `Body` writes it, noting
+/// where `system` and `tools` lie and where the messages start.
+fn write_head(
+    model: &str,
+    options: Vec<(&str, &Value)>,
+    system: Option<&str>,
+    tools: &[WireTool<'_>],
+    segments: &mut Segments,
+) -> String {
+    const MESSAGES: &str = "\"messages\":[]}";
+    // `{"model":…,<options>,` from the serializer itself, so the head's bytes are its own.
+    let head = Body::<WireTool<'_>, Turn<'_>> {
+        model,
+        options,
+        system: None,
+        tools: Vec::new(),
+        messages: Vec::new(),
+    }
+    .to_json();
+    let mut out = head;
+    out.truncate(out.len() - MESSAGES.len());
+    out.reserve(tools.len() * 64 + system.map_or(0, str::len) + 64);
+    let json = |value: &dyn erased_serde_free::Json| value.to_json();
+    if let Some(system) = system.filter(|s| !s.is_empty()) {
+        out.push_str("\"system\":");
+        let start = out.len();
+        out.push_str(&json(&system));
+        segments.system = Some(start..out.len());
+        out.push(',');
+    }
+    if !tools.is_empty() {
+        out.push_str("\"tools\":");
+        let start = out.len();
+        out.push_str(&json(&tools));
+        segments.tools = Some(start..out.len());
+        out.push(',');
+    }
+    out.push_str("\"messages\":[");
+    segments.messages_at = out.len();
+    out
+}
+
+/// The body of a pass from the first message (no `prior`), its wire messages written
+/// straight into it (the lookback mark `cache_mark` spliced in as its block is written), with
+/// the spans `write_body` notes: no buffer of their own, no second copy. Only when `tail`
+/// is asked for (a pass that leaves a resume point) are the wire messages copied out, without
+/// the mark, for the resume point to keep; the body is checked as UTF-8 once, whole.
+fn write_fresh_body(
+    model: &str,
+    options: Vec<(&str, &Value)>,
+    system: Option<&str>,
+    tools: &[WireTool<'_>],
+    turns: &[Turn<'_>],
+    cache_mark: Option<&(usize, Value)>,
+    tail: bool,
+) -> (String, Segments, Tail) {
+    let block_count = turns.iter().map(|t| t.content.len()).sum();
+    let mut segments = Segments {
+        messages: Vec::with_capacity(turns.len()),
+        blocks: Vec::with_capacity(block_count),
+        ..Segments::default()
+    };
+    let mut out = write_head(model, options, system, tools, &mut segments).into_bytes();
+    let base = out.len();
+    let marker = cache_mark.map(|(index, cache_control)| (*index, marker_text(cache_control)));
+    // Where the marker starts in the body, and its length.
+    let mut cut = None;
+    for (i, turn) in turns.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let start = out.len();
+        out.extend_from_slice(b"{\"role\":");
+        json(&mut out, &turn.role);
+        out.extend_from_slice(b",\"content\":[");
+        let first = segments.blocks.len();
+        for (j, block) in turn.content.iter().enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            let at = out.len();
+            json(&mut out, block);
+            if let Some((_, text)) = marker.as_ref().filter(|(index, _)| *index == first + j) {
+                // Before the block's closing brace, as `write_body` splices it.
+                let brace = out.pop();
+                debug_assert_eq!(brace, Some(b'}'), "a marked block is an object");
+                cut = Some((out.len(), text.len()));
+                out.extend_from_slice(text.as_bytes());
+                out.push(b'}');
+            }
+            segments.blocks.push(BlockSpan {
+                span: at..out.len(),
+                thinking: !block.can_carry_cache_control(),
+            });
+        }
+        out.extend_from_slice(b"]}");
+        segments.messages.push(TurnSpan {
+            span: start..out.len(),
+            blocks: first..segments.blocks.len(),
+        });
+    }
+    let end = out.len();
+    out.extend_from_slice(b"]}");
+    segments.body_len = out.len();
+    // serde_json writes UTF-8 and so do the literals above.
+    let body = String::from_utf8(out).expect("JSON is UTF-8");
+    let tail = if tail {
+        // This pass's bytes as `write_turns` writes them: relative to the first wire
+        // message, without the mark.
+        let (cut, len) = cut.unwrap_or((usize::MAX, 0));
+        let local = |pos: usize| pos - base - if pos > cut { len } else { 0 };
+        let mut bytes = String::with_capacity(end - base - len);
+        if cut < end {
+            bytes.push_str(&body[base..cut]);
+            bytes.push_str(&body[cut + len..end]);
+        } else {
+            bytes.push_str(&body[base..end]);
+        }
+        Tail {
+            bytes,
+            turns: segments
+                .messages
+                .iter()
+                .map(|t| TurnSpan {
+                    span: local(t.span.start)..local(t.span.end),
+                    blocks: t.blocks.clone(),
+                })
+                .collect(),
+            blocks: segments
+                .blocks
+                .iter()
+                .map(|b| BlockSpan {
+                    span: local(b.span.start)..local(b.span.end),
+                    thinking: b.thinking,
+                })
+                .collect(),
+            ..Tail::default()
+        }
+    } else {
+        Tail::default()
+    };
+    (body, segments, tail)
 }
 
 /// Writing a value of one of several types as compact JSON through one closure.
@@ -1543,4 +1683,94 @@ fn text_blocks(message: &Message) -> Result<Vec<Block<'_>>, WireError> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A turn of text blocks, with a thinking block (which cannot carry the mark) first when
+    /// `thinking`.
+    fn turn<'a>(
+        role: TurnRole,
+        texts: &'a [String],
+        thinking: bool,
+        extra: &'a IndexMap<String, Value>,
+    ) -> Turn<'a> {
+        let mut content: Vec<Block<'a>> = Vec::new();
+        if thinking {
+            content.push(Block::Thinking { text: "hmm", extra });
+        }
+        content.extend(texts.iter().map(|t| Block::Text(Cow::Borrowed(t.as_str()))));
+        Turn::new(role, content, "m")
+    }
+
+    proptest! {
+        /// The body written straight from the turns (the path of a pass from the first
+        /// message) is the body, and the spans, that joining separately written wire messages
+        /// gives, for a lookback mark on any block or none; and the wire messages it copies
+        /// out for a resume point are those bytes and spans, without the mark.
+        #[test]
+        fn fresh_body_is_the_joined_body(
+            turns in prop::collection::vec(
+                (prop::collection::vec("[a-z\"\\\\\u{e9}\u{4e2d}\u{1f600}]{0,6}", 0..3), any::<bool>()),
+                0..5,
+            ),
+            mark in any::<prop::sample::Index>(),
+            marked in any::<bool>(),
+            system in prop::option::of("[a-z\u{e9}]{0,4}"),
+        ) {
+            let extra = IndexMap::from([("signature".to_owned(), Value::from("s"))]);
+            let turns: Vec<Turn<'_>> = turns
+                .iter()
+                .enumerate()
+                .map(|(i, (texts, thinking))| {
+                    let role = if i % 2 == 0 { TurnRole::User } else { TurnRole::Assistant };
+                    turn(role, texts, *thinking, &extra)
+                })
+                .collect();
+            let carriers: Vec<usize> = turns
+                .iter()
+                .flat_map(|t| &t.content)
+                .enumerate()
+                .filter(|(_, b)| b.can_carry_cache_control())
+                .map(|(i, _)| i)
+                .collect();
+            let cache_mark = (marked && !carriers.is_empty())
+                .then(|| (carriers[mark.index(carriers.len())], serde_json::json!({"type": "ephemeral", "ttl": "1h"})));
+            let max_tokens = Value::from(64);
+            let options = vec![("max_tokens", &max_tokens)];
+            let tools: Vec<WireTool<'_>> = vec![WireTool::Placeholder(PLACEHOLDER_TOOL)];
+
+            let joined_tail = write_turns(&turns);
+            let (joined, joined_segments) = write_body(
+                "m",
+                options.clone(),
+                system.as_deref(),
+                &tools,
+                None,
+                &joined_tail,
+                cache_mark.as_ref(),
+            );
+            let (body, segments, tail) = write_fresh_body(
+                "m",
+                options,
+                system.as_deref(),
+                &tools,
+                &turns,
+                cache_mark.as_ref(),
+                true,
+            );
+            prop_assert_eq!(&body, &joined);
+            prop_assert_eq!(&segments, &joined_segments);
+            prop_assert_eq!(&tail.bytes, &joined_tail.bytes);
+            prop_assert_eq!(&tail.turns, &joined_tail.turns);
+            prop_assert_eq!(&tail.blocks, &joined_tail.blocks);
+            if cache_mark.is_some() {
+                let text = r#""cache_control":{"ttl":"1h","type":"ephemeral"}"#;
+                prop_assert_eq!(body.matches(text).count(), 1);
+            }
+        }
+    }
 }
