@@ -2,22 +2,19 @@
 //! the right cause and the vendor miss kind it predicts; byte offsets checked against the
 //! meter's cut.
 
-use indexmap::IndexMap;
 use mektpoy::agent::{Attribution, Attributor, Cause, Change, Check};
 use mektpoy::event::{Rewrite, SeriesStart};
 use mektpoy::meter::{Departure, Segment, ToolChange};
 use mektpoy::response::{CacheMissKind, decode_messages};
 use mektpoy::route::WireApi;
-use mektpoy::vocab::{MessageSource, Role};
 use mektpoy::{
-    AgentLoop, Config, ContentBlock, Event, Message, Meter, Route, Session, ToolSchema,
-    WireRequest, route_for,
+    AgentLoop, Config, Event, Message, Meter, Route, Session, ToolSchema, WireRequest, route_for,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
 mod support;
-use support::tool_of;
+use support::{signed_answer, tool_of};
 
 /// A tool every route accepts (Anthropic routes need an object schema root).
 fn tool(name: &str, version: u32) -> ToolSchema {
@@ -30,27 +27,6 @@ fn cut(route: &Route, body: &str) -> Vec<u8> {
 
 fn first_diff(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
-
-/// An answer with a signed thinking block, as the provider returns it.
-fn signed_answer(id: &str, model: &str) -> Message {
-    let mut extra = IndexMap::new();
-    extra.insert("signature".to_owned(), json!(format!("sig-{id}")));
-    Message::new(
-        id,
-        Role::Assistant,
-        vec![
-            ContentBlock::Reasoning {
-                text: "let me think".into(),
-                extra,
-            },
-            ContentBlock::text("done"),
-        ],
-        MessageSource::Model {
-            provider: "anthropic".into(),
-            model: model.into(),
-        },
-    )
 }
 
 /// A loop that records, attributes before sending, observes, and answers each turn.

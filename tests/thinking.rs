@@ -3,40 +3,17 @@
 //! and survives a reopen, and that the policy is chosen once per session.
 
 use mektpoy::{
-    AgentLoop, Config, ContentBlock, Event, Message, Request, Session, ToolSchema,
+    AgentLoop, Config, Event, Message, Request, Session, ToolSchema,
     event::{Rewrite, ThinkingEvent, ThinkingPolicy},
     route_for,
     session::AppendErrorKind,
-    vocab::{MessageSource, Role},
 };
-use serde_json::json;
 
 mod support;
-use support::object_tool;
+use support::{object_tool, signed_answer};
 
 fn config(model: &str) -> Config {
     Config::new("anthropic", model).with("max_tokens", 1024.into())
-}
-
-/// An answer with a signed thinking block, as the provider returns it.
-fn signed_answer(id: &str, model: &str) -> Message {
-    let mut extra = indexmap::IndexMap::new();
-    extra.insert("signature".to_owned(), json!(format!("sig-{id}")));
-    Message::new(
-        id,
-        Role::Assistant,
-        vec![
-            ContentBlock::Reasoning {
-                text: "let me think".into(),
-                extra,
-            },
-            ContentBlock::text("done"),
-        ],
-        MessageSource::Model {
-            provider: "anthropic".into(),
-            model: model.into(),
-        },
-    )
 }
 
 /// A loop that answers every turn with a signed thinking block.

@@ -244,6 +244,27 @@ pub fn msg(spec: &str) -> Message {
     }
 }
 
+/// An answer with a signed thinking block, as the provider returns it.
+pub fn signed_answer(id: &str, model: &str) -> Message {
+    let mut extra = indexmap::IndexMap::new();
+    extra.insert("signature".to_owned(), json!(format!("sig-{id}")));
+    Message::new(
+        id,
+        Role::Assistant,
+        vec![
+            ContentBlock::Reasoning {
+                text: "let me think".into(),
+                extra,
+            },
+            ContentBlock::text("done"),
+        ],
+        mektpoy::vocab::MessageSource::Model {
+            provider: "anthropic".into(),
+            model: model.into(),
+        },
+    )
+}
+
 /// Space-separated message specs as `Message`s.
 pub fn msgs(specs: &str) -> Vec<Message> {
     specs.split_whitespace().map(msg).collect()
