@@ -447,7 +447,27 @@ fn write_turns(turns: &[Turn<'_>]) -> Tail {
         ..Tail::default()
     };
     let mut bytes = Vec::new();
-    let out = &mut bytes;
+    write_turn_list(&mut bytes, turns, None, &mut tail.turns, &mut tail.blocks);
+    // serde_json writes UTF-8 and so do the literals above; only this pass's bytes are
+    // checked.
+    tail.bytes = String::from_utf8(bytes).expect("JSON is UTF-8");
+    tail
+}
+
+/// Writes `turns` comma-joined at the end of `out`, with `mark` (a block index over
+/// `blocks`, counted from its current length, and the mark's text) before that block's
+/// closing brace, pushing each wire message's and block's span (positions in `out`). Returns
+/// where the mark went and its length. The one writer of wire messages: a resumed pass writes
+/// them into a buffer of their own, a pass from the first message straight into the body.
+fn write_turn_list(
+    out: &mut Vec<u8>,
+    turns: &[Turn<'_>],
+    mark: Option<(usize, &str)>,
+    messages: &mut Vec<TurnSpan>,
+    blocks: &mut Vec<BlockSpan>,
+) -> Option<(usize, usize)> {
+    let offset = blocks.len();
+    let mut cut = None;
     for (i, turn) in turns.iter().enumerate() {
         if i > 0 {
             out.push(b',');
@@ -456,28 +476,33 @@ fn write_turns(turns: &[Turn<'_>]) -> Tail {
         out.extend_from_slice(b"{\"role\":");
         json(out, &turn.role);
         out.extend_from_slice(b",\"content\":[");
-        let first = tail.blocks.len();
+        let first = blocks.len();
         for (j, block) in turn.content.iter().enumerate() {
             if j > 0 {
                 out.push(b',');
             }
             let at = out.len();
             json(out, block);
-            tail.blocks.push(BlockSpan {
+            if let Some((_, text)) = mark.filter(|(index, _)| *index + offset == first + j) {
+                // Before the block's closing brace, as `write_body` splices it.
+                let brace = out.pop();
+                debug_assert_eq!(brace, Some(b'}'), "a marked block is an object");
+                cut = Some((out.len(), text.len()));
+                out.extend_from_slice(text.as_bytes());
+                out.push(b'}');
+            }
+            blocks.push(BlockSpan {
                 span: at..out.len(),
                 thinking: !block.can_carry_cache_control(),
             });
         }
         out.extend_from_slice(b"]}");
-        tail.turns.push(TurnSpan {
+        messages.push(TurnSpan {
             span: start..out.len(),
-            blocks: first..tail.blocks.len(),
+            blocks: first..blocks.len(),
         });
     }
-    // serde_json writes UTF-8 and so do the literals above; only this pass's bytes are
-    // checked.
-    tail.bytes = String::from_utf8(bytes).expect("JSON is UTF-8");
-    tail
+    cut
 }
 
 /// Writes the body as `Body` serializes it (compact JSON, the same bytes): the head, then the
@@ -634,41 +659,13 @@ fn write_fresh_body(
     let base = out.len();
     let marker = cache_mark.map(|(index, cache_control)| (*index, marker_text(cache_control)));
     // Where the marker starts in the body, and its length.
-    let mut cut = None;
-    for (i, turn) in turns.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        let start = out.len();
-        out.extend_from_slice(b"{\"role\":");
-        json(&mut out, &turn.role);
-        out.extend_from_slice(b",\"content\":[");
-        let first = segments.blocks.len();
-        for (j, block) in turn.content.iter().enumerate() {
-            if j > 0 {
-                out.push(b',');
-            }
-            let at = out.len();
-            json(&mut out, block);
-            if let Some((_, text)) = marker.as_ref().filter(|(index, _)| *index == first + j) {
-                // Before the block's closing brace, as `write_body` splices it.
-                let brace = out.pop();
-                debug_assert_eq!(brace, Some(b'}'), "a marked block is an object");
-                cut = Some((out.len(), text.len()));
-                out.extend_from_slice(text.as_bytes());
-                out.push(b'}');
-            }
-            segments.blocks.push(BlockSpan {
-                span: at..out.len(),
-                thinking: !block.can_carry_cache_control(),
-            });
-        }
-        out.extend_from_slice(b"]}");
-        segments.messages.push(TurnSpan {
-            span: start..out.len(),
-            blocks: first..segments.blocks.len(),
-        });
-    }
+    let cut = write_turn_list(
+        &mut out,
+        turns,
+        marker.as_ref().map(|(index, text)| (*index, text.as_str())),
+        &mut segments.messages,
+        &mut segments.blocks,
+    );
     let end = out.len();
     out.extend_from_slice(b"]}");
     segments.body_len = out.len();
