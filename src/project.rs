@@ -20,7 +20,8 @@ use crate::event::RequestHeader;
 use crate::history::{ToolHistory, ToolUpdate};
 use crate::route::ToolUpdateMode;
 use crate::vocab::{
-    ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message, Role, ToolSchema,
+    ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message, MessagesRef, Role,
+    ToolSchema,
 };
 
 mod messages;
@@ -152,11 +153,12 @@ impl ProjectionPath {
 /// assert_eq!(plain.messages.len(), 1, "no mode: developer messages are dropped");
 /// ```
 pub fn project_tool_updates<'a>(
-    messages: &'a [Message],
+    messages: impl Into<MessagesRef<'a>>,
     tools: Option<&'a [ToolSchema]>,
     mode: Option<ToolUpdateMode>,
     history: Option<&ToolHistory>,
 ) -> ProjectedToolUpdates<'a> {
+    let messages = messages.into();
     // reference §5 rule 1.
     let Some(mode) = mode else {
         return ProjectedToolUpdates {
@@ -232,10 +234,11 @@ pub fn project_tool_updates<'a>(
 /// assert_eq!(added.definition().name(), "b");
 /// ```
 pub fn project_tool_updates_inline<'a>(
-    messages: &'a [Message],
+    messages: impl Into<MessagesRef<'a>>,
     tools: Option<&'a [ToolSchema]>,
     history: Option<&ToolHistory>,
 ) -> ProjectedToolUpdates<'a> {
+    let messages = messages.into();
     let Some(history) = history else {
         return fallback(messages, tools, ProjectionPath::NoHistory);
     };
@@ -440,7 +443,7 @@ impl<'n, T: Copy> Names<'n, T> {
 /// developer message that is not (another series', or any on a hand-made snapshot) is looked
 /// up.
 fn keep_series_messages<'a>(
-    messages: &'a [Message],
+    messages: MessagesRef<'a>,
     history: &ToolHistory,
     mut walk: impl FnMut(&'a Message, Option<usize>) -> Kept,
 ) -> Option<ProjectedMessages<'a>> {
@@ -937,7 +940,7 @@ fn next_definition<'h>(
 
 /// Rules 2–3 and the all-deferred fallback: developer messages dropped, tools as given.
 fn fallback<'a>(
-    messages: &'a [Message],
+    messages: MessagesRef<'a>,
     tools: Option<&'a [ToolSchema]>,
     path: ProjectionPath,
 ) -> ProjectedToolUpdates<'a> {
@@ -949,7 +952,7 @@ fn fallback<'a>(
 }
 
 /// Every message but developer ones; the input itself when there is none.
-fn without_developer(messages: &[Message]) -> ProjectedMessages<'_> {
+fn without_developer(messages: MessagesRef<'_>) -> ProjectedMessages<'_> {
     let mut splice = Splice::new(messages);
     for (i, m) in messages.iter().enumerate() {
         if m.role() == Role::Developer {

@@ -168,12 +168,7 @@ fn views_are_consistent_while_another_thread_appends() {
     for v in &views {
         let prefix: Vec<Event> = log.iter().take(v.len).cloned().collect();
         let want = memo.entry(v.len).or_insert_with(|| expected(&prefix));
-        assert_eq!(
-            &v.messages[..],
-            &want.messages[..],
-            "messages at len {}",
-            v.len
-        );
+        assert_eq!(v.messages, want.messages, "messages at len {}", v.len);
         assert_eq!(
             v.header.as_ref().map(|(s, _)| *s),
             want.header,

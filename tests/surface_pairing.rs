@@ -409,7 +409,7 @@ fn old_files_that_break_the_rules_still_load_and_the_wire_still_refuses_them() {
     // The serializers still refuse the loaded surface, with their own typed errors.
     let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
     let messages = s.messages();
-    let projected = ProjectedToolUpdates::new(&messages[..]);
+    let projected = ProjectedToolUpdates::new(&messages);
     let route = Route::plain("deepseek", "deepseek-flash", WireApi::Messages);
     let err = serialize(&config, &projected, &route).unwrap_err();
     assert!(
@@ -427,7 +427,7 @@ fn old_files_that_break_the_rules_still_load_and_the_wire_still_refuses_them() {
         .unwrap();
     assert_eq!(ids(&s), ["u1", "summary2", "a-empty", "summary3", "u2"]);
     let messages = s.messages();
-    let projected = ProjectedToolUpdates::new(&messages[..]);
+    let projected = ProjectedToolUpdates::new(&messages);
     let err = serialize(&config, &projected, &route).unwrap_err();
     assert!(
         matches!(

@@ -1028,7 +1028,7 @@ impl fmt::Display for AttributionReport {
 fn without_wire(request: &Request) -> Request {
     Request {
         config: request.config.clone(),
-        messages: std::sync::Arc::clone(&request.messages),
+        messages: request.messages.clone(),
         tools: std::sync::Arc::clone(&request.tools),
         tool_history: request.tool_history.clone(),
         header_seq: request.header_seq,

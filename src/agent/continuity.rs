@@ -16,7 +16,7 @@ use crate::event::{Event, Rewrite, ThinkingEvent, ThinkingFloor, ThinkingPolicy}
 use crate::history::FoldKind;
 use crate::route::{Route, WireApi};
 use crate::session::Transaction;
-use crate::vocab::{Message, Role, Seq};
+use crate::vocab::{Messages, Role, Seq};
 use crate::wire::{
     Fingerprint, Resume, ThinkingPlan, WireContext, WireRequest, is_bound_thinking,
     serialize_resuming, serialize_with,
@@ -234,7 +234,7 @@ fn previous_from_log(tx: &Transaction<'_>, route: &Route, kind: FoldKind) -> Opt
 }
 
 /// Ids of the assistant messages of `messages` appended before `floor`.
-fn ids_before(tx: &Transaction<'_>, messages: &[Message], floor: Seq) -> HashSet<String> {
+fn ids_before(tx: &Transaction<'_>, messages: &Messages, floor: Seq) -> HashSet<String> {
     messages
         .iter()
         .filter(|m| m.role() == Role::Assistant)
@@ -253,7 +253,7 @@ fn ids_before(tx: &Transaction<'_>, messages: &[Message], floor: Seq) -> HashSet
 /// new floor.
 fn holds_unfloored_thinking(
     tx: &Transaction<'_>,
-    messages: &[Message],
+    messages: &Messages,
     floor: Option<(Seq, Rewrite)>,
 ) -> bool {
     messages

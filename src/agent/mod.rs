@@ -37,7 +37,7 @@ use crate::project::{
 use crate::response::Usage;
 use crate::route::Route;
 use crate::session::{AppendError, Position, Session};
-use crate::vocab::{Message, Seq, ToolSchema};
+use crate::vocab::{Message, Messages, MessagesRef, Seq, ToolSchema};
 use crate::wire::{WireError, WireRequest, serialize, serialize_with};
 
 /// What one recorded attempt sends: the log as it stood right after the attempt's batch, and
@@ -48,7 +48,7 @@ pub struct Request {
     /// The latest header's configuration, as logged.
     pub config: Config,
     /// The surface's messages.
-    pub messages: Arc<[Message]>,
+    pub messages: Messages,
     /// The latest header's tools, as logged (the effective tools).
     pub tools: Arc<[ToolSchema]>,
     /// The tool snapshot to project with: the route's fold (by value on a route that takes
@@ -75,8 +75,9 @@ pub struct Request {
     /// so that [`AgentLoop::observe`] recognises the request it recorded last in O(1).
     origin: u64,
     /// The wire request the recorder prepared against the route's previous request, or the
-    /// context that refused it (Messages-API routes).
-    prepared: Option<continuity::Prepared>,
+    /// context that refused it (Messages-API routes). Shared: a clone of the request (the loop
+    /// keeps one to attribute what it observes) does not copy the body.
+    prepared: Option<Arc<continuity::Prepared>>,
 }
 
 /// A number no other request of this process has.
@@ -90,7 +91,7 @@ fn next_origin() -> u64 {
 /// the one `history` came from gets the projection without history, which is always valid.
 fn project_for<'a>(
     route: &Route,
-    messages: &'a [Message],
+    messages: impl Into<MessagesRef<'a>>,
     tools: &'a [ToolSchema],
     history: &ToolHistory,
     by_value: bool,
@@ -152,7 +153,7 @@ impl Request {
     /// # Ok::<(), mektpoy::Error>(())
     /// ```
     pub fn to_wire(&self) -> Result<WireRequest, WireError> {
-        let mut wire = match &self.prepared {
+        let mut wire = match self.prepared.as_deref() {
             Some(Ok(wire)) => wire.clone(),
             Some(Err(replay)) => serialize_with(
                 &self.config,

@@ -30,7 +30,8 @@ impl PromptNodes {
     /// nodes after them: O(new nodes).
     pub(crate) fn extended(mut self, surface: &imbl::Vector<SurfaceNode>) -> PromptNodes {
         let from = self.len.min(surface.len());
-        for (i, node) in surface.iter().enumerate().skip(from) {
+        // `skip` on the vector, O(log n); on its iterator it would walk the first `from` nodes.
+        for (i, node) in (from..).zip(surface.skip(from).iter()) {
             // A prompt node is a system message written as a prompt; other system-role
             // messages (a compaction summary, an application's note) are not prompts.
             if let SurfaceNode::Message(m) = node

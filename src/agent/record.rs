@@ -454,7 +454,7 @@ impl Recorder {
         };
         let c = continuity::prepare(tx, step.route, kind, &request, remembered, resume);
         request.rewrite = c.rewrite;
-        request.prepared = c.prepared;
+        request.prepared = c.prepared.map(Arc::new);
         Ok(Outcome {
             request,
             g_after,

@@ -12,7 +12,7 @@ use std::ops::Index;
 
 use serde::{Serialize, Serializer};
 
-use crate::vocab::Message;
+use crate::vocab::{Message, MessageIter, Messages, MessagesRef};
 
 /// The messages a route receives: the input's messages in order, without the dropped ones,
 /// with the few rewritten ones in their place ([`ProjectedToolUpdates::messages`]).
@@ -40,7 +40,7 @@ use crate::vocab::Message;
 /// [`ProjectedToolUpdates::messages`]: super::ProjectedToolUpdates::messages
 #[derive(Clone)]
 pub struct ProjectedMessages<'a> {
-    base: Cow<'a, [Message]>,
+    base: Base<'a>,
     /// `false`: the output is the whole of `base` (and `parts` is empty).
     spliced: bool,
     /// When spliced, the output in order, each part with the output index it starts at (for
@@ -51,6 +51,23 @@ pub struct ProjectedMessages<'a> {
     /// only drops developer messages allocates nothing. `parts` is then empty.
     kept: Option<u64>,
     len: usize,
+}
+
+/// The input a view reads its kept messages from: borrowed (a slice, or a request's chunked
+/// list, read chunk by chunk), or a `Vec` given to it.
+#[derive(Clone)]
+enum Base<'a> {
+    Borrowed(MessagesRef<'a>),
+    Owned(Vec<Message>),
+}
+
+impl Base<'_> {
+    fn as_ref(&self) -> MessagesRef<'_> {
+        match self {
+            Base::Borrowed(r) => *r,
+            Base::Owned(v) => MessagesRef::from(v),
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -82,27 +99,42 @@ impl<'a> ProjectedMessages<'a> {
     /// Whether this is the borrowed input itself, unchanged: the projection dropped and
     /// rewrote nothing.
     pub fn is_borrowed(&self) -> bool {
-        !self.spliced && matches!(self.base, Cow::Borrowed(_))
+        !self.spliced && matches!(self.base, Base::Borrowed(_))
     }
 
     /// The messages as one slice, when they are one: the input (or a given `Vec`) unchanged.
     /// `None` when some message was dropped or rewritten.
+    /// A request's long history is a chunked list: `None` too when it spans more than one chunk
+    /// (read it with [`iter`](Self::iter)).
     pub fn as_slice(&self) -> Option<&[Message]> {
-        (!self.spliced).then_some(&*self.base)
+        if self.spliced {
+            return None;
+        }
+        self.base.as_ref().as_slice()
+    }
+
+    /// The input the kept messages are read from, when it is a chunked list and the view keeps
+    /// every message of it unchanged.
+    pub(crate) fn unchanged_list(&self) -> Option<&'a Messages> {
+        match &self.base {
+            Base::Borrowed(r) if !self.spliced => r.chunked(),
+            _ => None,
+        }
     }
 
     /// The messages in order.
     pub fn iter(&self) -> MessagesIter<'_> {
+        let base = self.base.as_ref();
         MessagesIter {
-            base: &self.base,
+            base,
             parts: self.parts.iter(),
             kept: self.kept.unwrap_or(0),
             front: if !self.spliced {
-                self.base.iter()
+                base.iter()
             } else {
-                [].iter()
+                base.iter_range(0..0)
             },
-            back: [].iter(),
+            back: base.iter_range(0..0),
             remaining: self.len,
         }
     }
@@ -112,20 +144,21 @@ impl<'a> ProjectedMessages<'a> {
         if index >= self.len {
             return None;
         }
+        let base = self.base.as_ref();
         if !self.spliced {
-            return self.base.get(index);
+            return base.get(index);
         }
         if let Some(mut kept) = self.kept {
             // The `index`-th set bit (`index < len`, the number of set bits).
             for _ in 0..index {
                 kept &= kept - 1;
             }
-            return self.base.get(kept.trailing_zeros() as usize);
+            return base.get(kept.trailing_zeros() as usize);
         }
         // The last part starting at or before `index` holds it.
         let part = &self.parts[self.parts.partition_point(|p| p.at <= index) - 1];
         match &part.kind {
-            PartKind::Run { start, .. } => self.base.get(start + (index - part.at)),
+            PartKind::Run { start, .. } => base.get(start + (index - part.at)),
             PartKind::Rewritten(m) => Some(m),
         }
     }
@@ -153,26 +186,47 @@ impl<'a> ProjectedMessages<'a> {
 
 impl<'a> From<&'a [Message]> for ProjectedMessages<'a> {
     fn from(messages: &'a [Message]) -> Self {
-        Cow::Borrowed(messages).into()
+        MessagesRef::from(messages).into()
     }
 }
 
 impl<'a> From<&'a Vec<Message>> for ProjectedMessages<'a> {
     fn from(messages: &'a Vec<Message>) -> Self {
-        Cow::Borrowed(&messages[..]).into()
+        MessagesRef::from(messages).into()
+    }
+}
+
+impl<'a> From<&'a Messages> for ProjectedMessages<'a> {
+    fn from(messages: &'a Messages) -> Self {
+        MessagesRef::from(messages).into()
+    }
+}
+
+impl<'a> From<MessagesRef<'a>> for ProjectedMessages<'a> {
+    fn from(messages: MessagesRef<'a>) -> Self {
+        ProjectedMessages::whole(Base::Borrowed(messages))
     }
 }
 
 impl From<Vec<Message>> for ProjectedMessages<'_> {
     fn from(messages: Vec<Message>) -> Self {
-        Cow::<[Message]>::Owned(messages).into()
+        ProjectedMessages::whole(Base::Owned(messages))
     }
 }
 
 impl<'a> From<Cow<'a, [Message]>> for ProjectedMessages<'a> {
     fn from(base: Cow<'a, [Message]>) -> Self {
+        match base {
+            Cow::Borrowed(s) => s.into(),
+            Cow::Owned(v) => v.into(),
+        }
+    }
+}
+
+impl<'a> ProjectedMessages<'a> {
+    fn whole(base: Base<'a>) -> Self {
         ProjectedMessages {
-            len: base.len(),
+            len: base.as_ref().len(),
             base,
             spliced: false,
             parts: Vec::new(),
@@ -231,13 +285,13 @@ impl Serialize for ProjectedMessages<'_> {
 /// The messages of a [`ProjectedMessages`], in order (double-ended, exact size).
 #[derive(Clone, Debug)]
 pub struct MessagesIter<'s> {
-    base: &'s [Message],
+    base: MessagesRef<'s>,
     parts: std::slice::Iter<'s, Part>,
     /// The positions of `base` still to yield, when the view is a bit set of kept positions
     /// (`parts`, `front` and `back` are then empty).
     kept: u64,
-    front: std::slice::Iter<'s, Message>,
-    back: std::slice::Iter<'s, Message>,
+    front: MessageIter<'s>,
+    back: MessageIter<'s>,
     remaining: usize,
 }
 
@@ -251,10 +305,10 @@ impl fmt::Debug for Part {
 }
 
 impl<'s> MessagesIter<'s> {
-    fn slice(&self, part: &'s Part) -> &'s [Message] {
+    fn slice(&self, part: &'s Part) -> MessageIter<'s> {
         match &part.kind {
-            PartKind::Run { start, end } => &self.base[*start..*end],
-            PartKind::Rewritten(m) => std::slice::from_ref(m),
+            PartKind::Run { start, end } => self.base.iter_range(*start..*end),
+            PartKind::Rewritten(m) => MessagesRef::from(std::slice::from_ref(m)).iter(),
         }
     }
 }
@@ -275,7 +329,7 @@ impl<'s> Iterator for MessagesIter<'s> {
                 return Some(m);
             }
             match self.parts.next() {
-                Some(part) => self.front = self.slice(part).iter(),
+                Some(part) => self.front = self.slice(part),
                 None => {
                     let m = self.back.next()?;
                     self.remaining -= 1;
@@ -287,6 +341,39 @@ impl<'s> Iterator for MessagesIter<'s> {
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         (self.remaining, Some(self.remaining))
+    }
+
+    /// Skips whole runs and chunks: O(log n + parts skipped), not O(n) (a resumed serializer
+    /// starts deep into a long history).
+    fn nth(&mut self, mut n: usize) -> Option<&'s Message> {
+        if self.kept != 0 {
+            for _ in 0..n {
+                if self.kept == 0 {
+                    break;
+                }
+                self.kept &= self.kept - 1;
+                self.remaining -= 1;
+            }
+            return self.next();
+        }
+        loop {
+            let in_front = self.front.len();
+            if n < in_front {
+                self.remaining -= n + 1;
+                return self.front.nth(n);
+            }
+            n -= in_front;
+            self.remaining -= in_front;
+            self.front = self.base.iter_range(0..0);
+            match self.parts.next() {
+                Some(part) => self.front = self.slice(part),
+                None => {
+                    let m = self.back.nth(n)?;
+                    self.remaining -= n + 1;
+                    return Some(m);
+                }
+            }
+        }
     }
 }
 
@@ -304,7 +391,7 @@ impl DoubleEndedIterator for MessagesIter<'_> {
                 return Some(m);
             }
             match self.parts.next_back() {
-                Some(part) => self.back = self.slice(part).iter(),
+                Some(part) => self.back = self.slice(part),
                 None => {
                     let m = self.front.next_back()?;
                     self.remaining -= 1;
@@ -322,7 +409,7 @@ impl FusedIterator for MessagesIter<'_> {}
 /// Builds a [`ProjectedMessages`] from the positions of `base` that change, in increasing
 /// order; every other position is kept.
 pub(super) struct Splice<'a> {
-    base: &'a [Message],
+    base: MessagesRef<'a>,
     parts: Vec<Part>,
     /// The first position of `base` not yet in `parts` (or in `removed`).
     next: usize,
@@ -333,7 +420,8 @@ pub(super) struct Splice<'a> {
 }
 
 impl<'a> Splice<'a> {
-    pub(super) fn new(base: &'a [Message]) -> Self {
+    pub(super) fn new(base: impl Into<MessagesRef<'a>>) -> Self {
+        let base = base.into();
         Splice {
             base,
             parts: Vec::new(),
@@ -404,7 +492,7 @@ impl<'a> Splice<'a> {
             let all = if n == 64 { u64::MAX } else { (1 << n) - 1 };
             let kept = all & !removed;
             return ProjectedMessages {
-                base: Cow::Borrowed(self.base),
+                base: Base::Borrowed(self.base),
                 spliced: true,
                 parts: Vec::new(),
                 kept: Some(kept),
@@ -413,7 +501,7 @@ impl<'a> Splice<'a> {
         }
         self.run_to(self.base.len());
         ProjectedMessages {
-            base: Cow::Borrowed(self.base),
+            base: Base::Borrowed(self.base),
             spliced: true,
             parts: self.parts,
             kept: None,
@@ -516,6 +604,54 @@ mod tests {
                     assert!(!view.is_borrowed() && view.as_slice().is_none(), "{case}");
                     assert_eq!(view, ProjectedMessages::from(view.to_vec()), "{case}");
                 }
+            }
+        }
+    }
+
+    /// A view of a chunked list (a request's history) reads as the same view of a slice, from
+    /// both ends, by index and by `nth` (which skips runs and chunks without walking them).
+    #[test]
+    fn a_view_of_a_chunked_list_reads_like_a_view_of_its_slice() {
+        for n in [0usize, 1, 63, 64, 65, 130, 300] {
+            let base: Vec<Message> = (0..n)
+                .map(|i| Message::user(format!("m{i}"), "x"))
+                .collect();
+            let list: Messages = base.clone().into();
+            for step in [0usize, 2, 7, 70] {
+                let build = |input: MessagesRef<'_>| -> Vec<String> {
+                    let mut splice = Splice::new(input);
+                    for i in 0..n {
+                        if step > 0 && i % step == 1 {
+                            splice.remove(i);
+                        } else if step > 0 && i % step == 3 {
+                            splice.replace(i, Message::user(format!("r{i}"), "y"));
+                        }
+                    }
+                    let view = splice.finish();
+                    let all = ids(view.iter());
+                    for k in 0..=view.len() {
+                        let mut it = view.iter();
+                        assert_eq!(
+                            it.nth(k).map(Message::id),
+                            all.get(k).copied(),
+                            "{n}/{step}: nth({k})"
+                        );
+                        assert_eq!(it.len(), view.len().saturating_sub(k + 1));
+                        assert_eq!(
+                            ids(it),
+                            all[(k + 1).min(all.len())..],
+                            "{n}/{step}: after nth({k})"
+                        );
+                        assert_eq!(view.get(k).map(Message::id), all.get(k).copied());
+                    }
+                    let mut back = ids(view.iter().rev());
+                    back.reverse();
+                    assert_eq!(back, all, "{n}/{step}: from the back");
+                    all.iter().map(|s| (*s).to_owned()).collect()
+                };
+                let from_slice = build(MessagesRef::from(&base));
+                let from_list = build(list.as_ref());
+                assert_eq!(from_slice, from_list, "{n} messages, step {step}");
             }
         }
     }

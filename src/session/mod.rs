@@ -22,7 +22,7 @@ pub use state::{AppendError, AppendErrorKind};
 use crate::event::{Event, HeaderEvent, Rewrite, ThinkingEvent, ThinkingPolicy};
 use crate::history::{FoldKind, ToolFold, ToolHistory};
 use crate::store::{Frame, Frames, JsonlWriter};
-use crate::vocab::{List, Message, Seq, ToolSchema};
+use crate::vocab::{List, Message, Messages, Seq, ToolSchema};
 
 /// One node of the surface (the model-visible history), as replace ranges count them.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,7 +51,7 @@ pub struct SessionView {
     /// The latest `request/header` and its `Seq`.
     pub header: Option<(Seq, Arc<HeaderEvent>)>,
     /// The surface's messages in order, opaque nodes left out.
-    pub messages: Arc<[Message]>,
+    pub messages: Messages,
     /// Number of replaces so far.
     pub surface_generation: u64,
     /// The tool snapshot as of the same event.
@@ -219,7 +219,70 @@ struct Derived {
     /// The by-value fold (reference §3.1), folded on first use by a route that needs it.
     by_value: Option<Cached>,
     /// The surface's messages, keyed by `LogState::surface_version`.
-    messages: Option<(u64, Arc<[Message]>)>,
+    messages: Option<SurfaceMessages>,
+}
+
+/// The surface's messages as of one surface version, and what extending them needs: a later
+/// version of the same generation only appended nodes after the first `nodes`.
+#[derive(Clone)]
+struct SurfaceMessages {
+    version: u64,
+    generation: u64,
+    nodes: usize,
+    messages: Messages,
+    /// The surface index of the last message, to check (one lookup) that a state of the same
+    /// generation still holds it there: a different log never extends these.
+    last: Option<usize>,
+}
+
+impl SurfaceMessages {
+    fn of(state: &LogState) -> Self {
+        SurfaceMessages {
+            version: state.surface_version,
+            generation: state.generation,
+            nodes: 0,
+            messages: Messages::new(),
+            last: None,
+        }
+        .extended(state)
+    }
+
+    /// These messages caught up with `state`: O(nodes appended since) when only appends
+    /// happened (the same generation), O(surface) after a replace.
+    fn extended(mut self, state: &LogState) -> Self {
+        let same_log = self.generation == state.generation
+            && self.nodes <= state.surface.len()
+            && self.last.is_none_or(|i| {
+                matches!((state.surface.get(i), self.messages.last()),
+                    (Some(SurfaceNode::Message(m)), Some(kept)) if m.ptr_eq(kept))
+            });
+        if !same_log {
+            return SurfaceMessages::of(state);
+        }
+        if self.nodes < state.surface.len() {
+            for (i, node) in state.surface.skip(self.nodes).iter().enumerate() {
+                if let SurfaceNode::Message(m) = node {
+                    self.messages.push(m.clone());
+                    self.last = Some(self.nodes + i);
+                }
+            }
+        }
+        self.nodes = state.surface.len();
+        self.version = state.surface_version;
+        #[cfg(debug_assertions)]
+        if self.nodes <= 2_000 {
+            let whole: Vec<Message> = state
+                .surface
+                .iter()
+                .filter_map(|n| match n {
+                    SurfaceNode::Message(m) => Some(m.clone()),
+                    SurfaceNode::Opaque(_) => None,
+                })
+                .collect();
+            debug_assert!(self.messages == whole, "extended messages depart");
+        }
+        self
+    }
 }
 
 impl Default for Derived {
@@ -246,22 +309,15 @@ impl Derived {
         self.cached(kind).tool_history(state)
     }
 
-    fn messages(&mut self, state: &LogState) -> Arc<[Message]> {
-        match &self.messages {
-            Some((v, m)) if *v == state.surface_version => Arc::clone(m),
-            _ => {
-                let m: Arc<[Message]> = state
-                    .surface
-                    .iter()
-                    .filter_map(|n| match n {
-                        SurfaceNode::Message(m) => Some(m.clone()),
-                        SurfaceNode::Opaque(_) => None,
-                    })
-                    .collect();
-                self.messages = Some((state.surface_version, Arc::clone(&m)));
-                m
-            }
-        }
+    fn messages(&mut self, state: &LogState) -> Messages {
+        let cached = match self.messages.take() {
+            Some(c) if c.version == state.surface_version => c,
+            Some(c) => c.extended(state),
+            None => SurfaceMessages::of(state),
+        };
+        let messages = cached.messages.clone();
+        self.messages = Some(cached);
+        messages
     }
 }
 
@@ -494,7 +550,7 @@ impl Session {
     }
 
     /// The surface's messages in order, opaque nodes left out. Cached per surface change.
-    pub fn messages(&self) -> Arc<[Message]> {
+    pub fn messages(&self) -> Messages {
         let log = read(&self.log);
         lock(&self.derived).messages(&log.state)
     }
@@ -516,7 +572,7 @@ impl Session {
     /// # Ok::<(), mektpoy::Error>(())
     /// ```
     pub fn position(&self) -> Position {
-        position::position(&self.messages())
+        position::position(self.messages().as_ref())
     }
 
     /// Every surface node in order, as replace ranges index them. O(1).
@@ -718,10 +774,8 @@ impl Transaction<'_> {
             Derived {
                 by_reference: committed.by_reference.clone(),
                 by_value: committed.by_value.clone(),
-                messages: committed
-                    .messages
-                    .clone()
-                    .filter(|(version, _)| *version == self.state.surface_version),
+                // Extended, not rebuilt, when the batch only appended.
+                messages: committed.messages.clone(),
             }
         };
         // The committed caches stop at `start` at most; catching up on the working copy folds

@@ -1,7 +1,7 @@
 //! Where a loop stands, read from the surface alone: what a process that reopens a session
 //! does next.
 
-use crate::vocab::{ContentBlock, Message, MessageSource, Role};
+use crate::vocab::{ContentBlock, MessageSource, MessagesRef, Role};
 
 /// What a loop does next on a session, as [`Session::position`](super::Session::position)
 /// reads it from the surface's last conversation turn (system and developer messages aside:
@@ -45,7 +45,7 @@ pub struct PendingCall {
 }
 
 /// The position after `messages` (the surface's messages in order).
-pub(super) fn position(messages: &[Message]) -> Position {
+pub(super) fn position(messages: MessagesRef<'_>) -> Position {
     let turns = || {
         messages
             .iter()
@@ -107,6 +107,11 @@ pub(super) fn position(messages: &[Message]) -> Position {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vocab::Message;
+
+    fn position(messages: &[Message]) -> Position {
+        super::position(messages.into())
+    }
 
     fn call(id: &str) -> ContentBlock {
         ContentBlock::ToolCall {

@@ -3,6 +3,7 @@
 mod json;
 mod list;
 mod message;
+mod messages;
 pub(crate) mod strict;
 mod tool;
 
@@ -18,6 +19,7 @@ pub use message::{
     BlockError, ContentBlock, InlineAddition, Message, MessageSource, OtherBlock, OtherSource,
     Role, SourceError, ToolCall,
 };
+pub use messages::{MessageIter, Messages, MessagesRef};
 pub use tool::{DEFERRED_PLACEHOLDER_NAME, ToolError, ToolSchema};
 pub(crate) use tool::{ToolIndex, ToolInterner, ToolSeed, same_tools};
 

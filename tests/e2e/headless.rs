@@ -172,7 +172,12 @@ fn prompt_and_deferred_addition_in_one_step(key: &str, route: Route, search: Sea
     let (m1, m2) = (&first.request.messages, &second.request.messages);
     let kept = usize::from(!mode); // node 0 was replaced
     assert!(
-        m2.len() > m1.len() && m1[kept..].iter().zip(&m2[kept..]).all(|(a, b)| a.ptr_eq(b)),
+        m2.len() > m1.len()
+            && m1
+                .iter()
+                .skip(kept)
+                .zip(m2.iter().skip(kept))
+                .all(|(a, b)| a.ptr_eq(b)),
         "{key}: the first request's messages are a prefix of the second's"
     );
 

@@ -4,8 +4,6 @@
 //! `build_session` is the only entry point. Sessions built here are never interrupted, so no
 //! snapshot they produce is a guard.
 
-use std::sync::Arc;
-
 use mektpoy::{
     AgentLoop, Config, Event, Message, Session, ToolSchema, event::Reason, history::ToolHistory,
 };
@@ -50,7 +48,7 @@ pub struct StepOp {
 #[derive(Clone, Debug)]
 pub struct Request {
     /// The surface's messages after the step's batch.
-    pub messages: Arc<[Message]>,
+    pub messages: mektpoy::vocab::Messages,
     /// The effective tools, as logged in the latest header.
     pub tools: Vec<ToolSchema>,
     /// `tool_history()` after the batch.
@@ -128,7 +126,7 @@ pub fn build_session(ops: &[StepOp]) -> (Session, Vec<Request>) {
                 .as_ref()
                 .is_none_or(|before| !continues(before, &snapshot));
         requests.push(Request {
-            messages: Arc::clone(&recorded.messages),
+            messages: recorded.messages.clone(),
             tools: recorded.tools.to_vec(),
             snapshot: snapshot.clone(),
             by_value: session.tool_history_by_value(),
