@@ -4,7 +4,8 @@
 //! The step is what a loop does after the model's answer: the answer (an assistant message
 //! with a tool call) and its tool result are appended (setup, not timed), then
 //! `AgentLoop::next_step` records the request (`record`), `Request::project` projects it,
-//! `Request::to_wire` gives the bytes and `AgentLoop::observe` meters them. `step` times the
+//! `Request::into_wire` gives the bytes (moving the prepared body out; `to_wire`, which copies
+//! it, is timed alone) and `AgentLoop::observe` meters them. `step` times the
 //! four together; each other benchmark times one stage:
 //!
 //! - `record`: `next_step` (on a Messages-API route this also projects, serializes and
@@ -199,24 +200,25 @@ fn steps(f: &Fixture, s: &Setup, iters: u64, timed: Timed) -> Duration {
         match timed {
             Timed::Whole => {
                 black_box(request.project().messages.len());
-                let wire = request.to_wire().expect("wire");
+                // What a loop that sends the request and is done with it does: the prepared
+                // body moves out (`to_wire` would copy it; its own stage below).
+                let wire = request.into_wire().expect("wire");
                 warm.agent.observe(&wire).expect("observe");
                 total += start.elapsed();
                 drop(wire);
             }
             Timed::Record => {
                 total += start.elapsed();
-                let wire = request.to_wire().expect("wire");
+                let wire = request.into_wire().expect("wire");
                 warm.agent.observe(&wire).expect("observe");
             }
             Timed::Observe => {
-                let wire = request.to_wire().expect("wire");
+                let wire = request.into_wire().expect("wire");
                 let start = Instant::now();
                 warm.agent.observe(&wire).expect("observe");
                 total += start.elapsed();
             }
         }
-        drop(request);
     }
     total
 }

@@ -20,8 +20,7 @@ use crate::event::RequestHeader;
 use crate::history::{ToolHistory, ToolUpdate};
 use crate::route::ToolUpdateMode;
 use crate::vocab::{
-    ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message, MessagesRef, Role,
-    ToolSchema,
+    ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message, MessagesRef, ToolSchema,
 };
 
 mod messages;
@@ -453,10 +452,9 @@ fn keep_series_messages<'a>(
     let mut next = 0;
     let mut index: Option<HashSet<&str>> = None;
     let mut splice = Splice::new(messages);
-    for (i, message) in messages.iter().enumerate() {
-        if message.role() != Role::Developer {
-            continue;
-        }
+    // Only developer messages are kept, rewritten or dropped: a request's list says where they
+    // are, so the walk never reads the other messages.
+    for (i, message) in messages.developer() {
         let id = message.id();
         // `met`: the update met in order, whose id this message has (the walk need not look
         // it up again).
@@ -488,7 +486,7 @@ fn keep_series_messages<'a>(
         .map(|k| updates[k].message_id())
         .collect();
     if !missing.is_empty() {
-        let mut developer = messages.iter().filter(|m| m.role() == Role::Developer);
+        let mut developer = messages.developer().map(|(_, m)| m);
         let present = if missing.len() <= SMALL {
             let mut found = vec![false; missing.len()];
             for m in developer {
@@ -954,10 +952,8 @@ fn fallback<'a>(
 /// Every message but developer ones; the input itself when there is none.
 fn without_developer(messages: MessagesRef<'_>) -> ProjectedMessages<'_> {
     let mut splice = Splice::new(messages);
-    for (i, m) in messages.iter().enumerate() {
-        if m.role() == Role::Developer {
-            splice.remove(i);
-        }
+    for (i, _) in messages.developer() {
+        splice.remove(i);
     }
     splice.finish()
 }

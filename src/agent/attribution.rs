@@ -629,7 +629,7 @@ impl Attributor {
         wire: &WireRequest,
     ) {
         self.previous = Some(Observed {
-            request: request.map(without_wire),
+            request: request.map(Request::without_wire),
             model: request
                 .map(|r| r.config.model.to_string())
                 .or_else(|| body_model(&wire.body)),
@@ -1019,26 +1019,5 @@ impl fmt::Display for AttributionReport {
             grouped(self.lost_by_caller()),
             grouped(self.lost_otherwise())
         )
-    }
-}
-
-/// `request` without the wire request the recorder prepared: an attribution reads the
-/// previous request's messages, tools and route, never its bytes, and a clone of the prepared
-/// request would copy its body (O(history)) on every observed request.
-fn without_wire(request: &Request) -> Request {
-    Request {
-        config: request.config.clone(),
-        messages: request.messages.clone(),
-        tools: std::sync::Arc::clone(&request.tools),
-        tool_history: request.tool_history.clone(),
-        header_seq: request.header_seq,
-        starts_series: request.starts_series,
-        series_start: request.series_start,
-        by_value: request.by_value,
-        rewrite: request.rewrite,
-        tool_change: request.tool_change.clone(),
-        route: request.route.clone(),
-        origin: request.origin,
-        prepared: None,
     }
 }

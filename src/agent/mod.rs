@@ -168,6 +168,62 @@ impl Request {
         Ok(wire)
     }
 
+    /// [`to_wire`](Self::to_wire), consuming the request: the body the recorder prepared is
+    /// moved out, not copied, when no clone of this request shares it (a step's one copy of
+    /// the body is then the serializer's own). The same bytes as `to_wire`.
+    ///
+    /// # Errors
+    /// As [`to_wire`](Self::to_wire).
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Config, Message, Session, route_for};
+    /// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
+    /// let mut agent = AgentLoop::new(Session::new("s"), route_for("deepseek", "deepseek-flash"), config);
+    /// let request = agent.user_turn([Message::user("u1", "hi")])?;
+    /// let copied = request.to_wire()?;
+    /// assert_eq!(request.into_wire()?, copied);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
+    pub fn into_wire(mut self) -> Result<WireRequest, WireError> {
+        let wire = match self.prepared.take().map(Arc::try_unwrap) {
+            Some(Ok(Ok(wire))) => wire,
+            Some(Ok(Err(replay))) => {
+                self.prepared = Some(Arc::new(Err(replay)));
+                return self.to_wire();
+            }
+            Some(Err(shared)) => {
+                self.prepared = Some(shared);
+                return self.to_wire();
+            }
+            None => return self.to_wire(),
+        };
+        Ok(WireRequest {
+            series_start: self.series_start,
+            origin: Some(self.origin),
+            ..wire
+        })
+    }
+
+    /// This request without the wire request the recorder prepared: what an attribution
+    /// reads (messages, tools, route), never the bytes.
+    pub(crate) fn without_wire(&self) -> Request {
+        Request {
+            config: self.config.clone(),
+            messages: self.messages.clone(),
+            tools: Arc::clone(&self.tools),
+            tool_history: self.tool_history.clone(),
+            header_seq: self.header_seq,
+            starts_series: self.starts_series,
+            series_start: self.series_start,
+            by_value: self.by_value,
+            rewrite: self.rewrite,
+            tool_change: self.tool_change.clone(),
+            route: self.route.clone(),
+            origin: self.origin,
+            prepared: None,
+        }
+    }
+
     /// The notice a chat or trajectory view shows for this attempt's tool changes, in
     /// `locale`; `None` when the attempt changed no tool.
     ///
@@ -419,7 +475,9 @@ impl<S: Borrow<Session>> AgentLoop<S> {
             .new_series(self.new_series && attempt == 0)
             .user_messages(user_messages);
         let request = self.recorder.record(self.session.borrow(), step_record)?;
-        self.last_recorded = Some(request.clone());
+        // Without the prepared bytes: the caller's request is then their only holder, so
+        // `into_wire` moves them out instead of copying the body.
+        self.last_recorded = Some(request.without_wire());
         (self.turn, self.step, self.attempt) = (turn, step, attempt);
         if attempt == 0 {
             self.new_series = false;

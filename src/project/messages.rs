@@ -59,6 +59,9 @@ pub struct ProjectedMessages<'a> {
 enum Base<'a> {
     Borrowed(MessagesRef<'a>),
     Owned(Vec<Message>),
+    /// A chunked list held, not borrowed: a view kept past its request (a serializer's resume
+    /// point) shares the request's chunks.
+    List(Messages),
 }
 
 impl Base<'_> {
@@ -66,6 +69,7 @@ impl Base<'_> {
         match self {
             Base::Borrowed(r) => *r,
             Base::Owned(v) => MessagesRef::from(v),
+            Base::List(m) => m.as_ref(),
         }
     }
 }
@@ -113,12 +117,74 @@ impl<'a> ProjectedMessages<'a> {
         self.base.as_ref().as_slice()
     }
 
-    /// The input the kept messages are read from, when it is a chunked list and the view keeps
-    /// every message of it unchanged.
-    pub(crate) fn unchanged_list(&self) -> Option<&'a Messages> {
-        match &self.base {
-            Base::Borrowed(r) if !self.spliced => r.chunked(),
-            _ => None,
+    /// This view, holding what it borrows: a chunked input is shared (O(1)), a slice copied
+    /// (handle clones); the parts are copied (O(dropped + rewritten)).
+    pub(crate) fn to_held(&self) -> ProjectedMessages<'static> {
+        let base = match &self.base {
+            Base::Borrowed(r) => match r.chunked() {
+                Some(m) => Base::List(m.clone()),
+                None => Base::Owned(r.iter().cloned().collect()),
+            },
+            Base::Owned(v) => Base::Owned(v.clone()),
+            Base::List(m) => Base::List(m.clone()),
+        };
+        ProjectedMessages {
+            base,
+            spliced: self.spliced,
+            parts: self.parts.clone(),
+            kept: self.kept,
+            len: self.len,
+        }
+    }
+
+    /// Whether the first `n` messages of this view are the first `n` of `prefix` (by value, as
+    /// `==`; `n <= prefix.len()`). Read a contiguous piece at a time: two pieces at the same
+    /// address are equal without comparing a message, so two views of lists that share
+    /// chunks, cut the same way, compare in O(chunks + parts), not O(messages).
+    pub(crate) fn starts_like(&self, prefix: &ProjectedMessages<'_>, n: usize) -> bool {
+        if n > self.len || n > prefix.len {
+            return false;
+        }
+        let (mut mine, mut theirs) = (self.pieces(), prefix.pieces());
+        let (mut a, mut b): (&[Message], &[Message]) = (&[], &[]);
+        let mut left = n;
+        while left > 0 {
+            if a.is_empty() {
+                a = mine.next().unwrap_or_default();
+            }
+            if b.is_empty() {
+                b = theirs.next().unwrap_or_default();
+            }
+            let k = a.len().min(b.len()).min(left);
+            if k == 0 {
+                // Lengths were checked: unreachable, but never loop.
+                return false;
+            }
+            if !std::ptr::eq(a.as_ptr(), b.as_ptr())
+                && !a[..k]
+                    .iter()
+                    .zip(&b[..k])
+                    .all(|(x, y)| x.ptr_eq(y) || x == y)
+            {
+                return false;
+            }
+            (a, b, left) = (&a[k..], &b[k..], left - k);
+        }
+        true
+    }
+
+    /// The messages in order as contiguous pieces (a chunk of a run, a rewritten message).
+    fn pieces(&self) -> Pieces<'_> {
+        let base = self.base.as_ref();
+        Pieces {
+            base,
+            parts: self.parts.iter(),
+            kept: self.kept.unwrap_or(0),
+            current: if self.spliced {
+                base.iter_range(0..0)
+            } else {
+                base.iter()
+            },
         }
     }
 
@@ -279,6 +345,36 @@ impl fmt::Debug for ProjectedMessages<'_> {
 impl Serialize for ProjectedMessages<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_seq(self.iter())
+    }
+}
+
+/// The iterator of [`ProjectedMessages::pieces`].
+struct Pieces<'s> {
+    base: MessagesRef<'s>,
+    parts: std::slice::Iter<'s, Part>,
+    kept: u64,
+    current: MessageIter<'s>,
+}
+
+impl<'s> Iterator for Pieces<'s> {
+    type Item = &'s [Message];
+
+    fn next(&mut self) -> Option<&'s [Message]> {
+        if self.kept != 0 {
+            let i = self.kept.trailing_zeros() as usize;
+            self.kept &= self.kept - 1;
+            return self.base.get(i).map(std::slice::from_ref);
+        }
+        loop {
+            if let Some(piece) = self.current.next_piece() {
+                return Some(piece);
+            }
+            let part = self.parts.next()?;
+            self.current = match &part.kind {
+                PartKind::Run { start, end } => self.base.iter_range(*start..*end),
+                PartKind::Rewritten(m) => MessagesRef::from(std::slice::from_ref(m)).iter(),
+            };
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use serde::{Serialize, Serializer};
 
-use super::Message;
+use super::{Message, Role};
 
 /// The number of messages in each full chunk of a [`Messages`].
 pub(crate) const CHUNK: usize = 64;
@@ -44,6 +44,10 @@ pub struct Messages {
     full: imbl::Vector<Arc<[Message]>>,
     /// The last `len % CHUNK` messages; copied on a push only when another list shares it.
     tail: Arc<Vec<Message>>,
+    /// The positions of the developer messages, in order: the projection rewrites or drops
+    /// only those, so it reads these instead of every message's role (a cache miss each on a
+    /// long history).
+    developer: imbl::Vector<usize>,
 }
 
 impl Messages {
@@ -98,6 +102,9 @@ impl Messages {
     /// Appends `message`. O(1) amortized: a full last chunk joins the shared ones; the
     /// partial one is copied (fewer than 64 handle clones) only when another list shares it.
     pub fn push(&mut self, message: Message) {
+        if message.role() == Role::Developer {
+            self.developer.push_back(self.len());
+        }
         let tail = Arc::make_mut(&mut self.tail);
         if tail.capacity() == 0 {
             tail.reserve_exact(CHUNK);
@@ -273,6 +280,15 @@ impl<'a> MessagesRef<'a> {
         }
     }
 
+    /// The developer messages with their positions, in order: O(developer messages) on a
+    /// [`Messages`], a scan of every role on a slice.
+    pub(crate) fn developer(&self) -> Developer<'a> {
+        match self.0 {
+            Source::Slice(s) => Developer::Slice(s.iter().enumerate()),
+            Source::Chunked(m) => Developer::Chunked(*self, m.developer.iter()),
+        }
+    }
+
     /// The chunked list itself, when this borrows one.
     pub(crate) fn chunked(&self) -> Option<&'a Messages> {
         match self.0 {
@@ -372,6 +388,29 @@ impl fmt::Debug for MessagesRef<'_> {
     }
 }
 
+/// The iterator of [`MessagesRef::developer`].
+pub(crate) enum Developer<'a> {
+    Slice(std::iter::Enumerate<std::slice::Iter<'a, Message>>),
+    Chunked(
+        MessagesRef<'a>,
+        imbl::vector::Iter<'a, usize, imbl::shared_ptr::DefaultSharedPtr>,
+    ),
+}
+
+impl<'a> Iterator for Developer<'a> {
+    type Item = (usize, &'a Message);
+
+    fn next(&mut self) -> Option<(usize, &'a Message)> {
+        match self {
+            Developer::Slice(it) => it.find(|(_, m)| m.role() == Role::Developer),
+            Developer::Chunked(list, it) => {
+                let i = *it.next()?;
+                list.get(i).map(|m| (i, m))
+            }
+        }
+    }
+}
+
 /// The messages of a [`Messages`] or [`MessagesRef`], in order: a slice iterator per chunk.
 #[derive(Clone)]
 pub struct MessageIter<'a> {
@@ -381,6 +420,25 @@ pub struct MessageIter<'a> {
     /// The positions between `front` and `back` not yet taken into either.
     lo: usize,
     hi: usize,
+}
+
+impl<'a> MessageIter<'a> {
+    /// The next messages as one contiguous piece (the rest of a chunk), consuming them; read
+    /// from the front only (`None` once the front meets what `next_back` took).
+    pub(crate) fn next_piece(&mut self) -> Option<&'a [Message]> {
+        let front = std::mem::replace(&mut self.front, [].iter()).as_slice();
+        if !front.is_empty() {
+            return Some(front);
+        }
+        if self.lo < self.hi {
+            let run = self.source.run_from(self.lo);
+            let run = &run[..run.len().min(self.hi - self.lo)];
+            self.lo += run.len();
+            return Some(run);
+        }
+        let back = std::mem::replace(&mut self.back, [].iter()).as_slice();
+        (!back.is_empty()).then_some(back)
+    }
 }
 
 impl<'a> Iterator for MessageIter<'a> {
@@ -529,6 +587,11 @@ mod tests {
             }
             prop_assert_eq!(&m, &v);
             prop_assert_eq!(Messages::from(v.clone()), m.clone());
+            let dev = |r: MessagesRef<'_>| r.developer().map(|(i, m)| (i, m.id().to_owned())).collect::<Vec<_>>();
+            prop_assert_eq!(dev(m.as_ref()), dev(MessagesRef::from(&v)));
+            for (i, old) in &keep {
+                prop_assert_eq!(dev(old.as_ref()), dev(MessagesRef::from(&v[..*i])));
+            }
         }
     }
 

@@ -772,8 +772,11 @@ impl ResumeKey {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Resume {
     key: ResumeKey,
-    /// The projected messages the prefix was built from, the opening assistant message last.
-    messages: Vec<Message>,
+    /// The projected messages of the request that left this point (held: it shares the
+    /// request's chunks); the prefix is built from the first `len`, the opening assistant
+    /// message last.
+    messages: ProjectedMessages<'static>,
+    len: usize,
     /// The wire messages before the opening one, comma-joined.
     bytes: String,
     turns: Vec<TurnSpan>,
@@ -818,25 +821,16 @@ impl Resume {
     /// The number of messages this prefix was built from.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.messages.len()
+        self.len
     }
 
     /// Where this request's pass starts: the index of the opening assistant message, when the
-    /// messages start with this prefix. Equal messages that are other handles replace the
-    /// kept ones (so the next comparison is by pointer).
+    /// messages start with this prefix. O(chunks + parts) when both views read lists that share
+    /// chunks (a request and the next of its route), not O(messages).
     fn matches(&mut self, messages: &ProjectedMessages<'_>) -> Option<usize> {
-        if messages.len() < self.messages.len() {
-            return None;
-        }
-        for (kept, m) in self.messages.iter_mut().zip(messages.iter()) {
-            if !kept.ptr_eq(m) {
-                if kept != m {
-                    return None;
-                }
-                *kept = m.clone();
-            }
-        }
-        Some(self.messages.len() - 1)
+        messages
+            .starts_like(&self.messages, self.len)
+            .then(|| self.len - 1)
     }
 
     /// What the next request resumes from after a pass that started at message `start`
@@ -854,7 +848,8 @@ impl Resume {
         let boundary = tail.boundary?;
         let mut r = old.unwrap_or_else(|| Resume {
             key,
-            messages: Vec::new(),
+            messages: ProjectedMessages::from(Vec::new()),
+            len: 0,
             bytes: String::new(),
             turns: Vec::new(),
             blocks: Vec::new(),
@@ -864,7 +859,6 @@ impl Resume {
             state: Counts::default(),
             token: std::sync::Arc::new(()),
         });
-        r.messages.truncate(start);
         let new = messages.iter().skip(start).take(boundary.index + 1 - start);
         for (offset, m) in new.enumerate() {
             let index = start + offset;
@@ -880,8 +874,9 @@ impl Resume {
                     }
                 }
             }
-            r.messages.push(m.clone());
         }
+        r.messages = messages.to_held();
+        r.len = boundary.index + 1;
         if boundary.turns > 0 {
             let end = tail.turns[boundary.turns - 1].span.end;
             let sep = usize::from(!r.bytes.is_empty());
