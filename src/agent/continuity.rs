@@ -37,7 +37,7 @@ pub(crate) type Prepared = Result<WireRequest, Replay>;
 #[derive(Clone, Debug)]
 pub(crate) struct Replay {
     previous_blocks: Option<usize>,
-    thinking: Option<(ThinkingPolicy, HashSet<String>, Rewrite)>,
+    thinking: Option<(ThinkingPolicy, Arc<HashSet<String>>, Rewrite)>,
     /// The floor's log position: names the messages of `thinking`'s set.
     floor: Option<Seq>,
 }
@@ -78,6 +78,7 @@ pub(crate) fn prepare(
     request: &Request,
     remembered: Option<&Fingerprint>,
     resume: Option<Resume>,
+    floor_ids: Option<FloorIds>,
 ) -> Continuity {
     let none = Continuity {
         prepared: None,
@@ -109,7 +110,15 @@ pub(crate) fn prepare(
         .thinking_floors
         .get(&(Arc::from(key.0.as_str()), Arc::from(key.1.as_str())))
         .copied();
-    let replay = replay(tx, route, request, floor, previous.map(|p| p.blocks));
+    let mut floor_ids = floor_ids;
+    let replay = replay(
+        tx,
+        route,
+        request,
+        floor,
+        previous.map(|p| p.blocks),
+        &mut floor_ids,
+    );
     let (first, mut resume, resumed) = serialize_resuming(
         &request.config,
         &projected,
@@ -153,7 +162,7 @@ pub(crate) fn prepare(
             }
         }
         // After a rewrite the previous request's last block is not in this one.
-        let replay = self::replay(tx, route, request, floor, None);
+        let replay = self::replay(tx, route, request, floor, None, &mut floor_ids);
         // A rewrite is not an extension: the pass starts from the first message.
         let (again, next, _) =
             serialize_resuming(&request.config, &projected, route, &replay.context(), None);
@@ -182,6 +191,7 @@ pub(crate) fn prepare(
             Remembered {
                 fingerprint,
                 resume,
+                floor_ids,
             },
         )),
     }
@@ -194,6 +204,7 @@ fn replay(
     request: &Request,
     floor: Option<(Seq, Rewrite)>,
     previous_blocks: Option<usize>,
+    floor_ids: &mut Option<FloorIds>,
 ) -> Replay {
     Replay {
         floor: floor.filter(|_| route.binds_thinking()).map(|(f, _)| f),
@@ -203,11 +214,47 @@ fn replay(
             .map(|(f, rewrite)| {
                 (
                     tx.state().thinking_policy.unwrap_or_default(),
-                    ids_before(tx, &request.messages, f),
+                    floor_ids_for(tx, &request.messages, f, floor_ids),
                     rewrite,
                 )
             }),
     }
+}
+
+/// The assistant messages appended before a floor, by the floor's log position: computed once
+/// per floor (O(messages)), then shared by every request of the route until the floor moves.
+/// Messages appended later are after the floor, and ids are unique in a session, so the set
+/// of a floor never changes; a message a compaction removed since stays in it, unread.
+pub(crate) type FloorIds = (Seq, Arc<HashSet<String>>);
+
+fn floor_ids_for(
+    tx: &Transaction<'_>,
+    messages: &Messages,
+    floor: Seq,
+    cache: &mut Option<FloorIds>,
+) -> Arc<HashSet<String>> {
+    let ids = match cache {
+        Some((f, ids)) if *f == floor => Arc::clone(ids),
+        _ => {
+            let ids = Arc::new(ids_before(tx, messages, floor));
+            *cache = Some((floor, Arc::clone(&ids)));
+            ids
+        }
+    };
+    // Every debug build checks the kept set against the messages it reads.
+    #[cfg(debug_assertions)]
+    {
+        let fresh = ids_before(tx, messages, floor);
+        debug_assert!(fresh.is_subset(&ids), "a floor's kept set lacks a message");
+        debug_assert!(
+            messages
+                .iter()
+                .filter(|m| ids.contains(m.id()))
+                .all(|m| fresh.contains(m.id())),
+            "a floor's kept set holds a later message"
+        );
+    }
+    ids
 }
 
 /// The previous request of the route as the log before this batch rebuilds it: the latest
@@ -275,4 +322,6 @@ pub(crate) struct Memory(pub HashMap<RouteKey, Remembered>);
 pub(crate) struct Remembered {
     pub fingerprint: Fingerprint,
     pub resume: Option<Resume>,
+    /// The assistant messages before the route's floor, kept with the floor they belong to.
+    pub floor_ids: Option<FloorIds>,
 }

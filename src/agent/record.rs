@@ -448,11 +448,14 @@ impl Recorder {
             origin: super::next_origin(),
             prepared: None,
         };
-        let (remembered, resume) = match self.memory.0.get_mut(&continuity::key(step.route)) {
-            Some(r) => (Some(&r.fingerprint), r.resume.take()),
-            None => (None, None),
-        };
-        let c = continuity::prepare(tx, step.route, kind, &request, remembered, resume);
+        let (remembered, resume, floor_ids) =
+            match self.memory.0.get_mut(&continuity::key(step.route)) {
+                Some(r) => (Some(&r.fingerprint), r.resume.take(), r.floor_ids.clone()),
+                None => (None, None, None),
+            };
+        let c = continuity::prepare(
+            tx, step.route, kind, &request, remembered, resume, floor_ids,
+        );
         request.rewrite = c.rewrite;
         request.prepared = c.prepared.map(Arc::new);
         Ok(Outcome {
