@@ -75,7 +75,7 @@ pub struct Request {
     /// so that [`AgentLoop::observe`] recognises the request it recorded last in O(1).
     origin: u64,
     /// The wire request the recorder prepared against the route's previous request, or the
-    /// context that refused it (Messages-API routes).
+    /// context that refused it.
     prepared: Option<continuity::Prepared>,
 }
 
@@ -133,9 +133,10 @@ impl Request {
     }
 
     /// The bytes to send: this request [projected](Self::project) and serialized with the
-    /// configuration it was logged with. On a Messages-API route the recorder serialized it
-    /// against the route's previous request (the automatic-caching lookback breakpoint and the
-    /// thinking floor depend on it), so this returns that request, or the same refusal.
+    /// configuration it was logged with. The recorder serialized it against the route's
+    /// previous request (on a Messages-API route the automatic-caching lookback breakpoint and
+    /// the thinking floor depend on it; on both APIs it writes only the new wire messages), so
+    /// this returns that request, or the same refusal.
     ///
     /// # Errors
     /// [`WireError`] when the route cannot carry the request (a missing `max_tokens`, a

@@ -449,7 +449,7 @@ impl Recorder {
             prepared: None,
         };
         let (remembered, resume) = match self.memory.0.get_mut(&continuity::key(step.route)) {
-            Some(r) => (Some(&r.fingerprint), r.resume.take()),
+            Some(r) => (r.fingerprint.as_ref(), r.resume.take()),
             None => (None, None),
         };
         let c = continuity::prepare(tx, step.route, kind, &request, remembered, resume);
