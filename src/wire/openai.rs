@@ -677,3 +677,306 @@ struct CalledFunction<'a> {
     name: &'a str,
     arguments: &'a str,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vocab::MessageSource;
+    use proptest::prelude::*;
+
+    /// One step of building a chat history.
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A user message with this many text blocks (quotes and non-ASCII included).
+        User(Vec<String>),
+        /// An answer: text blocks, a reasoning block or not, this many tool calls, and their
+        /// results right after it or not.
+        Answer(Vec<String>, bool, u8, bool),
+        /// The result of the oldest unanswered call, if any.
+        Result(String),
+        /// The result of a call no one made.
+        Orphan,
+        /// A prompt node with this text (empty included).
+        Prompt(String),
+        /// A system message that is not a prompt (refused on this wire).
+        Note,
+        /// A developer message (refused on this wire).
+        Developer,
+        /// A call reusing the id of the first call made (refused: a duplicate id).
+        Duplicate,
+        /// Message `n` (modulo the length) is replaced by another: not an extension.
+        Rewrite(usize),
+        /// Every message becomes an equal message in another allocation.
+        Copy,
+    }
+
+    fn text() -> impl Strategy<Value = String> {
+        "[a-z \"\\\\\u{e9}\u{1f600}]{0,6}"
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => prop::collection::vec(text(), 0..3).prop_map(Op::User),
+            6 => (prop::collection::vec(text(), 0..3), any::<bool>(), 0u8..3, prop::bool::weighted(0.8))
+                .prop_map(|(t, r, c, a)| Op::Answer(t, r, c, a)),
+            2 => text().prop_map(Op::Result),
+            1 => Just(Op::Orphan),
+            1 => prop_oneof![Just(String::new()), Just("Be brief.".to_owned()), text()]
+                .prop_map(Op::Prompt),
+            1 => Just(Op::Note),
+            1 => Just(Op::Developer),
+            1 => Just(Op::Duplicate),
+            1 => any::<usize>().prop_map(Op::Rewrite),
+            1 => Just(Op::Copy),
+        ]
+    }
+
+    /// Applies `op` to `messages`; `n` names the new messages, `pending` the unanswered
+    /// calls, `first_call` the first call id made.
+    fn apply(
+        op: &Op,
+        n: usize,
+        messages: &mut Vec<Message>,
+        pending: &mut Vec<String>,
+        first_call: &mut Option<String>,
+    ) {
+        let model = MessageSource::Model {
+            provider: "openai-compatible".into(),
+            model: "any".into(),
+        };
+        let texts = |t: &[String]| t.iter().map(ContentBlock::text).collect::<Vec<_>>();
+        match op {
+            Op::User(t) => messages.push(Message::new(
+                format!("u{n}"),
+                Role::User,
+                texts(t),
+                MessageSource::User,
+            )),
+            Op::Answer(t, reasoning, calls, answered) => {
+                let mut content = texts(t);
+                if *reasoning {
+                    content.insert(
+                        0,
+                        ContentBlock::Reasoning {
+                            text: "hmm".into(),
+                            extra: Default::default(),
+                        },
+                    );
+                }
+                for c in 0..*calls {
+                    let id = format!("c{n}-{c}");
+                    first_call.get_or_insert_with(|| id.clone());
+                    pending.push(id.clone());
+                    content.push(ContentBlock::ToolCall {
+                        id,
+                        name: "read".into(),
+                        arguments: format!(r#"{{"n":{n}}}"#),
+                    });
+                }
+                messages.push(Message::new(
+                    format!("a{n}"),
+                    Role::Assistant,
+                    content,
+                    model,
+                ));
+                while *answered && !pending.is_empty() {
+                    let call = pending.remove(0);
+                    messages.push(Message::tool_result(format!("r{n}-{call}"), call, "ok"));
+                }
+            }
+            Op::Result(t) => {
+                if !pending.is_empty() {
+                    let call = pending.remove(0);
+                    messages.push(Message::tool_result(format!("r{n}"), call, t.as_str()));
+                }
+            }
+            Op::Orphan => messages.push(Message::tool_result(format!("r{n}"), "nobody", "?")),
+            Op::Prompt(t) => messages.push(Message::new(
+                format!("p{n}"),
+                Role::System,
+                (!t.is_empty())
+                    .then(|| ContentBlock::text(t.as_str()))
+                    .into_iter()
+                    .collect(),
+                MessageSource::SystemPrompt,
+            )),
+            Op::Note => messages.push(Message::new(
+                format!("s{n}"),
+                Role::System,
+                vec![ContentBlock::text("a note")],
+                MessageSource::User,
+            )),
+            Op::Developer => messages.push(Message::developer(
+                format!("d{n}"),
+                vec![ContentBlock::addition("read")],
+            )),
+            Op::Duplicate => {
+                if let Some(id) = first_call.clone() {
+                    let call = ContentBlock::ToolCall {
+                        id,
+                        name: "read".into(),
+                        arguments: "{}".into(),
+                    };
+                    messages.push(Message::new(
+                        format!("a{n}"),
+                        Role::Assistant,
+                        vec![call],
+                        model,
+                    ));
+                }
+            }
+            Op::Rewrite(i) => {
+                if !messages.is_empty() {
+                    let i = i % messages.len();
+                    let other = messages[i].with_content(vec![ContentBlock::text("rewritten")]);
+                    messages[i] = other;
+                }
+            }
+            Op::Copy => {
+                for m in messages.iter_mut() {
+                    *m = m.with_content(m.content().to_vec());
+                }
+            }
+        }
+    }
+
+    fn tool() -> ToolSchema {
+        let mut parameters = serde_json::Map::new();
+        parameters.insert("type".into(), "object".into());
+        ToolSchema::new("read", "Read a file", parameters)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// A chain of requests, each serialized resuming from the point the previous one left,
+        /// sends exactly what a pass from the first message sends (bytes, headers, refusals),
+        /// over histories with prompt changes, refused messages, orphan and duplicate calls,
+        /// rewrites and equal copies; and a plain extension does resume.
+        #[test]
+        fn resumed_chat_requests_are_fresh_requests(
+            steps in prop::collection::vec(prop::collection::vec(op(), 0..4), 1..12),
+        ) {
+            let config = Config::new("openai-compatible", "any").with("max_tokens", 64.into());
+            let tools = [tool()];
+            let (mut messages, mut pending, mut first_call) = (Vec::new(), Vec::new(), None);
+            let mut resume: Option<Resume> = None;
+            let mut n = 0;
+            for ops in &steps {
+                let before = messages.clone();
+                let (pending_before, first_before) = (pending.clone(), first_call.clone());
+                let mut rewritten = false;
+                for op in ops {
+                    n += 1;
+                    rewritten |= matches!(op, Op::Rewrite(_)) && !messages.is_empty();
+                    apply(op, n, &mut messages, &mut pending, &mut first_call);
+                }
+                let projected = ProjectedToolUpdates {
+                    tools: Some(Cow::Borrowed(&tools[..])),
+                    ..ProjectedToolUpdates::new(&messages[..])
+                };
+                let had = resume.is_some();
+                let (resumed, next, kept) =
+                    resumed_pass(&config, &projected, resume.take(), true);
+                let fresh = serialize_openai_chat(&config, &projected);
+                match (&resumed, &fresh) {
+                    (Ok(r), Ok(f)) => {
+                        prop_assert_eq!(&r.body, &f.body);
+                        prop_assert_eq!(&r.headers, &f.headers);
+                        let segs = r.segments.as_deref().unwrap();
+                        prop_assert_eq!(segs.first, kept.unwrap_or(0));
+                        prop_assert_eq!(segs.body_len, r.body.len());
+                        for t in &segs.messages {
+                            let text = &r.body[t.span.clone()];
+                            let framed = text.starts_with(r#"{"role":"#) && text.ends_with('}');
+                            prop_assert!(framed, "a span that is not a wire message: {}", text);
+                        }
+                        // Every extension of a request that left a point, with the same
+                        // system message, resumes from it.
+                        let extends = had && !rewritten && messages.starts_with(&before);
+                        let same_system = latest_prompt_from(&(&messages).into(), 0)
+                            == latest_prompt_from(&(&before).into(), 0);
+                        if extends && same_system {
+                            prop_assert!(kept.is_some(), "an extension did not resume");
+                        }
+                        prop_assert!(next.is_some());
+                    }
+                    (r, f) => {
+                        prop_assert_eq!(
+                            format!("{:?}", r.as_ref().err()),
+                            format!("{:?}", f.as_ref().err())
+                        );
+                        prop_assert!(next.is_none());
+                    }
+                }
+                resume = next;
+                if resumed.is_err() {
+                    // A refused request is fixed by the caller: the next step goes on from
+                    // the last request that was sent (without a point to resume from).
+                    messages = before;
+                    (pending, first_call) = (pending_before, first_before);
+                }
+            }
+        }
+    }
+
+    /// A plain loop resumes from the whole previous request each step, and the kept wire
+    /// messages are that request's, byte for byte.
+    #[test]
+    fn a_chat_loop_resumes_from_the_whole_previous_request() {
+        let config = Config::new("openai-compatible", "any");
+        let mut messages = vec![
+            Message::system("p", "Be brief."),
+            Message::user("u", "Read the files."),
+        ];
+        let mut resume = None;
+        let mut previous: Option<String> = None;
+        for k in 0..5 {
+            let projected = ProjectedToolUpdates::new(&messages[..]);
+            let (wire, next, kept) =
+                serialize_openai_chat_resuming(&config, &projected, resume.take());
+            let wire = wire.unwrap();
+            let segs = wire.segments.as_deref().unwrap();
+            if let Some(p) = &previous {
+                // The previous request's: the system message, the user's, two per earlier round.
+                assert_eq!(kept, Some(2 * k));
+                assert_eq!(segs.first, 2 * k);
+                assert_eq!(segs.messages.len(), 2);
+                let kept_bytes = &p[..p.len() - 2];
+                assert!(wire.body.starts_with(kept_bytes), "round {k}");
+                assert!(segs.resumed.is_some());
+            } else {
+                assert_eq!(kept, None);
+                assert_eq!(segs.first, 0);
+            }
+            assert!(segs.leaves.is_some());
+            previous = Some(wire.body.clone());
+            resume = next;
+            messages.push(Message::new(
+                format!("a{k}"),
+                Role::Assistant,
+                vec![ContentBlock::ToolCall {
+                    id: format!("c{k}"),
+                    name: "read".into(),
+                    arguments: "{}".into(),
+                }],
+                MessageSource::Model {
+                    provider: "openai-compatible".into(),
+                    model: "any".into(),
+                },
+            ));
+            messages.push(Message::tool_result(format!("r{k}"), format!("c{k}"), "ok"));
+        }
+        // A new prompt node with another text: the kept system message is stale, so the pass
+        // starts from the first message (and sends the new prompt).
+        messages.push(Message::system("p2", "Be thorough."));
+        let projected = ProjectedToolUpdates::new(&messages[..]);
+        let (wire, _, kept) = serialize_openai_chat_resuming(&config, &projected, resume);
+        assert_eq!(kept, None);
+        assert!(
+            wire.unwrap()
+                .body
+                .contains(r#"{"role":"system","content":"Be thorough."}"#)
+        );
+    }
+}
