@@ -1025,7 +1025,7 @@ impl fmt::Display for AttributionReport {
 /// `request` without the wire request the recorder prepared: an attribution reads the
 /// previous request's messages, tools and route, never its bytes, and a clone of the prepared
 /// request would copy its body (O(history)) on every observed request.
-fn without_wire(request: &Request) -> Request {
+pub(super) fn without_wire(request: &Request) -> Request {
     Request {
         config: request.config.clone(),
         messages: std::sync::Arc::clone(&request.messages),

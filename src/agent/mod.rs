@@ -419,7 +419,9 @@ impl<S: Borrow<Session>> AgentLoop<S> {
             .new_series(self.new_series && attempt == 0)
             .user_messages(user_messages);
         let request = self.recorder.record(self.session.borrow(), step_record)?;
-        self.last_recorded = Some(request.clone());
+        // Without its prepared wire request: `observe` reads the request, never its bytes, and
+        // a clone of the prepared request would copy its body on every step.
+        self.last_recorded = Some(attribution::without_wire(&request));
         (self.turn, self.step, self.attempt) = (turn, step, attempt);
         if attempt == 0 {
             self.new_series = false;
