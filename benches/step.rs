@@ -8,14 +8,16 @@
 //! it, is timed alone) and `AgentLoop::observe` meters them. `step` times the
 //! four together; each other benchmark times one stage:
 //!
-//! - `record`: `next_step` (on a Messages-API route this also projects, serializes and
-//!   compares with the route's previous request: rewrite detection, lookback, thinking floor);
-//! - `project`, `serialize` (a fresh `wire::serialize`, what `to_wire` does on OpenAI chat and
-//!   what the recorder does inside `record` on a Messages-API route), `to_wire`;
+//! - `record`: `next_step` (this also projects and serializes, resuming from the route's
+//!   previous request, and on a Messages-API route compares with it: rewrite detection,
+//!   lookback, thinking floor);
+//! - `messages`: `Session::messages` after the round's appends, the surface's message list
+//!   `record` builds for `Request.messages` (O(history) today, part of `record`);
+//! - `project`, `serialize` (a fresh `wire::serialize`: what the recorder's pass does when it
+//!   cannot resume), `to_wire`;
 //! - `loop_observe`: `AgentLoop::observe` alone in the running loop: the meter through the
-//!   loop's entry (on a Messages-API route it cuts the body by the serializer's spans and
-//!   compares only what follows the wire messages kept from the previous request) and the
-//!   attribution;
+//!   loop's entry (it cuts the body by the serializer's spans and compares only what follows
+//!   the wire messages kept from the previous request) and the attribution;
 //! - `observe`: the public `Meter::observe` (which parses the body) on a copy of the warm
 //!   meter (the copy is setup);
 //! - `copy`: copying a `String` of the body's length, the one copy of the body the issue
@@ -184,6 +186,9 @@ enum Timed {
     Record,
     /// `AgentLoop::observe` alone (the meter through the loop's entry, and the attribution).
     Observe,
+    /// The surface's message list after the round's appends, what `record` builds for
+    /// `Request.messages` (its view of the batch): `Session::messages` rebuilds it.
+    Messages,
 }
 
 /// `iters` loop steps on a warm loop, timing what `timed` says of each.
@@ -195,6 +200,12 @@ fn steps(f: &Fixture, s: &Setup, iters: u64, timed: Timed) -> Duration {
             drop(std::mem::replace(&mut warm, Warm::new(f, s)));
         }
         warm.append_round(s);
+        if timed == Timed::Messages {
+            let start = Instant::now();
+            black_box(warm.agent.session().messages().len());
+            total += start.elapsed();
+            continue;
+        }
         let start = Instant::now();
         let request = warm.agent.next_step().expect("record");
         match timed {
@@ -218,6 +229,7 @@ fn steps(f: &Fixture, s: &Setup, iters: u64, timed: Timed) -> Duration {
                 warm.agent.observe(&wire).expect("observe");
                 total += start.elapsed();
             }
+            Timed::Messages => unreachable!("timed above"),
         }
     }
     total
@@ -238,6 +250,9 @@ fn step(c: &mut Criterion) {
             });
             group.bench_function(id("loop_observe"), |b| {
                 b.iter_custom(|iters| steps(&f, s, iters, Timed::Observe))
+            });
+            group.bench_function(id("messages"), |b| {
+                b.iter_custom(|iters| steps(&f, s, iters, Timed::Messages))
             });
             // The pure stages on one request of the warm loop.
             let mut warm = Warm::new(&f, s);

@@ -2119,6 +2119,28 @@ mod tests {
     }
 
     #[test]
+    fn a_resumed_chat_request_is_metered_from_what_is_new() {
+        // A chat pass leaves its point at its end: from the second request on, everything the
+        // previous request sent is kept and only the new wire messages are read.
+        let paths = drive(
+            &crate::route::route_for("openai-compatible", "any"),
+            8,
+            |n| {
+                if n == 5 { 12 } else { 1 }
+            },
+        );
+        assert_eq!(
+            paths[0],
+            Some(Path::Whole),
+            "nothing kept: cut from the spans"
+        );
+        assert!(
+            paths[1..].iter().all(|p| *p == Some(Path::Extended)),
+            "{paths:?}"
+        );
+    }
+
+    #[test]
     fn a_lookback_mark_among_the_kept_messages_takes_the_parsing_path() {
         // 12 rounds at once: 36 blocks after the previous request's last one, which gets
         // the lookback mark; the next request keeps the marked message.

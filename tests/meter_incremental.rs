@@ -1,6 +1,7 @@
-//! The loop's meter (`AgentLoop::observe`) meters a request from what is new: on a Messages-API
-//! route it cuts the body by the serializer's spans and, when the request keeps the previous
-//! request's first wire messages, compares only what follows them (decision 79). Its results
+//! The loop's meter (`AgentLoop::observe`) meters a request from what is new: it cuts the body
+//! by the serializer's spans and, when the request keeps the previous request's first wire
+//! messages, compares only what follows them (decision 79 on Messages-API routes, decision 81
+//! on chat routes). Its results
 //! must be exactly the parsing meter's (`Meter::observe` on the body): the property below runs
 //! random loops (rounds, user turns, jumps past the automatic-caching lookback, tool and
 //! prompt changes, new series, retries, requests recorded but not observed, observed twice,
@@ -213,7 +214,7 @@ proptest! {
 
     #[test]
     fn the_loops_meter_gives_the_parsing_meters_rows_on_chat_routes(
-        ops in prop::collection::vec((op(), seen()), 1..8),
+        ops in prop::collection::vec((op(), seen()), 1..14),
     ) {
         check(route_for("openai-compatible", "any"), &ops);
     }
@@ -236,4 +237,29 @@ fn a_long_messages_loop_meters_as_the_parsing_meter() {
         .collect();
     check(route_for("anthropic", "claude-sonnet-5-5"), &ops);
     check(route_for("deepseek", "deepseek-flash"), &ops);
+}
+
+/// The same long loop on an OpenAI-compatible chat route, whose requests carry spans and
+/// resume from the whole previous request since decision 81.
+#[test]
+fn a_long_chat_loop_meters_as_the_parsing_meter() {
+    let ops: Vec<(Op, Seen)> = (0..60)
+        .map(|i| {
+            let op = match i % 17 {
+                5 => Op::UserTurn,
+                9 => Op::Rounds(11),
+                13 => Op::Tools(3),
+                15 => Op::Prompt(1),
+                _ => Op::Rounds(1),
+            };
+            let seen = match i % 23 {
+                7 => Seen::Skipped,
+                11 => Seen::Twice,
+                19 => Seen::Restored,
+                _ => Seen::Observed,
+            };
+            (op, seen)
+        })
+        .collect();
+    check(route_for("openai-compatible", "any"), &ops);
 }

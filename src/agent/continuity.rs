@@ -5,8 +5,10 @@
 //! The recorder serializes each Messages-API request inside its batch, so that a rewrite
 //! before signed thinking blocks is recorded (a `thinking/floor` event) in the same all-or-
 //! nothing write as the header that caused it: a resumed loop reads the floor from the log and
-//! sends the same bytes as the loop that died. This is the one place where recording reaches
-//! into projection and serialization.
+//! sends the same bytes as the loop that died. It serializes each OpenAI-compatible chat
+//! request there too, for the one thing a chat request owes to the previous one: the wire
+//! messages it kept (decision 81). This is the one place where recording reaches into
+//! projection and serialization.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -85,8 +87,8 @@ pub(crate) fn prepare(
         rewrite: None,
         fingerprint: None,
     };
-    if route.api != WireApi::Messages {
-        return none;
+    if route.api == WireApi::OpenAiChat {
+        return prepare_chat(route, request, resume);
     }
     let key = key(route);
     let recalled;
@@ -189,11 +191,44 @@ pub(crate) fn prepare(
         fingerprint: Some((
             key,
             Remembered {
-                fingerprint,
+                fingerprint: Some(fingerprint),
                 resume,
                 floor_ids,
             },
         )),
+    }
+}
+
+/// [`prepare`] on an OpenAI-compatible chat route: only the serialization, resumed from the
+/// route's previous request. Nothing there depends on that request but which wire messages
+/// are written again (no thinking floor, no lookback), so there is no rewrite detection.
+fn prepare_chat(route: &Route, request: &Request, resume: Option<Resume>) -> Continuity {
+    let projected = request.project();
+    let context = WireContext::default();
+    let (wire, next, _) = serialize_resuming(&request.config, &projected, route, &context, resume);
+    match wire {
+        Ok(wire) => Continuity {
+            prepared: Some(Ok(wire)),
+            rewrite: None,
+            fingerprint: Some((
+                key(route),
+                Remembered {
+                    fingerprint: None,
+                    resume: next,
+                    floor_ids: None,
+                },
+            )),
+        },
+        // Refused as it stands: `to_wire` refuses it again.
+        Err(_) => Continuity {
+            prepared: Some(Err(Replay {
+                previous_blocks: None,
+                thinking: None,
+                floor: None,
+            })),
+            rewrite: None,
+            fingerprint: None,
+        },
     }
 }
 
@@ -317,10 +352,11 @@ fn holds_unfloored_thinking(
 #[derive(Default)]
 pub(crate) struct Memory(pub HashMap<RouteKey, Remembered>);
 
-/// What the recorder keeps of a route's previous request: what rewrite detection compares,
-/// and what the serializer resumes from (taken out for the next request's batch).
+/// What the recorder keeps of a route's previous request: what rewrite detection compares
+/// (Messages-API routes; `None` on chat routes, which have none), and what the serializer
+/// resumes from (taken out for the next request's batch).
 pub(crate) struct Remembered {
-    pub fingerprint: Fingerprint,
+    pub fingerprint: Option<Fingerprint>,
     pub resume: Option<Resume>,
     /// The assistant messages before the route's floor, kept with the floor they belong to.
     pub floor_ids: Option<FloorIds>,

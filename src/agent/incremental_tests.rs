@@ -1,5 +1,5 @@
-//! The recorder's serializer resumes from the route's previous request (issue 13, decision
-//! 77): over random loops (tool churn, compactions, thinking, prompt changes, new series,
+//! The recorder's serializer resumes from the route's previous request (issue 13, decisions
+//! 77 and 81): over random loops (tool churn, compactions, thinking, prompt changes, new series,
 //! retries) a loop whose serializer resumes, and whose recorder scans only the new surface
 //! nodes for prompt nodes, sends exactly the requests of a loop that starts from the first
 //! message and scans the whole surface every time. (Every debug build also checks each
@@ -206,13 +206,40 @@ fn a_loop_resumes_from_a_growing_prefix() {
     assert!(grown.windows(2).all(|w| w[1] == w[0] + 2), "{lens:?}");
 }
 
+/// On a chat route a request leaves its point at its end (decision 81): from the first
+/// request on, each step resumes after every message the previous one sent.
+#[test]
+fn a_chat_loop_resumes_after_every_message_sent() {
+    let route = route_for("openai-compatible", "any");
+    let config = Config::new("openai-compatible", "any");
+    let mut agent = AgentLoop::new(Session::new("s"), route.clone(), config)
+        .with_system_prompt("Be brief.")
+        .with_tools([tool(0)]);
+    agent.user_turn([Message::user("u", "go")]).unwrap();
+    let mut lens = vec![agent.recorder.resumable_messages(&route)];
+    for n in 0..5 {
+        for m in answer(n, n % 2 == 0, 1, "openai-compatible", "any") {
+            agent.append(m).unwrap();
+        }
+        let request = agent.next_step().unwrap();
+        lens.push(agent.recorder.resumable_messages(&route));
+        assert_eq!(lens.last().copied().flatten(), Some(request.messages.len()));
+    }
+    // The system node and the user's message, then two messages a step.
+    assert_eq!(lens[0], Some(2));
+    assert!(
+        lens.windows(2).all(|w| w[1] == w[0].map(|l| l + 2)),
+        "{lens:?}"
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
     #[test]
     fn resumed_requests_are_the_requests_of_a_fresh_pass(
         actions in proptest::collection::vec(action(), 1..40),
-        route in 0usize..4,
+        route in 0usize..5,
         drop_block in any::<bool>(),
     ) {
         let (provider, model) = [
@@ -220,6 +247,7 @@ proptest! {
             ("anthropic", "claude-opus-5-5"),
             ("anthropic", "claude-opus-5"),
             ("deepseek", "deepseek-v4-pro"),
+            ("openai-compatible", "any"),
         ][route];
         let policy = if drop_block { ThinkingPolicy::DropBlock } else { ThinkingPolicy::StripThinking };
         let (incremental, _) = run(provider, model, policy, &actions, true);

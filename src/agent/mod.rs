@@ -134,9 +134,10 @@ impl Request {
     }
 
     /// The bytes to send: this request [projected](Self::project) and serialized with the
-    /// configuration it was logged with. On a Messages-API route the recorder serialized it
-    /// against the route's previous request (the automatic-caching lookback breakpoint and the
-    /// thinking floor depend on it), so this returns that request, or the same refusal.
+    /// configuration it was logged with. The recorder serialized it against the route's
+    /// previous request (on a Messages-API route the automatic-caching lookback breakpoint and
+    /// the thinking floor depend on it; on both APIs it writes only the new wire messages), so
+    /// this returns that request, or the same refusal.
     ///
     /// # Errors
     /// [`WireError`] when the route cannot carry the request (a missing `max_tokens`, a

@@ -450,7 +450,7 @@ impl Recorder {
         };
         let (remembered, resume, floor_ids) =
             match self.memory.0.get_mut(&continuity::key(step.route)) {
-                Some(r) => (Some(&r.fingerprint), r.resume.take(), r.floor_ids.clone()),
+                Some(r) => (r.fingerprint.as_ref(), r.resume.take(), r.floor_ids.clone()),
                 None => (None, None, None),
             };
         let c = continuity::prepare(

@@ -45,7 +45,6 @@ use canonical::Canonical;
 pub(crate) use fingerprint::{Fingerprint, without_markers};
 pub(crate) use thinking::is_bound_thinking;
 
-pub(crate) use messages::Resume;
 pub use messages::serialize_messages;
 pub use openai::serialize_openai_chat;
 
@@ -69,10 +68,10 @@ pub struct WireRequest {
     /// [`Request::to_wire`](crate::Request::to_wire), `None` from the stateless serializers.
     /// The meter needs it to tell a loss the caller chose from one the route imposed.
     pub series_start: Option<crate::event::SeriesStart>,
-    /// Where the Messages-API serializer put each part of `body` (`None` from the OpenAI chat
-    /// serializer and from [`WireRequest::new`]): what the recorder compares with the route's
-    /// previous request, and what a meter could cut the body by without parsing it. Not part
-    /// of the request's identity (equality ignores it: it is derived from `body`).
+    /// Where the serializer put each part of `body` (`None` from [`WireRequest::new`]): what
+    /// the recorder compares with the route's previous request (Messages API), and what the
+    /// loop's meter cuts the body by without parsing it (both APIs). Not part of the
+    /// request's identity (equality ignores it: it is derived from `body`).
     pub(crate) segments: Option<Arc<Segments>>,
     /// Which recorded request this was serialized from (set by `Request::to_wire`), so that
     /// the loop that observes it knows the request without serializing it again. Not part of
@@ -93,7 +92,10 @@ impl PartialEq for WireRequest {
 
 impl Eq for WireRequest {}
 
-/// Byte ranges into a Messages-API body, as the serializer wrote it.
+/// Byte ranges into a body, as the serializer wrote it. On a chat body `system` is `None` (the
+/// system message is the first wire message) and a wire message's blocks are the text parts
+/// of its `content` array (none when `content` is a string or absent), which is what the meter
+/// counts.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Segments {
     /// The `tools` array, when sent.
@@ -723,9 +725,37 @@ pub fn serialize_with(
     }
 }
 
-/// [`serialize_with`] on a Messages-API route, resuming from what the route's previous request
-/// left (see `messages::Resume`); returns what the next request can resume from and, when
-/// it resumed, the number of wire messages it took as they were.
+/// What a route's previous request left for the next one to resume from: the wire messages it
+/// wrote, once, and its serializer's state after them (see `messages::Resume` and
+/// `openai::Resume`).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Resume {
+    Messages(messages::Resume),
+    Chat(openai::Resume),
+}
+
+impl Resume {
+    /// The number of wire messages this point holds.
+    pub(crate) fn turns(&self) -> usize {
+        match self {
+            Resume::Messages(r) => r.turns(),
+            Resume::Chat(r) => r.turns(),
+        }
+    }
+
+    /// The number of messages this point was built from.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Resume::Messages(r) => r.len(),
+            Resume::Chat(r) => r.len(),
+        }
+    }
+}
+
+/// [`serialize_with`], resuming from what the route's previous request left (a point of the
+/// other API is ignored); returns what the next request can resume from and, when it resumed,
+/// the number of wire messages it took as they were.
 pub(crate) fn serialize_resuming(
     config: &Config,
     projected: &ProjectedToolUpdates<'_>,
@@ -739,9 +769,23 @@ pub(crate) fn serialize_resuming(
 ) {
     match route.api {
         WireApi::Messages => {
-            messages::serialize_messages_resuming(config, projected, route, context, resume)
+            let resume = match resume {
+                Some(Resume::Messages(r)) => Some(r),
+                _ => None,
+            };
+            let (request, next, resumed) =
+                messages::serialize_messages_resuming(config, projected, route, context, resume);
+            (request, next.map(Resume::Messages), resumed)
         }
-        WireApi::OpenAiChat => (serialize_openai_chat(config, projected), None, None),
+        WireApi::OpenAiChat => {
+            let resume = match resume {
+                Some(Resume::Chat(r)) => Some(r),
+                _ => None,
+            };
+            let (request, next, resumed) =
+                openai::serialize_openai_chat_resuming(config, projected, resume);
+            (request, next.map(Resume::Chat), resumed)
+        }
     }
 }
 
