@@ -10,9 +10,11 @@
 //! costs O(1) and nothing can change it afterwards. The fold never fails: every event it sees
 //! was validated at append.
 
+mod record;
 mod reducer;
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::de::{self, Deserializer};
 use serde::ser::Serializer;
@@ -20,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::vocab::{List, ToolSchema};
 
+pub(crate) use record::{DeveloperRecord, FoldRecord, HeaderRecord, NameId, Previous, ToolNames};
 pub(crate) use reducer::{FoldKind, ToolFold};
 
 /// Tool declarations and updates a route may rely on (reference §3).
@@ -39,7 +42,9 @@ pub struct ToolHistory {
 #[derive(Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolUpdate {
-    message_id: String,
+    /// Shared with the log's own copy of the id (no allocation per update).
+    #[serde(serialize_with = "id")]
+    message_id: Arc<str>,
     #[serde(serialize_with = "array")]
     additions: List<ToolSchema>,
     #[serde(serialize_with = "array", skip_serializing_if = "List::is_empty")]
@@ -83,7 +88,7 @@ impl ToolUpdate {
         additions: impl IntoIterator<Item = ToolSchema>,
     ) -> Self {
         ToolUpdate {
-            message_id: message_id.into(),
+            message_id: Arc::from(message_id.into()),
             additions: additions.into_iter().collect(),
             redefinitions: List::default(),
         }
@@ -137,6 +142,11 @@ impl fmt::Debug for ToolUpdate {
         }
         Ok(())
     }
+}
+
+/// Writes a message id as a JSON string.
+fn id<S: Serializer>(id: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(id)
 }
 
 /// Writes a `List` as a JSON array.
