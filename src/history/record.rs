@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use super::ToolUpdate;
 use crate::event::{HeaderEvent, MessageEvent, Reason};
 use crate::vocab::{ContentBlock, Seq, ToolIndex, ToolSchema};
 
@@ -94,6 +95,34 @@ pub(crate) struct Previous<'a> {
     pub index: &'a ToolIndex,
 }
 
+/// A short list kept in the record itself: the first `N` items inline, the rest (rare)
+/// behind one pointer, so that folding a record usually reads no other allocation.
+#[derive(Clone)]
+pub(crate) struct Few<T, const N: usize> {
+    inline: [Option<T>; N],
+    more: Option<Arc<[T]>>,
+}
+
+impl<T, const N: usize> Few<T, N> {
+    fn new(items: impl IntoIterator<Item = T>) -> Self {
+        let mut items = items.into_iter();
+        let inline = std::array::from_fn(|_| items.next());
+        let more: Vec<T> = items.collect();
+        Few {
+            inline,
+            more: (!more.is_empty()).then(|| more.into()),
+        }
+    }
+
+    /// The items, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &T> {
+        self.inline
+            .iter()
+            .map_while(Option::as_ref)
+            .chain(self.more.iter().flat_map(|more| more.iter()))
+    }
+}
+
 /// What a fold reads of one header or developer message.
 #[derive(Clone)]
 pub(crate) enum FoldRecord {
@@ -122,6 +151,9 @@ pub(crate) struct HeaderRecord {
     pub opens: bool,
     /// Whether a tool is without `deferLoading`.
     pub has_immediate: bool,
+    /// The number of developer messages before the header (where its series' updates would
+    /// start in the log's list of them).
+    pub updates_before: usize,
     /// The header's own tool slice (shared, not copied).
     pub tools: Arc<[ToolSchema]>,
     /// Each tool's name id, in the tools' order.
@@ -129,10 +161,8 @@ pub(crate) struct HeaderRecord {
     /// The tools that are not the same tool as the previous header's tool of their name (a new
     /// name, a changed definition or `deferLoading`), in order: the only ones that can
     /// redefine a declared name while every previous tool is declared as itself. Usually none
-    /// or a few, so the first two are kept in the record itself.
-    novel: [Option<NovelTool>; 2],
-    /// The novel tools after the first two.
-    more_novel: Option<Arc<[NovelTool]>>,
+    /// or a few.
+    pub novel: Few<NovelTool, 2>,
 }
 
 /// A header's tool and its name id.
@@ -148,31 +178,21 @@ impl HeaderRecord {
     pub fn new(
         seq: Seq,
         h: &HeaderEvent,
+        updates_before: usize,
         names: &mut ToolNames,
         previous: Option<Previous<'_>>,
     ) -> Self {
         let tools = &h.header.tools;
         let (ids, novel) = names.ids_of(tools, previous);
-        let mut novel = novel.into_iter();
-        let first = [novel.next(), novel.next()];
-        let more: Vec<NovelTool> = novel.collect();
         HeaderRecord {
             seq,
+            updates_before,
             opens: opens_whatever_the_fold(h),
             has_immediate: tools.iter().any(|t| !t.defer_loading()),
             tools: Arc::clone(tools),
             names: ids,
-            novel: first,
-            more_novel: (!more.is_empty()).then(|| more.into()),
+            novel: Few::new(novel),
         }
-    }
-
-    /// The novel tools ([`novel`](Self::novel)), in order.
-    pub fn novel(&self) -> impl Iterator<Item = &NovelTool> {
-        self.novel
-            .iter()
-            .flatten()
-            .chain(self.more_novel.iter().flat_map(|more| more.iter()))
     }
 }
 
@@ -181,16 +201,20 @@ pub(super) fn opens_whatever_the_fold(h: &HeaderEvent) -> bool {
     h.reason == Reason::Series || h.starts_series
 }
 
-/// A developer message's id, the header its changes name, and the changes.
+/// A developer message's update, the header its changes name, and the changes.
 #[derive(Clone)]
 pub(crate) struct DeveloperRecord {
     pub seq: Seq,
     /// `headerSeq`.
     pub header: Option<Seq>,
-    /// The message id (the log's own allocation of it, shared with its id map).
-    pub id: Arc<str>,
+    /// The message's entry in a snapshot: its id (the log's own allocation of it, shared with
+    /// its id map) and its resolved additions and redefinitions.
+    pub update: ToolUpdate,
+    /// The number of developer messages before this one (its update's position in the log's
+    /// list of them).
+    pub ordinal: usize,
     /// The tool-change blocks, in order; other blocks change no fold and are left out.
-    pub changes: Arc<[Change]>,
+    pub changes: Few<Change, 3>,
 }
 
 impl DeveloperRecord {
@@ -200,6 +224,7 @@ impl DeveloperRecord {
     pub fn new(
         seq: Seq,
         m: &MessageEvent,
+        ordinal: usize,
         id: Arc<str>,
         header: Option<&ToolIndex>,
         names: &mut ToolNames,
@@ -227,12 +252,25 @@ impl DeveloperRecord {
                     def,
                 })
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let resolved = |kind: ChangeKind| {
+            changes
+                .iter()
+                .filter(|c| c.kind == kind)
+                .filter_map(|c| c.def.clone())
+                .collect()
+        };
+        let update = ToolUpdate::of(
+            id,
+            resolved(ChangeKind::Addition),
+            resolved(ChangeKind::Redefinition),
+        );
         DeveloperRecord {
             seq,
             header: m.header_seq,
-            id,
-            changes,
+            update,
+            ordinal,
+            changes: Few::new(changes),
         }
     }
 }

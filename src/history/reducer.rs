@@ -46,30 +46,88 @@ struct Slot {
     def: Option<ToolSchema>,
 }
 
-/// Records read ahead of folding them (see [`ToolFold::fold_to`]).
+/// Records read ahead of folding them (see [`ToolFold::fold_to`]); a fold of more than one
+/// batch is *long*.
 const BATCH: usize = 128;
 
+/// What a fold reads of the log besides its records.
+#[derive(Clone, Copy)]
+pub(crate) struct FoldLog<'a> {
+    /// The log's name table, which numbered the records' names.
+    pub names: &'a ToolNames,
+    /// Every developer message's update, in log order.
+    pub updates: &'a imbl::Vector<ToolUpdate>,
+}
+
+/// The slots by name id: persistent between folds (a fold clones in O(1)), uniquely owned
+/// during a long one (no copy-on-write check per write), then persistent again.
+#[derive(Clone)]
+enum Slots {
+    Shared(imbl::Vector<Slot>),
+    Owned(Vec<Slot>),
+}
+
+impl Default for Slots {
+    fn default() -> Self {
+        Slots::Shared(imbl::Vector::new())
+    }
+}
+
+impl Slots {
+    fn get(&self, i: usize) -> Option<&Slot> {
+        match self {
+            Slots::Shared(v) => v.get(i),
+            Slots::Owned(v) => v.get(i),
+        }
+    }
+
+    /// The slot `i`, the slots grown to hold it.
+    fn get_mut(&mut self, i: usize) -> &mut Slot {
+        match self {
+            Slots::Shared(v) => {
+                while v.len() <= i {
+                    v.push_back(Slot::default());
+                }
+                &mut v[i]
+            }
+            Slots::Owned(v) => {
+                if v.len() <= i {
+                    v.resize(i + 1, Slot::default());
+                }
+                &mut v[i]
+            }
+        }
+    }
+
+    /// Makes the slots uniquely owned. O(names).
+    fn own(&mut self) {
+        if let Slots::Shared(v) = self {
+            *self = Slots::Owned(std::mem::take(v).into_iter().collect());
+        }
+    }
+
+    /// Makes the slots persistent again. O(names).
+    fn share(&mut self) {
+        if let Slots::Owned(v) = self {
+            *self = Slots::Shared(std::mem::take(v).into_iter().collect());
+        }
+    }
+}
+
 /// Reads what folding `record` will read first behind its pointers (a developer message's
-/// changes and id), so that the fold then finds it cached. The sum
+/// update, whose count the fold increments), so that the fold then finds it cached. The sum
 /// means nothing.
 fn first_read(record: &FoldRecord) -> usize {
     match record {
         // What a header's fold reads is in its record, unless it opens a series.
         FoldRecord::Header(h) => usize::from(h.opens),
-        FoldRecord::Developer(d) => {
-            d.changes.first().map_or(0, |c| c.name as usize)
-                + usize::from(d.id.as_bytes().first().copied().unwrap_or(0))
-        }
+        FoldRecord::Developer(d) => d.update.additions().len(),
     }
 }
 
 /// The slot of `id` in `slots`, emptied first when an earlier series than `series` wrote it.
-fn slot_mut(slots: &mut imbl::Vector<Slot>, series: u32, id: NameId) -> &mut Slot {
-    let i = id as usize;
-    while slots.len() <= i {
-        slots.push_back(Slot::default());
-    }
-    let slot = &mut slots[i];
+fn slot_mut(slots: &mut Slots, series: u32, id: NameId) -> &mut Slot {
+    let slot = slots.get_mut(id as usize);
     if slot.series != series {
         *slot = Slot {
             series,
@@ -91,7 +149,7 @@ pub(crate) struct ToolFold {
     /// The current declaration series' number (0 before the first header).
     series: u32,
     /// By name id: whether declared and available in the current series.
-    slots: imbl::Vector<Slot>,
+    slots: Slots,
     /// Declared names in the order they were first declared in the series.
     declared_order: imbl::Vector<NameId>,
     /// Number of available names.
@@ -105,6 +163,10 @@ pub(crate) struct ToolFold {
     /// another header than the latest.
     active_declared: bool,
     updates: imbl::Vector<ToolUpdate>,
+    /// The position of the series' first update in the log's list of them (`FoldLog::updates`).
+    series_start: usize,
+    /// Developer messages folded: the series' updates are the log's `series_start..developers`.
+    developers: usize,
     /// The log's names as of the last events folded: what [`is_available`](Self::is_available)
     /// and [`declared`](Self::declared) look a name up in. Every id in the state is numbered
     /// there as the folded log numbered it.
@@ -139,13 +201,14 @@ impl ToolFold {
 
     /// Folds the events `[upto(), upto)` of a log, given as the records of those among them
     /// that [can change](Self::can_change) the fold, in order (the others change nothing).
-    /// `names` is the log's name table, which numbered the records' names. Returns whether a
-    /// record was folded. O(given records + their tools and changes), no name hashed.
+    /// `log` holds the log's name table, which numbered the records' names, and its updates.
+    /// Returns whether a record was folded. O(given records + their tools and changes), no
+    /// name hashed; a long fold also O(names + log n).
     pub fn fold_to<'r>(
         &mut self,
         records: impl IntoIterator<Item = &'r FoldRecord>,
         upto: usize,
-        names: &ToolNames,
+        log: FoldLog<'_>,
     ) -> bool {
         let mut changed = false;
         let mut records = records.into_iter();
@@ -154,33 +217,53 @@ impl ToolFold {
         // `baseline` until the end, where they are taken.
         let mut latest: Option<&HeaderRecord> = None;
         let mut baseline: Option<&HeaderRecord> = None;
+        // A long fold (a first batch that is full) writes its slots uniquely owned, and takes
+        // the series' updates from the log at the end as one slice instead of pushing each.
+        let mut long = false;
         loop {
-            // A record's tools, names and changes are allocations of their own, made when the
-            // event joined the log: first every record of a batch is read (the reads do not
-            // depend on each other, so their cache misses overlap), then the batch is folded
-            // from the cache.
+            // A developer record's update is an allocation of its own, made when the message
+            // joined the log: first every record of a batch is read (the reads do not depend
+            // on each other, so their cache misses overlap), then the batch is folded.
             batch.clear();
             batch.extend(records.by_ref().take(BATCH));
             if batch.is_empty() {
                 break;
             }
-            let read = batch
-                .iter()
-                .fold(0usize, |sum, r| sum.wrapping_add(first_read(r)));
-            std::hint::black_box(read);
+            if !long && !changed && batch.len() == BATCH {
+                long = true;
+                self.slots.own();
+            }
+            if !long {
+                let read = batch
+                    .iter()
+                    .fold(0usize, |sum, r| sum.wrapping_add(first_read(r)));
+                std::hint::black_box(read);
+            }
             for record in &batch {
                 debug_assert!(record.seq().index() >= self.upto && record.seq().index() < upto);
                 changed = true;
                 match record {
                     FoldRecord::Header(h) => {
-                        if self.header(h) {
+                        debug_assert_eq!(h.updates_before, self.developers);
+                        if self.header(h, long) {
                             baseline = Some(h);
                         }
                         latest = Some(h);
                     }
-                    FoldRecord::Developer(d) => self.developer(d),
+                    FoldRecord::Developer(d) => {
+                        debug_assert_eq!(d.ordinal, self.developers);
+                        self.developer(d, long);
+                    }
                 }
             }
+        }
+        if long {
+            self.slots.share();
+            // The series' updates are every developer message since its header, in order.
+            self.updates = log
+                .updates
+                .skip(self.series_start)
+                .take(self.developers - self.series_start);
         }
         // The latest header's and the baseline's tools are taken (each an `Arc` clone, which
         // writes to the header's allocation) once, not at every header.
@@ -192,7 +275,7 @@ impl ToolFold {
             self.active_names = Arc::clone(&h.names);
         }
         if changed {
-            self.names = names.clone();
+            self.names = log.names.clone();
         }
         self.upto = self.upto.max(upto);
         changed
@@ -262,7 +345,7 @@ impl ToolFold {
     /// Folds the header `h`; returns whether it opened a series (its tools are the new
     /// baseline). Leaves `active`, `active_names` and `baseline` to the caller (see
     /// [`fold_to`](Self::fold_to)).
-    fn header(&mut self, h: &HeaderRecord) -> bool {
+    fn header(&mut self, h: &HeaderRecord, long: bool) -> bool {
         let opens = self.latest.is_none()
             || h.opens
             || (self.kind == FoldKind::ByReference
@@ -284,7 +367,10 @@ impl ToolFold {
                     self.available += 1;
                 }
             }
-            self.updates = imbl::Vector::new();
+            self.series_start = h.updates_before;
+            if !long {
+                self.updates = imbl::Vector::new();
+            }
         }
         // Opening, the declarations are these tools; otherwise (by reference) the check just
         // made found each undeclared or declared the same.
@@ -300,7 +386,7 @@ impl ToolFold {
         let redefines =
             |t: &ToolSchema, id: NameId| self.declared_id(id).is_some_and(|d| !d.same_tool(t));
         if self.active_declared {
-            h.novel().any(|n| redefines(&n.tool, n.name))
+            h.novel.iter().any(|n| redefines(&n.tool, n.name))
         } else {
             h.tools
                 .iter()
@@ -324,9 +410,7 @@ impl ToolFold {
         self.slot(id).is_some_and(|s| s.available)
     }
 
-    fn developer(&mut self, m: &DeveloperRecord) {
-        let mut additions = imbl::Vector::new();
-        let mut redefinitions = imbl::Vector::new();
+    fn developer(&mut self, m: &DeveloperRecord, long: bool) {
         for change in m.changes.iter() {
             let redefines = match change.kind {
                 ChangeKind::Removal => {
@@ -358,22 +442,18 @@ impl ToolFold {
                 if !same {
                     slot.def = Some(def.clone());
                 }
-                if redefines {
-                    redefinitions.push_back(def.clone());
-                } else {
-                    additions.push_back(def.clone());
-                }
             }
             if !redefines && !slot.available {
                 slot.available = true;
                 self.available += 1;
             }
         }
-        self.updates.push_back(ToolUpdate {
-            message_id: Arc::clone(&m.id),
-            additions: List(additions),
-            redefinitions: List(redefinitions),
-        });
+        // The update was resolved when the message joined the log (a long fold takes them
+        // all at its end).
+        self.developers += 1;
+        if !long {
+            self.updates.push_back(m.update.clone());
+        }
     }
 
     /// Whether the snapshot may be the series' (otherwise: the guard). The available names

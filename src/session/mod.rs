@@ -176,7 +176,7 @@ impl Cached {
             let records = state
                 .fold_records_in(self.fold.upto()..end)
                 .inspect(|_| n += 1);
-            if self.fold.fold_to(records, end, &state.tool_names) {
+            if self.fold.fold_to(records, end, state.fold_log()) {
                 self.snapshot = None;
             }
             self.folded += n;
@@ -710,7 +710,7 @@ impl Transaction<'_> {
         let mut fold = d.cached(kind).catch_up(&self.state, self.start).clone();
         let len = self.state.len();
         let records = self.state.fold_records_in(fold.upto()..len);
-        fold.fold_to(records, len, &self.state.tool_names);
+        fold.fold_to(records, len, self.state.fold_log());
         fold
     }
 

@@ -13,7 +13,8 @@ use crate::event::{
     ThinkingPolicy, is_known_event_type,
 };
 use crate::history::{
-    DeveloperRecord, FoldRecord, HeaderRecord, NameId, Previous, ToolFold, ToolNames,
+    DeveloperRecord, FoldLog, FoldRecord, HeaderRecord, NameId, Previous, ToolFold, ToolNames,
+    ToolUpdate,
 };
 use crate::store::WriteError;
 use crate::vocab::{
@@ -336,6 +337,9 @@ pub(crate) struct LogState {
     /// written at apply (decision 80): a fold reads these dense records, never the events, and
     /// skips the user, assistant and tool events without looking at them.
     pub fold_records: imbl::Vector<FoldRecord>,
+    /// Every developer message's [`ToolUpdate`] in log order: a series' updates are the run of
+    /// them since its header, which a long fold takes as one slice of this list.
+    pub tool_updates: imbl::Vector<ToolUpdate>,
     /// The tool names of the log's headers and developer messages, numbered for the fold
     /// records.
     pub tool_names: ToolNames,
@@ -717,11 +721,23 @@ impl LogState {
             }
         };
         let end = range.end;
-        (first < len)
-            .then(|| records.focus().narrow(first..))
+        // From the first record (a fold from scratch), chunk by chunk: a slice each, no
+        // look-up per record.
+        let whole = (first == 0).then(|| records.leaves().flatten());
+        let part = (first > 0 && first < len).then(|| records.focus().narrow(first..));
+        whole
             .into_iter()
             .flatten()
+            .chain(part.into_iter().flatten())
             .take_while(move |r| r.seq().index() < end)
+    }
+
+    /// What a fold reads of the log besides its records.
+    pub fn fold_log(&self) -> FoldLog<'_> {
+        FoldLog {
+            names: &self.tool_names,
+            updates: &self.tool_updates,
+        }
     }
 
     pub fn next_seq(&self) -> Seq {
@@ -945,7 +961,13 @@ impl LogState {
                         index: self.tool_indexes.get(seq)?,
                     })
                 });
-                let record = HeaderRecord::new(seq, h, &mut self.tool_names, previous);
+                let record = HeaderRecord::new(
+                    seq,
+                    h,
+                    self.tool_updates.len(),
+                    &mut self.tool_names,
+                    previous,
+                );
                 self.latest_header_names = Arc::clone(&record.names);
                 self.fold_records.push_back(FoldRecord::Header(record));
                 self.tool_indexes
@@ -961,8 +983,15 @@ impl LogState {
                         .header_seq
                         .and_then(|h| self.tool_indexes.get(&h))
                         .map(|index| &**index);
-                    let record =
-                        DeveloperRecord::new(seq, m, Arc::clone(&id), header, &mut self.tool_names);
+                    let record = DeveloperRecord::new(
+                        seq,
+                        m,
+                        self.tool_updates.len(),
+                        Arc::clone(&id),
+                        header,
+                        &mut self.tool_names,
+                    );
+                    self.tool_updates.push_back(record.update.clone());
                     self.fold_records.push_back(FoldRecord::Developer(record));
                 }
                 self.message_ids.insert(id, seq);
