@@ -52,10 +52,10 @@ impl ToolNames {
         tools: &[ToolSchema],
         previous: Option<Previous<'_>>,
     ) -> (Arc<[NameId]>, Vec<NovelTool>) {
-        let (before, before_ids) = previous.map_or((&[][..], &[][..]), |p| (p.tools, p.names));
+        let (before, before_ids) = previous.map_or((&[][..], &[][..]), |p| (p.tools, &p.names[..]));
         let mut next = 0;
         let mut novel = Vec::new();
-        let ids = tools
+        let ids: Vec<NameId> = tools
             .iter()
             .map(|t| {
                 let near = before
@@ -83,6 +83,12 @@ impl ToolNames {
                 id
             })
             .collect();
+        // The same names in the same order as the previous header's (its tools unchanged, or
+        // only redefined): its ids are shared, not copied.
+        let ids = match previous {
+            Some(p) if p.names[..] == ids[..] => Arc::clone(p.names),
+            _ => ids.into(),
+        };
         (ids, novel)
     }
 }
@@ -91,7 +97,7 @@ impl ToolNames {
 #[derive(Clone, Copy)]
 pub(crate) struct Previous<'a> {
     pub tools: &'a [ToolSchema],
-    pub names: &'a [NameId],
+    pub names: &'a Arc<[NameId]>,
     pub index: &'a ToolIndex,
 }
 

@@ -743,9 +743,9 @@ mod tests {
 
     fn assert_send_sync<T: Send + Sync>() {}
 
-    /// Issue 10 item 4: one name index per header, built when it is applied and shared by the
-    /// folds (not rebuilt per developer message, nor per fold): the folds keep no index of
-    /// their own and resolve through the log's, to the header's own schemas.
+    /// Issue 10 item 4: one name index per header, built when it is applied and shared (not
+    /// rebuilt per developer message, nor per fold): the folds keep no index of their own; a
+    /// developer message's record resolves through the log's, to the header's own schemas.
     #[test]
     fn one_tool_index_per_header_shared_by_validation_and_both_folds() {
         use crate::event::{Config, Reason, RequestHeader};

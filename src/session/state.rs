@@ -328,7 +328,7 @@ pub(crate) struct LogState {
     pub surface_version: u64,
     pub latest_header: Option<(Seq, Arc<HeaderEvent>)>,
     /// Every header's tools by name, built once when the header is applied; developer messages
-    /// are checked against it and the folds share it.
+    /// are checked against it, and their fold records resolve their names through it.
     pub tool_indexes: imbl::HashMap<Seq, Arc<ToolIndex>>,
     /// The log's tool definitions, one allocation per written form: a header joining the log
     /// shares the definitions already there (decision 76).
