@@ -122,3 +122,220 @@ proptest! {
         }
     }
 }
+
+/// One event of a log appended directly (not recorded), for the long-fold property below.
+#[derive(Clone, Debug)]
+enum LogOp {
+    /// A header with these tools (name index, variant), this reason (0 initial, 1 change, 2
+    /// series) and `startsSeries`.
+    Header {
+        tools: Vec<(usize, u8)>,
+        reason: u8,
+        starts_series: bool,
+    },
+    /// A developer message naming the `back`-th latest header (`None`: no `headerSeq`), with
+    /// these blocks (0 addition, 1 removal, 2 redefinition, 3 text; name index).
+    Developer {
+        back: Option<u8>,
+        blocks: Vec<(u8, usize)>,
+    },
+    User,
+}
+
+fn log_op() -> impl Strategy<Value = LogOp> {
+    let tools = proptest::sample::subsequence((0..NAMES.len()).collect::<Vec<_>>(), 0..=5)
+        .prop_flat_map(|names| {
+            let n = names.len();
+            let variants = proptest::collection::vec(
+                prop_oneof![6 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8)],
+                n,
+            );
+            (Just(names), variants)
+        })
+        .prop_map(|(names, variants)| names.into_iter().zip(variants).collect::<Vec<_>>());
+    let blocks = proptest::collection::vec((0u8..4, 0..NAMES.len()), 0..4);
+    prop_oneof![
+        3 => (tools, prop_oneof![1 => Just(0u8), 8 => Just(1u8), 1 => Just(2u8)], proptest::bool::weighted(0.05))
+            .prop_map(|(tools, reason, starts_series)| LogOp::Header { tools, reason, starts_series }),
+        3 => (proptest::option::weighted(0.9, prop_oneof![6 => Just(0u8), 1 => Just(1u8), 1 => Just(3u8)]), blocks)
+            .prop_map(|(back, blocks)| LogOp::Developer { back, blocks }),
+        2 => Just(LogOp::User),
+    ]
+}
+
+/// The folds of reference §3 (by reference) and §3.1 (by value) written as plainly as the
+/// reference states them, over the events themselves: name maps, every header tool looked up.
+/// The oracle the session's folds (from records, long or incremental) are checked against.
+#[derive(Default)]
+struct Oracle {
+    by_value: bool,
+    latest: Option<u64>,
+    baseline: Vec<ToolSchema>,
+    declared: std::collections::HashMap<String, ToolSchema>,
+    available: std::collections::HashSet<String>,
+    active: Vec<ToolSchema>,
+    updates: Vec<mektpoy::history::ToolUpdate>,
+    headers: std::collections::HashMap<u64, Vec<ToolSchema>>,
+}
+
+impl Oracle {
+    fn fold(&mut self, seq: u64, event: &Event) {
+        match event {
+            Event::Header(h) => {
+                let tools = h.header.tools.to_vec();
+                let opens = self.latest.is_none()
+                    || h.reason == mektpoy::event::Reason::Series
+                    || h.starts_series
+                    || (!self.by_value
+                        && (tools.iter().any(|t| {
+                            self.declared.get(t.name()).is_some_and(|d| !d.same_tool(t))
+                        }) || (!self.baseline.iter().any(|t| !t.defer_loading())
+                            && tools.iter().any(|t| !t.defer_loading()))));
+                if opens {
+                    self.baseline = tools.clone();
+                    self.declared = tools
+                        .iter()
+                        .map(|t| (t.name().to_owned(), t.clone()))
+                        .collect();
+                    self.available = tools.iter().map(|t| t.name().to_owned()).collect();
+                    self.updates.clear();
+                }
+                self.latest = Some(seq);
+                self.active = tools.clone();
+                self.headers.insert(seq, tools);
+            }
+            Event::Message(m) if m.message.role() == mektpoy::vocab::Role::Developer => {
+                let (mut additions, mut redefinitions) = (Vec::new(), Vec::new());
+                for block in m.message.content() {
+                    let (name, redefines) = match block {
+                        mektpoy::ContentBlock::ToolAddition { tool_name } => (tool_name, false),
+                        mektpoy::ContentBlock::ToolRedefinition { tool_name } => (tool_name, true),
+                        mektpoy::ContentBlock::ToolRemoval { tool_name } => {
+                            self.available.remove(tool_name);
+                            continue;
+                        }
+                        _ => continue,
+                    };
+                    let def = m.header_seq.and_then(|h| {
+                        self.headers[&h.0]
+                            .iter()
+                            .find(|t| t.name() == name)
+                            .cloned()
+                    });
+                    if let Some(def) = def {
+                        self.declared.insert(name.clone(), def.clone());
+                        if redefines {
+                            redefinitions.push(def)
+                        } else {
+                            additions.push(def)
+                        }
+                    }
+                    if !redefines {
+                        self.available.insert(name.clone());
+                    }
+                }
+                self.updates.push(
+                    mektpoy::history::ToolUpdate::new(m.message.id(), additions)
+                        .with_redefinitions(redefinitions),
+                );
+            }
+            _ => {}
+        }
+    }
+
+    fn snapshot(&self) -> ToolHistory {
+        let consistent = self.available.len() == self.active.len()
+            && self.active.iter().all(|t| {
+                self.available.contains(t.name())
+                    && (!self.by_value
+                        || self.declared.get(t.name()).is_some_and(|d| d.same_tool(t)))
+            });
+        if consistent {
+            ToolHistory::new(self.baseline.clone(), self.updates.clone())
+        } else {
+            ToolHistory::new(self.active.clone(), [])
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Decision 80: on long random logs (hundreds of headers and developer messages, so that
+    /// a fold from scratch takes the long path: owned slots, the series' updates as one slice
+    /// of the log's), both folds of a fresh fork, of a fork at a random point and of a
+    /// session read after every event (the incremental path) equal the plain oracle of
+    /// reference §3 and §3.1, and a loaded copy folds the same.
+    #[test]
+    fn long_folds_from_records_equal_the_plain_folds(
+        ops in proptest::collection::vec(log_op(), 200..700),
+        cut in 0u8..=100,
+    ) {
+        let session = Session::new("s");
+        let mut headers: Vec<mektpoy::vocab::Seq> = Vec::new();
+        let mut oracles = [Oracle::default(), Oracle { by_value: true, ..Oracle::default() }];
+        // The oracles' snapshots after each event, by reference and by value.
+        let mut expected: Vec<[ToolHistory; 2]> = vec![[ToolHistory::default(), ToolHistory::default()]];
+        for (i, op) in ops.into_iter().enumerate() {
+            let event = match op {
+                LogOp::Header { tools, reason, starts_series } => {
+                    let tools: Vec<ToolSchema> = tools.into_iter().map(|(t, v)| named_tool(t, v)).collect();
+                    let reason = match reason {
+                        0 => mektpoy::event::Reason::Initial,
+                        1 => mektpoy::event::Reason::Change,
+                        _ => mektpoy::event::Reason::Series,
+                    };
+                    let mut event = Event::header(
+                        mektpoy::event::RequestHeader::new(Config::new("p", "m"), tools),
+                        reason,
+                    );
+                    if let Event::Header(h) = &mut event {
+                        std::sync::Arc::make_mut(h).starts_series = starts_series;
+                    }
+                    event
+                }
+                LogOp::Developer { back, blocks } => {
+                    let header = back.and_then(|b| headers.iter().rev().nth(b as usize).copied());
+                    let blocks: Vec<mektpoy::ContentBlock> = blocks
+                        .into_iter()
+                        .map(|(kind, name)| match kind {
+                            0 => mektpoy::ContentBlock::addition(NAMES[name]),
+                            1 => mektpoy::ContentBlock::removal(NAMES[name]),
+                            2 => mektpoy::ContentBlock::redefinition(NAMES[name]),
+                            _ => mektpoy::ContentBlock::text("note"),
+                        })
+                        .collect();
+                    Event::developer(Message::developer(format!("d{i}"), blocks), header)
+                }
+                LogOp::User => Event::append(Message::user(format!("u{i}"), "hi")),
+            };
+            // Refused events (an addition absent from its header, ...) are not in the log.
+            let Ok(seq) = session.append(event.clone()) else { continue };
+            if matches!(event, Event::Header(_)) {
+                headers.push(seq);
+            }
+            for oracle in &mut oracles {
+                oracle.fold(seq.0, &event);
+            }
+            expected.push([oracles[0].snapshot(), oracles[1].snapshot()]);
+        }
+        let len = session.len();
+        // Incremental: a fork read after each event it appends.
+        let incremental = Session::new("i");
+        for (k, event) in session.events().iter().enumerate() {
+            incremental.append(event.clone()).unwrap();
+            prop_assert_eq!(&incremental.tool_history(), &expected[k + 1][0]);
+            prop_assert_eq!(&incremental.tool_history_by_value(), &expected[k + 1][1]);
+        }
+        // From scratch: a fresh fork at the end and at `cut` percent, and a loaded copy.
+        let at = len * cut as usize / 100;
+        for upto in [len, at] {
+            let fork = Session::fork(&session, upto as u64, "f").unwrap();
+            prop_assert_eq!(&fork.tool_history(), &expected[upto][0]);
+            prop_assert_eq!(&fork.tool_history_by_value(), &expected[upto][1]);
+        }
+        let loaded = Session::load_bytes(session.to_jsonl().as_bytes()).unwrap().session;
+        prop_assert_eq!(&loaded.tool_history_by_value(), &expected[len][1]);
+        prop_assert_eq!(&loaded.tool_history(), &expected[len][0]);
+    }
+}

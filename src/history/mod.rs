@@ -10,9 +10,11 @@
 //! costs O(1) and nothing can change it afterwards. The fold never fails: every event it sees
 //! was validated at append.
 
+mod record;
 mod reducer;
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::de::{self, Deserializer};
 use serde::ser::Serializer;
@@ -20,7 +22,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::vocab::{List, ToolSchema};
 
-pub(crate) use reducer::{FoldKind, ToolFold};
+pub(crate) use record::{DeveloperRecord, FoldRecord, HeaderRecord, NameId, Previous, ToolNames};
+pub(crate) use reducer::{FoldKind, FoldLog, ToolFold};
 
 /// Tool declarations and updates a route may rely on (reference §3).
 ///
@@ -35,15 +38,30 @@ pub struct ToolHistory {
 }
 
 /// One developer message of the current declaration series and the definitions it added or
-/// redefined, each resolved through the header the message named.
+/// redefined, each resolved through the header the message named. Cloning is O(1).
+///
+/// What an update holds depends on its message and the header it names alone, not on the rest
+/// of the log, so the log builds each once, when the message joins it, and every snapshot of
+/// either fold shares it (decision 80).
+#[derive(Clone, PartialEq)]
+pub struct ToolUpdate(Arc<Update>);
+
 #[derive(Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ToolUpdate {
-    message_id: String,
+struct Update {
+    /// Shared with the log's own copy of the id.
+    #[serde(serialize_with = "id")]
+    message_id: Arc<str>,
     #[serde(serialize_with = "array")]
     additions: List<ToolSchema>,
     #[serde(serialize_with = "array", skip_serializing_if = "List::is_empty")]
     redefinitions: List<ToolSchema>,
+}
+
+impl Serialize for ToolUpdate {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
 }
 
 impl ToolHistory {
@@ -82,11 +100,24 @@ impl ToolUpdate {
         message_id: impl Into<String>,
         additions: impl IntoIterator<Item = ToolSchema>,
     ) -> Self {
-        ToolUpdate {
-            message_id: message_id.into(),
-            additions: additions.into_iter().collect(),
-            redefinitions: List::default(),
-        }
+        ToolUpdate::of(
+            Arc::from(message_id.into()),
+            additions.into_iter().collect(),
+            List::default(),
+        )
+    }
+
+    /// The update of the message whose id the log holds as `message_id`.
+    pub(crate) fn of(
+        message_id: Arc<str>,
+        additions: List<ToolSchema>,
+        redefinitions: List<ToolSchema>,
+    ) -> Self {
+        ToolUpdate(Arc::new(Update {
+            message_id,
+            additions,
+            redefinitions,
+        }))
     }
 
     /// The same update with these redefinitions (`tool-redefinition` blocks, resolved).
@@ -95,23 +126,23 @@ impl ToolUpdate {
         mut self,
         redefinitions: impl IntoIterator<Item = ToolSchema>,
     ) -> Self {
-        self.redefinitions = redefinitions.into_iter().collect();
+        Arc::make_mut(&mut self.0).redefinitions = redefinitions.into_iter().collect();
         self
     }
 
     /// The developer message's id.
     pub fn message_id(&self) -> &str {
-        &self.message_id
+        &self.0.message_id
     }
 
     /// Each addition's full definition, resolved through the header the message named.
     pub fn additions(&self) -> &List<ToolSchema> {
-        &self.additions
+        &self.0.additions
     }
 
     /// Each redefinition's full definition, resolved through the header the message named.
     pub fn redefinitions(&self) -> &List<ToolSchema> {
-        &self.redefinitions
+        &self.0.redefinitions
     }
 }
 
@@ -129,14 +160,19 @@ impl fmt::Debug for ToolHistory {
 
 impl fmt::Debug for ToolUpdate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<_> = self.additions.iter().map(ToolSchema::name).collect();
-        write!(f, "{}{:?}", self.message_id, names)?;
-        if !self.redefinitions.is_empty() {
-            let names: Vec<_> = self.redefinitions.iter().map(ToolSchema::name).collect();
+        let names: Vec<_> = self.additions().iter().map(ToolSchema::name).collect();
+        write!(f, "{}{:?}", self.message_id(), names)?;
+        if !self.redefinitions().is_empty() {
+            let names: Vec<_> = self.redefinitions().iter().map(ToolSchema::name).collect();
             write!(f, "~{names:?}")?;
         }
         Ok(())
     }
+}
+
+/// Writes a message id as a JSON string.
+fn id<S: Serializer>(id: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(id)
 }
 
 /// Writes a `List` as a JSON array.

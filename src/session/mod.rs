@@ -133,7 +133,7 @@ pub(crate) const CHECKPOINT_EVERY: usize = 4096;
 #[derive(Clone)]
 struct Cached {
     fold: ToolFold,
-    /// Number of fold events (`LogState::fold_events`) before `fold.upto()`: all folded.
+    /// Number of fold records (`LogState::fold_records`) before `fold.upto()`: all folded.
     folded: usize,
     /// The snapshot of `fold`, valid while `fold.upto()` has not moved.
     snapshot: Option<ToolHistory>,
@@ -160,18 +160,23 @@ impl Cached {
             // The position right after the next checkpoint's fold event, if it is before `upto`
             // (the length check keeps the usual short catch-up free of look-ups).
             let next = (self.folded / CHECKPOINT_EVERY + 1) * CHECKPOINT_EVERY;
-            let stop = (state.fold_events.len() >= next)
-                .then(|| state.fold_events.get(next - 1).map(|seq| seq + 1))
+            let stop = (state.fold_records.len() >= next)
+                .then(|| {
+                    state
+                        .fold_records
+                        .get(next - 1)
+                        .map(|r| r.seq().index() + 1)
+                })
                 .flatten()
                 .filter(|end| *end > self.fold.upto() && *end <= upto);
             let end = stop.unwrap_or(upto);
             // Only headers and developer messages are folded: user, assistant and tool events
             // cannot change a snapshot, so after them the cached one is kept.
             let mut n = 0;
-            let events = state
-                .fold_events_in(self.fold.upto()..end)
+            let records = state
+                .fold_records_in(self.fold.upto()..end)
                 .inspect(|_| n += 1);
-            if self.fold.fold_to(events, end, &state.tool_indexes) {
+            if self.fold.fold_to(records, end, state.fold_log()) {
                 self.snapshot = None;
             }
             self.folded += n;
@@ -760,8 +765,8 @@ impl Transaction<'_> {
         let mut d = lock(self.derived);
         let mut fold = d.cached(kind).catch_up(&self.state, self.start).clone();
         let len = self.state.len();
-        let events = self.state.fold_events_in(fold.upto()..len);
-        fold.fold_to(events, len, &self.state.tool_indexes);
+        let records = self.state.fold_records_in(fold.upto()..len);
+        fold.fold_to(records, len, self.state.fold_log());
         fold
     }
 
@@ -792,9 +797,9 @@ mod tests {
 
     fn assert_send_sync<T: Send + Sync>() {}
 
-    /// Issue 10 item 4: one name index per header, built when it is applied and shared by the
-    /// folds (not rebuilt per developer message, nor per fold): the folds keep no index of
-    /// their own and resolve through the log's, to the header's own schemas.
+    /// Issue 10 item 4: one name index per header, built when it is applied and shared (not
+    /// rebuilt per developer message, nor per fold): the folds keep no index of their own; a
+    /// developer message's record resolves through the log's, to the header's own schemas.
     #[test]
     fn one_tool_index_per_header_shared_by_validation_and_both_folds() {
         use crate::event::{Config, Reason, RequestHeader};

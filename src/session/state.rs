@@ -12,7 +12,10 @@ use crate::event::{
     DecodeError, Event, HeaderEvent, MessageEvent, Rewrite, SurfaceOp, ThinkingEvent,
     ThinkingPolicy, is_known_event_type,
 };
-use crate::history::ToolFold;
+use crate::history::{
+    DeveloperRecord, FoldLog, FoldRecord, HeaderRecord, NameId, Previous, ToolFold, ToolNames,
+    ToolUpdate,
+};
 use crate::store::WriteError;
 use crate::vocab::{
     ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, MessageSource, Role, Seq, ToolIndex,
@@ -325,15 +328,24 @@ pub(crate) struct LogState {
     pub surface_version: u64,
     pub latest_header: Option<(Seq, Arc<HeaderEvent>)>,
     /// Every header's tools by name, built once when the header is applied; developer messages
-    /// are checked against it and the folds share it.
+    /// are checked against it, and their fold records resolve their names through it.
     pub tool_indexes: imbl::HashMap<Seq, Arc<ToolIndex>>,
     /// The log's tool definitions, one allocation per written form: a header joining the log
     /// shares the definitions already there (decision 76).
     pub tools: ToolInterner,
-    /// The `Seq`s of the events a tool fold reads (headers and developer messages), in order,
-    /// so that a fold from scratch skips the user, assistant and tool events without looking
-    /// at them.
-    pub fold_events: imbl::Vector<usize>,
+    /// A record of each event a tool fold reads (headers and developer messages), in order,
+    /// written at apply (decision 80): a fold reads these dense records, never the events, and
+    /// skips the user, assistant and tool events without looking at them.
+    pub fold_records: imbl::Vector<FoldRecord>,
+    /// Every developer message's [`ToolUpdate`] in log order: a series' updates are the run of
+    /// them since its header, which a long fold takes as one slice of this list.
+    pub tool_updates: imbl::Vector<ToolUpdate>,
+    /// The tool names of the log's headers and developer messages, numbered for the fold
+    /// records.
+    pub tool_names: ToolNames,
+    /// The name ids of the latest header's tools (`latest_header`), so that the next header's
+    /// unchanged tools take theirs without hashing a name.
+    pub latest_header_names: Arc<[NameId]>,
     /// The loaded file's last line had no `\n` and nothing was appended since.
     pub unterminated_tail: bool,
     /// The latest surface replace.
@@ -683,37 +695,49 @@ impl LogState {
             .flatten()
     }
 
-    /// The events in `range` a tool fold reads (`fold_events`), with their `Seq`s: the others
-    /// are never looked at. O(log n) per event returned; a short range (an incremental fold's)
-    /// is walked instead, O(its events).
-    pub fn fold_events_in(
+    /// The fold records (`fold_records`) of the events in `range`, in order. An incremental
+    /// fold's range is at the end of the log: its first record is found by a walk back from
+    /// the last, O(its records); a longer walk gives way to a binary search, O(log² n).
+    pub fn fold_records_in(
         &self,
         range: std::ops::Range<usize>,
-    ) -> impl Iterator<Item = (Seq, &Event)> {
-        /// Up to this many events, walking them is cheaper than searching `fold_events`.
+    ) -> impl Iterator<Item = &FoldRecord> {
+        /// Up to this many records back from the end, walking is cheaper than searching.
         const WALK: usize = 64;
-        let walk = (range.len() <= WALK).then(|| {
-            let start = range.start;
-            self.range(range.clone())
-                .zip(start..)
-                .filter(|(event, _)| ToolFold::can_change(event))
-                .map(|(event, seq)| (Seq::from(seq), event))
-        });
-        let search = (range.len() > WALK).then(|| {
-            let first = match self.fold_events.binary_search(&range.start) {
+        let records = &self.fold_records;
+        let len = records.len();
+        let at_or_after = |r: &FoldRecord| r.seq().index() >= range.start;
+        let back = records
+            .iter()
+            .rev()
+            .take(WALK)
+            .take_while(|r| at_or_after(r))
+            .count();
+        let first = if back < WALK.min(len) {
+            len - back
+        } else {
+            match records.binary_search_by(|r| r.seq().index().cmp(&range.start)) {
                 Ok(i) | Err(i) => i,
-            };
-            (first < self.fold_events.len())
-                .then(|| self.fold_events.focus().narrow(first..))
-                .into_iter()
-                .flatten()
-                .copied()
-                .take_while(move |seq| *seq < range.end)
-                .filter_map(|seq| Some((Seq::from(seq), self.events.get(seq)?)))
-        });
-        walk.into_iter()
+            }
+        };
+        let end = range.end;
+        // From the first record (a fold from scratch), chunk by chunk: a slice each, no
+        // look-up per record.
+        let whole = (first == 0).then(|| records.leaves().flatten());
+        let part = (first > 0 && first < len).then(|| records.focus().narrow(first..));
+        whole
+            .into_iter()
             .flatten()
-            .chain(search.into_iter().flatten())
+            .chain(part.into_iter().flatten())
+            .take_while(move |r| r.seq().index() < end)
+    }
+
+    /// What a fold reads of the log besides its records.
+    pub fn fold_log(&self) -> FoldLog<'_> {
+        FoldLog {
+            names: &self.tool_names,
+            updates: &self.tool_updates,
+        }
     }
 
     pub fn next_seq(&self) -> Seq {
@@ -928,11 +952,24 @@ impl LogState {
             Event::Header(h) => Event::Header(self.intern(h)),
             other => other,
         };
-        if ToolFold::can_change(&event) {
-            self.fold_events.push_back(seq.index());
-        }
         let node = match &event {
             Event::Header(h) => {
+                let previous = self.latest_header.as_ref().and_then(|(seq, p)| {
+                    Some(Previous {
+                        tools: &p.header.tools,
+                        names: &self.latest_header_names,
+                        index: self.tool_indexes.get(seq)?,
+                    })
+                });
+                let record = HeaderRecord::new(
+                    seq,
+                    h,
+                    self.tool_updates.len(),
+                    &mut self.tool_names,
+                    previous,
+                );
+                self.latest_header_names = Arc::clone(&record.names);
+                self.fold_records.push_back(FoldRecord::Header(record));
                 self.tool_indexes
                     .insert(seq, Arc::new(ToolIndex::new(&h.header.tools)));
                 self.header_seqs.push_back(seq.index());
@@ -940,7 +977,24 @@ impl LogState {
                 None
             }
             Event::Message(m) => {
-                self.message_ids.insert(Arc::from(m.message.id()), seq);
+                let id: Arc<str> = Arc::from(m.message.id());
+                if ToolFold::can_change(&event) {
+                    let header = m
+                        .header_seq
+                        .and_then(|h| self.tool_indexes.get(&h))
+                        .map(|index| &**index);
+                    let record = DeveloperRecord::new(
+                        seq,
+                        m,
+                        self.tool_updates.len(),
+                        Arc::clone(&id),
+                        header,
+                        &mut self.tool_names,
+                    );
+                    self.tool_updates.push_back(record.update.clone());
+                    self.fold_records.push_back(FoldRecord::Developer(record));
+                }
+                self.message_ids.insert(id, seq);
                 m.surface_op
                     .map(|op| (op, SurfaceNode::Message(m.message.clone())))
             }
