@@ -21,6 +21,7 @@ use crate::history::{ToolHistory, ToolUpdate};
 use crate::route::ToolUpdateMode;
 use crate::vocab::{
     ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message, Role, ToolSchema,
+    name_fingerprint,
 };
 
 mod messages;
@@ -350,12 +351,10 @@ impl<E: Copy> Entries<E> {
     }
 }
 
-/// FNV-1a: a cheap fingerprint that tells most names apart without comparing their bytes.
-/// Only a filter before `==`: collisions cost a comparison, never a wrong answer.
+/// The fingerprint the name tables compare before a name's bytes; a schema carries its own
+/// ([`ToolSchema::name_fingerprint`]), computed when it was built.
 fn fingerprint(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    name_fingerprint(name)
 }
 
 impl<'n, T: Copy> Names<'n, T> {
@@ -399,8 +398,18 @@ impl<'n, T: Copy> Names<'n, T> {
     }
 
     /// The entry of `name`, inserted as `make()` when absent.
+    #[cfg(test)]
     fn entry(&mut self, name: &'n str, make: impl FnOnce() -> T) -> &mut T {
-        let f = fingerprint(name);
+        self.entry_fingerprinted(fingerprint(name), name, make)
+    }
+
+    /// The entry of `tool`'s name (its own fingerprint: the name's bytes are read only to
+    /// confirm a match), inserted as `make()` when absent.
+    fn tool_entry(&mut self, tool: &'n ToolSchema, make: impl FnOnce() -> T) -> &mut T {
+        self.entry_fingerprinted(tool.name_fingerprint(), tool.name(), make)
+    }
+
+    fn entry_fingerprinted(&mut self, f: u64, name: &'n str, make: impl FnOnce() -> T) -> &mut T {
         let i = match self.find_fingerprinted(f, name) {
             Some(i) => i,
             None => self.push(f, name, make()),
@@ -547,16 +556,18 @@ impl Kept {
         if fates.iter().all(|f| matches!(f, Fate::Kept)) {
             return Kept::Same;
         }
-        let content = message
-            .content()
-            .iter()
-            .zip(fates)
-            .filter_map(|(block, fate)| match fate {
-                Fate::Kept => Some(block.clone()),
-                Fate::Dropped => None,
-                Fate::Inline(def) => Some(ContentBlock::InlineAddition(InlineAddition::new(def))),
-            })
-            .collect();
+        // Sized once: the blocks that stay are counted already.
+        let mut content =
+            Vec::with_capacity(fates.iter().filter(|f| !matches!(f, Fate::Dropped)).count());
+        for (block, fate) in message.content().iter().zip(fates) {
+            match fate {
+                Fate::Kept => content.push(block.clone()),
+                Fate::Dropped => {}
+                Fate::Inline(def) => {
+                    content.push(ContentBlock::InlineAddition(InlineAddition::new(def)));
+                }
+            }
+        }
         Kept::Changed(message.with_content(content))
     }
 }
@@ -593,7 +604,7 @@ impl<'h> Declarations<'h> {
         let mut names = Names::with_capacity(snapshot.len() + 4);
         for k in 0..snapshot.len() {
             let t = &snapshot[k];
-            let d = names.entry(t.name(), || Declared {
+            let d = names.tool_entry(t, || Declared {
                 first: t,
                 addition: false,
                 declared: true,
@@ -606,7 +617,7 @@ impl<'h> Declarations<'h> {
             let additions = updates[k].additions();
             for j in 0..additions.len() {
                 let t = &additions[j];
-                names.entry(t.name(), || Declared {
+                names.tool_entry(t, || Declared {
                     first: t,
                     addition: true,
                     declared: true,
@@ -619,8 +630,8 @@ impl<'h> Declarations<'h> {
                 d.declared = false;
             }
             for t in tools.unwrap_or_default() {
-                if let Some(d) = names.get_mut(t.name()) {
-                    d.declared = true;
+                if let Some(i) = names.find_fingerprinted(t.name_fingerprint(), t.name()) {
+                    names.entries.as_mut_slice()[i].2.declared = true;
                 }
             }
         }
@@ -771,7 +782,7 @@ impl<'h> InlineWalk<'h> {
     }
 
     fn offer(&mut self, def: &'h ToolSchema) {
-        self.names.entry(def.name(), Definitions::default).offered = Some(def);
+        self.names.tool_entry(def, Definitions::default).offered = Some(def);
     }
 
     /// The names of the snapshot's tools: built on the first message walked (a request
@@ -781,7 +792,7 @@ impl<'h> InlineWalk<'h> {
         self.names = Names::with_capacity(snapshot.len() + 4);
         for k in 0..snapshot.len() {
             let t = &snapshot[k];
-            let d = self.names.entry(t.name(), Definitions::default);
+            let d = self.names.tool_entry(t, Definitions::default);
             d.snapshot = Some(t);
             if !t.defer_loading() {
                 d.offered = Some(t);
@@ -830,7 +841,7 @@ impl<'h> InlineWalk<'h> {
                         // three questions and the offer.
                         Some(def) => {
                             let name = def.name();
-                            let f = fingerprint(name);
+                            let f = def.name_fingerprint();
                             let slot = self.names.find_fingerprinted(f, name);
                             let (snapshot, offered_as) = match slot {
                                 Some(i) => {
@@ -930,7 +941,10 @@ fn next_definition<'h>(
     name: &str,
 ) -> Option<&'h ToolSchema> {
     let defs = defs?;
-    let k = (0..defs.len()).find(|&k| !taken.is_taken(k) && defs[k].name() == name)?;
+    let f = fingerprint(name);
+    let k = (0..defs.len()).find(|&k| {
+        !taken.is_taken(k) && defs[k].name_fingerprint() == f && defs[k].name() == name
+    })?;
     taken.take(k);
     Some(&defs[k])
 }
