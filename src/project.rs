@@ -20,8 +20,8 @@ use crate::event::RequestHeader;
 use crate::history::{ToolHistory, ToolUpdate};
 use crate::route::ToolUpdateMode;
 use crate::vocab::{
-    ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message, Role, ToolSchema,
-    name_fingerprint,
+    ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message, NameKey, Role,
+    ToolSchema,
 };
 
 mod messages;
@@ -270,10 +270,10 @@ pub fn project_tool_updates_inline<'a>(
 /// requests are, hashing and a map's allocation cost more than the scan.
 const SMALL: usize = 16;
 
-/// Entries by name, in insertion order: scanned while small (comparing a fingerprint before
-/// the bytes), hashed beyond [`SMALL`] (so a lookup stays O(1) on large tool sets).
+/// Entries by name, in insertion order: scanned while small (comparing [`NameKey`]s, which
+/// are the names themselves up to 15 bytes), hashed beyond [`SMALL`] (so a lookup stays O(1) on large tool sets).
 struct Names<'n, T> {
-    entries: Entries<(u64, &'n str, T)>,
+    entries: Entries<(NameKey, &'n str, T)>,
     index: Option<HashMap<&'n str, usize>>,
 }
 
@@ -351,12 +351,6 @@ impl<E: Copy> Entries<E> {
     }
 }
 
-/// The fingerprint the name tables compare before a name's bytes; a schema carries its own
-/// ([`ToolSchema::name_fingerprint`]), computed when it was built.
-fn fingerprint(name: &str) -> u64 {
-    name_fingerprint(name)
-}
-
 impl<'n, T: Copy> Names<'n, T> {
     fn with_capacity(n: usize) -> Self {
         Names {
@@ -368,24 +362,24 @@ impl<'n, T: Copy> Names<'n, T> {
     fn find(&self, name: &str) -> Option<usize> {
         match &self.index {
             Some(index) => index.get(name).copied(),
-            None => self.scan(fingerprint(name), name),
+            None => self.scan(NameKey::of(name), name),
         }
     }
 
-    /// [`find`](Self::find) with `name`'s fingerprint `f` computed by the caller (who needs
+    /// [`find`](Self::find) with `name`'s key `f` computed by the caller (who needs
     /// it again to [`push`](Self::push) an absent name).
-    fn find_fingerprinted(&self, f: u64, name: &str) -> Option<usize> {
+    fn find_keyed(&self, f: NameKey, name: &str) -> Option<usize> {
         match &self.index {
             Some(index) => index.get(name).copied(),
             None => self.scan(f, name),
         }
     }
 
-    fn scan(&self, f: u64, name: &str) -> Option<usize> {
+    fn scan(&self, f: NameKey, name: &str) -> Option<usize> {
         self.entries
             .as_slice()
             .iter()
-            .position(|(g, n, _)| *g == f && *n == name)
+            .position(|(g, n, _)| g.same_name(f, n, name))
     }
 
     fn get(&self, name: &str) -> Option<&T> {
@@ -400,25 +394,25 @@ impl<'n, T: Copy> Names<'n, T> {
     /// The entry of `name`, inserted as `make()` when absent.
     #[cfg(test)]
     fn entry(&mut self, name: &'n str, make: impl FnOnce() -> T) -> &mut T {
-        self.entry_fingerprinted(fingerprint(name), name, make)
+        self.entry_keyed(NameKey::of(name), name, make)
     }
 
-    /// The entry of `tool`'s name (its own fingerprint: the name's bytes are read only to
-    /// confirm a match), inserted as `make()` when absent.
+    /// The entry of `tool`'s name (by its own key: a name of up to 15 bytes is never read),
+    /// inserted as `make()` when absent.
     fn tool_entry(&mut self, tool: &'n ToolSchema, make: impl FnOnce() -> T) -> &mut T {
-        self.entry_fingerprinted(tool.name_fingerprint(), tool.name(), make)
+        self.entry_keyed(tool.name_key(), tool.name(), make)
     }
 
-    fn entry_fingerprinted(&mut self, f: u64, name: &'n str, make: impl FnOnce() -> T) -> &mut T {
-        let i = match self.find_fingerprinted(f, name) {
+    fn entry_keyed(&mut self, f: NameKey, name: &'n str, make: impl FnOnce() -> T) -> &mut T {
+        let i = match self.find_keyed(f, name) {
             Some(i) => i,
             None => self.push(f, name, make()),
         };
         &mut self.entries.as_mut_slice()[i].2
     }
 
-    /// Adds `name` (absent, of fingerprint `f`) as `value`; its index.
-    fn push(&mut self, f: u64, name: &'n str, value: T) -> usize {
+    /// Adds `name` (absent, of key `f`) as `value`; its index.
+    fn push(&mut self, f: NameKey, name: &'n str, value: T) -> usize {
         let i = self.entries.len();
         self.entries.push((f, name, value));
         match &mut self.index {
@@ -630,7 +624,7 @@ impl<'h> Declarations<'h> {
                 d.declared = false;
             }
             for t in tools.unwrap_or_default() {
-                if let Some(i) = names.find_fingerprinted(t.name_fingerprint(), t.name()) {
+                if let Some(i) = names.find_keyed(t.name_key(), t.name()) {
                     names.entries.as_mut_slice()[i].2.declared = true;
                 }
             }
@@ -841,8 +835,8 @@ impl<'h> InlineWalk<'h> {
                         // three questions and the offer.
                         Some(def) => {
                             let name = def.name();
-                            let f = def.name_fingerprint();
-                            let slot = self.names.find_fingerprinted(f, name);
+                            let f = def.name_key();
+                            let slot = self.names.find_keyed(f, name);
                             let (snapshot, offered_as) = match slot {
                                 Some(i) => {
                                     let d = &self.names.entries.as_slice()[i].2;
@@ -941,10 +935,9 @@ fn next_definition<'h>(
     name: &str,
 ) -> Option<&'h ToolSchema> {
     let defs = defs?;
-    let f = fingerprint(name);
-    let k = (0..defs.len()).find(|&k| {
-        !taken.is_taken(k) && defs[k].name_fingerprint() == f && defs[k].name() == name
-    })?;
+    let f = NameKey::of(name);
+    let k = (0..defs.len())
+        .find(|&k| !taken.is_taken(k) && f.same_name(defs[k].name_key(), name, defs[k].name()))?;
     taken.take(k);
     Some(&defs[k])
 }

@@ -27,11 +27,16 @@ pub struct ToolSchema {
     defer_loading: bool,
 }
 
+/// In declaration order (`repr(C)`): the name and its key sit right after the
+/// reference counts, so that a name lookup (and the clone that follows it) reads one line of
+/// the allocation, not two at its ends.
+#[repr(C)]
 struct ToolDef {
     name: String,
-    /// [`name_fingerprint`] of `name`, computed once: the projection's name tables compare
-    /// it before the bytes, so a lookup never reads (or hashes) a cold name it does not match.
-    name_fingerprint: u64,
+    /// [`NameKey`] of `name`, computed once: the projection's name tables compare it instead
+    /// of the bytes (which it is, for a name of up to 15 bytes), so a lookup never reads or
+    /// hashes this name's bytes.
+    name_key: NameKey,
     description: String,
     parameters: Map<String, Value>,
     extra: IndexMap<String, Value>,
@@ -48,7 +53,7 @@ impl ToolDef {
         extra: IndexMap<String, Value>,
     ) -> Self {
         ToolDef {
-            name_fingerprint: name_fingerprint(&name),
+            name_key: NameKey::of(&name),
             name,
             description,
             parameters,
@@ -73,12 +78,44 @@ impl ToolDef {
     }
 }
 
-/// A cheap fingerprint of a tool name: tells most names apart without comparing their
-/// bytes. Only a filter before `==`: equal names have equal fingerprints, a collision costs a
-/// comparison, never a wrong answer. Eight bytes a step (names are short and read once).
-pub(crate) fn name_fingerprint(name: &str) -> u64 {
+/// A tool name as the projection's name tables compare it: the name itself, packed with its
+/// length, when it has at most 15 bytes (most tool names), so that equal keys are equal names
+/// and no byte of either is read; else a hash of it (marked apart from every packed name),
+/// where equal keys still compare the names. Different names of up to 15 bytes never share a
+/// key; a collision of hashes costs a comparison, never a wrong answer.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(crate) struct NameKey(u128);
+
+impl NameKey {
+    /// The key of `name`.
+    pub(crate) fn of(name: &str) -> Self {
+        let bytes = name.as_bytes();
+        let mut word = [0u8; 16];
+        if let Some(len) = u8::try_from(bytes.len()).ok().filter(|&n| n < 16) {
+            // The bytes, zero-padded, then the length in the last byte (0..=15).
+            word[..bytes.len()].copy_from_slice(bytes);
+            word[15] = len;
+            return NameKey(u128::from_le_bytes(word));
+        }
+        // The last byte 0xff, which no packed name has.
+        NameKey(u128::from(long_name_hash(bytes)) | (0xff << 120))
+    }
+
+    /// Whether this key is its name (at most 15 bytes): then equal keys are equal names.
+    fn is_exact(self) -> bool {
+        (self.0 >> 120) < 16
+    }
+
+    /// Whether `a` (of key `self`) and `b` (of key `other`) are the same name; reads the
+    /// bytes only for two long names with one hash.
+    pub(crate) fn same_name(self, other: NameKey, a: &str, b: &str) -> bool {
+        self == other && (self.is_exact() || a == b)
+    }
+}
+
+/// A hash of a name longer than 15 bytes, eight bytes a step.
+fn long_name_hash(bytes: &[u8]) -> u64 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
-    let bytes = name.as_bytes();
     let mix = |h: u64, w: u64| {
         let h = (h ^ w).wrapping_mul(K);
         h ^ (h >> 29)
@@ -295,9 +332,9 @@ impl ToolSchema {
         &self.def.name
     }
 
-    /// [`name_fingerprint`] of the name, computed when the schema was built.
-    pub(crate) fn name_fingerprint(&self) -> u64 {
-        self.def.name_fingerprint
+    /// [`NameKey`] of the name, computed when the schema was built.
+    pub(crate) fn name_key(&self) -> NameKey {
+        self.def.name_key
     }
 
     /// The description sent to the model.
@@ -328,9 +365,11 @@ impl ToolSchema {
     /// O(size of the definitions).
     pub fn same_definition(&self, other: &ToolSchema) -> bool {
         Arc::ptr_eq(&self.def, &other.def)
-            || (self.def.name_fingerprint == other.def.name_fingerprint
+            || (self
+                .def
+                .name_key
+                .same_name(other.def.name_key, &self.def.name, &other.def.name)
                 && self.def.equivalence() == other.def.equivalence()
-                && self.def.name == other.def.name
                 && self.def.description == other.def.description
                 && object_equivalent(&self.def.parameters, &other.def.parameters)
                 && map_equivalent(&self.def.extra, &other.def.extra))
@@ -813,36 +852,49 @@ mod tests {
     }
 
     #[test]
-    fn name_fingerprints_are_the_names_and_tell_most_apart() {
+    fn name_keys_are_the_names_and_tell_them_apart() {
+        let long = "a_tool_name_of_more_than_fifteen_bytes";
         let names: Vec<String> = (0..300)
             .map(|i| format!("tool_{i}"))
+            .chain((0..300).map(|i| format!("{long}_{i}")))
             .chain(
                 [
                     "",
                     "a",
+                    "a\0",
                     "b",
                     "ab",
                     "ba",
-                    "read_file_contents",
-                    "read_file_contentz",
+                    "fifteen_bytes_x",
+                    "sixteen_bytes_xy",
                 ]
                 .map(String::from),
             )
             .collect();
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = std::collections::HashMap::new();
         for n in &names {
-            assert_eq!(name_fingerprint(n), name_fingerprint(&n.clone()));
+            let key = NameKey::of(n);
+            assert_eq!(key.is_exact(), n.len() < 16, "{n:?}");
+            assert!(key.same_name(NameKey::of(&n.clone()), n, &n.clone()));
             if !n.is_empty() {
                 let t = ToolSchema::new(n.clone(), "", Map::new());
-                assert_eq!(t.name_fingerprint(), name_fingerprint(n), "{n}");
-                assert_eq!(
-                    t.with_defer_loading(true).name_fingerprint(),
-                    t.name_fingerprint()
-                );
+                assert_eq!(t.name_key(), key, "{n}");
+                assert_eq!(t.with_defer_loading(true).name_key(), key);
             }
-            seen.insert(name_fingerprint(n));
+            assert_eq!(seen.insert(key, n), None, "{n:?} shares a key");
         }
-        assert_eq!(seen.len(), names.len(), "no collision among these names");
+        // Distinct names are never the same name, even on a (forced) equal key.
+        for (a, b) in [("a", "a\0"), ("", "\0"), (long, "x")] {
+            assert!(
+                !NameKey::of(a).same_name(NameKey::of(b), a, b),
+                "{a:?} {b:?}"
+            );
+        }
+        let (x, y) = (format!("{long}1"), format!("{long}2"));
+        assert!(
+            !NameKey::of(&x).same_name(NameKey::of(&x), &x, &y),
+            "a long key compares the bytes"
+        );
     }
 
     #[test]
