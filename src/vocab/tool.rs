@@ -414,6 +414,9 @@ pub(crate) struct ToolIndex {
 impl ToolIndex {
     /// Indexes `tools`. O(tools). Of two tools with one name the first stays (validation
     /// refuses such a header before it is indexed).
+    // A `ByName` hashes and compares the name alone, which never changes; the only interior
+    // mutability of a schema is its definition's cached equivalence hash, set once.
+    #[allow(clippy::mutable_key_type)]
     pub fn new(tools: &[ToolSchema]) -> Self {
         let mut index = std::collections::HashSet::with_capacity(tools.len());
         for t in tools {
