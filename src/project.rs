@@ -20,7 +20,8 @@ use crate::event::RequestHeader;
 use crate::history::{ToolHistory, ToolUpdate};
 use crate::route::ToolUpdateMode;
 use crate::vocab::{
-    ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message, MessagesRef, ToolSchema,
+    ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message, MessagesRef, NameKey,
+    ToolSchema,
 };
 
 mod messages;
@@ -271,10 +272,10 @@ pub fn project_tool_updates_inline<'a>(
 /// requests are, hashing and a map's allocation cost more than the scan.
 const SMALL: usize = 16;
 
-/// Entries by name, in insertion order: scanned while small (comparing a fingerprint before
-/// the bytes), hashed beyond [`SMALL`] (so a lookup stays O(1) on large tool sets).
+/// Entries by name, in insertion order: scanned while small (comparing [`NameKey`]s, which
+/// are the names themselves up to 15 bytes), hashed beyond [`SMALL`] (so a lookup stays O(1) on large tool sets).
 struct Names<'n, T> {
-    entries: Entries<(u64, &'n str, T)>,
+    entries: Entries<(NameKey, &'n str, T)>,
     index: Option<HashMap<&'n str, usize>>,
 }
 
@@ -352,14 +353,6 @@ impl<E: Copy> Entries<E> {
     }
 }
 
-/// FNV-1a: a cheap fingerprint that tells most names apart without comparing their bytes.
-/// Only a filter before `==`: collisions cost a comparison, never a wrong answer.
-fn fingerprint(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 impl<'n, T: Copy> Names<'n, T> {
     fn with_capacity(n: usize) -> Self {
         Names {
@@ -371,24 +364,24 @@ impl<'n, T: Copy> Names<'n, T> {
     fn find(&self, name: &str) -> Option<usize> {
         match &self.index {
             Some(index) => index.get(name).copied(),
-            None => self.scan(fingerprint(name), name),
+            None => self.scan(NameKey::of(name), name),
         }
     }
 
-    /// [`find`](Self::find) with `name`'s fingerprint `f` computed by the caller (who needs
+    /// [`find`](Self::find) with `name`'s key `f` computed by the caller (who needs
     /// it again to [`push`](Self::push) an absent name).
-    fn find_fingerprinted(&self, f: u64, name: &str) -> Option<usize> {
+    fn find_keyed(&self, f: NameKey, name: &str) -> Option<usize> {
         match &self.index {
             Some(index) => index.get(name).copied(),
             None => self.scan(f, name),
         }
     }
 
-    fn scan(&self, f: u64, name: &str) -> Option<usize> {
+    fn scan(&self, f: NameKey, name: &str) -> Option<usize> {
         self.entries
             .as_slice()
             .iter()
-            .position(|(g, n, _)| *g == f && *n == name)
+            .position(|(g, n, _)| g.same_name(f, n, name))
     }
 
     fn get(&self, name: &str) -> Option<&T> {
@@ -401,17 +394,27 @@ impl<'n, T: Copy> Names<'n, T> {
     }
 
     /// The entry of `name`, inserted as `make()` when absent.
+    #[cfg(test)]
     fn entry(&mut self, name: &'n str, make: impl FnOnce() -> T) -> &mut T {
-        let f = fingerprint(name);
-        let i = match self.find_fingerprinted(f, name) {
+        self.entry_keyed(NameKey::of(name), name, make)
+    }
+
+    /// The entry of `tool`'s name (by its own key: a name of up to 15 bytes is never read),
+    /// inserted as `make()` when absent.
+    fn tool_entry(&mut self, tool: &'n ToolSchema, make: impl FnOnce() -> T) -> &mut T {
+        self.entry_keyed(tool.name_key(), tool.name(), make)
+    }
+
+    fn entry_keyed(&mut self, f: NameKey, name: &'n str, make: impl FnOnce() -> T) -> &mut T {
+        let i = match self.find_keyed(f, name) {
             Some(i) => i,
             None => self.push(f, name, make()),
         };
         &mut self.entries.as_mut_slice()[i].2
     }
 
-    /// Adds `name` (absent, of fingerprint `f`) as `value`; its index.
-    fn push(&mut self, f: u64, name: &'n str, value: T) -> usize {
+    /// Adds `name` (absent, of key `f`) as `value`; its index.
+    fn push(&mut self, f: NameKey, name: &'n str, value: T) -> usize {
         let i = self.entries.len();
         self.entries.push((f, name, value));
         match &mut self.index {
@@ -548,16 +551,18 @@ impl Kept {
         if fates.iter().all(|f| matches!(f, Fate::Kept)) {
             return Kept::Same;
         }
-        let content = message
-            .content()
-            .iter()
-            .zip(fates)
-            .filter_map(|(block, fate)| match fate {
-                Fate::Kept => Some(block.clone()),
-                Fate::Dropped => None,
-                Fate::Inline(def) => Some(ContentBlock::InlineAddition(InlineAddition::new(def))),
-            })
-            .collect();
+        // Sized once: the blocks that stay are counted already.
+        let mut content =
+            Vec::with_capacity(fates.iter().filter(|f| !matches!(f, Fate::Dropped)).count());
+        for (block, fate) in message.content().iter().zip(fates) {
+            match fate {
+                Fate::Kept => content.push(block.clone()),
+                Fate::Dropped => {}
+                Fate::Inline(def) => {
+                    content.push(ContentBlock::InlineAddition(InlineAddition::new(def)));
+                }
+            }
+        }
         Kept::Changed(message.with_content(content))
     }
 }
@@ -594,7 +599,7 @@ impl<'h> Declarations<'h> {
         let mut names = Names::with_capacity(snapshot.len() + 4);
         for k in 0..snapshot.len() {
             let t = &snapshot[k];
-            let d = names.entry(t.name(), || Declared {
+            let d = names.tool_entry(t, || Declared {
                 first: t,
                 addition: false,
                 declared: true,
@@ -607,7 +612,7 @@ impl<'h> Declarations<'h> {
             let additions = updates[k].additions();
             for j in 0..additions.len() {
                 let t = &additions[j];
-                names.entry(t.name(), || Declared {
+                names.tool_entry(t, || Declared {
                     first: t,
                     addition: true,
                     declared: true,
@@ -620,8 +625,8 @@ impl<'h> Declarations<'h> {
                 d.declared = false;
             }
             for t in tools.unwrap_or_default() {
-                if let Some(d) = names.get_mut(t.name()) {
-                    d.declared = true;
+                if let Some(i) = names.find_keyed(t.name_key(), t.name()) {
+                    names.entries.as_mut_slice()[i].2.declared = true;
                 }
             }
         }
@@ -772,7 +777,7 @@ impl<'h> InlineWalk<'h> {
     }
 
     fn offer(&mut self, def: &'h ToolSchema) {
-        self.names.entry(def.name(), Definitions::default).offered = Some(def);
+        self.names.tool_entry(def, Definitions::default).offered = Some(def);
     }
 
     /// The names of the snapshot's tools: built on the first message walked (a request
@@ -782,7 +787,7 @@ impl<'h> InlineWalk<'h> {
         self.names = Names::with_capacity(snapshot.len() + 4);
         for k in 0..snapshot.len() {
             let t = &snapshot[k];
-            let d = self.names.entry(t.name(), Definitions::default);
+            let d = self.names.tool_entry(t, Definitions::default);
             d.snapshot = Some(t);
             if !t.defer_loading() {
                 d.offered = Some(t);
@@ -831,8 +836,8 @@ impl<'h> InlineWalk<'h> {
                         // three questions and the offer.
                         Some(def) => {
                             let name = def.name();
-                            let f = fingerprint(name);
-                            let slot = self.names.find_fingerprinted(f, name);
+                            let f = def.name_key();
+                            let slot = self.names.find_keyed(f, name);
                             let (snapshot, offered_as) = match slot {
                                 Some(i) => {
                                     let d = &self.names.entries.as_slice()[i].2;
@@ -931,7 +936,9 @@ fn next_definition<'h>(
     name: &str,
 ) -> Option<&'h ToolSchema> {
     let defs = defs?;
-    let k = (0..defs.len()).find(|&k| !taken.is_taken(k) && defs[k].name() == name)?;
+    let f = NameKey::of(name);
+    let k = (0..defs.len())
+        .find(|&k| !taken.is_taken(k) && f.same_name(defs[k].name_key(), name, defs[k].name()))?;
     taken.take(k);
     Some(&defs[k])
 }

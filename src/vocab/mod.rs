@@ -21,7 +21,7 @@ pub use message::{
 };
 pub use messages::{MessageIter, Messages, MessagesRef};
 pub use tool::{DEFERRED_PLACEHOLDER_NAME, ToolError, ToolSchema};
-pub(crate) use tool::{ToolIndex, ToolInterner, ToolSeed, same_tools};
+pub(crate) use tool::{NameKey, ToolIndex, ToolInterner, ToolSeed, same_tools};
 
 /// The 0-based index of an event in a session log, inherited events included.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

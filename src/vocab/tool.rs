@@ -5,14 +5,14 @@
 //! and must not deep-copy the schema to do so.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use indexmap::IndexMap;
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::json::{map_equivalent, object_equivalent};
+use super::json::{entries_hash, map_equivalent, object_equivalent};
 use super::strict::{Entries, Strict, Strictly, wrong_shape};
 
 /// One tool declaration: `{"name","description","parameters","deferLoading"?, ...}`.
@@ -27,11 +27,113 @@ pub struct ToolSchema {
     defer_loading: bool,
 }
 
+/// In declaration order (`repr(C)`): the name and its key sit right after the
+/// reference counts, so that a name lookup (and the clone that follows it) reads one line of
+/// the allocation, not two at its ends.
+#[repr(C)]
 struct ToolDef {
     name: String,
+    /// [`NameKey`] of `name`, computed once: the projection's name tables compare it instead
+    /// of the bytes (which it is, for a name of up to 15 bytes), so a lookup never reads or
+    /// hashes this name's bytes.
+    name_key: NameKey,
     description: String,
     parameters: Map<String, Value>,
     extra: IndexMap<String, Value>,
+    /// [`ToolDef::equivalence`]'s hash, computed on the first comparison that needs it (a
+    /// definition that is never compared as data never pays for it).
+    equivalence: OnceLock<u64>,
+}
+
+impl ToolDef {
+    fn new(
+        name: String,
+        description: String,
+        parameters: Map<String, Value>,
+        extra: IndexMap<String, Value>,
+    ) -> Self {
+        ToolDef {
+            name_key: NameKey::of(&name),
+            name,
+            description,
+            parameters,
+            extra,
+            equivalence: OnceLock::new(),
+        }
+    }
+
+    /// A hash equal for every two definitions reference §1 finds equivalent (key order and
+    /// number spelling do not enter it), so that unequal hashes tell two definitions apart
+    /// without walking them. Computed once per allocation.
+    fn equivalence(&self) -> u64 {
+        *self.equivalence.get_or_init(|| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            self.name.hash(&mut h);
+            self.description.hash(&mut h);
+            entries_hash(self.parameters.iter()).hash(&mut h);
+            entries_hash(self.extra.iter()).hash(&mut h);
+            h.finish()
+        })
+    }
+}
+
+/// A tool name as the projection's name tables compare it: the name itself, packed with its
+/// length, when it has at most 15 bytes (most tool names), so that equal keys are equal names
+/// and no byte of either is read; else a hash of it (marked apart from every packed name),
+/// where equal keys still compare the names. Different names of up to 15 bytes never share a
+/// key; a collision of hashes costs a comparison, never a wrong answer.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(crate) struct NameKey(u128);
+
+impl NameKey {
+    /// The key of `name`.
+    pub(crate) fn of(name: &str) -> Self {
+        let bytes = name.as_bytes();
+        let mut word = [0u8; 16];
+        if let Some(len) = u8::try_from(bytes.len()).ok().filter(|&n| n < 16) {
+            // The bytes, zero-padded, then the length in the last byte (0..=15).
+            word[..bytes.len()].copy_from_slice(bytes);
+            word[15] = len;
+            return NameKey(u128::from_le_bytes(word));
+        }
+        // The last byte 0xff, which no packed name has.
+        NameKey(u128::from(long_name_hash(bytes)) | (0xff << 120))
+    }
+
+    /// Whether this key is its name (at most 15 bytes): then equal keys are equal names.
+    fn is_exact(self) -> bool {
+        (self.0 >> 120) < 16
+    }
+
+    /// Whether `a` (of key `self`) and `b` (of key `other`) are the same name; reads the
+    /// bytes only for two long names with one hash.
+    pub(crate) fn same_name(self, other: NameKey, a: &str, b: &str) -> bool {
+        self == other && (self.is_exact() || a == b)
+    }
+}
+
+/// A hash of a name longer than 15 bytes, eight bytes a step.
+fn long_name_hash(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mix = |h: u64, w: u64| {
+        let h = (h ^ w).wrapping_mul(K);
+        h ^ (h >> 29)
+    };
+    let mut h = 0xcbf2_9ce4_8422_2325 ^ bytes.len() as u64;
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(w);
+        h = mix(h, u64::from_le_bytes(word));
+    }
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        let mut word = [0u8; 8];
+        word[..rest.len()].copy_from_slice(rest);
+        h = mix(h, u64::from_le_bytes(word));
+    }
+    h ^ (h >> 32)
 }
 
 impl ToolSchema {
@@ -49,12 +151,12 @@ impl ToolSchema {
         parameters: Map<String, Value>,
     ) -> Self {
         ToolSchema {
-            def: Arc::new(ToolDef {
-                name: name.into(),
-                description: description.into(),
+            def: Arc::new(ToolDef::new(
+                name.into(),
+                description.into(),
                 parameters,
-                extra: IndexMap::new(),
-            }),
+                IndexMap::new(),
+            )),
             defer_loading: false,
         }
     }
@@ -161,12 +263,12 @@ impl ToolSchema {
             }
         }
         Ok(ToolSchema {
-            def: Arc::new(ToolDef {
-                name: name.ok_or(ToolError::McpField("name"))?,
-                description: description.unwrap_or_default(),
-                parameters: parameters.ok_or(ToolError::McpField("inputSchema"))?,
+            def: Arc::new(ToolDef::new(
+                name.ok_or(ToolError::McpField("name"))?,
+                description.unwrap_or_default(),
+                parameters.ok_or(ToolError::McpField("inputSchema"))?,
                 extra,
-            }),
+            )),
             defer_loading: false,
         })
     }
@@ -206,12 +308,12 @@ impl ToolSchema {
             }
         }
         Ok(ToolSchema {
-            def: Arc::new(ToolDef {
-                name: name.ok_or(ToolError::Field("name"))?,
-                description: description.ok_or(ToolError::Field("description"))?,
-                parameters: parameters.ok_or(ToolError::Field("parameters"))?,
+            def: Arc::new(ToolDef::new(
+                name.ok_or(ToolError::Field("name"))?,
+                description.ok_or(ToolError::Field("description"))?,
+                parameters.ok_or(ToolError::Field("parameters"))?,
                 extra,
-            }),
+            )),
             defer_loading,
         })
     }
@@ -228,6 +330,11 @@ impl ToolSchema {
     /// The tool's name, unique within one header.
     pub fn name(&self) -> &str {
         &self.def.name
+    }
+
+    /// [`NameKey`] of the name, computed when the schema was built.
+    pub(crate) fn name_key(&self) -> NameKey {
+        self.def.name_key
     }
 
     /// The description sent to the model.
@@ -252,9 +359,17 @@ impl ToolSchema {
     }
 
     /// Whether both have an equivalent definition, `defer_loading` aside.
+    ///
+    /// O(1) when they share an allocation or when their cached equivalence hashes differ
+    /// (each definition hashes itself once, on its first comparison as data); else
+    /// O(size of the definitions).
     pub fn same_definition(&self, other: &ToolSchema) -> bool {
         Arc::ptr_eq(&self.def, &other.def)
-            || (self.def.name == other.def.name
+            || (self
+                .def
+                .name_key
+                .same_name(other.def.name_key, &self.def.name, &other.def.name)
+                && self.def.equivalence() == other.def.equivalence()
                 && self.def.description == other.def.description
                 && object_equivalent(&self.def.parameters, &other.def.parameters)
                 && map_equivalent(&self.def.extra, &other.def.extra))
@@ -299,6 +414,9 @@ pub(crate) struct ToolIndex {
 impl ToolIndex {
     /// Indexes `tools`. O(tools). Of two tools with one name the first stays (validation
     /// refuses such a header before it is indexed).
+    // A `ByName` hashes and compares the name alone, which never changes; the only interior
+    // mutability of a schema is its definition's cached equivalence hash, set once.
+    #[allow(clippy::mutable_key_type)]
     pub fn new(tools: &[ToolSchema]) -> Self {
         let mut index = std::collections::HashSet::with_capacity(tools.len());
         for t in tools {
@@ -655,6 +773,131 @@ mod tests {
         );
         assert!(d.shares_definition_with(&t));
         assert!(!d.same_tool(&t) && d.same_definition(&t));
+    }
+
+    /// The definition as reference §1 compares it, without the cached hash: what
+    /// `same_definition` answered before the hash filter.
+    fn equivalent_by_walk(a: &ToolSchema, b: &ToolSchema) -> bool {
+        a.name() == b.name()
+            && a.description() == b.description()
+            && object_equivalent(a.parameters(), b.parameters())
+            && map_equivalent(a.extra(), b.extra())
+    }
+
+    /// A JSON value of a few levels, with small numbers (so that spellings collide often).
+    fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (-3i64..4).prop_map(|i| json!(i)),
+            prop_oneof![Just(0.5f64), Just(-0.0), Just(2.0), Just(1e300)].prop_map(|f| json!(f)),
+            "[ab]{0,2}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+                proptest::collection::btree_map("[abc]", inner, 0..3)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// The same value respelled: integers as floats where exact, object keys reversed (which
+    /// changes the order under `preserve_order`).
+    fn respelled(v: &Value) -> Value {
+        match v {
+            Value::Number(n) => match n.as_i64() {
+                Some(i) if i.unsigned_abs() < 1 << 52 => json!(i as f64),
+                _ => v.clone(),
+            },
+            Value::Array(items) => Value::Array(items.iter().map(respelled).collect()),
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .rev()
+                    .map(|(k, v)| (k.clone(), respelled(v)))
+                    .collect(),
+            ),
+            _ => v.clone(),
+        }
+    }
+
+    fn tool_of(name: &str, parameters: &Value, extra: &Value) -> ToolSchema {
+        let mut fields = vec![
+            ("name".to_owned(), json!(name)),
+            ("description".to_owned(), json!("d")),
+            ("parameters".to_owned(), json!({ "p": parameters })),
+        ];
+        fields.push(("x".to_owned(), extra.clone()));
+        ToolSchema::from_entries(fields).unwrap()
+    }
+
+    proptest::proptest! {
+        /// The cached equivalence hash only filters: equivalent definitions (respelled, in
+        /// another key order) hash alike, and `same_definition` answers exactly as the walk
+        /// over both definitions does, for equivalent and unrelated pairs alike.
+        #[test]
+        fn the_definition_hash_never_changes_an_answer(
+            a in json_value(),
+            b in json_value(),
+            x in json_value(),
+            same_name in proptest::bool::ANY,
+        ) {
+            let left = tool_of("t", &a, &x);
+            let right = tool_of("t", &respelled(&a), &respelled(&x));
+            proptest::prop_assert!(equivalent_by_walk(&left, &right));
+            proptest::prop_assert_eq!(left.def.equivalence(), right.def.equivalence());
+            proptest::prop_assert!(left.same_definition(&right) && right.same_definition(&left));
+            let other = tool_of(if same_name { "t" } else { "u" }, &b, &x);
+            proptest::prop_assert_eq!(left.same_definition(&other), equivalent_by_walk(&left, &other));
+            proptest::prop_assert_eq!(other.same_definition(&left), equivalent_by_walk(&other, &left));
+        }
+    }
+
+    #[test]
+    fn name_keys_are_the_names_and_tell_them_apart() {
+        let long = "a_tool_name_of_more_than_fifteen_bytes";
+        let names: Vec<String> = (0..300)
+            .map(|i| format!("tool_{i}"))
+            .chain((0..300).map(|i| format!("{long}_{i}")))
+            .chain(
+                [
+                    "",
+                    "a",
+                    "a\0",
+                    "b",
+                    "ab",
+                    "ba",
+                    "fifteen_bytes_x",
+                    "sixteen_bytes_xy",
+                ]
+                .map(String::from),
+            )
+            .collect();
+        let mut seen = std::collections::HashMap::new();
+        for n in &names {
+            let key = NameKey::of(n);
+            assert_eq!(key.is_exact(), n.len() < 16, "{n:?}");
+            assert!(key.same_name(NameKey::of(&n.clone()), n, &n.clone()));
+            if !n.is_empty() {
+                let t = ToolSchema::new(n.clone(), "", Map::new());
+                assert_eq!(t.name_key(), key, "{n}");
+                assert_eq!(t.with_defer_loading(true).name_key(), key);
+            }
+            assert_eq!(seen.insert(key, n), None, "{n:?} shares a key");
+        }
+        // Distinct names are never the same name, even on a (forced) equal key.
+        for (a, b) in [("a", "a\0"), ("", "\0"), (long, "x")] {
+            assert!(
+                !NameKey::of(a).same_name(NameKey::of(b), a, b),
+                "{a:?} {b:?}"
+            );
+        }
+        let (x, y) = (format!("{long}1"), format!("{long}2"));
+        assert!(
+            !NameKey::of(&x).same_name(NameKey::of(&x), &x, &y),
+            "a long key compares the bytes"
+        );
     }
 
     #[test]
