@@ -21,7 +21,7 @@ use crate::history::{ToolHistory, ToolUpdate};
 use crate::route::ToolUpdateMode;
 use crate::vocab::{
     ContentBlock, DEFERRED_PLACEHOLDER_NAME, InlineAddition, List, Message, MessagesRef, NameKey,
-    ToolSchema,
+    Role, ToolSchema,
 };
 
 mod messages;
@@ -158,7 +158,16 @@ pub fn project_tool_updates<'a>(
     mode: Option<ToolUpdateMode>,
     history: Option<&ToolHistory>,
 ) -> ProjectedToolUpdates<'a> {
-    let messages = messages.into();
+    // The generic shell converts; the body is compiled once, here, with its callees inlined.
+    project(messages.into(), tools, mode, history)
+}
+
+fn project<'a>(
+    messages: MessagesRef<'a>,
+    tools: Option<&'a [ToolSchema]>,
+    mode: Option<ToolUpdateMode>,
+    history: Option<&ToolHistory>,
+) -> ProjectedToolUpdates<'a> {
     // reference §5 rule 1.
     let Some(mode) = mode else {
         return ProjectedToolUpdates {
@@ -238,7 +247,14 @@ pub fn project_tool_updates_inline<'a>(
     tools: Option<&'a [ToolSchema]>,
     history: Option<&ToolHistory>,
 ) -> ProjectedToolUpdates<'a> {
-    let messages = messages.into();
+    project_inline(messages.into(), tools, history)
+}
+
+fn project_inline<'a>(
+    messages: MessagesRef<'a>,
+    tools: Option<&'a [ToolSchema]>,
+    history: Option<&ToolHistory>,
+) -> ProjectedToolUpdates<'a> {
     let Some(history) = history else {
         return fallback(messages, tools, ProjectionPath::NoHistory);
     };
@@ -959,8 +975,20 @@ fn fallback<'a>(
 /// Every message but developer ones; the input itself when there is none.
 fn without_developer(messages: MessagesRef<'_>) -> ProjectedMessages<'_> {
     let mut splice = Splice::new(messages);
-    for (i, _) in messages.developer() {
-        splice.remove(i);
+    match messages.as_slice() {
+        // A slice's roles are read in one tight loop.
+        Some(slice) => {
+            for (i, m) in slice.iter().enumerate() {
+                if m.role() == Role::Developer {
+                    splice.remove(i);
+                }
+            }
+        }
+        None => {
+            for (i, _) in messages.developer() {
+                splice.remove(i);
+            }
+        }
     }
     splice.finish()
 }

@@ -60,8 +60,9 @@ enum Base<'a> {
     Borrowed(MessagesRef<'a>),
     Owned(Vec<Message>),
     /// A chunked list held, not borrowed: a view kept past its request (a serializer's resume
-    /// point) shares the request's chunks.
-    List(Messages),
+    /// point) shares the request's chunks. Boxed: a list is a few hundred bytes, and every
+    /// projection moves its view by value.
+    List(Box<Messages>),
 }
 
 impl Base<'_> {
@@ -69,7 +70,7 @@ impl Base<'_> {
         match self {
             Base::Borrowed(r) => *r,
             Base::Owned(v) => MessagesRef::from(v),
-            Base::List(m) => m.as_ref(),
+            Base::List(m) => (**m).as_ref(),
         }
     }
 }
@@ -122,7 +123,7 @@ impl<'a> ProjectedMessages<'a> {
     pub(crate) fn to_held(&self) -> ProjectedMessages<'static> {
         let base = match &self.base {
             Base::Borrowed(r) => match r.chunked() {
-                Some(m) => Base::List(m.clone()),
+                Some(m) => Base::List(Box::new(m.clone())),
                 None => Base::Owned(r.iter().cloned().collect()),
             },
             Base::Owned(v) => Base::Owned(v.clone()),

@@ -57,17 +57,20 @@ impl Messages {
     }
 
     /// Number of messages.
+    #[inline]
     pub fn len(&self) -> usize {
         self.full.len() * CHUNK + self.tail.len()
     }
 
     /// Whether there is no message.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.full.is_empty() && self.tail.is_empty()
     }
 
     /// The message at `index`, if any. O(log n), a single chunk lookup on a list of up to
     /// 4,096 messages.
+    #[inline]
     pub fn get(&self, index: usize) -> Option<&Message> {
         self.as_ref().get(index)
     }
@@ -85,11 +88,13 @@ impl Messages {
     }
 
     /// The messages in order (double-ended, exact size; `nth` skips whole chunks).
+    #[inline]
     pub fn iter(&self) -> MessageIter<'_> {
         self.as_ref().iter()
     }
 
     /// The list borrowed, as the projection takes it.
+    #[inline]
     pub fn as_ref(&self) -> MessagesRef<'_> {
         MessagesRef(Source::Chunked(self))
     }
@@ -164,12 +169,14 @@ impl FromIterator<Message> for Messages {
 }
 
 impl From<Vec<Message>> for Messages {
+    #[inline]
     fn from(messages: Vec<Message>) -> Self {
         messages.into_iter().collect()
     }
 }
 
 impl From<&[Message]> for Messages {
+    #[inline]
     fn from(messages: &[Message]) -> Self {
         messages.iter().cloned().collect()
     }
@@ -241,6 +248,7 @@ enum Source<'a> {
 
 impl<'a> MessagesRef<'a> {
     /// Number of messages.
+    #[inline]
     pub fn len(&self) -> usize {
         match self.0 {
             Source::Slice(s) => s.len(),
@@ -249,11 +257,13 @@ impl<'a> MessagesRef<'a> {
     }
 
     /// Whether there is no message.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The message at `index`, if any.
+    #[inline]
     pub fn get(&self, index: usize) -> Option<&'a Message> {
         match self.0 {
             Source::Slice(s) => s.get(index),
@@ -269,6 +279,7 @@ impl<'a> MessagesRef<'a> {
     }
 
     /// The messages as one slice, when they are one (a slice, or a list of one chunk).
+    #[inline]
     pub fn as_slice(&self) -> Option<&'a [Message]> {
         match self.0 {
             Source::Slice(s) => Some(s),
@@ -282,6 +293,7 @@ impl<'a> MessagesRef<'a> {
 
     /// The developer messages with their positions, in order: O(developer messages) on a
     /// [`Messages`], a scan of every role on a slice.
+    #[inline]
     pub(crate) fn developer(&self) -> Developer<'a> {
         match self.0 {
             Source::Slice(s) => Developer::Slice(s.iter().enumerate()),
@@ -290,6 +302,7 @@ impl<'a> MessagesRef<'a> {
     }
 
     /// The chunked list itself, when this borrows one.
+    #[inline]
     pub(crate) fn chunked(&self) -> Option<&'a Messages> {
         match self.0 {
             Source::Slice(_) => None,
@@ -298,11 +311,13 @@ impl<'a> MessagesRef<'a> {
     }
 
     /// The messages in order.
+    #[inline]
     pub fn iter(&self) -> MessageIter<'a> {
         self.iter_range(0..self.len())
     }
 
     /// The messages of `range` in order. `range` must lie within `0..len()`.
+    #[inline]
     pub(crate) fn iter_range(&self, range: Range<usize>) -> MessageIter<'a> {
         debug_assert!(range.start <= range.end && range.end <= self.len());
         MessageIter {
@@ -315,6 +330,7 @@ impl<'a> MessagesRef<'a> {
     }
 
     /// The longest slice starting at `index` that one chunk holds (`index < len()`).
+    #[inline]
     fn run_from(&self, index: usize) -> &'a [Message] {
         match self.0 {
             Source::Slice(s) => &s[index..],
@@ -330,6 +346,7 @@ impl<'a> MessagesRef<'a> {
     }
 
     /// The longest slice ending before `end` that one chunk holds (`0 < end <= len()`).
+    #[inline]
     fn run_to(&self, end: usize) -> &'a [Message] {
         match self.0 {
             Source::Slice(s) => &s[..end],
@@ -347,30 +364,35 @@ impl<'a> MessagesRef<'a> {
 }
 
 impl<'a> From<&'a [Message]> for MessagesRef<'a> {
+    #[inline]
     fn from(messages: &'a [Message]) -> Self {
         MessagesRef(Source::Slice(messages))
     }
 }
 
 impl<'a> From<&'a Vec<Message>> for MessagesRef<'a> {
+    #[inline]
     fn from(messages: &'a Vec<Message>) -> Self {
         MessagesRef(Source::Slice(messages))
     }
 }
 
 impl<'a, const N: usize> From<&'a [Message; N]> for MessagesRef<'a> {
+    #[inline]
     fn from(messages: &'a [Message; N]) -> Self {
         MessagesRef(Source::Slice(messages))
     }
 }
 
 impl<'a> From<&'a Arc<[Message]>> for MessagesRef<'a> {
+    #[inline]
     fn from(messages: &'a Arc<[Message]>) -> Self {
         MessagesRef(Source::Slice(messages))
     }
 }
 
 impl<'a> From<&'a Messages> for MessagesRef<'a> {
+    #[inline]
     fn from(messages: &'a Messages) -> Self {
         messages.as_ref()
     }
@@ -400,6 +422,7 @@ pub(crate) enum Developer<'a> {
 impl<'a> Iterator for Developer<'a> {
     type Item = (usize, &'a Message);
 
+    #[inline]
     fn next(&mut self) -> Option<(usize, &'a Message)> {
         match self {
             Developer::Slice(it) => it.find(|(_, m)| m.role() == Role::Developer),
@@ -425,6 +448,7 @@ pub struct MessageIter<'a> {
 impl<'a> MessageIter<'a> {
     /// The next messages as one contiguous piece (the rest of a chunk), consuming them; read
     /// from the front only (`None` once the front meets what `next_back` took).
+    #[inline]
     pub(crate) fn next_piece(&mut self) -> Option<&'a [Message]> {
         let front = std::mem::replace(&mut self.front, [].iter()).as_slice();
         if !front.is_empty() {
@@ -444,6 +468,7 @@ impl<'a> MessageIter<'a> {
 impl<'a> Iterator for MessageIter<'a> {
     type Item = &'a Message;
 
+    #[inline]
     fn next(&mut self) -> Option<&'a Message> {
         if let Some(m) = self.front.next() {
             return Some(m);
@@ -458,12 +483,14 @@ impl<'a> Iterator for MessageIter<'a> {
         self.back.next()
     }
 
+    #[inline]
     fn size_hint(&self) -> (usize, Option<usize>) {
         let n = self.front.len() + (self.hi - self.lo) + self.back.len();
         (n, Some(n))
     }
 
     /// Skips whole chunks: O(log n), not O(n).
+    #[inline]
     fn nth(&mut self, n: usize) -> Option<&'a Message> {
         let in_front = self.front.len();
         if n < in_front {
@@ -482,6 +509,7 @@ impl<'a> Iterator for MessageIter<'a> {
 }
 
 impl DoubleEndedIterator for MessageIter<'_> {
+    #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
         if let Some(m) = self.back.next_back() {
             return Some(m);
