@@ -26,6 +26,7 @@ use crate::vocab::{
 
 mod messages;
 
+pub(crate) use messages::HeldPrefix;
 use messages::Splice;
 pub use messages::{MessagesIter, ProjectedMessages};
 

@@ -120,7 +120,7 @@ impl<'a> ProjectedMessages<'a> {
 
     /// This view, holding what it borrows: a chunked input is shared (O(1)), a slice copied
     /// (handle clones); the parts are copied (O(dropped + rewritten)).
-    pub(crate) fn to_held(&self) -> ProjectedMessages<'static> {
+    fn to_held(&self) -> ProjectedMessages<'static> {
         let base = match &self.base {
             Base::Borrowed(r) => match r.chunked() {
                 Some(m) => Base::List(Box::new(m.clone())),
@@ -142,7 +142,7 @@ impl<'a> ProjectedMessages<'a> {
     /// `==`; `n <= prefix.len()`). Read a contiguous piece at a time: two pieces at the same
     /// address are equal without comparing a message, so two views of lists that share
     /// chunks, cut the same way, compare in O(chunks + parts), not O(messages).
-    pub(crate) fn starts_like(&self, prefix: &ProjectedMessages<'_>, n: usize) -> bool {
+    fn starts_like(&self, prefix: &ProjectedMessages<'_>, n: usize) -> bool {
         if n > self.len || n > prefix.len {
             return false;
         }
@@ -346,6 +346,44 @@ impl fmt::Debug for ProjectedMessages<'_> {
 impl Serialize for ProjectedMessages<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_seq(self.iter())
+    }
+}
+
+/// The first `len` messages of a projected view, held past its request: what a serializer's
+/// resume point was written from. Shares the request's chunks, so that the next request of the
+/// route is checked against it in O(chunks + parts) ([`ProjectedMessages::starts_like`]).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct HeldPrefix {
+    view: ProjectedMessages<'static>,
+    len: usize,
+}
+
+impl HeldPrefix {
+    /// No message.
+    pub(crate) fn empty() -> Self {
+        HeldPrefix {
+            view: ProjectedMessages::from(Vec::new()),
+            len: 0,
+        }
+    }
+
+    /// The first `len` messages of `view` (`len <= view.len()`).
+    pub(crate) fn of(view: &ProjectedMessages<'_>, len: usize) -> Self {
+        debug_assert!(len <= view.len());
+        HeldPrefix {
+            view: view.to_held(),
+            len,
+        }
+    }
+
+    /// The number of messages held.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether `messages` start with these (by value, as `==`).
+    pub(crate) fn starts(&self, messages: &ProjectedMessages<'_>) -> bool {
+        messages.starts_like(&self.view, self.len)
     }
 }
 

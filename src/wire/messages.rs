@@ -32,7 +32,7 @@ use super::{
 #[cfg(doc)]
 use super::{ThinkingPlan, ToolLimit};
 use crate::event::Config;
-use crate::project::{ProjectedMessages, ProjectedToolUpdates};
+use crate::project::{HeldPrefix, ProjectedMessages, ProjectedToolUpdates};
 use crate::route::Route;
 use crate::vocab::{ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, Role, ToolSchema};
 
@@ -772,11 +772,8 @@ impl ResumeKey {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Resume {
     key: ResumeKey,
-    /// The projected messages of the request that left this point (held: it shares the
-    /// request's chunks); the prefix is built from the first `len`, the opening assistant
-    /// message last.
-    messages: ProjectedMessages<'static>,
-    len: usize,
+    /// The projected messages the prefix was built from, the opening assistant message last.
+    messages: HeldPrefix,
     /// The wire messages before the opening one, comma-joined.
     bytes: String,
     turns: Vec<TurnSpan>,
@@ -821,16 +818,16 @@ impl Resume {
     /// The number of messages this prefix was built from.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.messages.len()
     }
 
     /// Where this request's pass starts: the index of the opening assistant message, when the
     /// messages start with this prefix. O(chunks + parts) when both views read lists that share
     /// chunks (a request and the next of its route), not O(messages).
-    fn matches(&mut self, messages: &ProjectedMessages<'_>) -> Option<usize> {
-        messages
-            .starts_like(&self.messages, self.len)
-            .then(|| self.len - 1)
+    fn matches(&self, messages: &ProjectedMessages<'_>) -> Option<usize> {
+        self.messages
+            .starts(messages)
+            .then(|| self.messages.len() - 1)
     }
 
     /// What the next request resumes from after a pass that started at message `start`
@@ -848,8 +845,7 @@ impl Resume {
         let boundary = tail.boundary?;
         let mut r = old.unwrap_or_else(|| Resume {
             key,
-            messages: ProjectedMessages::from(Vec::new()),
-            len: 0,
+            messages: HeldPrefix::empty(),
             bytes: String::new(),
             turns: Vec::new(),
             blocks: Vec::new(),
@@ -875,8 +871,7 @@ impl Resume {
                 }
             }
         }
-        r.messages = messages.to_held();
-        r.len = boundary.index + 1;
+        r.messages = HeldPrefix::of(messages, boundary.index + 1);
         if boundary.turns > 0 {
             let end = tail.turns[boundary.turns - 1].span.end;
             let sep = usize::from(!r.bytes.is_empty());

@@ -24,7 +24,7 @@ use super::{
     check_system_without_history, checked_tools, sorted_options, system_text, unsupported,
 };
 use crate::event::Config;
-use crate::project::{ProjectedMessages, ProjectedToolUpdates};
+use crate::project::{HeldPrefix, ProjectedMessages, ProjectedToolUpdates};
 use crate::vocab::{ContentBlock, Message, Role, ToolSchema};
 
 /// Serializes `projected` for an OpenAI-compatible chat route.
@@ -89,10 +89,8 @@ pub(crate) fn serialize_openai_chat_resuming(
 /// a pass from the first message. Every debug build checks that.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Resume {
-    /// The projected messages of the request that left this point (held: it shares the
-    /// request's chunks); the kept wire messages were written from all `len` of them.
-    messages: ProjectedMessages<'static>,
-    len: usize,
+    /// The projected messages the kept wire messages were written from.
+    messages: HeldPrefix,
     /// Their wire messages (the system message first, when sent), comma-joined.
     bytes: String,
     /// How many wire messages `bytes` holds.
@@ -119,16 +117,16 @@ impl Resume {
     /// The number of messages this point was built from.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.messages.len()
     }
 
     /// Where this request's pass starts (the number of kept messages) when its messages start
     /// with this point's: O(chunks + parts) when both views read lists that share chunks (a
     /// request and the next of its route), not O(messages).
-    fn matches(&mut self, messages: &ProjectedMessages<'_>) -> Option<usize> {
-        messages
-            .starts_like(&self.messages, self.len)
-            .then_some(self.len)
+    fn matches(&self, messages: &ProjectedMessages<'_>) -> Option<usize> {
+        self.messages
+            .starts(messages)
+            .then_some(self.messages.len())
     }
 }
 
@@ -329,8 +327,7 @@ fn next_resume(
     new_ids: Vec<String>,
 ) -> Resume {
     let mut r = old.unwrap_or_else(|| Resume {
-        messages: ProjectedMessages::from(Vec::new()),
-        len: 0,
+        messages: HeldPrefix::empty(),
         bytes: String::with_capacity(tail.bytes.len()),
         turns: 0,
         blocks: 0,
@@ -340,8 +337,7 @@ fn next_resume(
         token: Arc::new(()),
     });
     debug_assert!(start <= messages.len());
-    r.messages = messages.to_held();
-    r.len = messages.len();
+    r.messages = HeldPrefix::of(messages, messages.len());
     if !r.bytes.is_empty() && !tail.bytes.is_empty() {
         r.bytes.push(',');
     }
