@@ -782,20 +782,36 @@ pub fn catalog() -> &'static [Route] {
 /// The route for a provider and model: the catalog entry with this exact provider and model
 /// id, else the provider's generic entry, else the generic OpenAI-compatible chat route.
 ///
-/// **Ids are matched exactly** (a dated snapshot id or another spelling is an unknown
-/// model): an unknown model gets no mode, which is always correct, only dearer. The returned
-/// route names the entry that applies, so `provider` and `model` may be the generic ones;
-/// the logged configuration comes from the loop, not from the route. O(catalog).
+/// Ids are matched exactly, with one exception: an Anthropic id that ends in a snapshot date
+/// (`-YYYYMMDD`, or `@YYYYMMDD` as Google Cloud spells it) resolves to the entry of the id
+/// without it. The vendor's page on model ids says that such ids name a dated snapshot of
+/// the minor version the shorter id names, so both have the same rules; treating the dated
+/// id as unknown would lose the model's refusals (a model that binds thinking would get a
+/// rewrite resent before its signed thinking). Any other spelling is an unknown model and
+/// gets its provider's generic entry. The returned route names the entry that applies, so
+/// `provider` and `model` may be the family's or the generic ones; the logged configuration
+/// comes from the loop, not from the route. O(catalog).
+///
+/// Evidence: <https://platform.claude.com/docs/en/about-claude/models/model-ids-and-versions>
+/// (read 2026-12-02): "Models before the 4.6 generation include a snapshot date in the ID:
+/// `claude-{name}-{major}-{minor}-{YYYYMMDD}`", on Vertex AI "the date is separated with `@`".
 ///
 /// ```
 /// use mektpoy::{route_for, route::ToolUpdateMode};
 /// assert_eq!(route_for("anthropic", "claude-opus-5").tool_update(), Some(ToolUpdateMode::InHistory));
 /// assert_eq!(route_for("anthropic", "claude-sonnet-5").tool_update(), None);
+/// assert_eq!(route_for("anthropic", "claude-fable-5-1-20261001").model, "claude-fable-5-1");
 /// assert_eq!(route_for("acme", "acme-1").provider, "openai-compatible");
 /// ```
 pub fn route_for(provider: &str, model: &str) -> Route {
     let find = |p: &str, m: &str| CATALOG.iter().find(|r| r.provider == p && r.model == m);
     find(provider, model)
+        .or_else(|| {
+            let family = (provider == "anthropic")
+                .then(|| undated(model))
+                .flatten()?;
+            find(provider, family)
+        })
         .or_else(|| find(provider, ANY_MODEL))
         .or_else(|| find(OPENAI_COMPATIBLE, ANY_MODEL))
         .cloned()
@@ -806,10 +822,45 @@ pub fn route_for(provider: &str, model: &str) -> Route {
         ))
 }
 
+/// `model` without a trailing snapshot date (`-YYYYMMDD` or `@YYYYMMDD`), if it has one.
+fn undated(model: &str) -> Option<&str> {
+    let split = model.len().checked_sub(9)?;
+    let (family, date) = (model.get(..split)?, model.get(split..)?);
+    let digits = date.strip_prefix(['-', '@'])?;
+    (!family.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then_some(family)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    #[test]
+    fn a_dated_anthropic_id_resolves_to_its_family() {
+        for dated in ["claude-fable-5-1-20261001", "claude-fable-5-1@20261001"] {
+            let route = route_for("anthropic", dated);
+            assert_eq!(route.model, "claude-fable-5-1", "{dated}");
+            assert!(route.binds_thinking(), "{dated}");
+        }
+        assert_eq!(
+            undated("claude-opus-5-2026100"),
+            None,
+            "seven digits are no date"
+        );
+        assert_eq!(undated("claude-opus-5-2026100x"), None);
+        assert_eq!(undated("-20261001"), None, "no family");
+        assert_eq!(undated("é-20261001"), Some("é"));
+        assert_eq!(undated("20261001"), None);
+        assert_eq!(
+            route_for("anthropic", "claude-unknown-9-20261001").model,
+            ANY_MODEL
+        );
+        assert_eq!(
+            route_for("deepseek", "deepseek-flash-20261001").model,
+            ANY_MODEL,
+            "only Anthropic ids carry dates"
+        );
+    }
 
     fn evidence_kind(e: &Evidence) -> &'static str {
         match e {
@@ -1132,10 +1183,11 @@ mod tests {
                 "anthropic",
                 WireApi::Messages,
             ),
-            // Ids are exact: a dated snapshot or another spelling is unknown.
+            // Another spelling is unknown (a dated snapshot resolves to its family:
+            // `a_dated_anthropic_id_resolves_to_its_family`).
             (
                 "anthropic",
-                "claude-opus-5-20260724",
+                "claude-opus-5-2026",
                 "anthropic",
                 WireApi::Messages,
             ),
