@@ -25,9 +25,9 @@ use super::canonical::{Canonical, CanonicalObject};
 use super::limits::{self, ByValue};
 use super::thinking::{self, Binding, THINKING_BINDING_BETA, Verdict};
 use super::{
-    BlockSpan, Body, Calls, MessageFault, Segments, TurnSpan, WireContext, WireError, WireReport,
-    WireRequest, block_type, check_system_without_history, checked_tools, latest_prompt,
-    sorted_options, system_text, unsupported,
+    BlockSpan, Body, Calls, MESSAGES_MAX_TOOL_NAME, MessageFault, Segments, TurnSpan, WireContext,
+    WireError, WireReport, WireRequest, block_type, check_system_without_history, check_tool_name,
+    checked_tools, latest_prompt, sorted_options, system_text, unsupported,
 };
 #[cfg(doc)]
 use super::{ThinkingPlan, ToolLimit};
@@ -199,7 +199,7 @@ fn pass(
             return Err(WireError::MissingMaxTokens);
         }
         check_tool_choice(config, route)?;
-        let tools = checked_tools(projected)?;
+        let tools = checked_tools(projected, MESSAGES_MAX_TOOL_NAME)?;
         Ok((options, tools))
     })();
     let (options, tools) = match checked {
@@ -1500,6 +1500,12 @@ impl<'a> Builder<'a, '_> {
                         ));
                     }
                     let definition = addition.definition();
+                    check_tool_name(
+                        definition.name(),
+                        MESSAGES_MAX_TOOL_NAME,
+                        Some(message.id()),
+                        Some(index),
+                    )?;
                     if self.rules.anthropic {
                         limits::check_schema_root(definition, Some(message.id()), Some(index))?;
                     }

@@ -393,6 +393,20 @@ pub enum WireError {
         /// 0-based index of the by-value block in that message; `None` for a `tools` entry.
         index: Option<usize>,
     },
+    /// A tool's name is not one the provider takes: ASCII letters, digits, `_` and `-`, at
+    /// most [`max_len`](WireError::InvalidToolName::max_len) bytes (Messages API: 128; OpenAI
+    /// chat: 64). MCP-style names such as `github.search_issues` must be renamed before they
+    /// are offered.
+    InvalidToolName {
+        /// The tool.
+        tool: String,
+        /// The longest name the route takes.
+        max_len: usize,
+        /// The developer message that defines it by value; `None` for a `tools` entry.
+        message_id: Option<String>,
+        /// 0-based index of the by-value block in that message; `None` for a `tools` entry.
+        index: Option<usize>,
+    },
     /// One of the provider's limits on available tools would be exceeded. Open a request
     /// series: it starts from the declarations with no by-value definitions in history.
     ToolLimitExceeded {
@@ -443,6 +457,7 @@ impl WireError {
         match self {
             WireError::Message { message_id, .. } => Some(message_id),
             WireError::SchemaRootNotObject { message_id, .. }
+            | WireError::InvalidToolName { message_id, .. }
             | WireError::ToolLimitExceeded { message_id, .. } => message_id.as_deref(),
             _ => None,
         }
@@ -469,6 +484,16 @@ impl std::fmt::Display for WireError {
             WireError::DeferredTool { name } => write!(
                 f,
                 "tool `{name}` is deferred, which OpenAI-compatible chat cannot represent"
+            ),
+            WireError::InvalidToolName {
+                tool,
+                max_len,
+                message_id,
+                index,
+            } => write!(
+                f,
+                "tool `{tool}` ({}): a name is 1 to {max_len} ASCII letters, digits, `_` or `-`",
+                definition_site(message_id, index)
             ),
             WireError::SchemaRootNotObject {
                 tool,
@@ -810,10 +835,47 @@ fn sorted_options(config: &Config) -> Result<Vec<(&str, &Value)>, WireError> {
     Ok(options)
 }
 
-/// The projected tools (none when absent), refused when one uses the reserved placeholder name
-/// or two share a name.
+/// The longest tool name the Messages API takes (Anthropic's tool `name`,
+/// `^[a-zA-Z0-9_-]{1,128}$`; DeepSeek's Anthropic endpoint takes `name` as Anthropic does).
+pub(crate) const MESSAGES_MAX_TOOL_NAME: usize = 128;
+/// The longest function name OpenAI-compatible chat takes ("Must be a-z, A-Z, 0-9, or contain
+/// underscores and dashes, with a maximum length of 64", OpenAI's API reference for
+/// `function.name`, read 2026-12-02).
+pub(crate) const CHAT_MAX_TOOL_NAME: usize = 64;
+
+/// `name` is 1 to `max_len` ASCII letters, digits, `_` or `-`.
+pub(crate) fn is_valid_tool_name(name: &str, max_len: usize) -> bool {
+    (1..=max_len).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Refuses a tool name the provider would refuse (a by-value definition's when `message_id`
+/// and `index` are set).
+pub(crate) fn check_tool_name(
+    name: &str,
+    max_len: usize,
+    message_id: Option<&str>,
+    index: Option<usize>,
+) -> Result<(), WireError> {
+    if is_valid_tool_name(name, max_len) {
+        return Ok(());
+    }
+    Err(WireError::InvalidToolName {
+        tool: name.to_owned(),
+        max_len,
+        message_id: message_id.map(str::to_owned),
+        index,
+    })
+}
+
+/// The projected tools (none when absent), refused when one uses the reserved placeholder name,
+/// a name the provider refuses (longer than `max_len` or outside `[a-zA-Z0-9_-]`), or two share
+/// a name.
 fn checked_tools<'p>(
     projected: &'p ProjectedToolUpdates<'_>,
+    max_len: usize,
 ) -> Result<&'p [ToolSchema], WireError> {
     let tools: &[ToolSchema] = projected.tools.as_deref().unwrap_or(&[]);
     let mut names = HashSet::with_capacity(tools.len());
@@ -821,6 +883,7 @@ fn checked_tools<'p>(
         if tool.name() == DEFERRED_PLACEHOLDER_NAME {
             return Err(WireError::ReservedToolName { index });
         }
+        check_tool_name(tool.name(), max_len, None, None)?;
         if !names.insert(tool.name()) {
             return Err(WireError::DuplicateToolName {
                 tool: tool.name().to_owned(),

@@ -20,8 +20,9 @@ use serde_json::Value;
 
 use super::canonical::CanonicalObject;
 use super::{
-    BlockSpan, Body, Calls, MessageFault, Segments, TurnSpan, WireError, WireRequest,
-    check_system_without_history, checked_tools, sorted_options, system_text, unsupported,
+    BlockSpan, Body, CHAT_MAX_TOOL_NAME, Calls, MessageFault, Segments, TurnSpan, WireError,
+    WireRequest, check_system_without_history, checked_tools, sorted_options, system_text,
+    unsupported,
 };
 use crate::event::Config;
 use crate::project::{HeldPrefix, ProjectedMessages, ProjectedToolUpdates};
@@ -183,7 +184,7 @@ fn resumed_pass(
 ) {
     let checked = (|| {
         let options = sorted_options(config)?;
-        let tools = checked_tools(projected)?;
+        let tools = checked_tools(projected, CHAT_MAX_TOOL_NAME)?;
         if let Some(tool) = tools.iter().find(|t| t.defer_loading()) {
             return Err(WireError::DeferredTool {
                 name: tool.name().to_owned(),

@@ -1379,3 +1379,59 @@ fn example_w16_blocks_outside_the_floor_or_routes_without_binding_are_never_alte
         assert_eq!(req, plain, "{policy:?}");
     }
 }
+
+/// Issue 20, item 2: a name the vendor refuses (`^[a-zA-Z0-9_-]{1,128}$` on the Messages API,
+/// 64 bytes on OpenAI chat) is a typed error before any I/O, in `tools` and by value.
+#[test]
+fn tool_names_the_vendor_refuses_are_not_sent() {
+    let long = "a".repeat(129);
+    for bad in ["github.search_issues", "b c", long.as_str(), "é", "a/b"] {
+        for route in [claude(), flash()] {
+            let err = wire_tools(&route, vec![named(bad)]).unwrap_err();
+            assert!(
+                matches!(&err, WireError::InvalidToolName { tool, max_len: 128, message_id: None, index: None } if tool == bad),
+                "{bad:?} on {}: {err:?}",
+                route.model
+            );
+        }
+        let err = ser(
+            &claude(),
+            &claude_config(),
+            vec![
+                u("u1", "hi"),
+                d("d1", vec![text("x"), by_value(&named(bad))]),
+            ],
+            Some(vec![object_tool("A")]),
+            &WireContext::default(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, WireError::InvalidToolName { tool, message_id: Some(m), index: Some(1), .. } if tool == bad && m == "d1"),
+            "{bad:?} by value: {err:?}"
+        );
+    }
+    assert!(wire_tools(&claude(), vec![named(&"a".repeat(128))]).is_ok());
+    assert!(wire_tools(&flash(), vec![named("mcp__github__search-issues_2")]).is_ok());
+    let chat = route_for("openai-compatible", "*");
+    assert_eq!(chat.api, WireApi::OpenAiChat);
+    let err = wire_tools(&chat, vec![named(&"a".repeat(65))]).unwrap_err();
+    assert!(
+        matches!(&err, WireError::InvalidToolName { max_len: 64, .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "tool `{}` (declared in `tools`): a name is 1 to 64 ASCII letters, digits, `_` or `-`",
+            "a".repeat(65)
+        )
+    );
+    assert!(wire_tools(&chat, vec![named(&"a".repeat(64))]).is_ok());
+}
+
+fn named(name: &str) -> ToolSchema {
+    ToolSchema::from_value(
+        json!({"name": name, "description": "d", "parameters": {"type": "object"}}),
+    )
+    .unwrap()
+}
