@@ -844,7 +844,7 @@ pub(crate) const MESSAGES_MAX_TOOL_NAME: usize = 128;
 pub(crate) const CHAT_MAX_TOOL_NAME: usize = 64;
 
 /// `name` is 1 to `max_len` ASCII letters, digits, `_` or `-`.
-pub(crate) fn is_valid_tool_name(name: &str, max_len: usize) -> bool {
+fn is_valid_tool_name(name: &str, max_len: usize) -> bool {
     (1..=max_len).contains(&name.len())
         && name
             .bytes()
