@@ -23,7 +23,7 @@ use mektpoy::{
 const EDITS: usize = 10;
 
 fn tool(name: &str, description: &str) -> ToolSchema {
-    ToolSchema::new(name, description, Default::default())
+    ToolSchema::no_input(name, description)
 }
 
 /// A session whose surface holds `pairs` assistant calls with their results, `EDITS` of them

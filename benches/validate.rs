@@ -22,7 +22,7 @@ const MESSAGES: usize = 20_000;
 
 fn header(tools: usize) -> Event {
     let tools: Vec<ToolSchema> = (0..tools)
-        .map(|i| ToolSchema::new(format!("tool{i}"), "a tool", Default::default()))
+        .map(|i| ToolSchema::no_input(format!("tool{i}"), "a tool"))
         .collect();
     Event::header(
         RequestHeader::new(Config::new("anthropic", "claude-opus-5"), tools),

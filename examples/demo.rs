@@ -124,7 +124,7 @@ fn run(label: &str, route: Route, order: ToolOrder) -> Result<Run, Error> {
             let summary = Message::user("summary", "Summary: we fixed the parser together.");
             agent.session().append(Event::replace(summary, 1, 8))?;
         }
-        agent.set_tools(tools_at(step)?);
+        agent.set_tools(tools_at(step)?)?;
         let user = Message::user(format!("u{step}"), format!("Step {step}: carry on."));
         let request = agent.user_turn([user])?;
         // What the loop sends: projected for the route, serialized, thinking policy applied.

@@ -53,6 +53,9 @@ pub enum Error {
     /// The recorder refused a step.
     #[error(transparent)]
     Record(#[from] RecordError),
+    /// The route refused a tool as it was set ([`Route::check_tools`](crate::Route::check_tools)).
+    #[error(transparent)]
+    ToolRefused(#[from] crate::route::ToolRefused),
     /// A recorded session could not be replayed.
     #[error(transparent)]
     Replay(#[from] ReplayError),

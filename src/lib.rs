@@ -39,7 +39,7 @@
 //! use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
 //!
 //! let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 1024.into());
-//! let read = ToolSchema::new("read", "Read a file", Default::default());
+//! let read = ToolSchema::no_input("read", "Read a file");
 //! let mut agent = AgentLoop::new(Session::new("s1"), route_for("deepseek", "deepseek-flash"), config)
 //!     .with_system_prompt("Be brief.")
 //!     .with_tools([read.clone()]);
@@ -47,7 +47,7 @@
 //! for (turn, text) in ["hi", "and now?"].into_iter().enumerate() {
 //!     if turn == 1 {
 //!         // An MCP server connects: one more effective tool.
-//!         agent.set_tools([read.clone(), ToolSchema::new("search", "Search", Default::default())]);
+//!         agent.set_tools([read.clone(), ToolSchema::no_input("search", "Search")])?;
 //!     }
 //!     let request = agent.user_turn([Message::user(format!("u{turn}"), text)])?;
 //!     let wire = request.to_wire()?;

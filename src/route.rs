@@ -6,6 +6,10 @@
 
 use std::borrow::Cow;
 
+mod admission;
+pub(crate) use admission::has_object_root;
+pub use admission::{ToolRefusal, ToolRefused};
+
 use serde::{Deserialize, Serialize};
 
 /// How a route takes tool changes in history (reference §5). `None` where a route has no mode.

@@ -16,7 +16,7 @@ fn config() -> Config {
 fn agent<S: std::borrow::Borrow<Session>>(session: S) -> AgentLoop<S> {
     AgentLoop::new(session, route_for("deepseek", "deepseek-flash"), config())
         .with_system_prompt("Be brief.")
-        .with_tools([ToolSchema::new("read", "Read a file", Default::default())])
+        .with_tools([ToolSchema::no_input("read", "Read a file")])
 }
 
 fn position(a: &AgentLoop<impl std::borrow::Borrow<Session>>) -> (u64, u64, u32) {

@@ -108,7 +108,9 @@ fn tools(names: &[(&str, u32)]) -> Vec<ToolSchema> {
 fn tool_changes_on_a_route_without_a_mode_are_named_by_tool_and_blamed_on_the_caller() {
     // An OpenAI-compatible chat route: every declaration goes into `tools`.
     let mut run = Run::new("acme", "acme-1");
-    run.agent.set_tools(tools(&[("read", 1), ("shell", 1)]));
+    run.agent
+        .set_tools(tools(&[("read", 1), ("shell", 1)]))
+        .unwrap();
     let first = run.turn();
     assert_eq!((first.change.clone(), first.cause), (Change::First, None));
     let same = run.turn();
@@ -143,7 +145,7 @@ fn tool_changes_on_a_route_without_a_mode_are_named_by_tool_and_blamed_on_the_ca
         ),
     ];
     for (set, expected) in cases {
-        run.agent.set_tools(tools(set));
+        run.agent.set_tools(tools(set)).unwrap();
         let a = run.turn();
         assert_eq!(a.change, Change::Tools(vec![expected.clone()]), "{a}");
         assert_eq!(a.cause, Some(Cause::ToolsChanged));
@@ -256,7 +258,7 @@ fn a_deferred_flag_flip_is_named_at_the_tool_that_left_the_prefix() {
 fn a_system_prompt_the_caller_changed_on_a_route_without_prompts_in_history() {
     // Claude Sonnet 5: no tool-change mode, so no prompt update in history.
     let mut run = Run::new("anthropic", "claude-sonnet-5");
-    run.agent.set_tools(tools(&[("read", 1)]));
+    run.agent.set_tools(tools(&[("read", 1)])).unwrap();
     run.turn();
     run.agent.set_system_prompt("Be terse.");
     let a = run.turn();
@@ -279,7 +281,7 @@ fn a_prompt_replaced_on_a_prompt_in_history_route_is_the_crates_rule() {
     // Claude Opus 5 takes prompt updates in history: a new prompt is appended as a node, and
     // only an emptied prompt replaces the latest node.
     let mut run = Run::new("anthropic", "claude-opus-5");
-    run.agent.set_tools(tools(&[("read", 1)]));
+    run.agent.set_tools(tools(&[("read", 1)])).unwrap();
     run.turn();
     run.agent.set_system_prompt("Be terse.");
     let appended = run.turn();
@@ -312,7 +314,7 @@ fn a_prompt_replaced_on_a_prompt_in_history_route_is_the_crates_rule() {
 #[test]
 fn a_compaction_names_the_message_that_replaced_the_history() {
     let mut run = Run::new("anthropic", "claude-opus-5");
-    run.agent.set_tools(tools(&[("read", 1)]));
+    run.agent.set_tools(tools(&[("read", 1)])).unwrap();
     for _ in 0..3 {
         run.turn();
     }
@@ -350,7 +352,7 @@ fn thinking_the_floor_leaves_out_is_named_at_the_first_stripped_block() {
     // A no-mode route that binds thinking; the prompt goes out as `system`.
     let mut run = Run::new("anthropic", "claude-fable-5-2");
     run.signed = true;
-    run.agent.set_tools(tools(&[("read", 1)]));
+    run.agent.set_tools(tools(&[("read", 1)])).unwrap();
     for _ in 0..3 {
         run.turn();
     }
@@ -392,9 +394,11 @@ fn thinking_the_floor_leaves_out_is_named_at_the_first_stripped_block() {
 fn a_new_series_asked_by_the_caller_redeclares_the_tools() {
     // Claude Opus 5 announces tool changes in history: adding one extends the prefix...
     let mut run = Run::new("anthropic", "claude-opus-5");
-    run.agent.set_tools(tools(&[("read", 1)]));
+    run.agent.set_tools(tools(&[("read", 1)])).unwrap();
     run.turn();
-    run.agent.set_tools(tools(&[("read", 1), ("grep", 1)]));
+    run.agent
+        .set_tools(tools(&[("read", 1), ("grep", 1)]))
+        .unwrap();
     let added = run.turn();
     assert_eq!(added.change, Change::Extends, "{added}");
     // ...until a new series declares every tool again.
@@ -414,7 +418,7 @@ fn a_new_series_asked_by_the_caller_redeclares_the_tools() {
 #[test]
 fn a_model_change_loses_the_whole_prefix() {
     let mut run = Run::new("anthropic", "claude-opus-5");
-    run.agent.set_tools(tools(&[("read", 1)]));
+    run.agent.set_tools(tools(&[("read", 1)])).unwrap();
     run.turn();
     let total = run.agent.meter().rows()[0].total_bytes;
     run.agent
@@ -465,9 +469,11 @@ fn user_content_merged_into_the_previous_turn_is_the_serializers_rule() {
 #[test]
 fn a_prediction_is_checked_against_the_providers_diagnostics() {
     let mut run = Run::new("acme", "acme-1");
-    run.agent.set_tools(tools(&[("read", 1), ("shell", 1)]));
+    run.agent
+        .set_tools(tools(&[("read", 1), ("shell", 1)]))
+        .unwrap();
     run.turn();
-    run.agent.set_tools(tools(&[("read", 1)]));
+    run.agent.set_tools(tools(&[("read", 1)])).unwrap();
     let a = run.turn();
     let answer = |diagnostics: Value| {
         let body = json!({

@@ -36,11 +36,7 @@ fn frame_example() -> String {
             Step::new(
                 &config,
                 "You are careful.",
-                &[ToolSchema::new(
-                    "read",
-                    "Read a file",
-                    serde_json::Map::new(),
-                )],
+                &[ToolSchema::no_input("read", "Read a file")],
                 &route,
             )
             .user_messages(&[Message::user("u1", "hello")]),
@@ -50,7 +46,7 @@ fn frame_example() -> String {
 }
 
 fn events_md() -> String {
-    let tool = ToolSchema::new("read", "Read a file", serde_json::Map::new());
+    let tool = ToolSchema::no_input("read", "Read a file");
     let header = Event::from(HeaderEvent {
         header: RequestHeader::new(
             Config::new("deepseek", "deepseek-flash").with("max_tokens", 1024.into()),

@@ -147,9 +147,9 @@ fn fold_prints_the_snapshot_as_one_json_line() {
     assert_eq!(
         v,
         json!({
-            "tools": [{"name": "a", "description": "a", "parameters": {}}],
+            "tools": [{"name": "a", "description": "a", "parameters": {"type": "object"}}],
             "updates": [{"messageId": "d1", "additions": [
-                {"name": "b", "description": "b", "parameters": {}}
+                {"name": "b", "description": "b", "parameters": {"type": "object"}}
             ]}]
         })
     );

@@ -430,7 +430,7 @@ fn snapshot_json_shape() {
     }
     assert_eq!(
         session.tool_history().to_json(),
-        r#"{"tools":[{"name":"A","description":"A","parameters":{}},{"name":"C","description":"C","parameters":{},"deferLoading":true}],"updates":[{"messageId":"d1","additions":[{"name":"C","description":"C","parameters":{},"deferLoading":true}]}]}"#
+        r#"{"tools":[{"name":"A","description":"A","parameters":{"type":"object"}},{"name":"C","description":"C","parameters":{"type":"object"},"deferLoading":true}],"updates":[{"messageId":"d1","additions":[{"name":"C","description":"C","parameters":{"type":"object"},"deferLoading":true}]}]}"#
     );
     let back: ToolHistory = serde_json::from_str(&session.tool_history().to_json()).unwrap();
     assert_eq!(back, session.tool_history());

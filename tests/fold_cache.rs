@@ -65,7 +65,7 @@ fn examples_fold_table() {
         base
     };
     // A with its keys in another order (reference example F12).
-    let a_reordered = r#"{"type":"request/header","data":{"header":{"config":{"model":"m","provider":"p"},"tools":[{"parameters":{},"description":"A","name":"A"},{"name":"B","description":"B","parameters":{}}]},"reason":"change"}}"#;
+    let a_reordered = r#"{"type":"request/header","data":{"header":{"config":{"model":"m","provider":"p"},"tools":[{"parameters":{"type":"object"},"description":"A","name":"A"},{"name":"B","description":"B","parameters":{"type":"object"}}]},"reason":"change"}}"#;
     let table: Vec<(&str, Vec<String>, &str)> = vec![
         ("F1", vec![h(&["A"], "initial")], "{[A],[]}"),
         (

@@ -39,7 +39,12 @@ enum Op {
 /// `NAMES[index]`: variant 0 the first definition, 1 the same deferred, 2 another definition.
 fn named_tool(index: usize, variant: u8) -> ToolSchema {
     let version = if variant == 2 { 2 } else { 1 };
-    support::tool_of(NAMES[index], version, variant == 1, serde_json::json!({}))
+    support::tool_of(
+        NAMES[index],
+        version,
+        variant == 1,
+        serde_json::json!({"type": "object"}),
+    )
 }
 
 fn op() -> impl Strategy<Value = Op> {

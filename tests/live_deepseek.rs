@@ -152,7 +152,7 @@ impl Conversation {
     fn step(&mut self, prompt: &str, tools: &[ToolSchema], user: &str) -> (Request, WireRequest) {
         self.turn += 1;
         self.agent.set_system_prompt(prompt);
-        self.agent.set_tools(tools.iter().cloned());
+        self.agent.set_tools(tools.iter().cloned()).unwrap();
         let user = Message::user(format!("u{}", self.turn), user);
         let request = self.agent.user_turn([user]).expect("record");
         let wire = request.to_wire().expect("serialize");

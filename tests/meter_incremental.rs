@@ -139,7 +139,7 @@ impl Run {
             }
             Op::UserTurn | Op::Tools(_) | Op::Prompt(_) | Op::NewSeries => {
                 match op {
-                    Op::Tools(bits) => self.agent.set_tools(tools(*bits)),
+                    Op::Tools(bits) => self.agent.set_tools(tools(*bits)).unwrap(),
                     Op::Prompt(p) => self.agent.set_system_prompt(format!("Prompt {p}.")),
                     Op::NewSeries => self.agent.new_series(),
                     _ => {}

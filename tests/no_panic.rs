@@ -205,8 +205,8 @@ proptest! {
             .map(|(i, (role, content, call))| message(i, role, content, call))
             .collect();
         let tools = [
-            mektpoy::ToolSchema::new("a", "a", Default::default()),
-            mektpoy::ToolSchema::new("b", "b", Default::default()).with_defer_loading(true),
+            mektpoy::ToolSchema::no_input("a", "a"),
+            mektpoy::ToolSchema::no_input("b", "b").with_defer_loading(true),
         ];
         let config = mektpoy::Config::new("p", "m").with("max_tokens", 16.into());
         for (provider, model) in [

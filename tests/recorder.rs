@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use mektpoy::route::ToolRefusal;
 use mektpoy::{
     AgentLoop, Config, ContentBlock, Event, Message, Request, Route, Session, ToolSchema,
     agent::{RecordError, Recorder, Step},
@@ -77,7 +78,7 @@ impl Loop {
         self.turn += 1;
         let before = self.session.len();
         self.agent.set_system_prompt(self.prompt.clone());
-        self.agent.set_tools(tools.iter().cloned());
+        self.agent.set_tools(tools.iter().cloned()).unwrap();
         if new_series {
             self.agent.new_series();
         }
@@ -635,9 +636,18 @@ fn record_with_another_session_is_a_typed_error() {
 fn the_reserved_placeholder_name_cannot_be_registered() {
     let mut l = Loop::addition_only();
     let tools = [tool(mektpoy::vocab::DEFERRED_PLACEHOLDER_NAME)];
-    l.agent.set_tools(tools);
-    let err = l.agent.user_turn([]).map(|_| ()).unwrap_err();
-    assert!(matches!(err, RecordError::ReservedToolName(_)));
+    let refused = l.agent.set_tools(tools.clone()).unwrap_err();
+    assert_eq!(refused.reason, ToolRefusal::ReservedName);
+    assert!(l.agent.tools().is_empty(), "the refused set is not kept");
+    // A recorder given the set directly refuses it too, before anything is logged.
+    let (config, route) = (l.agent.config().clone(), l.agent.route().clone());
+    let mut recorder = mektpoy::agent::Recorder::attach(&l.session);
+    let step = mektpoy::agent::Step::new(&config, "", &tools, &route).at(1, 1, 0);
+    let err = recorder.record(&l.session, step).map(|_| ()).unwrap_err();
+    assert!(
+        matches!(&err, RecordError::Tool(r) if r.reason == ToolRefusal::ReservedName),
+        "{err}"
+    );
     assert_eq!(l.session.len(), 0);
 }
 

@@ -59,8 +59,8 @@ fn a_retry_whose_batch_starts_with_the_header_records() {
     let mut recorder = Recorder::attach(&session);
     let config = Config::new("deepseek", "deepseek-flash");
     let route = route_for("deepseek", "deepseek-flash");
-    let a = ToolSchema::new("a", "a", Default::default());
-    let b = ToolSchema::new("b", "b", Default::default());
+    let a = ToolSchema::no_input("a", "a");
+    let b = ToolSchema::no_input("b", "b");
     for (attempt, tools) in [(0, vec![a.clone()]), (1, vec![a, b])] {
         recorder
             .record(

@@ -147,7 +147,7 @@ fn record(route: &Route) -> Recorded {
         tools
     };
     // Turn 1: a tool call, its result, and a next step that logs nothing.
-    r.agent.set_tools(with(&["shell"]));
+    r.agent.set_tools(with(&["shell"])).unwrap();
     let q = r
         .agent
         .user_turn([Message::user("u1", "Fix the parser.")])
@@ -166,7 +166,7 @@ fn record(route: &Route) -> Recorded {
         (3, with(&["mcp_search"])),
         (4, with(&["mcp_search", "shell"])),
     ] {
-        r.agent.set_tools(tools);
+        r.agent.set_tools(tools).unwrap();
         let q = r
             .agent
             .user_turn([Message::user(format!("u{turn}"), "Carry on.")])
@@ -207,7 +207,7 @@ fn record(route: &Route) -> Recorded {
         "edit",
         json!({"query": {"type": "string"}, "dry_run": {"type": "boolean"}}),
     );
-    r.agent.set_tools(tools);
+    r.agent.set_tools(tools).unwrap();
     let q = r
         .agent
         .user_turn([Message::user("u8", "Carry on.")])
@@ -761,7 +761,7 @@ fn run_ops(route: &Route, ops: &[Op]) -> Recorded {
                         _ => tool(name, query()),
                     })
                     .collect();
-                r.agent.set_tools(tools);
+                r.agent.set_tools(tools).unwrap();
                 let q = r
                     .agent
                     .user_turn([Message::user(format!("u{n}"), "Carry on.")])

@@ -478,7 +478,7 @@ fn a_conflict_costs_the_cache_by_reference_and_not_inline_but_is_a_conflict_on_b
         );
         // Registered anyway: by reference a declaration series (the prefix is rewritten),
         // inline a by-value redefinition in the history (the prefix kept).
-        agent.set_tools([edit_v2(), read_tool()]);
+        agent.set_tools([edit_v2(), read_tool()]).unwrap();
         let request = agent.next_step().unwrap();
         assert_eq!(request.starts_series, rewrites);
         assert_eq!(

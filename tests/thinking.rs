@@ -36,7 +36,7 @@ impl Loop {
 
     fn step(&mut self, tools: &[ToolSchema], new_series: bool) -> Request {
         self.turn += 1;
-        self.agent.set_tools(tools.iter().cloned());
+        self.agent.set_tools(tools.iter().cloned()).unwrap();
         if new_series {
             self.agent.new_series();
         }

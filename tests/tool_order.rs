@@ -51,7 +51,7 @@ fn agent(session: Session, route: Route, order: ToolOrder) -> AgentLoop {
 
 /// One user turn with `tools`, sent and metered, then the model's answer.
 fn turn(agent: &mut AgentLoop, tools: Vec<ToolSchema>) -> (Request, MeterRow) {
-    agent.set_tools(tools);
+    agent.set_tools(tools).unwrap();
     let n = agent.turn() + 1;
     let request = agent
         .user_turn([Message::user(format!("u{n}"), format!("step {n}"))])

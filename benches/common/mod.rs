@@ -31,7 +31,7 @@ pub fn session_with_churn(model: &str, steps: u64, churn_every: u64) -> (Session
             .filter(|(i, _)| *i < 8 || (*i as u64 + step / churn_every).is_multiple_of(3))
             .map(|(_, t)| t.clone())
             .collect();
-        agent.set_tools(tools);
+        agent.set_tools(tools).unwrap();
         let user = Message::user(format!("u{step}"), "next step");
         let request = agent.user_turn([user]).expect("record");
         last = Some(request);

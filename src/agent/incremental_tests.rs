@@ -128,7 +128,7 @@ fn run(
                     .filter(|i| *i == 0 || mask & (1 << i) != 0)
                     .map(tool)
                     .collect();
-                agent.set_tools(tools);
+                agent.set_tools(tools).unwrap();
                 continue;
             }
             Action::Compact(from) => {

@@ -35,7 +35,7 @@ use crate::project::{
     validate_tool_name,
 };
 use crate::response::Usage;
-use crate::route::Route;
+use crate::route::{Route, ToolRefused};
 use crate::session::{AppendError, Position, Session};
 use crate::vocab::{Message, Messages, MessagesRef, Seq, ToolSchema};
 use crate::wire::{WireError, WireRequest, serialize, serialize_with};
@@ -231,12 +231,12 @@ impl Request {
     /// ```
     /// use mektpoy::notice::Locale;
     /// use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
-    /// let read = ToolSchema::new("read", "Read a file", Default::default());
+    /// let read = ToolSchema::no_input("read", "Read a file");
     /// let config = Config::new("deepseek", "deepseek-flash");
     /// let mut agent = AgentLoop::new(Session::new("s"), route_for("deepseek", "deepseek-flash"), config)
     ///     .with_tools([read.clone()]);
     /// assert!(agent.user_turn([Message::user("u1", "hi")])?.notice(Locale::En).is_none());
-    /// agent.set_tools([read, ToolSchema::new("grep", "Search", Default::default())]);
+    /// agent.set_tools([read, ToolSchema::no_input("grep", "Search")])?;
     /// let request = agent.user_turn([Message::user("u2", "go on")])?;
     /// assert_eq!(request.notice(Locale::En).unwrap().title, "Tool added: grep");
     /// assert_eq!(request.notice(Locale::Zh).unwrap().title, "已添加工具：grep");
@@ -276,7 +276,7 @@ impl Request {
 /// use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
 ///
 /// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 1024.into());
-/// let read = ToolSchema::new("read", "Read a file", Default::default());
+/// let read = ToolSchema::no_input("read", "Read a file");
 /// let mut agent = AgentLoop::new(Session::new("s1"), route_for("deepseek", "deepseek-flash"), config)
 ///     .with_system_prompt("Be brief.")
 ///     .with_tools([read.clone()]);
@@ -287,7 +287,7 @@ impl Request {
 /// agent.append(Message::assistant("a1", "ok", "deepseek", "deepseek-flash"))?;
 ///
 /// // A plugin adds a tool: the next turn logs the change as a developer message.
-/// agent.set_tools([read, ToolSchema::new("search", "Search", Default::default())]);
+/// agent.set_tools([read, ToolSchema::no_input("search", "Search")])?;
 /// let request = agent.user_turn([Message::user("u2", "and now?")])?;
 /// agent.observe(&request.to_wire()?)?;
 /// assert_eq!((agent.turn(), agent.step()), (2, 1));
@@ -365,11 +365,27 @@ impl<S: Borrow<Session>> AgentLoop<S> {
         self
     }
 
-    /// The same loop with these effective tools.
+    /// The same loop with these effective tools. Unchecked here, so that the builder chain
+    /// stays infallible: a tool the route refuses is reported by the first recorded attempt
+    /// ([`RecordError::Tool`]), before anything is logged. [`try_with_tools`](Self::try_with_tools)
+    /// and [`set_tools`](Self::set_tools) check at once.
     #[must_use]
     pub fn with_tools(mut self, tools: impl IntoIterator<Item = ToolSchema>) -> Self {
-        self.set_tools(tools);
+        self.tools = tools.into_iter().collect();
         self
+    }
+
+    /// The same loop with these effective tools, checked against the route as
+    /// [`set_tools`](Self::set_tools) checks them.
+    ///
+    /// # Errors
+    /// [`ToolRefused`] naming the first tool the route refuses; the loop is dropped with it.
+    pub fn try_with_tools(
+        mut self,
+        tools: impl IntoIterator<Item = ToolSchema>,
+    ) -> Result<Self, ToolRefused> {
+        self.set_tools(tools)?;
+        Ok(self)
     }
 
     /// The same loop drawing the ids of the messages it writes (system nodes, developer
@@ -406,9 +422,38 @@ impl<S: Borrow<Session>> AgentLoop<S> {
         self.system_prompt = prompt.into();
     }
 
-    /// The effective tools for the next attempts, in the order they are declared.
-    pub fn set_tools(&mut self, tools: impl IntoIterator<Item = ToolSchema>) {
-        self.tools = tools.into_iter().collect();
+    /// The effective tools for the next attempts, in the order they are declared, checked
+    /// against the route ([`Route::check_tools`]): a tool the provider would refuse (an
+    /// MCP-style `server.tool` name, a schema without a root object on a Messages-API route)
+    /// is refused here rather than logged, where it would fail every later request of its
+    /// declaration series.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Config, Session, ToolSchema, route_for};
+    /// let route = route_for("anthropic", "claude-opus-5");
+    /// let config = Config::new("anthropic", "claude-opus-5");
+    /// let mut agent = AgentLoop::new(Session::new("s"), route, config);
+    /// let object = serde_json::json!({"type": "object"}).as_object().unwrap().clone();
+    /// let read = ToolSchema::new("read", "Read a file", object.clone());
+    /// agent.set_tools([read.clone()])?;
+    /// let mcp = ToolSchema::new("github.search_issues", "Search issues", object);
+    /// let refused = agent.set_tools([read, mcp]).unwrap_err();
+    /// assert_eq!((refused.index, refused.tool.as_str()), (1, "github.search_issues"));
+    /// assert_eq!(agent.tools().len(), 1, "the previous tools stay");
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ToolRefused`] naming the first tool the route refuses; the loop keeps its previous
+    /// tools.
+    pub fn set_tools(
+        &mut self,
+        tools: impl IntoIterator<Item = ToolSchema>,
+    ) -> Result<(), ToolRefused> {
+        let tools: Vec<ToolSchema> = tools.into_iter().collect();
+        self.route.check_tools(&tools)?;
+        self.tools = tools;
+        Ok(())
     }
 
     /// The registration-time schema guard for a tool set before [`set_tools`](Self::set_tools):
@@ -542,13 +587,13 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
     /// // A chat route without a tool-change mode: its tools are declared in `tools`.
     /// let config = Config::new("acme", "acme-1");
-    /// let tool = |n: &str| ToolSchema::new(n, "", Default::default());
+    /// let tool = |n: &str| ToolSchema::no_input(n, "");
     /// let mut agent = AgentLoop::new(Session::new("s"), route_for("acme", "acme-1"), config)
     ///     .with_tools([tool("read"), tool("shell")]);
     /// let first = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
     /// agent.observe(&first)?;
     /// agent.append(Message::assistant("a1", "ok", "acme", "acme-1"))?;
-    /// agent.set_tools([tool("read")]);
+    /// agent.set_tools([tool("read")])?;
     /// let request = agent.user_turn([Message::user("u2", "go on")])?;
     /// let a = agent.attribute(&request, &request.to_wire()?)?;
     /// assert_eq!(a.cause, Some(Cause::ToolsChanged));

@@ -23,14 +23,14 @@ use crate::vocab::ToolSchema;
 /// ```
 /// use mektpoy::agent::ToolOrder;
 /// use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
-/// let tool = |n: &str| ToolSchema::new(n, n, Default::default());
+/// let tool = |n: &str| ToolSchema::no_input(n, n);
 /// let config = Config::new("deepseek", "deepseek-v4-pro");
 /// let mut agent = AgentLoop::new(Session::new("s"), route_for("deepseek", "deepseek-v4-pro"), config)
 ///     .with_tool_order(ToolOrder::FirstSeen)
 ///     .with_tools([tool("read"), tool("search")]);
 /// agent.user_turn([Message::user("u1", "hi")])?;
 /// // The MCP server reconnects: the same tools, another order.
-/// agent.set_tools([tool("search"), tool("read")]);
+/// agent.set_tools([tool("search"), tool("read")])?;
 /// let request = agent.user_turn([Message::user("u2", "go on")])?;
 /// assert_eq!(request.header_seq, None, "no new header: the prefix stays");
 /// let names: Vec<&str> = request.tools.iter().map(ToolSchema::name).collect();
@@ -149,7 +149,7 @@ impl Recorder {
     /// ```
     /// use mektpoy::agent::{Recorder, Step, ToolOrder};
     /// use mektpoy::{Config, Route, Session, ToolSchema, route::WireApi};
-    /// let tool = |n: &str| ToolSchema::new(n, n, Default::default());
+    /// let tool = |n: &str| ToolSchema::no_input(n, n);
     /// let session = Session::new("s");
     /// let mut recorder = Recorder::attach(&session).with_tool_order(ToolOrder::ByName);
     /// let config = Config::new("deepseek", "deepseek-v4-pro");

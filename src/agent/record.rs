@@ -16,12 +16,9 @@ use crate::event::{
     Config, Event, HeaderEvent, MessageEvent, Reason, RequestHeader, SeriesStart, SurfaceOp,
 };
 use crate::history::{FoldKind, ToolFold};
-use crate::route::Route;
+use crate::route::{Route, ToolRefused};
 use crate::session::{AppendError, Session, Transaction};
-use crate::vocab::{
-    ContentBlock, DEFERRED_PLACEHOLDER_NAME, Message, MessageSource, Role, Seq, ToolSchema,
-    same_tools,
-};
+use crate::vocab::{ContentBlock, Message, MessageSource, Role, Seq, ToolSchema, same_tools};
 
 /// One attempt of one loop step: what [`Recorder::record`] logs.
 ///
@@ -107,9 +104,11 @@ pub enum RecordError {
         /// The given session's id.
         given: String,
     },
-    /// The tools register the name the serializer reserves.
-    #[error("tool name `{0}` is reserved by mektpoy")]
-    ReservedToolName(String),
+    /// The route cannot send one of the step's tools (a name or schema its provider refuses,
+    /// the reserved placeholder name, a repeated name): logged, it would fail every later
+    /// request of its declaration series.
+    #[error(transparent)]
+    Tool(#[from] ToolRefused),
     /// The session refused an event of the batch; its `Display` is the refusal's.
     #[error(transparent)]
     Append(#[from] AppendError),
@@ -129,7 +128,7 @@ type IdGenerator = Box<dyn FnMut() -> String + Send>;
 /// let mut recorder = Recorder::attach(&session);
 /// let config = Config::new("deepseek", "deepseek-flash");
 /// let route = Route::plain("deepseek", "deepseek-flash", WireApi::Messages);
-/// let tools = [ToolSchema::new("read", "read a file", Default::default())];
+/// let tools = [ToolSchema::no_input("read", "read a file")];
 /// let user = [Message::user("u1", "hi")];
 /// let step = Step::new(&config, "be brief", &tools, &route).at(1, 1, 0).user_messages(&user);
 /// let request = recorder.record(&session, step)?;
@@ -246,7 +245,7 @@ impl Recorder {
     ///
     /// # Errors
     /// [`RecordError::WrongSession`] for a session other than the attached one;
-    /// [`RecordError::ReservedToolName`] when `tools` holds the reserved placeholder name;
+    /// [`RecordError::Tool`] when the route refuses one of `tools` ([`Route::check_tools`]);
     /// [`RecordError::Append`] when the session refuses an event of the batch (e.g. two tools
     /// with one name, a duplicate user message id, a failed write). Nothing is committed then.
     pub fn record(&mut self, session: &Session, step: Step<'_>) -> Result<Request, RecordError> {
@@ -262,13 +261,7 @@ impl Recorder {
             tools: &tools,
             ..step
         };
-        if let Some(t) = step
-            .tools
-            .iter()
-            .find(|t| t.name() == DEFERRED_PLACEHOLDER_NAME)
-        {
-            return Err(RecordError::ReservedToolName(t.name().to_owned()));
-        }
+        step.route.check_tools(step.tools)?;
         let outcome = session.transact(|tx| self.batch(tx, &step))?;
         self.generation = outcome.g_after;
         self.logged_header |= outcome.logged_header;

@@ -25,13 +25,13 @@
 //!
 //! let route = route_for("deepseek", "deepseek-flash");
 //! let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
-//! let read = ToolSchema::new("read", "Read a file", Default::default());
+//! let read = ToolSchema::no_input("read", "Read a file");
 //! let mut agent = AgentLoop::new(Session::new("s"), route.clone(), config)
 //!     .with_system_prompt("Be brief.")
 //!     .with_tools([read.clone()]);
 //! for turn in 0..3 {
 //!     if turn == 2 {
-//!         agent.set_tools([read.clone(), ToolSchema::new("grep", "Search", Default::default())]);
+//!         agent.set_tools([read.clone(), ToolSchema::no_input("grep", "Search")])?;
 //!     }
 //!     let wire = agent.user_turn([Message::user(format!("u{turn}"), "hi")])?.to_wire()?;
 //!     agent.observe(&wire)?;
@@ -222,14 +222,14 @@ pub fn missed(previous: &MeterRow, row: &MeterRow) -> bool {
 /// use mektpoy::agent::replay::miss_lines;
 /// use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
 /// let route = route_for("deepseek", "deepseek-v4-pro");
-/// let tool = |n: &str| ToolSchema::new(n, "", Default::default());
+/// let tool = |n: &str| ToolSchema::no_input(n, "");
 /// let config = Config::new("deepseek", "deepseek-v4-pro").with("max_tokens", 64.into());
 /// let mut agent = AgentLoop::new(Session::new("s"), route.clone(), config)
 ///     .with_system_prompt("Be brief. ".repeat(300))
 ///     .with_tools([tool("read"), tool("shell")]);
 /// for turn in 0..2 {
 ///     if turn == 1 {
-///         agent.set_tools([tool("read")]);
+///         agent.set_tools([tool("read")])?;
 ///     }
 ///     let wire = agent.user_turn([Message::user(format!("u{turn}"), "hi")])?.to_wire()?;
 ///     agent.observe(&wire)?;

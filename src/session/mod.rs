@@ -806,7 +806,7 @@ mod tests {
         use crate::vocab::{ContentBlock, Seq, ToolSchema};
         let session = Session::new("s");
         let tools: Vec<ToolSchema> = (0..3)
-            .map(|i| ToolSchema::new(format!("t{i}"), "d", Default::default()))
+            .map(|i| ToolSchema::no_input(format!("t{i}"), "d"))
             .collect();
         session
             .append(Event::header(

@@ -137,6 +137,22 @@ fn long_name_hash(bytes: &[u8]) -> u64 {
 }
 
 impl ToolSchema {
+    /// A tool that takes no input: its schema is `{"type": "object"}`, the smallest one every
+    /// route takes (the Messages API requires an object at the root of `input_schema`, so an
+    /// empty schema `{}` is refused there).
+    ///
+    /// ```
+    /// use mektpoy::ToolSchema;
+    /// let t = ToolSchema::no_input("clock", "The current time");
+    /// assert_eq!(serde_json::Value::Object(t.parameters().clone()), serde_json::json!({"type": "object"}));
+    /// assert!(mektpoy::route_for("anthropic", "claude-opus-5").check_tools(&[t]).is_ok());
+    /// ```
+    pub fn no_input(name: impl Into<String>, description: impl Into<String>) -> Self {
+        let mut parameters = Map::new();
+        parameters.insert("type".to_owned(), Value::String("object".to_owned()));
+        ToolSchema::new(name, description, parameters)
+    }
+
     /// A tool with no unknown fields and `defer_loading` off.
     ///
     /// ```

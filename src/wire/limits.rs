@@ -1,5 +1,5 @@
 //! Checks on tool definitions that the provider makes before reading a request: the root of a
-//! tool's schema (Anthropic), and its limits on how many tools a request makes available.
+//! tool's schema (every Messages-API route), and its limits on how many tools a request makes available.
 //!
 //! **Limits.** Anthropic answers `available_tools_limit_exceeded` when, after any message, more
 //! than [`ToolLimit::MAX_TOOLS`] tools defined by value are available, those definitions total
@@ -38,7 +38,7 @@ pub(super) fn check_schema_root(
     message_id: Option<&str>,
     index: Option<usize>,
 ) -> Result<(), WireError> {
-    if tool.parameters().get("type").and_then(|t| t.as_str()) == Some("object") {
+    if crate::route::has_object_root(tool) {
         return Ok(());
     }
     Err(WireError::SchemaRootNotObject {

@@ -119,7 +119,7 @@ const ANTHROPIC_TOOL_FIELDS: [&str; 3] = ["strict", "input_examples", "eager_inp
 ///   `tools` or `messages`; [`WireError::ForcedToolChoice`] for a `tool_choice` of type `any`
 ///   or `tool` on a route without [`forced_tool_choice`](Route::forced_tool_choice);
 /// - [`WireError::ReservedToolName`], [`WireError::DuplicateToolName`] for the projected tools;
-///   [`WireError::SchemaRootNotObject`] on Anthropic routes for a tool (declared or defined by
+///   [`WireError::SchemaRootNotObject`] for a tool (declared or defined by
 ///   value) whose `parameters` lack `"type": "object"` at the root;
 ///   [`WireError::ToolLimitExceeded`] when the request makes more tools available than the
 ///   provider allows (what counts: [`ToolLimit`]);
@@ -206,14 +206,14 @@ fn pass(
         Ok(v) => v,
         Err(e) => return (Err(e), resume, None),
     };
-    let anthropic = route.provider == "anthropic";
-    if anthropic {
-        for tool in tools {
-            if let Err(e) = limits::check_schema_root(tool, None, None) {
-                return (Err(e), resume, None);
-            }
+    // Every Messages-API endpoint takes `input_schema` as the vendor documents it, root
+    // object included (decision 86).
+    for tool in tools {
+        if let Err(e) = limits::check_schema_root(tool, None, None) {
+            return (Err(e), resume, None);
         }
     }
+    let anthropic = route.provider == "anthropic";
     // On a mode route with the placeholder, a deferred-tools section exists from a
     // series' first request on, on the main path and on fallbacks alike, so it never toggles.
     // Inline routes accept declarations that are all deferred: no placeholder there.
@@ -1506,9 +1506,7 @@ impl<'a> Builder<'a, '_> {
                         Some(message.id()),
                         Some(index),
                     )?;
-                    if self.rules.anthropic {
-                        limits::check_schema_root(definition, Some(message.id()), Some(index))?;
-                    }
+                    limits::check_schema_root(definition, Some(message.id()), Some(index))?;
                     self.queue(message, Block::ToolDefinition(definition));
                 }
                 ContentBlock::Text { text } if text.is_empty() => {}

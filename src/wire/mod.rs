@@ -383,8 +383,8 @@ pub enum WireError {
         /// The deferred tool.
         name: String,
     },
-    /// On an Anthropic route, a tool's `parameters` has no `"type": "object"` at its root (the
-    /// API answers `input_schema.type: Field required`).
+    /// A tool's `parameters` has no `"type": "object"` at its root, which the Messages API
+    /// requires of `input_schema` (Anthropic answers `input_schema.type: Field required`).
     SchemaRootNotObject {
         /// The tool.
         tool: String,
@@ -844,7 +844,7 @@ pub(crate) const MESSAGES_MAX_TOOL_NAME: usize = 128;
 pub(crate) const CHAT_MAX_TOOL_NAME: usize = 64;
 
 /// `name` is 1 to `max_len` ASCII letters, digits, `_` or `-`.
-fn is_valid_tool_name(name: &str, max_len: usize) -> bool {
+pub(crate) fn is_valid_tool_name(name: &str, max_len: usize) -> bool {
     (1..=max_len).contains(&name.len())
         && name
             .bytes()

@@ -293,7 +293,7 @@ impl Agent {
         self.n += 1;
         let turn = self.n;
         self.agent.set_system_prompt(prompt);
-        self.agent.set_tools(tools.iter().cloned());
+        self.agent.set_tools(tools.iter().cloned()).unwrap();
         let recorded = match user {
             Some(text) => self
                 .agent
@@ -315,7 +315,7 @@ impl Agent {
     ) -> Result<Sent, Refused> {
         let (key, turn) = (self.key.clone(), self.n);
         self.agent.set_system_prompt(prompt);
-        self.agent.set_tools(tools.iter().cloned());
+        self.agent.set_tools(tools.iter().cloned()).unwrap();
         let request = self
             .agent
             .retry()
@@ -328,7 +328,7 @@ impl Agent {
     /// Runs the tool calls of the log's last message, an answer whose results the loop that
     /// logged it did not log (it died first); `tools` are the loop's effective tools.
     pub fn run_pending_tool_calls(&mut self, tools: &[ToolSchema]) {
-        self.agent.set_tools(tools.iter().cloned());
+        self.agent.set_tools(tools.iter().cloned()).unwrap();
         let last = self.session().messages().last().cloned();
         let last = last.filter(|m| m.role() == Role::Assistant);
         let key = &self.key;

@@ -105,9 +105,10 @@ pub fn tool_of(name: &str, version: u32, deferred: bool, parameters: Value) -> T
     ToolSchema::new(name, description(name, version), obj(parameters)).with_defer_loading(deferred)
 }
 
-/// A tool spec as a `ToolSchema`, parameters `{}`.
+/// A tool spec as a `ToolSchema`, parameters `{"type":"object"}` (the smallest schema every
+/// route takes).
 pub fn tool(spec: &str) -> ToolSchema {
-    tool_with(spec, json!({}))
+    tool_with(spec, json!({"type": "object"}))
 }
 
 /// A tool spec as a `ToolSchema`, parameters `{"type":"object"}` (what Anthropic routes
@@ -121,7 +122,7 @@ pub fn tool_with(spec: &str, parameters: Value) -> ToolSchema {
     let t = parse_tool_spec(spec);
     if t.reordered {
         let parameters = format!(r#""parameters":{parameters}"#);
-        let text = tool_json(spec).replace(r#""parameters":{}"#, &parameters);
+        let text = tool_json(spec).replace(r#""parameters":{"type":"object"}"#, &parameters);
         return serde_json::from_str(&text).unwrap();
     }
     tool_of(t.name, t.version, t.deferred, parameters)
@@ -139,7 +140,7 @@ pub fn tools(specs: &str) -> Vec<ToolSchema> {
 }
 
 /// The JSON text of a tool spec, written by hand: keys `name`, `description`, `parameters`
-/// (`{}`), `deferLoading` in that order, or reversed for a `'` spec.
+/// (`{"type":"object"}`), `deferLoading` in that order, or reversed for a `'` spec.
 pub fn tool_json(spec: &str) -> String {
     let t = parse_tool_spec(spec);
     let (name, description) = (t.name, description(t.name, t.version));
@@ -151,7 +152,7 @@ pub fn tool_json(spec: &str) -> String {
     let mut fields = vec![
         format!(r#""name":"{name}""#),
         format!(r#""description":"{description}""#),
-        r#""parameters":{}"#.to_owned(),
+        r#""parameters":{"type":"object"}"#.to_owned(),
     ];
     if t.deferred {
         fields.push(defer.to_owned());

@@ -108,7 +108,7 @@ pub fn build_session(ops: &[StepOp]) -> (Session, Vec<Request>) {
                 .append(Event::replace(summary, 0, surface / 2))
                 .expect("compaction");
         }
-        agent.set_tools(current.iter().cloned());
+        agent.set_tools(current.iter().cloned()).unwrap();
         if op.new_series {
             agent.new_series();
         }

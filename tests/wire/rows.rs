@@ -108,7 +108,7 @@ fn example_w5_tools_with_deferred_declaration() {
     )
     .unwrap();
     assert!(req.body.contains(
-        r#""tools":[{"name":"A","description":"A","input_schema":{}},{"name":"B","description":"B","input_schema":{},"defer_loading":true}],"#
+        r#""tools":[{"name":"A","description":"A","input_schema":{"type":"object"}},{"name":"B","description":"B","input_schema":{"type":"object"},"defer_loading":true}],"#
     ), "{}", req.body);
 }
 

@@ -17,7 +17,7 @@ fn body_keys_in_spec_order_and_exact_bytes() {
         req.body,
         concat!(
             r#"{"model":"deepseek-flash","max_tokens":100,"metadata":{"user_id":"x"},"temperature":0.5,"#,
-            r#""system":"be brief","tools":[{"name":"A","description":"A","input_schema":{}}],"#,
+            r#""system":"be brief","tools":[{"name":"A","description":"A","input_schema":{"type":"object"}}],"#,
             r#""messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}"#
         )
     );
