@@ -632,12 +632,22 @@ const fn newest(claims: &'static [Claim]) -> AnthropicModel {
     }
 }
 
-/// What an unknown Anthropic model still rests on: vendor-wide facts only (its minimum
-/// cacheable length is not known, so the meter assumes none).
+/// What an unknown Anthropic model rests on: vendor-wide facts, and the most restrictive
+/// behaviour a known model of the vendor has (decision 87). A model the catalog does not know
+/// may be a newer one, and the newest models bind thinking and refuse forced tool choice; the
+/// longest minimum cacheable length of the catalog keeps the meter from crediting a prefix
+/// the model would not cache.
 const GENERIC_ANTHROPIC_CLAIMS: &[Claim] = &[
     claim(Capability::AutoCache, ANTHROPIC_PROMPT_CACHING_DOC),
     claim(Capability::AssistantPrefill, ANTHROPIC_PREFILL_DOC),
+    claim(Capability::MinCacheTokens, ANTHROPIC_PROMPT_CACHING_DOC),
+    claim(Capability::CacheBlockTokens, ANTHROPIC_PROMPT_CACHING_DOC),
+    claim(Capability::BindsThinking, ANTHROPIC_THINKING_PREFIX_DOC),
+    claim(Capability::ForcedToolChoice, ANTHROPIC_FABLE_5_2_DOC),
 ];
+
+/// The longest minimum cacheable prompt length of the catalog's Anthropic models.
+const ANTHROPIC_MAX_MIN_CACHE_TOKENS: u32 = 1024;
 
 static CATALOG: &[Route] = &[
     // The original system's default entry (deepseek-harness 0.1.7-rc.2). Its real-endpoint
@@ -748,7 +758,7 @@ static CATALOG: &[Route] = &[
         },
     ),
     // Generic entries: what unknown models get. No evidence, no mode; an unknown Anthropic
-    // model still gets what the vendor documents for every model.
+    // model gets what the vendor documents for every model, and the refusals of its newest.
     deepseek(ANY_MODEL),
     Route {
         provider: Cow::Borrowed("anthropic"),
@@ -757,6 +767,10 @@ static CATALOG: &[Route] = &[
         caps: Capabilities {
             auto_cache: true,
             assistant_prefill: false,
+            binds_thinking: true,
+            forced_tool_choice: false,
+            min_cache_tokens: ANTHROPIC_MAX_MIN_CACHE_TOKENS,
+            cache_block_tokens: ANTHROPIC_MAX_MIN_CACHE_TOKENS,
             ..Capabilities::PLAIN
         },
         evidence: Evidence::None,
@@ -1050,6 +1064,8 @@ mod tests {
             "claude-opus-5-5",
             "claude-sonnet-5-5",
             "claude-haiku-5-5",
+            // Unknown models: the most restrictive known behaviour (decision 87).
+            ANY_MODEL,
         ];
         let refuses_forced = [
             "claude-fable-5-1",
@@ -1058,6 +1074,7 @@ mod tests {
             "claude-sonnet-5-5",
             "claude-fable-5-2",
             "claude-mythos-5-2",
+            ANY_MODEL,
         ];
         for r in catalog().iter().filter(|r| r.provider == "anthropic") {
             let id = &*r.model;

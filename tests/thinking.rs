@@ -309,3 +309,24 @@ fn each_policy_acts_on_every_request_after_the_floor() {
         "{err}"
     );
 }
+
+/// Issue 20, item 3: a model the catalog does not know (a newer one, say) gets the vendor's
+/// most restrictive known behaviour, so a tool change after a signed thinking turn does not
+/// resend the block after a rewritten `tools` (decision 87).
+#[test]
+fn an_unknown_anthropic_model_binds_thinking() {
+    for model in ["claude-nova-6", "claude-fable-5-2-20261101"] {
+        let mut l = Loop::new(Session::new("s"), model);
+        l.step(&[object_tool("read"), object_tool("shell")], false);
+        l.answer();
+        let changed = l.step(&[object_tool("read")], false);
+        let body = changed.to_wire().unwrap().body;
+        assert!(!body.contains("sig-a1"), "{model}: {body}");
+        assert!(
+            body.contains(r#""text":"done""#),
+            "{model}: the answer's text is kept"
+        );
+    }
+    assert!(route_for("anthropic", "claude-nova-6").binds_thinking());
+    assert!(!route_for("anthropic", "claude-nova-6").forced_tool_choice());
+}
