@@ -114,7 +114,12 @@ pub enum RecordError {
     Append(#[from] AppendError),
 }
 
-type IdGenerator = Box<dyn FnMut() -> String + Send>;
+type IdGenerator = Box<dyn FnMut(&str, Seq) -> String + Send>;
+
+/// The id the recorder gives a message it writes when the loop supplies no ids.
+pub(super) fn default_id(session_id: &str, seq: Seq) -> String {
+    format!("{session_id}:{seq}")
+}
 
 /// Records requests of one loop instance into one session.
 ///
@@ -236,7 +241,18 @@ impl Recorder {
     /// session**: that would wait on the lock forever. A UUID or a counter is what it is for.
     /// **A refused batch still consumed the ids it drew.**
     #[must_use]
-    pub fn with_ids(mut self, ids: impl FnMut() -> String + Send + 'static) -> Self {
+    pub fn with_ids(mut self, mut ids: impl FnMut() -> String + Send + 'static) -> Self {
+        self.ids = Some(Box::new(move |_: &str, _: Seq| ids()));
+        self
+    }
+
+    /// [`with_ids`](Self::with_ids), where `ids` also gets the session id and the `Seq` the
+    /// message will take: what a replay needs to name a message as a recording would.
+    #[must_use]
+    pub(super) fn with_ids_at(
+        mut self,
+        ids: impl FnMut(&str, Seq) -> String + Send + 'static,
+    ) -> Self {
         self.ids = Some(Box::new(ids));
         self
     }
@@ -290,8 +306,8 @@ impl Recorder {
 
     fn next_id(&mut self, session_id: &str, seq: Seq) -> String {
         match &mut self.ids {
-            Some(ids) => ids(),
-            None => format!("{session_id}:{seq}"),
+            Some(ids) => ids(session_id, seq),
+            None => default_id(session_id, seq),
         }
     }
 

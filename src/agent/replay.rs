@@ -50,6 +50,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::record;
 use super::{Attribution, AttributionReport, Attributor, RecordError, Recorder, Request, Step};
 use crate::event::{
     Config, Event, HeaderEvent, MessageEvent, OpaqueEvent, Reason, Rewrite, SeriesStart, SurfaceOp,
@@ -461,9 +462,14 @@ fn stamps(event: &Event) -> (Option<u64>, Option<u64>) {
 }
 
 /// The ids the replay's recorder draws: the original batch's, in the order it wrote them,
-/// then fresh ones no original message uses.
+/// then fresh ones no original message uses. An original id of the recorder's default form
+/// (`{session}:{seq}`, the seq of that message in the original log) is drawn in that form at
+/// the seq the message takes in the replay: the logs of two routes differ in length (a
+/// thinking floor is logged on one route only), and a recording on the replayed route names
+/// its messages by their own seqs.
 struct Ids {
-    queue: VecDeque<String>,
+    /// The original batch's ids, each with the seq it had in the original log.
+    queue: VecDeque<(String, Seq)>,
     used: HashSet<String>,
     session: String,
     counter: u64,
@@ -486,8 +492,11 @@ impl Ids {
         }
     }
 
-    fn next(&mut self) -> String {
-        if let Some(id) = self.queue.pop_front() {
+    fn next(&mut self, session: &str, seq: Seq) -> String {
+        if let Some((id, original)) = self.queue.pop_front() {
+            if id == record::default_id(&self.session, original) {
+                return record::default_id(session, seq);
+            }
             return id;
         }
         loop {
@@ -518,6 +527,8 @@ struct Batch<'e> {
     users: Vec<Message>,
     header: Option<(Seq, Arc<HeaderEvent>)>,
     tool_change: Option<&'e MessageEvent>,
+    /// The recorder's messages (prompt node, developer message) with their original seqs.
+    written: Vec<(String, Seq)>,
 }
 
 struct Run<'r, F> {
@@ -644,9 +655,19 @@ impl<F: FnMut(&ReplayedRequest, &WireRequest)> Run<'_, F> {
             match &events[i] {
                 Event::Header(h) => batch.header = Some((Seq::from(i), Arc::clone(h))),
                 Event::Message(m) => match kind(&events[i]) {
-                    Some(Kind::Prompt) => batch.prompt = Some(m),
+                    Some(Kind::Prompt) => {
+                        batch.prompt = Some(m);
+                        batch
+                            .written
+                            .push((m.message.id().to_owned(), Seq::from(i)));
+                    }
                     Some(Kind::User) => batch.users.push(m.message.clone()),
-                    Some(Kind::ToolChange) => batch.tool_change = Some(m),
+                    Some(Kind::ToolChange) => {
+                        batch.tool_change = Some(m);
+                        batch
+                            .written
+                            .push((m.message.id().to_owned(), Seq::from(i)));
+                    }
                     _ => {}
                 },
                 _ => {}
@@ -666,8 +687,11 @@ impl<F: FnMut(&ReplayedRequest, &WireRequest)> Run<'_, F> {
                 .is_some_and(|(_, h)| matches!(h.reason, Reason::Initial | Reason::Resume));
         if fresh {
             let ids = Arc::clone(&self.ids);
-            let recorder = Recorder::attach(&self.target)
-                .with_ids(move || ids.lock().unwrap_or_else(PoisonError::into_inner).next());
+            let recorder = Recorder::attach(&self.target).with_ids_at(move |session, seq| {
+                ids.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .next(session, seq)
+            });
             self.recorder = Some(recorder);
             self.generation_at_record = self.generation;
         }
@@ -729,12 +753,7 @@ impl<F: FnMut(&ReplayedRequest, &WireRequest)> Run<'_, F> {
         {
             let mut ids = self.ids.lock().unwrap_or_else(PoisonError::into_inner);
             ids.queue.clear();
-            ids.queue.extend(
-                [batch.prompt, batch.tool_change]
-                    .into_iter()
-                    .flatten()
-                    .map(|m| m.message.id().to_owned()),
-            );
+            ids.queue.extend(batch.written.iter().cloned());
         }
         let original_header = batch.header.as_ref().map(|(s, _)| *s);
         self.record(
