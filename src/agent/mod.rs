@@ -328,15 +328,43 @@ impl<S: Borrow<Session>> std::fmt::Debug for AgentLoop<S> {
 }
 
 impl<S: Borrow<Session>> AgentLoop<S> {
-    /// A loop over `session` sending to `route` with `config`, no system prompt and no tools.
+    /// A loop over `session` sending to `route` with `config`.
     ///
-    /// On a session that already holds turns (a reopened file), the position continues from
-    /// the last turn and step its messages carry, so the next [`user_turn`](Self::user_turn)
-    /// is the turn after it and [`retry`](Self::retry) resends the step the log ends in.
+    /// On a new session the loop has no system prompt and no tools. On a session that
+    /// already holds requests (a reopened file), it continues where the log ends: the
+    /// position from the last turn and step its messages carry, so the next
+    /// [`user_turn`](Self::user_turn) is the turn after it and [`retry`](Self::retry) resends
+    /// the step the log ends in; the effective tools of the log's last request for this
+    /// `config`'s provider and model (another model's, when the log has none; another loop may
+    /// share the log) and the latest system prompt on the surface. So a retry after a restart
+    /// resends the same request, and a loop that sets nothing logs no change it did not make.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
+    /// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::new(Session::new("s"), route.clone(), config.clone())
+    ///     .with_system_prompt("Be brief.")
+    ///     .with_tools([ToolSchema::no_input("read", "Read a file")]);
+    /// agent.user_turn([Message::user("u1", "hi")])?;
+    /// // The process dies; the log is reopened.
+    /// let reopened = AgentLoop::new(agent.into_session(), route, config);
+    /// assert_eq!(reopened.tools()[0].name(), "read");
+    /// assert_eq!(reopened.system_prompt(), "Be brief.");
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn new(session: S, route: Route, config: Config) -> Self {
         let s = session.borrow();
         let recorder = Recorder::attach(s);
         let (turn, step) = last_position(s);
+        let tools = last_header(s, &config)
+            .map(|h| h.header.tools.to_vec())
+            .unwrap_or_default();
+        let system_prompt = prompt::PromptNodes::default()
+            .extended(&s.surface().0)
+            .latest
+            .map(|(_, m)| m.text())
+            .unwrap_or_default();
         let mut meter = Meter::new(&route);
         if let Some(price) = Price::for_route(&route) {
             meter = meter.with_price(price);
@@ -346,8 +374,8 @@ impl<S: Borrow<Session>> AgentLoop<S> {
             recorder,
             route,
             config,
-            system_prompt: String::new(),
-            tools: Vec::new(),
+            system_prompt,
+            tools,
             turn,
             step,
             attempt: 0,
@@ -651,6 +679,37 @@ impl<S: Borrow<Session>> AgentLoop<S> {
         self
     }
 
+    /// Checks a tool call the model made in answer to the loop's last request: its name must
+    /// be one of that request's effective tools. Before the loop has recorded a request (a
+    /// restart with calls left pending), the request is the log's last one for the loop's
+    /// provider and model, so that calls made before a kill are checked as they were made.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
+    /// let config = Config::new("deepseek", "deepseek-flash");
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::new(Session::new("s"), route.clone(), config.clone())
+    ///     .with_tools([ToolSchema::no_input("read", "Read a file")]);
+    /// agent.user_turn([Message::user("u1", "hi")])?;
+    /// let reopened = AgentLoop::new(agent.into_session(), route, config);
+    /// assert!(reopened.validate_tool_call("read").is_ok());
+    /// assert!(reopened.validate_tool_call("shell").is_err());
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`UnknownTool`] for an empty, reserved or not effective name (every name, before any
+    /// request exists).
+    pub fn validate_tool_call(&self, name: &str) -> Result<(), UnknownTool> {
+        if let Some(request) = &self.last_recorded {
+            return request.validate_tool_call(name);
+        }
+        match last_header(self.session.borrow(), &self.config) {
+            Some(h) => validate_tool_name(name, &h.header.tools),
+            None => validate_tool_name(name, &[]),
+        }
+    }
+
     /// What the loop does next, from the log alone ([`Session::position`]): after a restart,
     /// [`retry`](Self::retry) on `Resend`, run the calls and [`next_step`](Self::next_step) on
     /// `RunTools`, `next_step` on `Continue`, [`user_turn`](Self::user_turn) otherwise.
@@ -707,6 +766,28 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     pub fn into_session(self) -> S {
         self.session
     }
+}
+
+/// The log's last header for `config`'s provider and model, else its last header.
+/// O(events after it).
+fn last_header(session: &Session, config: &Config) -> Option<Arc<crate::event::HeaderEvent>> {
+    let latest = session.request_header()?.1;
+    if latest.header.config.provider == config.provider
+        && latest.header.config.model == config.model
+    {
+        return Some(latest);
+    }
+    let events = session.events();
+    let own = events.iter().rev().find_map(|e| match e {
+        Event::Header(h)
+            if h.header.config.provider == config.provider
+                && h.header.config.model == config.model =>
+        {
+            Some(Arc::clone(h))
+        }
+        _ => None,
+    });
+    Some(own.unwrap_or(latest))
 }
 
 /// The last turn and step the session's messages carry, (0, 0) when none does. A turn whose

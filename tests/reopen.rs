@@ -1,0 +1,127 @@
+//! A loop reopened over its log continues from what the log holds (issue 20, items 11, 12).
+
+use mektpoy::{AgentLoop, Config, ContentBlock, Event, Message, Session, ToolSchema, route_for};
+
+mod support;
+use support::object_tool;
+
+const MODEL: &str = "claude-opus-5";
+
+fn config() -> Config {
+    Config::new("anthropic", MODEL).with("max_tokens", 256.into())
+}
+
+/// The tool names of the log's headers, in order.
+fn headers(session: &Session) -> Vec<Vec<String>> {
+    session
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::Header(h) => Some(h.header.tools.iter().map(|t| t.name().to_owned()).collect()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// How many developer messages (tool changes) the log holds.
+fn tool_changes(session: &Session) -> usize {
+    session
+        .messages()
+        .iter()
+        .filter(|m| m.role() == mektpoy::vocab::Role::Developer)
+        .count()
+}
+
+/// The process dies with a request in flight and a call pending; the file is reopened.
+fn killed(dir: &tempfile::TempDir, calls: bool) -> (std::path::PathBuf, String) {
+    let path = dir.path().join("s.jsonl");
+    let session = Session::create(&path, "s").unwrap();
+    let mut agent = AgentLoop::new(session, route_for("anthropic", MODEL), config())
+        .with_system_prompt("Be careful.")
+        .with_tools([object_tool("read"), object_tool("shell")]);
+    let first = agent.user_turn([Message::user("u1", "hi")]).unwrap();
+    agent.observe(&first.to_wire().unwrap()).unwrap();
+    if calls {
+        let call = ContentBlock::ToolCall {
+            id: "c1".into(),
+            name: "shell".into(),
+            arguments: r#"{"cmd":"ls"}"#.into(),
+        };
+        let answer = Message::new(
+            "a1",
+            mektpoy::vocab::Role::Assistant,
+            vec![call],
+            mektpoy::vocab::MessageSource::Model {
+                provider: "anthropic".into(),
+                model: MODEL.into(),
+            },
+        );
+        agent.append(answer).unwrap();
+        return (path, String::new());
+    }
+    let body = agent
+        .user_turn([Message::user("u2", "go on")])
+        .unwrap()
+        .to_wire()
+        .unwrap()
+        .body;
+    (path, body)
+}
+
+/// Item 11: a reopened loop that sets nothing resends the request it died with; its resume
+/// header holds the same tools, and no tool change is logged (it dropped the tools, and the
+/// attribution blamed the crate).
+#[test]
+fn a_retry_after_a_reopen_resends_the_same_bytes_without_a_new_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, sent) = killed(&dir, false);
+    let session = Session::open(&path).unwrap().session;
+    let (before, changes) = (headers(&session), tool_changes(&session));
+    let mut agent = AgentLoop::new(session, route_for("anthropic", MODEL), config());
+    assert_eq!(agent.system_prompt(), "Be careful.");
+    let names: Vec<&str> = agent.tools().iter().map(ToolSchema::name).collect();
+    assert_eq!(names, ["read", "shell"]);
+    let retry = agent.retry().unwrap();
+    assert_eq!(retry.to_wire().unwrap().body, sent);
+    let after = headers(agent.session());
+    assert_eq!(
+        after.last(),
+        before.last(),
+        "the resume header holds the same tools"
+    );
+    assert_eq!(
+        tool_changes(agent.session()),
+        changes,
+        "no tool change logged"
+    );
+}
+
+/// Item 12: calls left pending by a kill are checked against the request they answer.
+#[test]
+fn calls_left_pending_by_a_kill_are_validated_from_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = killed(&dir, true);
+    let session = Session::open(&path).unwrap().session;
+    let agent = AgentLoop::new(session, route_for("anthropic", MODEL), config());
+    assert!(agent.validate_tool_call("shell").is_ok());
+    assert!(agent.validate_tool_call("write").is_err());
+}
+
+/// A log another model's loop shares: the reopened loop takes its own model's last tools.
+#[test]
+fn a_shared_log_reopens_with_the_loops_own_tools() {
+    let session = Session::new("s");
+    let mut main = AgentLoop::new(&session, route_for("anthropic", MODEL), config())
+        .with_tools([object_tool("read"), object_tool("shell")]);
+    main.user_turn([Message::user("u1", "hi")]).unwrap();
+    let aux_config = Config::new("anthropic", "claude-fable-5").with("max_tokens", 64.into());
+    let mut aux = AgentLoop::new(
+        &session,
+        route_for("anthropic", "claude-fable-5"),
+        aux_config,
+    )
+    .with_tools([object_tool("read")]);
+    aux.next_step().unwrap();
+    let reopened = AgentLoop::new(&session, route_for("anthropic", MODEL), config());
+    assert_eq!(reopened.tools().len(), 2);
+}
