@@ -330,3 +330,23 @@ fn an_unknown_anthropic_model_binds_thinking() {
     assert!(route_for("anthropic", "claude-nova-6").binds_thinking());
     assert!(!route_for("anthropic", "claude-nova-6").forced_tool_choice());
 }
+
+/// Issue 20, item 1: a schema property named `cache_control` is prompt, not a breakpoint: its
+/// change rewrites `tools`, so the signed thinking before it is left out.
+#[test]
+fn a_schema_property_named_cache_control_is_a_tool_change() {
+    let tool = |description: &str| {
+        let parameters = serde_json::json!({
+            "type": "object",
+            "properties": {"cache_control": {"type": "string", "description": description}},
+        });
+        ToolSchema::new("read", "Read", parameters.as_object().unwrap().clone())
+    };
+    let mut l = Loop::new(Session::new("s"), BINDING_NO_MODE);
+    l.step(&[tool("v1")], false);
+    l.answer();
+    let changed = l.step(&[tool("v2")], false);
+    assert_eq!(changed.rewrite, Some(Rewrite::Tools));
+    let body = changed.to_wire().unwrap().body;
+    assert!(!body.contains("sig-a1"), "{body}");
+}

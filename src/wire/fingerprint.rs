@@ -4,7 +4,9 @@
 //! Two requests of a route compare by these: a request *rewrites* when its `tools` or
 //! `system` differ from the previous request's, or when the previous request's messages are
 //! not a prefix of its own. Thinking blocks are ignored because the thinking policy decides
-//! them; `cache_control` markers because they move without changing the prompt.
+//! them; the lookback breakpoint because it moves without changing the prompt. `tools` and
+//! `system` compare byte for byte: the serializer puts no breakpoint there, and a schema may
+//! well have a property named `cache_control`, whose change is a change of the prompt.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -132,8 +134,9 @@ impl Fingerprint {
             let turn: Turn<'_> = serde_json::from_str(text).ok()?;
             let content: Vec<&RawValue> = serde_json::from_str(turn.content.get()).ok()?;
             blocks += content.len();
-            let kept = if text.contains("thinking\"") {
-                // Leave out thinking blocks, keeping every other byte as sent.
+            let marked = content.iter().any(|b| marker_at(b.get()).is_some());
+            let kept = if marked || text.contains("thinking\"") {
+                // Leave out thinking blocks and the breakpoint, keeping every other byte.
                 let start = turn.content.get().as_ptr() as usize - text.as_ptr() as usize;
                 let end = start + turn.content.get().len();
                 let others: Vec<&str> = content
@@ -144,18 +147,13 @@ impl Fingerprint {
                     })
                     .map(|b| b.get())
                     .collect();
-                Cow::Owned(format!(
-                    "{}[{}]{}",
-                    &text[..start],
-                    others.join(","),
-                    &text[end..]
-                ))
+                Cow::Owned(rejoin(&text[..start], &others, &text[end..]))
             } else {
                 Cow::Borrowed(text)
             };
-            messages.push(without_markers(&kept).into_owned());
+            messages.push(kept.into_owned());
         }
-        let part = |v: Option<&RawValue>| v.map(|v| without_markers(v.get()).into_owned());
+        let part = |v: Option<&RawValue>| v.map(|v| v.get().to_owned());
         Some(Fingerprint {
             tools: part(parsed.tools).unwrap_or_default(),
             system: part(parsed.system).unwrap_or_default(),
@@ -201,9 +199,7 @@ impl Fingerprint {
             parent
         };
         let part = |r: &Option<std::ops::Range<usize>>| {
-            r.clone()
-                .map(|r| without_markers(&body[r]).into_owned())
-                .unwrap_or_default()
+            r.clone().map(|r| body[r].to_owned()).unwrap_or_default()
         };
         let fingerprint = Fingerprint {
             tools: part(&segments.tools),
@@ -270,7 +266,10 @@ fn turn_texts(body: &str, segments: &Segments, range: std::ops::Range<usize>) ->
         let text = &body[turn.span.clone()];
         let first = segments.first_block;
         let blocks = &segments.blocks[turn.blocks.start - first..turn.blocks.end - first];
-        let kept = if blocks.iter().any(|b| b.thinking) {
+        let marked = blocks
+            .iter()
+            .any(|b| marker_at(&body[b.span.clone()]).is_some());
+        let kept = if marked || blocks.iter().any(|b| b.thinking) {
             // `{"role":R,"content":[…]}`: the role is a plain word, so the first `"content":`
             // is the key.
             let start = text.find(CONTENT).map_or(0, |i| i + CONTENT.len());
@@ -279,13 +278,47 @@ fn turn_texts(body: &str, segments: &Segments, range: std::ops::Range<usize>) ->
                 .filter(|b| !b.thinking)
                 .map(|b| &body[b.span.clone()])
                 .collect();
-            Cow::Owned(format!("{}[{}]}}", &text[..start], others.join(",")))
+            Cow::Owned(rejoin(&text[..start], &others, "}"))
         } else {
             Cow::Borrowed(text)
         };
-        out.push(without_markers(&kept).into_owned());
+        out.push(kept.into_owned());
     }
     out
+}
+
+/// `head[blocks…]tail`, each block without the lookback breakpoint.
+fn rejoin(head: &str, blocks: &[&str], tail: &str) -> String {
+    let mut out = String::with_capacity(head.len() + tail.len() + blocks.len() * 64);
+    out.push_str(head);
+    out.push('[');
+    for (i, block) in blocks.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        match marker_at(block) {
+            Some(at) => {
+                out.push_str(&block[..at]);
+                out.push('}');
+            }
+            None => out.push_str(block),
+        }
+    }
+    out.push(']');
+    out.push_str(tail);
+    out
+}
+
+/// Where the lookback breakpoint starts in a content block's JSON, if it carries one: the
+/// serializer writes it as the block's last entry, `,"cache_control":{…}}`, its value a flat
+/// object. Only that position counts: a `cache_control` key nested in a tool call's input,
+/// or anywhere but last, is part of the prompt. A quote inside a JSON string is escaped, so
+/// the unescaped key can only be a key.
+fn marker_at(block: &str) -> Option<usize> {
+    const KEY: &str = ",\"cache_control\":{";
+    let at = block.rfind(KEY)?;
+    let value = block[at + KEY.len()..].strip_suffix("}}")?;
+    (!value.contains(['{', '}'])).then_some(at)
 }
 
 /// `text` without its `"cache_control":{...}` entries (and the comma that joins each to its
@@ -324,7 +357,7 @@ mod tests {
     use super::*;
 
     fn fp(body: &str) -> Fingerprint {
-        Fingerprint::of(body).unwrap()
+        Fingerprint::of(body).unwrap_or_else(|| panic!("not a body: {body}"))
     }
 
     #[test]
@@ -370,5 +403,36 @@ mod tests {
         assert_eq!(with.rewrite_since(&without), None);
         assert_eq!(without.rewrite_since(&with), None);
         assert_eq!((with.blocks, without.blocks), (3, 2));
+    }
+
+    /// Issue 20, item 1: only the breakpoint the serializer writes is ignored; a schema
+    /// property or a tool input named `cache_control` is prompt.
+    #[test]
+    fn a_cache_control_key_that_is_not_the_breakpoint_is_compared() {
+        let tools = |d: &str| {
+            fp(&format!(
+                r#"{{"model":"m","tools":[{{"name":"a","input_schema":{{"type":"object","properties":{{"cache_control":{{"type":"string","description":"{d}"}}}}}}}}],"messages":[]}}"#
+            ))
+        };
+        assert_eq!(
+            tools("v2").rewrite_since(&tools("v1")),
+            Some(Rewrite::Tools)
+        );
+        assert_eq!(tools("v1").rewrite_since(&tools("v1")), None);
+        let call = |v: &str| {
+            fp(&format!(
+                r#"{{"model":"m","messages":[{{"role":"assistant","content":[{{"type":"tool_use","id":"c","name":"a","input":{{"cache_control":{{"type":"{v}"}}}}}}]}}]}}"#
+            ))
+        };
+        assert_eq!(
+            call("y").rewrite_since(&call("x")),
+            Some(Rewrite::History { message: 0 })
+        );
+        let system = |s: &str| fp(&format!(r#"{{"model":"m","system":"{s}","messages":[]}}"#));
+        let quoted = r#"a \"cache_control\":{\"type\":\"ephemeral\"} b"#;
+        assert_eq!(
+            system(quoted).rewrite_since(&system("a  b")),
+            Some(Rewrite::System)
+        );
     }
 }
