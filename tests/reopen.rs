@@ -125,3 +125,65 @@ fn a_shared_log_reopens_with_the_loops_own_tools() {
     let reopened = AgentLoop::new(&session, route_for("anthropic", MODEL), config());
     assert_eq!(reopened.tools().len(), 2);
 }
+
+/// Item 6: the first request after a reopen has the lookback breakpoint when 20 or more
+/// blocks were appended since the last request.
+#[test]
+fn the_first_request_after_a_reopen_keeps_the_lookback_breakpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let session = Session::create(&path, "s").unwrap();
+    let mut agent = AgentLoop::new(session, route_for("anthropic", MODEL), config())
+        .with_tools([object_tool("read")]);
+    agent.user_turn([Message::user("u1", "hi")]).unwrap();
+    for i in 0..11 {
+        agent
+            .append(Message::assistant(
+                format!("a{i}"),
+                "part",
+                "anthropic",
+                MODEL,
+            ))
+            .unwrap();
+        agent
+            .append(Message::user(format!("n{i}"), "more"))
+            .unwrap();
+    }
+    drop(agent);
+    let session = Session::open(&path).unwrap().session;
+    let mut agent = AgentLoop::new(session, route_for("anthropic", MODEL), config());
+    let body = agent.next_step().unwrap().to_wire().unwrap().body;
+    assert_eq!(body.matches(r#""cache_control""#).count(), 2, "{body}");
+}
+
+/// Item 7: a log two routes share, reopened: the main loop compares with its own route's
+/// last request, not with the auxiliary call logged after it.
+#[test]
+fn a_reopened_loop_compares_with_its_own_routes_last_request() {
+    let fable = "claude-fable-5-2";
+    let fable_config = Config::new("anthropic", fable).with("max_tokens", 256.into());
+    let session = Session::new("s");
+    let mut main = AgentLoop::new(
+        &session,
+        route_for("anthropic", fable),
+        fable_config.clone(),
+    )
+    .with_tools([object_tool("read"), object_tool("shell")]);
+    main.user_turn([Message::user("u1", "hi")]).unwrap();
+    main.append(support::signed_answer("a1", fable)).unwrap();
+    let mut aux = AgentLoop::new(&session, route_for("anthropic", MODEL), config())
+        .with_tools([object_tool("read")]);
+    aux.user_turn([Message::user("x1", "summarise")]).unwrap();
+    // The process dies; the main loop reopens with one tool fewer.
+    let log = session.to_jsonl();
+    let session = Session::load_bytes(log.as_bytes()).unwrap().session;
+    let mut main = AgentLoop::new(&session, route_for("anthropic", fable), fable_config);
+    main.set_tools([object_tool("read")]).unwrap();
+    let request = main.user_turn([Message::user("u2", "go on")]).unwrap();
+    assert_eq!(request.rewrite, Some(mektpoy::event::Rewrite::Tools));
+    let body = request.to_wire().unwrap().body;
+    assert!(
+        !body.contains("sig-a1"),
+        "signed thinking resent after a rewrite: {body}"
+    );
+}

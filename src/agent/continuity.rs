@@ -10,7 +10,7 @@
 //! messages it kept (decision 81). This is the one place where recording reaches into
 //! projection and serialization.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::{Request, project_for};
@@ -66,7 +66,7 @@ impl Replay {
 pub(crate) struct Continuity {
     pub prepared: Option<Prepared>,
     pub rewrite: Option<Rewrite>,
-    pub fingerprint: Option<(RouteKey, Remembered)>,
+    pub fingerprint: Option<Remembered>,
 }
 
 /// Serializes `request` for `route` against the route's previous request (`remembered`, or,
@@ -92,18 +92,11 @@ pub(crate) fn prepare(
     }
     let key = key(route);
     let recalled;
-    let (previous, unseen_replace) = match remembered {
-        Some(fp) => (Some(fp), false),
+    let previous = match remembered {
+        Some(fp) => Some(fp),
         None => {
-            recalled = previous_from_log(tx, route, kind);
-            // A replace after the latest header (a compaction the dead process appended
-            // before its next record) rewrote what the previous request sent.
-            let before = &tx.before;
-            let replaced = match (before.last_replace, &before.latest_header) {
-                (Some(r), Some((h, _))) => r > *h,
-                _ => false,
-            };
-            (recalled.as_ref(), replaced)
+            recalled = previous_from_log(tx, route, kind, &request.config);
+            recalled.as_ref()
         }
     };
     let projected = request.project();
@@ -144,11 +137,7 @@ pub(crate) fn prepare(
     let Some(mut fingerprint) = Fingerprint::of_request(&wire, shared, split) else {
         return none;
     };
-    let rewrite = match previous {
-        _ if unseen_replace => Some(Rewrite::History { message: 0 }),
-        Some(p) => fingerprint.rewrite_since(p),
-        None => None,
-    };
+    let rewrite = previous.and_then(|p| fingerprint.rewrite_since(p));
     if let Some(rewrite) = rewrite {
         let mut floor = floor;
         if route.binds_thinking() && holds_unfloored_thinking(tx, &request.messages, floor) {
@@ -188,14 +177,11 @@ pub(crate) fn prepare(
     Continuity {
         prepared: Some(Ok(wire)),
         rewrite,
-        fingerprint: Some((
-            key,
-            Remembered {
-                fingerprint: Some(fingerprint),
-                resume,
-                floor_ids,
-            },
-        )),
+        fingerprint: Some(Remembered {
+            fingerprint: Some(fingerprint),
+            resume,
+            floor_ids,
+        }),
     }
 }
 
@@ -210,14 +196,11 @@ fn prepare_chat(route: &Route, request: &Request, resume: Option<Resume>) -> Con
         Ok(wire) => Continuity {
             prepared: Some(Ok(wire)),
             rewrite: None,
-            fingerprint: Some((
-                key(route),
-                Remembered {
-                    fingerprint: None,
-                    resume: next,
-                    floor_ids: None,
-                },
-            )),
+            fingerprint: Some(Remembered {
+                fingerprint: None,
+                resume: next,
+                floor_ids: None,
+            }),
         },
         // Refused as it stands: `to_wire` refuses it again.
         Err(_) => Continuity {
@@ -292,11 +275,18 @@ fn floor_ids_for(
     ids
 }
 
-/// The previous request of the route as the log before this batch rebuilds it: the latest
-/// header's configuration and tools with the surface as it stood (the previous request plus
-/// the answers appended since).
-fn previous_from_log(tx: &Transaction<'_>, route: &Route, kind: FoldKind) -> Option<Fingerprint> {
-    let view = tx.view_before(kind);
+/// The previous request of the route as the log before this batch rebuilds it: the log as it
+/// stood right after the batch of the latest header for this configuration's provider and
+/// model, so that neither the answers appended since (the lookback counts from that
+/// request's last block) nor another loop's later header (a log two routes share) is taken
+/// for it.
+fn previous_from_log(
+    tx: &Transaction<'_>,
+    route: &Route,
+    kind: FoldKind,
+    config: &crate::event::Config,
+) -> Option<Fingerprint> {
+    let view = tx.view_after_header(&config.provider, &config.model, kind)?;
     let (_, header) = view.header?;
     let projected = project_for(
         route,
@@ -348,9 +338,61 @@ fn holds_unfloored_thinking(
         .any(|m| m.content().iter().any(is_bound_thinking))
 }
 
-/// The recorder's memory of each route's previous request.
+/// The recorder's memory of each route's previous request, keyed by the route itself (two
+/// routes of one provider and model, say a catalog entry and its by-reference variant, send
+/// different bytes).
+///
+/// A request the recorder prepared is *pending* until the loop moves on: the next attempt 0
+/// of the route (a new step or turn) means the provider accepted it, and it becomes the
+/// route's *accepted* previous request; a retry means it failed, and it is dropped. So a
+/// retry is serialized against the last request the provider accepted (its lookback
+/// breakpoint kept, its bytes the failed attempt's), and a refused attempt is never what
+/// rewrite detection compares with.
 #[derive(Default)]
-pub(crate) struct Memory(pub HashMap<RouteKey, Remembered>);
+pub(crate) struct Memory {
+    accepted: Vec<(Route, Remembered)>,
+    pending: Vec<(Route, Remembered)>,
+}
+
+impl Memory {
+    /// The route's previous request for an attempt: `attempt` 0 accepts the pending one
+    /// first, a retry drops it.
+    pub fn previous(&mut self, route: &Route, attempt: u32) -> Option<&mut Remembered> {
+        if let Some(i) = self.pending.iter().position(|(r, _)| r == route) {
+            let (route, remembered) = self.pending.swap_remove(i);
+            if attempt == 0 {
+                self.remember(route, remembered);
+            }
+        }
+        self.accepted
+            .iter_mut()
+            .find(|(r, _)| r == route)
+            .map(|(_, m)| m)
+    }
+
+    /// What the recorder prepared for `route`, pending until the loop moves on.
+    pub fn prepared(&mut self, route: Route, remembered: Remembered) {
+        self.pending.retain(|(r, _)| *r != route);
+        self.pending.push((route, remembered));
+    }
+
+    fn remember(&mut self, route: Route, remembered: Remembered) {
+        match self.accepted.iter_mut().find(|(r, _)| *r == route) {
+            Some((_, m)) => *m = remembered,
+            None => self.accepted.push((route, remembered)),
+        }
+    }
+
+    /// The route's latest prepared request, pending or accepted (for tests).
+    #[cfg(test)]
+    pub fn latest(&self, route: &Route) -> Option<&Remembered> {
+        self.pending
+            .iter()
+            .chain(&self.accepted)
+            .find(|(r, _)| r == route)
+            .map(|(_, m)| m)
+    }
+}
 
 /// What the recorder keeps of a route's previous request: what rewrite detection compares
 /// (Messages-API routes; `None` on chat routes, which have none), and what the serializer

@@ -9,7 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::Request;
-use super::continuity::{self, Memory, RouteKey};
+use super::continuity::{self, Memory};
 use super::order::Orderer;
 use super::prompt::{PromptChange, PromptNodes, prompt_change_at};
 use crate::event::{
@@ -214,7 +214,7 @@ struct Outcome {
     request: Request,
     g_after: u64,
     logged_header: bool,
-    fingerprint: Option<(RouteKey, continuity::Remembered)>,
+    fingerprint: Option<continuity::Remembered>,
 }
 
 impl Recorder {
@@ -281,11 +281,11 @@ impl Recorder {
         let outcome = session.transact(|tx| self.batch(tx, &step))?;
         self.generation = outcome.g_after;
         self.logged_header |= outcome.logged_header;
-        if let Some((key, mut fp)) = outcome.fingerprint {
+        if let Some(mut fp) = outcome.fingerprint {
             if !self.resume {
                 fp.resume = None;
             }
-            self.memory.0.insert(key, fp);
+            self.memory.prepared(step.route.clone(), fp);
         }
         Ok(outcome.request)
     }
@@ -300,7 +300,7 @@ impl Recorder {
     /// The number of messages the serializer would resume after on `route`, if any.
     #[cfg(test)]
     pub(super) fn resumable_messages(&self, route: &Route) -> Option<usize> {
-        let r = self.memory.0.get(&continuity::key(route))?;
+        let r = self.memory.latest(route)?;
         r.resume.as_ref().map(crate::wire::Resume::len)
     }
 
@@ -457,11 +457,10 @@ impl Recorder {
             origin: super::next_origin(),
             prepared: None,
         };
-        let (remembered, resume, floor_ids) =
-            match self.memory.0.get_mut(&continuity::key(step.route)) {
-                Some(r) => (r.fingerprint.as_ref(), r.resume.take(), r.floor_ids.clone()),
-                None => (None, None, None),
-            };
+        let (remembered, resume, floor_ids) = match self.memory.previous(step.route, step.attempt) {
+            Some(r) => (r.fingerprint.as_ref(), r.resume.take(), r.floor_ids.clone()),
+            None => (None, None, None),
+        };
         let c = continuity::prepare(
             tx, step.route, kind, &request, remembered, resume, floor_ids,
         );

@@ -810,8 +810,14 @@ impl<F: FnMut(&ReplayedRequest, &WireRequest)> Run<'_, F> {
         asked: bool,
         original_header: Option<Seq>,
     ) -> Result<(), ReplayError> {
+        // A loop records the same turn and step again only as a retry; the recorder serializes
+        // a retry against the route's last accepted request, as the loop's did.
+        let attempt = match self.attempt {
+            Some(a) if self.position == (turn, step) => a + 1,
+            _ => 0,
+        };
         let step_record = Step::new(config, &prompt, tools, self.route)
-            .at(turn, step, 0)
+            .at(turn, step, attempt)
             .new_series(asked)
             .user_messages(users);
         let before = self.target.len();
@@ -854,11 +860,6 @@ impl<F: FnMut(&ReplayedRequest, &WireRequest)> Run<'_, F> {
             .unwrap_or_else(PoisonError::into_inner)
             .queue
             .clear();
-        // A loop records the same turn and step again only as a retry.
-        let attempt = match self.attempt {
-            Some(a) if self.position == (turn, step) => a + 1,
-            _ => 0,
-        };
         self.attempt = Some(attempt);
         self.position = (turn, step);
         self.pending = Some(Pending {

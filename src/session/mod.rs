@@ -759,6 +759,49 @@ impl Transaction<'_> {
         view_of(&self.before, &mut lock(self.derived), kind)
     }
 
+    /// A view of the committed log as it stood right after the batch that logged its latest
+    /// header for `provider` and `model`: what that request sent, without the answers, tool
+    /// results and other loops' requests appended since. `None` when no such header exists.
+    ///
+    /// The batch ends after the header's developer message and thinking floor (the recorder
+    /// writes them after the header, in the same batch). When nothing follows it this is
+    /// [`view_before`](Self::view_before); otherwise the prefix is applied again on a fresh
+    /// state, O(events before it): a recorder asks once per route, on its first request.
+    pub fn view_after_header(
+        &self,
+        provider: &str,
+        model: &str,
+        kind: FoldKind,
+    ) -> Option<SessionView> {
+        let events = &self.before.events;
+        let at = events.iter().rposition(|e| {
+            matches!(e, Event::Header(h)
+                if h.header.config.provider == provider && h.header.config.model == model)
+        })?;
+        let end = at
+            + 1
+            + events
+                .iter()
+                .skip(at + 1)
+                .take_while(|e| match e {
+                    Event::Thinking(_) => true,
+                    Event::Message(m) => {
+                        m.message.role() == crate::vocab::Role::Developer
+                            && *m.message.source() == crate::vocab::MessageSource::ToolRegistry
+                    }
+                    _ => false,
+                })
+                .count();
+        if end == self.before.len() {
+            return Some(self.view_before(kind));
+        }
+        let mut state = LogState::default();
+        for (e, line) in events.iter().zip(self.before.lines.iter()).take(end) {
+            state.apply(e.clone(), line.clone());
+        }
+        Some(view_of(&state, &mut Derived::default(), kind))
+    }
+
     /// The fold of `kind` as of the working copy (committed events from the cache, then the
     /// batch's own events on a clone).
     pub fn fold(&self, kind: FoldKind) -> ToolFold {
