@@ -84,10 +84,11 @@ const ANTHROPIC_TOOL_FIELDS: [&str; 3] = ["strict", "input_examples", "eager_inp
 /// A tool call becomes `tool_use` with its `arguments` text as `input`, **as the model wrote
 /// it**: numbers keep every digit and their spelling, keys keep their order, strings their
 /// escapes; only whitespace between tokens is removed (the body is compact JSON). Arguments
-/// that are not one JSON object, that hold a key twice in one object at any depth (the provider
-/// would keep one, and the model would see another call than the one it made), or that nest
-/// deeper than [`ContentBlock::ARGUMENTS_DEPTH_LIMIT`] are refused. The chat serializer sends the
-/// same text as its `arguments` string, unchanged.
+/// that cannot go out so ([`arguments_fault`](super::arguments_fault): not one JSON object, a
+/// key twice in one object at any depth, nesting deeper than
+/// [`ContentBlock::ARGUMENTS_DEPTH_LIMIT`], ...) are what a model wrote, and refusing them would
+/// stop the session: they go out as `{"invalid_arguments":"<the text>"}`, the same bytes every
+/// time. The chat serializer sends the same text as its `arguments` string, unchanged.
 ///
 /// Tools: `{name, description, input_schema}`, then on Anthropic routes (provider
 /// `anthropic`) the fields `strict`, `input_examples`, `eager_input_streaming` when the tool
@@ -130,9 +131,7 @@ const ANTHROPIC_TOOL_FIELDS: [&str; 3] = ["strict", "input_examples", "eager_inp
 ///   developer message; [`MessageFault::UnsupportedBlock`] for any other block the role cannot
 ///   carry (an unknown block type anywhere, reasoning or a tool call outside an assistant
 ///   message, a sent reasoning block with a `type` or `thinking` field of its own);
-/// - [`MessageFault::InvalidArguments`], [`MessageFault::ArgumentsNotObject`],
-///   [`MessageFault::DuplicateArgumentKey`], [`MessageFault::ArgumentsTooDeep`],
-///   [`MessageFault::DuplicateCallId`] for tool calls; [`MessageFault::MissingToolResult`],
+/// - [`MessageFault::DuplicateCallId`] for tool calls; [`MessageFault::MissingToolResult`],
 ///   [`MessageFault::OrphanToolResult`], [`MessageFault::ToolResultWithoutCallId`] when calls and results
 ///   do not pair up turn by turn; [`MessageFault::EmptyTurn`] for a turn without content (a final
 ///   assistant turn excepted), [`MessageFault::AssistantTurnLeftEmpty`] for an assistant turn that
@@ -1201,7 +1200,7 @@ enum Block<'a> {
         id: &'a str,
         name: &'a str,
         /// The call's arguments as the model wrote them (checked, whitespace between tokens
-        /// removed).
+        /// removed), or `{"invalid_arguments":…}` around them when they fail the check.
         input: Box<RawValue>,
     },
     ToolResult {
@@ -1583,7 +1582,7 @@ impl<'a> Builder<'a, '_> {
                     name,
                     arguments,
                 } => {
-                    let input = arguments::checked(message, id, arguments)?;
+                    let input = arguments::input(arguments);
                     self.calls.call(message, id)?;
                     content.push(Block::ToolUse { id, name, input });
                 }
