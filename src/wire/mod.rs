@@ -643,17 +643,6 @@ pub enum MessageFault {
          refuses assistant prefill (the conversation must end with a user message)"
     )]
     AssistantPrefill,
-    /// An assistant turn holds no content once the reasoning it may not send is left out
-    /// (unverifiable reasoning, or thinking the `StripThinking` policy leaves out); the API
-    /// refuses an empty assistant turn.
-    #[error(
-        "its assistant turn has no content once {left_out} reasoning \
-         block(s) are left out"
-    )]
-    AssistantTurnLeftEmpty {
-        /// How many blocks were left out of the turn.
-        left_out: usize,
-    },
     /// The session's thinking policy is [`ThinkingPolicy::Refuse`] and the request would send
     /// back a thinking block produced before a rewrite of the conversation.
     #[error(
