@@ -98,13 +98,13 @@ pub struct Answer {
     /// (thinking it dropped). `None` when the response has no such field.
     pub input_transformations: Option<Vec<InputTransformation>>,
     /// The tool calls of [`message`](Self::message) whose arguments are not what a tool can
-    /// take ([`arguments_fault`](crate::wire::arguments_fault)), in order. The message keeps
+    /// take ([`arguments_fault`]), in order. The message keeps
     /// them as the model sent them (refusing the answer would lose it, and the log must hold
     /// what the model said); answer each with an error tool result instead of running it.
     pub invalid_tool_calls: Vec<InvalidToolCall>,
 }
 
-/// A tool call of an answer whose arguments fail [`arguments_fault`](crate::wire::arguments_fault)
+/// A tool call of an answer whose arguments fail [`arguments_fault`]
 /// ([`Answer::invalid_tool_calls`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
