@@ -10,12 +10,18 @@
 //! A torn final line (or an incomplete final batch) is dropped with a warning on stderr
 //! (exit 0); an invalid log exits 1 with the typed error and its source chain on stderr; a
 //! usage error exits 2. Other languages can drive the fold through this command.
+//!
+//! A log whose session line names no fold rules is read under the current ones
+//! (`FileOptions::unmarked_rules(LogRules::V4)`): logs written by hand for the current
+//! specification, as conformance vectors are, carry no mark. The library reads such a log as
+//! written before the mark, under rules 3 (decision 96); a log with `"rules"` is read under its
+//! own.
 
 use std::error::Error;
 use std::io::Write;
 use std::process::ExitCode;
 
-use mektpoy::{Session, session::LoadError};
+use mektpoy::session::{FileOptions, LoadError, LogRules};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -55,7 +61,7 @@ struct Folded {
 
 /// Loads `path` and folds it, by value when asked.
 fn run(path: &str, by_value: bool) -> Result<Folded, LoadError> {
-    let loaded = Session::load(path)?;
+    let loaded = FileOptions::new().unmarked_rules(LogRules::V4).load(path)?;
     let mut warnings = Vec::new();
     if let Some(torn) = loaded.torn_tail {
         warnings.push(match torn.batch {

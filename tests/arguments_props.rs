@@ -8,7 +8,7 @@ use mektpoy::{
     project::ProjectedToolUpdates,
     route_for,
     vocab::{MessageSource, Role},
-    wire::{MessageFault, WireError, serialize},
+    wire::{WireError, serialize},
 };
 use proptest::prelude::*;
 use serde::Deserialize;
@@ -175,15 +175,19 @@ proptest! {
     }
 
     #[test]
-    fn a_repeated_key_is_refused_not_collapsed(args in arguments(), v in value()) {
+    fn a_repeated_key_is_sent_as_invalid_arguments_not_collapsed(args in arguments(), v in value()) {
         // The same key twice in the outer object: `{"k":v,"k":v, ...}`.
         let rest = args.compact.strip_prefix('{').unwrap();
         let sep = if rest == "}" { "" } else { "," };
         let text = format!(r#"{{"zz":{},"zz":{}{sep}{rest}"#, v.compact, v.compact);
-        let err = request(&text, "deepseek", "deepseek-flash").unwrap_err();
-        prop_assert!(
-            matches!(&err, WireError::Message { kind: MessageFault::DuplicateArgumentKey { key, .. }, .. } if key == "zz"),
-            "{:?}", err
+        prop_assert_eq!(
+            mektpoy::wire::arguments_fault(&text),
+            Some(mektpoy::wire::ArgumentsFault::DuplicateKey { key: "zz".into() })
+        );
+        let body = request(&text, "deepseek", "deepseek-flash").unwrap();
+        prop_assert_eq!(
+            sent_input(&body),
+            format!(r#"{{"invalid_arguments":{}}}"#, serde_json::to_string(&text).unwrap())
         );
     }
 }

@@ -114,7 +114,8 @@ fn every_error_prints_its_cause_once() {
     assert_eq!(err.to_string(), text);
     assert_cause_once("a refused batch", &err, 2);
 
-    // The wire: arguments that are not JSON (message → serde_json).
+    // The wire: a call without its result (the message names the message; no cause below).
+    // Arguments that are not JSON no longer fail (decision 94).
     let messages = vec![
         Message::user("u1", "go"),
         Message::new(
@@ -130,7 +131,7 @@ fn every_error_prints_its_cause_once() {
                 model: "deepseek-flash".into(),
             },
         ),
-        Message::tool_result("t1", "c1", "ok"),
+        Message::user("u2", "and?"),
     ];
     let projected = ProjectedToolUpdates::new(messages);
     let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 8.into());
@@ -140,8 +141,8 @@ fn every_error_prints_its_cause_once() {
         &route_for("deepseek", "deepseek-flash"),
     )
     .unwrap_err();
-    assert_cause_once("arguments that are not JSON", &err, 2);
-    assert_cause_once("the same, as the crate Error", &Error::from(err), 2);
+    assert_cause_once("a call without its result", &err, 1);
+    assert_cause_once("the same, as the crate Error", &Error::from(err), 1);
 
     // The meter on a body that is not JSON.
     let meter = Meter::new(&route_for("deepseek", "deepseek-flash"));

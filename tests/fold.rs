@@ -455,3 +455,87 @@ fn a_replace_removing_a_developer_message_keeps_its_update() {
     assert_eq!(session.messages().len(), 1);
     assert_eq!(summary(&session.tool_history()), "{[A],[[d1,[B]]]}");
 }
+
+/// Issue 20 item 15: a log folds under the rules it was written under. F18 (a removed baseline
+/// tool returning) continues its series under rules 4; a log written before the re-offer rule
+/// (unmarked, or `"rules":3`) opened a new declaration series there, and still does, so an
+/// upgrade does not change what an old log projects and meters. Unknown rules are a typed
+/// error naming the line; a fork keeps its parent's rules.
+#[test]
+fn a_log_folds_under_the_rules_it_was_written_under() {
+    use mektpoy::session::{FileOptions, LoadError, LogRules};
+    let session = Session::new("s");
+    assert_eq!(session.rules(), LogRules::CURRENT);
+    for e in [
+        h(&["A", "B"], Initial, false),
+        h(&["B"], Change, false),
+        d("d1", &["-A"], None),
+        h(&["A", "B"], Change, false),
+        d("d2", &["+A"], Some(3)),
+    ] {
+        session.append(e).unwrap();
+    }
+    let v4 = "{[A,B],[[d1,[]],[d2,[A]]]}";
+    let v3 = "{[A,B],[[d2,[A]]]}";
+    assert_eq!(summary(&session.tool_history()), v4);
+    let marked = session.to_jsonl();
+    assert_eq!(
+        marked.lines().next(),
+        Some(r#"{"type":"session","version":0,"id":"s","rules":4}"#)
+    );
+    let unmarked = marked.replacen(r#","rules":4"#, "", 1);
+    let three = marked.replacen(r#""rules":4"#, r#""rules":3"#, 1);
+    let load = |text: &str, options: FileOptions| options.load_bytes(text.as_bytes()).unwrap();
+    for (name, text, options, rules, snapshot) in [
+        ("marked 4", &marked, FileOptions::new(), LogRules::V4, v4),
+        ("unmarked", &unmarked, FileOptions::new(), LogRules::V3, v3),
+        ("marked 3", &three, FileOptions::new(), LogRules::V3, v3),
+        (
+            "unmarked, read as 4",
+            &unmarked,
+            FileOptions::new().unmarked_rules(LogRules::V4),
+            LogRules::V4,
+            v4,
+        ),
+        (
+            "marked 3 whatever the option",
+            &three,
+            FileOptions::new().unmarked_rules(LogRules::V4),
+            LogRules::V3,
+            v3,
+        ),
+    ] {
+        let loaded = load(text, options).session;
+        assert_eq!(loaded.rules(), rules, "{name}");
+        assert_eq!(summary(&loaded.tool_history()), snapshot, "{name}");
+        // A fork folds as its parent, from scratch and in its own file.
+        let fork = Session::fork(&loaded, loaded.len() as u64, "f").unwrap();
+        assert_eq!(fork.rules(), rules, "{name}");
+        assert_eq!(summary(&fork.tool_history()), snapshot, "{name}: fork");
+        let again = Session::load_bytes(fork.to_jsonl().as_bytes())
+            .unwrap()
+            .session;
+        assert_eq!(again.rules(), rules, "{name}: the fork's file says so");
+        assert_eq!(
+            summary(&again.tool_history()),
+            snapshot,
+            "{name}: fork file"
+        );
+        // The by-value fold opens a series only where a request series starts, under either.
+        assert_eq!(
+            loaded.tool_history_by_value(),
+            session.tool_history_by_value(),
+            "{name} by value"
+        );
+    }
+    // Rules this crate does not know: a typed error naming the line, nothing loaded.
+    for found in ["5", "0", "\"4\"", "4.0", "null"] {
+        let text = marked.replacen(r#""rules":4"#, &format!(r#""rules":{found}"#), 1);
+        match Session::load_bytes(text.as_bytes()) {
+            Err(LoadError::UnsupportedRules { line: 1, found: f }) => {
+                assert_eq!(f.to_string(), found);
+            }
+            other => panic!("{found}: {other:?}"),
+        }
+    }
+}

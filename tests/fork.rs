@@ -131,7 +131,7 @@ fn fork_file_carries_parent_and_every_event_byte_for_byte() {
     f.save(&path).unwrap();
     let text = fs::read_to_string(&path).unwrap();
     let expected = LogBuilder::with_session_line(
-        r#"{"type":"session","version":0,"id":"f/é","parent":{"id":"p","upto":3}}"#,
+        r#"{"type":"session","version":0,"id":"f/é","rules":4,"parent":{"id":"p","upto":3}}"#,
     )
     .lines(parent_lines[..3].iter().cloned())
     .line(user("u2-fork"))
@@ -158,7 +158,7 @@ fn fork_file_carries_parent_and_every_event_byte_for_byte() {
     let mut g_lines = g_text.lines();
     assert_eq!(
         g_lines.next(),
-        Some(r#"{"type":"session","version":0,"id":"g","parent":{"id":"f/é","upto":4}}"#)
+        Some(r#"{"type":"session","version":0,"id":"g","rules":4,"parent":{"id":"f/é","upto":4}}"#)
     );
     assert_eq!(
         g_lines.collect::<Vec<_>>(),
@@ -176,7 +176,7 @@ fn fork_of_an_unterminated_parent_terminates_the_inherited_line() {
         f.to_jsonl(),
         format!(
             "{}\n{}\n{}\n",
-            r#"{"type":"session","version":0,"id":"f","parent":{"id":"p","upto":2}}"#,
+            r#"{"type":"session","version":0,"id":"f","rules":4,"parent":{"id":"p","upto":2}}"#,
             user("u1"),
             user("u2")
         )

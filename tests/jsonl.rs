@@ -422,7 +422,7 @@ fn create_writes_the_session_line_then_one_line_per_append() {
     assert!(s.is_persisting());
     assert_eq!(
         fs::read(&path).unwrap(),
-        b"{\"type\":\"session\",\"version\":0,\"id\":\"s1\"}\n"
+        b"{\"type\":\"session\",\"version\":0,\"id\":\"s1\",\"rules\":4}\n"
     );
     s.append(Event::append(Message::user("u1", "text of u1")))
         .unwrap();

@@ -825,3 +825,93 @@ proptest::proptest! {
             .load_bytes(&bytes);
     }
 }
+
+/// Issue 20 item 13: tool-call arguments the Messages API cannot take as they are (what a
+/// model wrote) never stop the session: appended, then loaded from the log file, every later
+/// request serializes, with the call sent as `{"invalid_arguments":"<the text>"}`.
+#[test]
+fn faulty_call_arguments_never_stop_a_session() {
+    use mektpoy::{AgentLoop, ContentBlock, route_for, vocab::MessageSource, vocab::Role};
+    let config = || Config::new("anthropic", "claude-opus-5").with("max_tokens", 256.into());
+    let messages_route = || route_for("anthropic", "claude-opus-5");
+    let read = ToolSchema::new(
+        "read",
+        "Read a file",
+        serde_json::from_value(serde_json::json!({"type": "object"})).unwrap(),
+    );
+    for arguments in [
+        r#"{"path":"a","path":"b"}"#,
+        r#"{"path":"#,
+        r#"{"path":"\ud800"}"#,
+        r#"{"n":1e400}"#,
+        r#"["a.rs"]"#,
+    ] {
+        let fault = mektpoy::wire::arguments_fault(arguments);
+        assert!(fault.is_some(), "{arguments}");
+        let expect = format!(
+            r#""input":{{"invalid_arguments":{}}}"#,
+            serde_json::to_string(arguments).unwrap()
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let session = Session::create(&path, "s").unwrap();
+        let mut agent = AgentLoop::new(&session, messages_route(), config())
+            .with_system_prompt("Be brief.")
+            .with_tools([read.clone()]);
+        agent.user_turn([Message::user("u1", "read a.rs")]).unwrap();
+        agent
+            .append(Message::new(
+                "a1",
+                Role::Assistant,
+                vec![ContentBlock::ToolCall {
+                    id: "c1".into(),
+                    name: "read".into(),
+                    arguments: arguments.into(),
+                }],
+                MessageSource::Model {
+                    provider: "anthropic".into(),
+                    model: "claude-opus-5".into(),
+                },
+            ))
+            .unwrap();
+        agent
+            .append(Message::tool_result("t1", "c1", "error: invalid arguments"))
+            .unwrap();
+        let first = agent.next_step().unwrap().to_wire().unwrap();
+        assert!(first.body.contains(&expect), "{arguments}: {}", first.body);
+        agent
+            .append(Message::assistant(
+                "a2",
+                "done",
+                "anthropic",
+                "claude-opus-5",
+            ))
+            .unwrap();
+        let second = agent
+            .user_turn([Message::user("u2", "again")])
+            .unwrap()
+            .to_wire()
+            .unwrap();
+        assert!(second.body.contains(&expect), "{arguments}");
+        drop(agent);
+        drop(session);
+        // The log file holds the call as the model wrote it; loading keeps it and the next
+        // request sends the same bytes for it.
+        let loaded = Session::open(&path).unwrap().session;
+        let mut agent = AgentLoop::new(&loaded, messages_route(), config())
+            .with_system_prompt("Be brief.")
+            .with_tools([read.clone()]);
+        let reopened = agent
+            .user_turn([Message::user("u3", "once more")])
+            .unwrap()
+            .to_wire()
+            .unwrap();
+        assert!(reopened.body.contains(&expect), "{arguments}");
+        assert!(
+            reopened
+                .body
+                .starts_with(&second.body[..second.body.find(&expect).unwrap()]),
+            "the call's bytes are the same on every request"
+        );
+    }
+}

@@ -764,3 +764,20 @@ fn a_persisting_session_writes_each_record_as_one_batch() {
     assert_eq!(loaded.session.to_jsonl(), session.to_jsonl());
     assert_eq!(loaded.session.tool_history(), session.tool_history());
 }
+
+/// Issue 20 item 15: on a log written under rules 3 (unmarked), the recorder asks the fold of
+/// those rules, so F18's returning baseline tool starts a declaration series there, as the
+/// log's earlier headers were written; on a log of rules 4 it continues the series (above).
+#[test]
+fn f18_on_a_log_of_rules_3_the_returning_baseline_tool_starts_a_series() {
+    let file = b"{\"type\":\"session\",\"version\":0,\"id\":\"s\"}\n";
+    let old = Session::load_bytes(file).unwrap().session;
+    assert_eq!(old.rules(), mektpoy::session::LogRules::V3);
+    let mut l = Loop::over(old, route(Some(ToolUpdateMode::AdditionOnly), true), 0);
+    l.step(&[tool("A"), tool("B")]);
+    l.step(&[tool("B")]);
+    let (req, ev) = l.step(&[tool("A"), tool("B")]);
+    assert!(req.starts_series, "{ev:?}");
+    assert_eq!(ev, ["U", "H(change)[A,B]", "D([+A],h6)"]);
+    assert_eq!(l.snapshot(), "{[A,B], [[s:7,[A]]]}");
+}

@@ -292,7 +292,6 @@ fn malformed_bodies_are_errors_not_panics() {
         "[]",
         "{}",
         r#"{"id":"m","type":"message","role":"user","model":"x","content":[],"usage":{"input_tokens":1,"output_tokens":1}}"#,
-        r#"{"id":"m","type":"message","role":"assistant","model":"x","content":[{"type":"tool_use","id":"c","name":"f","input":[1]}],"usage":{"input_tokens":1,"output_tokens":1}}"#,
         r#"{"id":"m","type":"message","role":"assistant","model":"x","content":[{"type":"thinking"}],"usage":{"input_tokens":1,"output_tokens":1}}"#,
         r#"{"id":"m","type":"message","role":"assistant","model":"x","content":[{"type":"text","text":"a"}]}"#,
         r#"{"id":"m","type":"message","role":"assistant","model":"x","content":[{"type":"text","text":"a"}],"usage":{"output_tokens":1}}"#,
@@ -620,24 +619,6 @@ fn events_out_of_place_are_refused() {
                 json!({"type": "message_start", "message": "x"}),
             )],
             |e| matches!(e, ResponseError::Json { .. }),
-        ),
-        (
-            vec![
-                ("message_start", start.clone()),
-                (
-                    "content_block_start",
-                    json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t", "name": "f", "input": {}}}),
-                ),
-                (
-                    "content_block_delta",
-                    json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"a\": "}}),
-                ),
-                (
-                    "content_block_stop",
-                    json!({"type": "content_block_stop", "index": 0}),
-                ),
-            ],
-            |e| matches!(e, ResponseError::InvalidToolInput { .. }),
         ),
     ];
     for (i, (events, expected)) in cases.into_iter().enumerate() {
@@ -1257,4 +1238,86 @@ proptest! {
             result
         );
     }
+}
+
+/// Issue 20 item 13: a call whose arguments the Messages serializer cannot send as they are is
+/// kept as the model sent it and listed, so the loop answers it with an error result instead of
+/// running it (or stopping). Body, stream and chat alike.
+#[test]
+fn the_decoders_keep_and_list_invalid_tool_calls() {
+    use mektpoy::response::InvalidToolCall;
+    use mektpoy::wire::ArgumentsFault;
+    let body = |input: &str| {
+        format!(
+            r#"{{"id":"msg_1","type":"message","role":"assistant","model":"claude-opus-5","content":[{{"type":"tool_use","id":"ok","name":"read","input":{{"p":1}}}},{{"type":"tool_use","id":"bad","name":"read","input":{input}}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{{"input_tokens":1,"output_tokens":1}}}}"#
+        )
+    };
+    for (input, fault) in [
+        (
+            r#"{"p":1,"p":2}"#,
+            ArgumentsFault::DuplicateKey { key: "p".into() },
+        ),
+        ("[1]", ArgumentsFault::NotObject),
+        (r#"{"n":1e400}"#, ArgumentsFault::NumberOutOfRange),
+        (r#"{"s":"\ud800"}"#, ArgumentsFault::LoneSurrogate),
+    ] {
+        let answer = decode_messages(&body(input), "anthropic", None).unwrap();
+        let [call] = &answer.invalid_tool_calls[..] else {
+            panic!("{input}: {:?}", answer.invalid_tool_calls)
+        };
+        assert_eq!(
+            (&*call.call_id, &*call.name, &call.fault),
+            ("bad", "read", &fault),
+            "{input}"
+        );
+        assert!(
+            matches!(&answer.message.content()[1], ContentBlock::ToolCall { arguments, .. } if arguments == input)
+        );
+    }
+    // A stream whose input does not concatenate to JSON: kept as streamed.
+    let text = sse(&[
+        (
+            "message_start",
+            start_event(json!({"input_tokens": 1, "output_tokens": 1})),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t", "name": "f", "input": {}}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"a\": "}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 2}}),
+        ),
+        ("message_stop", json!({"type": "message_stop"})),
+    ]);
+    let answer = stream("anthropic", &text).unwrap();
+    assert!(
+        matches!(&answer.message.content()[0], ContentBlock::ToolCall { arguments, .. } if arguments == "{\"a\": ")
+    );
+    assert!(matches!(
+        &answer.invalid_tool_calls[..],
+        [InvalidToolCall { call_id, fault: ArgumentsFault::NotJson { end_of_input: true, .. }, .. }] if call_id == "t"
+    ));
+    // Chat: `arguments` is a string the model filled; not JSON is listed, and kept.
+    let chat = DEEPSEEK_BODY.replace(r#"{\"location\": \"Beijing\"}"#, r#"{\"location\": "#);
+    let answer = decode_chat(&chat, "deepseek", None).unwrap();
+    assert!(matches!(
+        &answer.invalid_tool_calls[..],
+        [InvalidToolCall { call_id, name, fault: ArgumentsFault::NotJson { .. }, .. }] if call_id == "call_1" && name == "get_weather"
+    ));
+    // A valid answer lists nothing.
+    assert!(
+        decode_chat(DEEPSEEK_BODY, "deepseek", None)
+            .unwrap()
+            .invalid_tool_calls
+            .is_empty()
+    );
 }

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use super::record::{ChangeKind, DeveloperRecord, FoldRecord, HeaderRecord, NameId, ToolNames};
 use super::{ToolHistory, ToolUpdate};
 use crate::event::{Event, HeaderEvent};
+use crate::session::LogRules;
 use crate::vocab::{List, Role, Seq, ToolSchema};
 
 /// Which of the two folds a [`ToolFold`] computes.
@@ -44,6 +45,9 @@ struct Slot {
     /// The latest definition in the series (baseline, additions and redefinitions, last wins;
     /// kept when the name is removed), if it was declared.
     def: Option<ToolSchema>,
+    /// Whether the series' baseline holds the name without `deferLoading` (what the rules-3
+    /// fold asks of a returning tool, [`LogRules::V3`]).
+    baseline_immediate: bool,
 }
 
 /// Records read ahead of folding them (see [`ToolFold::fold_to`]); a fold of more than one
@@ -141,6 +145,9 @@ fn slot_mut(slots: &mut Slots, series: u32, id: NameId) -> &mut Slot {
 #[derive(Clone, Default)]
 pub(crate) struct ToolFold {
     kind: FoldKind,
+    /// The rules the log was written under: under [`LogRules::V3`] a removed baseline tool
+    /// returning opens a series by reference (decision 96).
+    rules: LogRules,
     /// The latest header's `Seq` (its tools are `active`), if one has been folded.
     latest: Option<Seq>,
     baseline: Arc<[ToolSchema]>,
@@ -176,10 +183,11 @@ pub(crate) struct ToolFold {
 }
 
 impl ToolFold {
-    /// An empty fold of `kind`.
-    pub fn new(kind: FoldKind) -> Self {
+    /// An empty fold of `kind` for a log written under `rules`.
+    pub fn new(kind: FoldKind, rules: LogRules) -> Self {
         ToolFold {
             kind,
+            rules,
             ..ToolFold::default()
         }
     }
@@ -306,6 +314,21 @@ impl ToolFold {
             // A session that began without an immediately available tool gets a usable
             // baseline at its first one (departure).
             || (!self.baseline_has_immediate && tools.iter().any(|t| !t.defer_loading()))
+            || (self.rules == LogRules::V3
+                && tools.iter().enumerate().any(|(i, t)| {
+                    let id = match ids {
+                        Some(ids) => Some(ids[i]),
+                        None => self.names.get(t.name()),
+                    };
+                    id.is_some_and(|id| self.baseline_tool_returns(id))
+                }))
+    }
+
+    /// Under [`LogRules::V3`]: whether `id` is a baseline tool without `deferLoading` that a
+    /// removal withdrew (its return opened a new series before the re-offer rule, departure 2).
+    fn baseline_tool_returns(&self, id: NameId) -> bool {
+        self.slot(id)
+            .is_some_and(|s| s.baseline_immediate && !s.available)
     }
 
     /// Whether one of `tools` has a name declared in the series with another definition.
@@ -350,7 +373,9 @@ impl ToolFold {
             || h.opens
             || (self.kind == FoldKind::ByReference
                 && (self.record_redefines_declared(h)
-                    || (!self.baseline_has_immediate && h.has_immediate)));
+                    || (!self.baseline_has_immediate && h.has_immediate)
+                    || (self.rules == LogRules::V3
+                        && h.names.iter().any(|&id| self.baseline_tool_returns(id)))));
         if opens {
             self.baseline_has_immediate = h.has_immediate;
             self.series += 1;
@@ -361,6 +386,7 @@ impl ToolFold {
                 if slot.def.is_none() {
                     self.declared_order.push_back(id);
                 }
+                slot.baseline_immediate = !t.defer_loading();
                 slot.def = Some(t.clone());
                 if !slot.available {
                     slot.available = true;

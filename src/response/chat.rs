@@ -89,7 +89,9 @@ pub fn decode_chat(
         stop_sequence: None,
         diagnostics: None,
         input_transformations: None,
-    })
+        invalid_tool_calls: Vec::new(),
+    }
+    .listing_invalid_calls())
 }
 
 fn head(
@@ -383,7 +385,9 @@ impl ChatStream {
             stop_sequence: None,
             diagnostics: None,
             input_transformations: None,
-        })
+            invalid_tool_calls: Vec::new(),
+        }
+        .listing_invalid_calls())
     }
 
     fn chunk(&mut self, data: &str) -> Result<(), ResponseError> {

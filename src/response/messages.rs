@@ -22,9 +22,11 @@
 //! [`RawValue`] of the body): its tokens go back on the next request unchanged, so a signature
 //! bound to the conversation still matches. A stream sends the same input as `partial_json`
 //! fragments that need not be split at token boundaries and may hold whitespace between tokens
-//! that the body's compact `input` does not. The fragments are concatenated, checked to be one
-//! JSON object, and only the whitespace between tokens is removed (every token keeps its bytes):
-//! that is the text the body would have carried, and what the serializer sends either way. A
+//! that the body's compact `input` does not. The fragments are concatenated and, when they are
+//! one JSON value, only the whitespace between tokens is removed (every token keeps its bytes):
+//! that is the text the body would have carried, and what the serializer sends either way.
+//! Input that is not an object or not JSON at all is kept as the model sent it and listed in
+//! [`Answer::invalid_tool_calls`] (decision 94). A
 //! stream whose tool block has no `input_json_delta` keeps the `input` of its
 //! `content_block_start`.
 
@@ -53,7 +55,7 @@ const BODY: &str = "response body";
 /// [`ResponseError::Provider`] for an error body; [`ResponseError::Json`] /
 /// [`ResponseError::Malformed`] for a body of another shape (no `id`, `model`, `content` or
 /// `usage`, a role other than `assistant`, a block of a known type missing a field);
-/// [`ResponseError::ToolInputNotObject`]; [`ResponseError::UnrepresentableBlock`];
+/// [`ResponseError::UnrepresentableBlock`];
 /// [`ResponseError::EmptyAnswer`].
 pub fn decode_messages(
     body: &str,
@@ -87,7 +89,9 @@ pub fn decode_messages(
         stop_sequence: body.stop_sequence,
         diagnostics: body.diagnostics.map(RawDiagnostics::typed),
         input_transformations: transformations(body.input_transformations),
-    })
+        invalid_tool_calls: Vec::new(),
+    }
+    .listing_invalid_calls())
 }
 
 /// A message object: the body, or `message_start.message`.
@@ -211,8 +215,9 @@ fn thinking_fields(
     Ok((text, fields))
 }
 
-/// A tool call whose input text is `input`, refusing an input that is not an object and a
-/// call without a name (the log refuses it).
+/// A tool call whose input text is `input`, refusing a call without a name (the log refuses
+/// it). An input that is not an object is kept (and listed in
+/// [`Answer::invalid_tool_calls`]): it is what the model sent.
 fn tool_call(
     id: String,
     name: String,
@@ -224,9 +229,6 @@ fn tool_call(
             context,
             "a tool call with an empty `name`",
         ));
-    }
-    if !input.trim_start().starts_with('{') {
-        return Err(ResponseError::ToolInputNotObject { id });
     }
     Ok(ContentBlock::ToolCall {
         id,
@@ -418,8 +420,7 @@ impl MessagesStream {
     /// [`ResponseError::NotStarted`], [`ResponseError::UnknownIndex`],
     /// [`ResponseError::BlockOutOfOrder`], [`ResponseError::BlockStopped`],
     /// [`ResponseError::UnexpectedDelta`], [`ResponseError::AfterEnd`] for events out of
-    /// place; [`ResponseError::InvalidToolInput`], [`ResponseError::ToolInputNotObject`],
-    /// [`ResponseError::UnrepresentableBlock`] when a block stops; [`ResponseError::Failed`]
+    /// place; [`ResponseError::UnrepresentableBlock`] when a block stops; [`ResponseError::Failed`]
     /// after any of these.
     pub fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), ResponseError> {
         if self.failed {
@@ -505,7 +506,9 @@ impl MessagesStream {
             stop_sequence: self.stop_sequence,
             diagnostics: start.diagnostics,
             input_transformations: start.input_transformations,
-        })
+            invalid_tool_calls: Vec::new(),
+        }
+        .listing_invalid_calls())
     }
 
     fn frame(&mut self, (event, data): super::sse::Frame) -> Result<(), ResponseError> {
@@ -740,7 +743,7 @@ impl MessagesStream {
                 partial,
             } => {
                 let input = match partial.filter(|p| !p.trim().is_empty()) {
-                    Some(partial) => streamed_input(&id, &partial)?,
+                    Some(partial) => streamed_input(&partial),
                     None => start,
                 };
                 tool_call(id, name, input, &context())?
@@ -773,15 +776,12 @@ pub(super) fn torn(error: ResponseError) -> ResponseError {
     }
 }
 
-/// The text of a streamed input: the concatenated fragments, checked to be one JSON value,
-/// whitespace between tokens removed.
-fn streamed_input(id: &str, partial: &str) -> Result<String, ResponseError> {
-    serde_json::from_str::<&RawValue>(partial).map_err(|source| {
-        ResponseError::InvalidToolInput {
-            id: id.to_owned(),
-            source,
-        }
-    })?;
-    // The serializer's own rule, so the next request sends what a JSON answer would have.
-    Ok(compact_json(partial).into_owned())
+/// The text of a streamed input: the concatenated fragments, whitespace between tokens removed
+/// when they are one JSON value (the serializer's own rule, so the next request sends what a
+/// JSON answer would have); otherwise as they came, since that is what the model wrote.
+fn streamed_input(partial: &str) -> String {
+    match serde_json::from_str::<&RawValue>(partial) {
+        Ok(_) => compact_json(partial).into_owned(),
+        Err(_) => partial.to_owned(),
+    }
 }

@@ -58,6 +58,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::vocab::{ContentBlock, Message, MessageSource, Role};
+use crate::wire::{ArgumentsFault, arguments_fault};
 
 mod chat;
 mod messages;
@@ -96,6 +97,48 @@ pub struct Answer {
     /// Anthropic's `input_transformations`: what the provider changed in the request's input
     /// (thinking it dropped). `None` when the response has no such field.
     pub input_transformations: Option<Vec<InputTransformation>>,
+    /// The tool calls of [`message`](Self::message) whose arguments are not what a tool can
+    /// take ([`arguments_fault`]), in order. The message keeps
+    /// them as the model sent them (refusing the answer would lose it, and the log must hold
+    /// what the model said); answer each with an error tool result instead of running it.
+    pub invalid_tool_calls: Vec<InvalidToolCall>,
+}
+
+/// A tool call of an answer whose arguments fail [`arguments_fault`]
+/// ([`Answer::invalid_tool_calls`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InvalidToolCall {
+    /// The call's id.
+    pub call_id: String,
+    /// The tool the call names.
+    pub name: String,
+    /// What is wrong with its arguments.
+    pub fault: ArgumentsFault,
+}
+
+impl Answer {
+    /// Fills [`invalid_tool_calls`](Self::invalid_tool_calls) from the message.
+    fn listing_invalid_calls(mut self) -> Self {
+        self.invalid_tool_calls = self
+            .message
+            .content()
+            .iter()
+            .filter_map(|block| match block {
+                ContentBlock::ToolCall {
+                    id,
+                    name,
+                    arguments,
+                } => arguments_fault(arguments).map(|fault| InvalidToolCall {
+                    call_id: id.clone(),
+                    name: name.clone(),
+                    fault,
+                }),
+                _ => None,
+            })
+            .collect();
+        self
+    }
 }
 
 /// Why the model stopped, in the vendor's own terms: the two APIs do not mean the same thing
@@ -326,21 +369,6 @@ pub enum ResponseError {
     /// go into the log and every later request would carry a turn the API refuses.
     #[error("the answer holds no content")]
     EmptyAnswer,
-    /// A tool call's input is not a JSON object (the Messages API takes only objects).
-    #[error("tool call {id}: the input is not a JSON object")]
-    ToolInputNotObject {
-        /// The call id.
-        id: String,
-    },
-    /// A streamed tool input does not concatenate to JSON.
-    #[error("tool call {id}: the streamed input is not JSON: {source}")]
-    InvalidToolInput {
-        /// The call id.
-        id: String,
-        /// The parser's error.
-        #[source]
-        source: serde_json::Error,
-    },
     /// A block of an unknown type that the log cannot keep verbatim (it names a type of the
     /// log's own vocabulary, or has no string `type`).
     #[error("block {index}: a `{block_type}` block cannot be kept verbatim in the log")]

@@ -39,6 +39,44 @@ pub struct Loaded {
     pub unterminated: bool,
 }
 
+/// The fold rules a log was written under, named by the specification version that made them.
+/// A log says which in its session line (`"rules":4`); a log written before that says nothing
+/// and is read under [`FileOptions::unmarked_rules`] (by default [`V3`](Self::V3)), so that
+/// upgrading the crate does not change what an old log projects and meters (decision 96).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LogRules {
+    /// Specification v3: a removed baseline tool (one without `deferLoading`) whose header
+    /// offers it again opens a new declaration series (departure 2 as it stood then).
+    V3,
+    /// Specification v4, what this crate writes: such a tool's return continues the series
+    /// and re-offers it with a `tool_addition`.
+    #[default]
+    V4,
+}
+
+impl LogRules {
+    /// The rules this crate writes new logs under.
+    pub const CURRENT: LogRules = LogRules::V4;
+
+    /// The number the session line carries (`"rules"`).
+    pub fn number(self) -> u64 {
+        match self {
+            LogRules::V3 => 3,
+            LogRules::V4 => 4,
+        }
+    }
+
+    /// The rules numbered `n`, if this crate knows them.
+    pub fn from_number(n: u64) -> Option<LogRules> {
+        match n {
+            3 => Some(LogRules::V3),
+            4 => Some(LogRules::V4),
+            _ => None,
+        }
+    }
+}
+
 /// What is wrong with a `\n`-terminated line 1 that is not a session line.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -99,6 +137,15 @@ pub enum LoadError {
     #[error("unsupported session file version {found}")]
     UnsupportedVersion {
         /// The version found.
+        found: Value,
+    },
+    /// The session line names fold rules this crate does not know (`"rules"` other than 3 or
+    /// 4): a log written by a newer crate, whose snapshots this one cannot reproduce.
+    #[error("line {line}: unsupported fold rules {found} (this crate knows 3 and 4)")]
+    UnsupportedRules {
+        /// 1-based line number (the session line's).
+        line: usize,
+        /// The `rules` value found.
         found: Value,
     },
     /// A fork's session line says it inherited more events than the file holds.
@@ -201,6 +248,8 @@ pub struct FileOptions {
     limits: Limits,
     sync: bool,
     sink: Option<WrapSink>,
+    /// The rules of a log whose session line names none.
+    unmarked: Option<LogRules>,
 }
 
 impl fmt::Debug for FileOptions {
@@ -210,6 +259,7 @@ impl fmt::Debug for FileOptions {
             .field("max_events", &self.limits.max_events)
             .field("sync", &self.sync)
             .field("sink", &self.sink.as_ref().map_or("the file", |_| "custom"))
+            .field("unmarked_rules", &self.unmarked_rules_or_default())
             .finish()
     }
 }
@@ -237,6 +287,22 @@ impl FileOptions {
     pub fn max_events(mut self, max: usize) -> Self {
         self.limits.max_events = Some(max);
         self
+    }
+
+    /// The fold rules of a log whose session line has no `rules` (a log written before they
+    /// were marked): [`LogRules::V3`] unless set, since such a log was written under them. A
+    /// caller that knows its unmarked logs were written under other rules (or reads logs made
+    /// by hand for the current rules, as the conformance vectors are) says so here. The
+    /// session line is never rewritten: a log opened so and appended to stays unmarked, and is
+    /// read the same way only with the same option.
+    #[must_use]
+    pub fn unmarked_rules(mut self, rules: LogRules) -> Self {
+        self.unmarked = Some(rules);
+        self
+    }
+
+    fn unmarked_rules_or_default(&self) -> LogRules {
+        self.unmarked.unwrap_or(LogRules::V3)
     }
 
     /// Whether a session that [`open`](Self::open) or [`create`](Self::create) returns syncs
@@ -301,7 +367,7 @@ impl FileOptions {
     /// # Errors
     /// As [`load`](Self::load), without `Io`.
     pub fn load_bytes(&self, bytes: &[u8]) -> Result<Loaded, LoadError> {
-        let parsed = parse(bytes, self.limits)?;
+        let parsed = parse(bytes, self.limits, self.unmarked_rules_or_default())?;
         let tail = parsed.tail;
         Ok(Loaded {
             session: parsed.into_session(None),
@@ -322,7 +388,7 @@ impl FileOptions {
                 path: path.to_owned(),
             },
         })?;
-        let parsed = parse(file.bytes(), self.limits)?;
+        let parsed = parse(file.bytes(), self.limits, self.unmarked_rules_or_default())?;
         let tail = parsed.tail;
         let writer = file
             .into_writer(tail, self.sink.as_ref(), self.sync)
@@ -347,7 +413,7 @@ impl FileOptions {
         let id = id.into();
         let writer = store::create(
             path.as_ref(),
-            &render_session_line(&id, None),
+            &render_session_line(&id, None, LogRules::CURRENT),
             self.sink.as_ref(),
             self.sync,
         )?;
@@ -355,6 +421,7 @@ impl FileOptions {
             id,
             None,
             None,
+            LogRules::CURRENT,
             LogState::default(),
             Frames::new(),
             Some(writer),
@@ -384,22 +451,33 @@ impl Parsed {
             tail,
         } = self;
         state.unterminated_tail = tail.unterminated && writer.is_none();
-        Session::from_parts(head.id, head.parent, Some(head_line), state, frames, writer)
+        Session::from_parts(
+            head.id,
+            head.parent,
+            Some(head_line),
+            head.rules,
+            state,
+            frames,
+            writer,
+        )
     }
 }
 
 /// Parses a whole file's bytes: `store` frames them, this decodes and validates each event
 /// line on the log it joins (a batch's own working copy until the batch is whole).
-fn parse(bytes: &[u8], limits: Limits) -> Result<Parsed, LoadError> {
+fn parse(bytes: &[u8], limits: Limits, unmarked: LogRules) -> Result<Parsed, LoadError> {
     let (first, mut lines) = Lines::new(bytes, limits)?;
     let head = match first
         .text
         .map_err(|_| bad(SessionLineFault::NotUtf8))
-        .and_then(session_line)
+        .and_then(|text| session_line(text, unmarked))
     {
         Ok(head) => head,
-        // A whole session line of another version is not torn, even without its `\n`.
-        Err(e @ LoadError::UnsupportedVersion { .. }) => return Err(e),
+        // A whole session line of another version or rules is not torn, even without its
+        // `\n`.
+        Err(e @ (LoadError::UnsupportedVersion { .. } | LoadError::UnsupportedRules { .. })) => {
+            return Err(e);
+        }
         // An unterminated only line that does not parse is a torn session line.
         Err(_) if !first.terminated => return Err(LoadError::NoSessionLine),
         Err(e) => return Err(e),
@@ -486,7 +564,11 @@ fn parse(bytes: &[u8], limits: Limits) -> Result<Parsed, LoadError> {
 fn render(session: &Session) -> String {
     let head = match &session.session_line {
         Some(l) => Cow::Borrowed(&**l),
-        None => Cow::Owned(render_session_line(session.id(), session.parent())),
+        None => Cow::Owned(render_session_line(
+            session.id(),
+            session.parent(),
+            session.rules(),
+        )),
     };
     let c = read(&session.log);
     let lines = c
@@ -501,7 +583,9 @@ fn render(session: &Session) -> String {
 impl Session {
     /// Loads a session file. Lines keep their bytes; a torn final line, or a final batch the
     /// file does not hold whole, is dropped and reported; a valid final line without `\n` is
-    /// kept and reported as unterminated. No limits: see [`FileOptions`] for them.
+    /// kept and reported as unterminated. No limits: see [`FileOptions`] for them. A session
+    /// line without `rules` is read under [`LogRules::V3`] (see
+    /// [`FileOptions::unmarked_rules`]).
     ///
     /// Each event is validated as [`append`](Self::append) validates it, except for the surface
     /// rules `append` alone applies (reference §1 items 16 to 19): a file written before them,
@@ -511,7 +595,7 @@ impl Session {
     /// # Errors
     /// [`LoadError::NoSessionLine`] for an empty file or one whose only line is torn;
     /// [`LoadError::EmptyLine`]; [`LoadError::UnsupportedVersion`];
-    /// [`LoadError::SecondSessionLine`]; [`LoadError::BadFrame`];
+    /// [`LoadError::UnsupportedRules`]; [`LoadError::SecondSessionLine`]; [`LoadError::BadFrame`];
     /// [`LoadError::UptoBeyondFile`]; [`LoadError::Event`] naming the 1-based line and the
     /// `Seq` of a `\n`-terminated line that does not parse or validate; [`LoadError::Io`].
     pub fn load(path: impl AsRef<Path>) -> Result<Loaded, LoadError> {
@@ -587,9 +671,11 @@ fn bad(reason: SessionLineFault) -> LoadError {
 struct SessionLine {
     id: String,
     parent: Option<ParentRef>,
+    rules: LogRules,
 }
 
-fn session_line(text: &str) -> Result<SessionLine, LoadError> {
+/// Line 1 parsed; `unmarked`: the rules of a line without `rules`.
+fn session_line(text: &str, unmarked: LogRules) -> Result<SessionLine, LoadError> {
     let v: Value =
         serde_json::from_str(text).map_err(|e| bad(SessionLineFault::Malformed(e.to_string())))?;
     if v.get("type").and_then(Value::as_str) != Some("session") {
@@ -623,18 +709,29 @@ fn session_line(text: &str) -> Result<SessionLine, LoadError> {
                 .ok_or_else(|| bad(SessionLineFault::ParentUpto))?,
         }),
     };
-    Ok(SessionLine { id, parent })
+    let rules = match v.get("rules") {
+        None => unmarked,
+        Some(found) => found
+            .as_u64()
+            .and_then(LogRules::from_number)
+            .ok_or_else(|| LoadError::UnsupportedRules {
+                line: 1,
+                found: found.clone(),
+            })?,
+    };
+    Ok(SessionLine { id, parent, rules })
 }
 
 /// The session line of a session created in this process.
-fn render_session_line(id: &str, parent: Option<&ParentRef>) -> String {
-    struct Line<'a>(&'a str, Option<&'a ParentRef>);
+fn render_session_line(id: &str, parent: Option<&ParentRef>, rules: LogRules) -> String {
+    struct Line<'a>(&'a str, Option<&'a ParentRef>, LogRules);
     impl Serialize for Line<'_> {
         fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
             let mut m = s.serialize_map(None)?;
             m.serialize_entry("type", "session")?;
             m.serialize_entry("version", &VERSION)?;
             m.serialize_entry("id", self.0)?;
+            m.serialize_entry("rules", &self.2.number())?;
             if let Some(p) = self.1 {
                 m.serialize_entry("parent", &Parent(p))?;
             }
@@ -650,6 +747,6 @@ fn render_session_line(id: &str, parent: Option<&ParentRef>) -> String {
             m.end()
         }
     }
-    serde_json::to_string(&Line(id, parent))
+    serde_json::to_string(&Line(id, parent, rules))
         .expect("a session line holds only strings and integers")
 }

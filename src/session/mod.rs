@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-pub use file::{FileOptions, LoadError, Loaded, SessionLineFault};
+pub use file::{FileOptions, LoadError, Loaded, LogRules, SessionLineFault};
 pub use guard::{ConflictingCall, SchemaConflict, SchemaConflicts};
 pub use position::{PendingCall, Position};
 use state::LogState;
@@ -91,6 +91,9 @@ pub struct Session {
     parent: Option<ParentRef>,
     /// The session line's exact bytes when loaded from a file.
     session_line: Option<Arc<str>>,
+    /// The fold rules the log was written under (its session line's, or the reader's choice
+    /// for an unmarked one); forks inherit them.
+    rules: LogRules,
     log: RwLock<Committed>,
     derived: Mutex<Derived>,
 }
@@ -143,9 +146,9 @@ struct Cached {
 }
 
 impl Cached {
-    fn new(kind: FoldKind) -> Self {
+    fn new(kind: FoldKind, rules: LogRules) -> Self {
         Cached {
-            fold: ToolFold::new(kind),
+            fold: ToolFold::new(kind, rules),
             folded: 0,
             snapshot: None,
             checkpoints: imbl::Vector::new(),
@@ -219,6 +222,8 @@ impl Cached {
 }
 
 struct Derived {
+    /// The rules both folds read the log under.
+    rules: LogRules,
     /// The by-reference fold (reference §3), folded on first use.
     by_reference: Cached,
     /// The by-value fold (reference §3.1), folded on first use by a route that needs it.
@@ -290,10 +295,11 @@ impl SurfaceMessages {
     }
 }
 
-impl Default for Derived {
-    fn default() -> Self {
+impl Derived {
+    fn new(rules: LogRules) -> Self {
         Derived {
-            by_reference: Cached::new(FoldKind::ByReference),
+            rules,
+            by_reference: Cached::new(FoldKind::ByReference, rules),
             by_value: None,
             messages: None,
         }
@@ -304,9 +310,11 @@ impl Derived {
     fn cached(&mut self, kind: FoldKind) -> &mut Cached {
         match kind {
             FoldKind::ByReference => &mut self.by_reference,
-            FoldKind::ByValue => self
-                .by_value
-                .get_or_insert_with(|| Cached::new(FoldKind::ByValue)),
+            FoldKind::ByValue => {
+                let rules = self.rules;
+                self.by_value
+                    .get_or_insert_with(|| Cached::new(FoldKind::ByValue, rules))
+            }
         }
     }
 
@@ -345,6 +353,7 @@ impl Session {
             id.into(),
             None,
             None,
+            LogRules::CURRENT,
             LogState::default(),
             Frames::new(),
             None,
@@ -356,6 +365,7 @@ impl Session {
         id: String,
         parent: Option<ParentRef>,
         session_line: Option<Arc<str>>,
+        rules: LogRules,
         state: LogState,
         frames: Frames,
         writer: Option<JsonlWriter>,
@@ -366,12 +376,13 @@ impl Session {
             id,
             parent,
             session_line,
+            rules,
             log: RwLock::new(Committed {
                 state,
                 frames,
                 writer,
             }),
-            derived: Mutex::new(Derived::default()),
+            derived: Mutex::new(Derived::new(rules)),
         }
     }
 
@@ -411,10 +422,11 @@ impl Session {
         let derived = {
             let parent = lock(&parent.derived);
             Derived {
+                rules: parent.rules,
                 by_reference: parent
                     .by_reference
                     .for_fork(n)
-                    .unwrap_or_else(|| Cached::new(FoldKind::ByReference)),
+                    .unwrap_or_else(|| Cached::new(FoldKind::ByReference, parent.rules)),
                 by_value: parent.by_value.as_ref().and_then(|c| c.for_fork(n)),
                 messages: None,
             }
@@ -428,12 +440,21 @@ impl Session {
                 upto,
             }),
             None,
+            parent.rules,
             state,
             frames,
             None,
         );
         *lock(&fork.derived) = derived;
         Ok(fork)
+    }
+
+    /// The fold rules the log was written under ([`LogRules`], decision 96): its session
+    /// line's `rules`, or for an unmarked line the reader's
+    /// [`unmarked_rules`](FileOptions::unmarked_rules). A session made in this process, and a
+    /// file it creates, have [`LogRules::CURRENT`]; a fork has its parent's.
+    pub fn rules(&self) -> LogRules {
+        self.rules
     }
 
     /// The session's id.
@@ -820,6 +841,7 @@ impl Transaction<'_> {
         let mut d = {
             let committed = lock(self.derived);
             Derived {
+                rules: committed.rules,
                 by_reference: committed.by_reference.clone(),
                 by_value: committed.by_value.clone(),
                 // Extended, not rebuilt, when the batch only appended.

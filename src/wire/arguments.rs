@@ -11,6 +11,10 @@
 //! the body unchanged: every token (strings with their escapes, numbers as spelled, key order)
 //! is the model's. Only whitespace between tokens is removed, so that the body stays compact JSON:
 //! JSON gives it no meaning, and the API never returns any inside `input`.
+//!
+//! Arguments that fail the check ([`arguments_fault`]) are what a model wrote, so refusing them
+//! stopped the session at every later request (issue 20, item 13). They go out as
+//! `{"invalid_arguments":"<the text>"}` instead (decision 94).
 
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -20,19 +24,59 @@ use serde::Deserializer;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::{MessageFault, WireError};
+use crate::vocab::ContentBlock;
 use crate::vocab::strict::Key;
-use crate::vocab::{ContentBlock, Message};
 
-/// Checks `arguments` and returns the text to send as `input`.
+/// Why a tool call's arguments cannot go out as the model wrote them on the Messages API
+/// ([`arguments_fault`]).
+///
+/// A model writes these; nothing in the session refuses them, so a loop answers such a call
+/// with an error tool result rather than running it
+/// ([`Answer::invalid_tool_calls`](crate::response::Answer::invalid_tool_calls)).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ArgumentsFault {
+    /// Not one JSON value: a syntax error, trailing characters, or a text cut short.
+    #[error("not JSON (line {line}, column {column})")]
+    NotJson {
+        /// 1-based line of the error.
+        line: usize,
+        /// 1-based column of the error.
+        column: usize,
+        /// The text ended inside a value (a cut-off answer rather than a wrong one).
+        end_of_input: bool,
+    },
+    /// A `\u` escape of a UTF-16 surrogate without its pair: no Unicode text holds it.
+    #[error("a lone surrogate escape")]
+    LoneSurrogate,
+    /// A number no `f64` holds (`1e400`): the provider's parser refuses it.
+    #[error("a number out of range")]
+    NumberOutOfRange,
+    /// JSON, but not an object (the API's `input` is an object).
+    #[error("not a JSON object")]
+    NotObject,
+    /// One key twice in one object (at any depth): sent as JSON, the provider would keep one of
+    /// them, so the model would see another call than the one it made.
+    #[error("the key `{key}` twice in one object")]
+    DuplicateKey {
+        /// The repeated key (unescaped).
+        key: String,
+    },
+    /// Nesting past the limit ([`ContentBlock::ARGUMENTS_DEPTH_LIMIT`]).
+    #[error("nesting deeper than {limit} levels")]
+    TooDeep {
+        /// The limit.
+        limit: usize,
+    },
+}
+
+/// What keeps `arguments` from going out as the model wrote them on the Messages API, or
+/// `None` when they can: one JSON object, no key twice in one object at any depth, at most
+/// [`ContentBlock::ARGUMENTS_DEPTH_LIMIT`] levels. The serializers check with this same
+/// function, so `None` here means the Messages serializer sends the text token for token.
 ///
 /// O(length of the text).
-pub(super) fn checked(
-    message: &Message,
-    call_id: &str,
-    arguments: &str,
-) -> Result<Box<RawValue>, WireError> {
-    let ids = || (message.id().to_owned(), call_id.to_owned());
+pub fn arguments_fault(arguments: &str) -> Option<ArgumentsFault> {
     let fault = Cell::new(None);
     let mut de = serde_json::Deserializer::from_str(arguments);
     let parsed = Check {
@@ -42,47 +86,62 @@ pub(super) fn checked(
     .deserialize(&mut de)
     .and_then(|is_object| de.end().map(|()| is_object));
     match (parsed, fault.take()) {
-        (_, Some(Fault::Duplicate(key))) => {
-            let (message_id, call_id) = ids();
-            return Err(WireError::message(
-                message_id,
-                MessageFault::DuplicateArgumentKey { call_id, key },
-            ));
-        }
-        (_, Some(Fault::TooDeep)) => {
-            let (message_id, call_id) = ids();
-            return Err(WireError::message(
-                message_id,
-                MessageFault::ArgumentsTooDeep {
-                    call_id,
-                    limit: ContentBlock::ARGUMENTS_DEPTH_LIMIT,
-                },
-            ));
-        }
-        (Err(source), None) => {
-            let (message_id, call_id) = ids();
-            return Err(WireError::message(
-                message_id,
-                MessageFault::InvalidArguments { call_id, source },
-            ));
-        }
-        (Ok(false), None) => {
-            let (message_id, call_id) = ids();
-            return Err(WireError::message(
-                message_id,
-                MessageFault::ArgumentsNotObject { call_id },
-            ));
-        }
-        (Ok(true), None) => {}
+        (_, Some(Fault::Duplicate(key))) => Some(ArgumentsFault::DuplicateKey { key }),
+        (_, Some(Fault::TooDeep)) => Some(ArgumentsFault::TooDeep {
+            limit: ContentBlock::ARGUMENTS_DEPTH_LIMIT,
+        }),
+        (Err(source), None) => Some(parse_fault(&source)),
+        (Ok(false), None) => Some(ArgumentsFault::NotObject),
+        (Ok(true), None) => None,
     }
-    // Valid JSON without whitespace between tokens stays valid JSON.
-    RawValue::from_string(compact(arguments).into_owned()).map_err(|source| {
-        let (message_id, call_id) = ids();
-        WireError::message(
-            message_id,
-            MessageFault::InvalidArguments { call_id, source },
-        )
-    })
+}
+
+/// The kind of a parse error. serde_json names its error codes only in their messages (which
+/// `arguments::tests` pins), so the two kinds that are valid JSON syntax to a reader but not to
+/// the parser are told apart by them.
+fn parse_fault(source: &serde_json::Error) -> ArgumentsFault {
+    let message = source.to_string();
+    if message.starts_with("number out of range") {
+        ArgumentsFault::NumberOutOfRange
+    } else if message.starts_with("lone leading surrogate")
+        || message.starts_with("unexpected end of hex escape")
+    {
+        ArgumentsFault::LoneSurrogate
+    } else {
+        ArgumentsFault::NotJson {
+            line: source.line(),
+            column: source.column(),
+            end_of_input: source.is_eof(),
+        }
+    }
+}
+
+/// The text to send as a call's `input`: the model's own tokens (whitespace between them
+/// removed) when [`arguments_fault`] finds nothing, else `{"invalid_arguments":<the text as a
+/// JSON string>}`. Arguments the provider would refuse never fail the request: the model sees
+/// what it wrote, the same bytes every time (so the cache keeps), and the caller's tool result
+/// tells it the call was bad.
+///
+/// O(length of the text).
+pub(super) fn input(arguments: &str) -> Box<RawValue> {
+    if arguments_fault(arguments).is_none()
+        && let Ok(raw) = RawValue::from_string(compact(arguments).into_owned())
+    {
+        // Valid JSON without whitespace between tokens stays valid JSON.
+        return raw;
+    }
+    invalid(arguments)
+}
+
+/// `{"invalid_arguments":<arguments as a JSON string>}`.
+fn invalid(arguments: &str) -> Box<RawValue> {
+    let mut map = serde_json::Map::new();
+    map.insert(
+        "invalid_arguments".to_owned(),
+        serde_json::Value::String(arguments.to_owned()),
+    );
+    // A map of one string always serializes; the default keeps the path total.
+    serde_json::value::to_raw_value(&map).unwrap_or_default()
 }
 
 /// `text` without the JSON whitespace between tokens (inside strings every byte is kept).
@@ -207,5 +266,64 @@ mod tests {
             assert_eq!(compact(text), expect, "{text}");
         }
         assert!(matches!(compact(r#"{"a":1}"#), Cow::Borrowed(_)));
+    }
+
+    /// Pins the serde_json messages `parse_fault` reads.
+    #[test]
+    fn each_fault_has_its_kind() {
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        for (text, fault) in [
+            (r#"{"a":1}"#, None),
+            (r#"{"a":"\ud83d\ude00"}"#, None),
+            (r#"{"a":123456789012345678901234567890}"#, None),
+            (r#"{"a":1e400}"#, Some(ArgumentsFault::NumberOutOfRange)),
+            (r#"{"a":-1e400}"#, Some(ArgumentsFault::NumberOutOfRange)),
+            (r#"{"a":"\ud800"}"#, Some(ArgumentsFault::LoneSurrogate)),
+            (r#"{"a":"\ud800x"}"#, Some(ArgumentsFault::LoneSurrogate)),
+            (
+                r#"{"a":"\ud800\u0041"}"#,
+                Some(ArgumentsFault::LoneSurrogate),
+            ),
+            (r#"{"a":"\udc00"}"#, Some(ArgumentsFault::LoneSurrogate)),
+            ("[1]", Some(ArgumentsFault::NotObject)),
+            (
+                r#"{"k":1,"\u006b":2}"#,
+                Some(ArgumentsFault::DuplicateKey { key: "k".into() }),
+            ),
+            (
+                &deep,
+                Some(ArgumentsFault::TooDeep {
+                    limit: ContentBlock::ARGUMENTS_DEPTH_LIMIT,
+                }),
+            ),
+            (
+                r#"{"a":"#,
+                Some(ArgumentsFault::NotJson {
+                    line: 1,
+                    column: 5,
+                    end_of_input: true,
+                }),
+            ),
+            (
+                "{\n x",
+                Some(ArgumentsFault::NotJson {
+                    line: 2,
+                    column: 2,
+                    end_of_input: false,
+                }),
+            ),
+        ] {
+            assert_eq!(arguments_fault(text), fault, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_faulty_text_goes_out_wrapped_as_a_string() {
+        assert_eq!(input("{ \"a\" : 1 }").get(), r#"{"a":1}"#);
+        assert_eq!(
+            input(r#"{"a":"\ud800"}"#).get(),
+            r#"{"invalid_arguments":"{\"a\":\"\\ud800\"}"}"#
+        );
+        assert_eq!(input("").get(), r#"{"invalid_arguments":""}"#);
     }
 }

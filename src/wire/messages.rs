@@ -84,10 +84,11 @@ const ANTHROPIC_TOOL_FIELDS: [&str; 3] = ["strict", "input_examples", "eager_inp
 /// A tool call becomes `tool_use` with its `arguments` text as `input`, **as the model wrote
 /// it**: numbers keep every digit and their spelling, keys keep their order, strings their
 /// escapes; only whitespace between tokens is removed (the body is compact JSON). Arguments
-/// that are not one JSON object, that hold a key twice in one object at any depth (the provider
-/// would keep one, and the model would see another call than the one it made), or that nest
-/// deeper than [`ContentBlock::ARGUMENTS_DEPTH_LIMIT`] are refused. The chat serializer sends the
-/// same text as its `arguments` string, unchanged.
+/// that cannot go out so ([`arguments_fault`](super::arguments_fault): not one JSON object, a
+/// key twice in one object at any depth, nesting deeper than
+/// [`ContentBlock::ARGUMENTS_DEPTH_LIMIT`], ...) are what a model wrote, and refusing them would
+/// stop the session: they go out as `{"invalid_arguments":"<the text>"}`, the same bytes every
+/// time. The chat serializer sends the same text as its `arguments` string, unchanged.
 ///
 /// Tools: `{name, description, input_schema}`, then on Anthropic routes (provider
 /// `anthropic`) the fields `strict`, `input_examples`, `eager_input_streaming` when the tool
@@ -99,7 +100,8 @@ const ANTHROPIC_TOOL_FIELDS: [&str; 3] = ["strict", "input_examples", "eager_inp
 /// `redacted_thinking` verbatim in place under the same provenance rule; anything else is left
 /// out and counted in [`WireReport::unverifiable_reasoning_left_out`]. The session's thinking
 /// policy ([`WireContext::thinking`], see [`ThinkingPlan`]) applies on routes that bind
-/// thinking.
+/// thinking. An assistant message all of whose blocks are left out sends nothing: the API
+/// refuses an empty assistant turn, so it opens none, and the user turns around it merge.
 ///
 /// Caching, on [`auto_cache`](Route::auto_cache) routes: a top-level
 /// `"cache_control":{"type":"ephemeral"}` unless the config has its own `cache_control`. The
@@ -130,13 +132,11 @@ const ANTHROPIC_TOOL_FIELDS: [&str; 3] = ["strict", "input_examples", "eager_inp
 ///   developer message; [`MessageFault::UnsupportedBlock`] for any other block the role cannot
 ///   carry (an unknown block type anywhere, reasoning or a tool call outside an assistant
 ///   message, a sent reasoning block with a `type` or `thinking` field of its own);
-/// - [`MessageFault::InvalidArguments`], [`MessageFault::ArgumentsNotObject`],
-///   [`MessageFault::DuplicateArgumentKey`], [`MessageFault::ArgumentsTooDeep`],
-///   [`MessageFault::DuplicateCallId`] for tool calls; [`MessageFault::MissingToolResult`],
+/// - [`MessageFault::DuplicateCallId`] for tool calls; [`MessageFault::MissingToolResult`],
 ///   [`MessageFault::OrphanToolResult`], [`MessageFault::ToolResultWithoutCallId`] when calls and results
 ///   do not pair up turn by turn; [`MessageFault::EmptyTurn`] for a turn without content (a final
-///   assistant turn excepted), [`MessageFault::AssistantTurnLeftEmpty`] for an assistant turn that
-///   leaving reasoning out empties (final or not);
+///   assistant turn excepted; an assistant message that leaving reasoning out empties opens no
+///   turn, and the user turns around it merge);
 /// - [`MessageFault::AssistantPrefill`] when the wire messages end with an assistant turn on a
 ///   route without [`assistant_prefill`](Route::assistant_prefill);
 /// - [`MessageFault::ThinkingRewrite`] under the `Refuse` policy and
@@ -1116,8 +1116,6 @@ struct Turn<'a> {
     content: Vec<Block<'a>>,
     /// The message that opened the turn, to name in errors.
     opened_by: &'a str,
-    /// Reasoning blocks of this turn's messages left out of it.
-    left_out: usize,
     /// A block of this turn (index in `content`) that carries this `cache_control` (set
     /// only by the debug builds' check, see [`mark`]).
     #[cfg_attr(not(debug_assertions), allow(dead_code))]
@@ -1130,7 +1128,6 @@ impl<'a> Turn<'a> {
             role,
             content,
             opened_by,
-            left_out: 0,
             cache_mark: None,
         }
     }
@@ -1201,7 +1198,7 @@ enum Block<'a> {
         id: &'a str,
         name: &'a str,
         /// The call's arguments as the model wrote them (checked, whitespace between tokens
-        /// removed).
+        /// removed), or `{"invalid_arguments":…}` around them when they fail the check.
         input: Box<RawValue>,
     },
     ToolResult {
@@ -1424,20 +1421,12 @@ impl<'a> Conversation<'a> {
         // next request (a continuation right after an assistant message is not blocked).
         b.flush()?;
         // The API refuses a turn without content (empty text blocks are dropped above),
-        // except a final assistant turn, which the model continues; an assistant turn that
-        // only leaving reasoning out emptied is refused wherever it is.
+        // except a final assistant turn, which the model continues. An assistant message that
+        // only leaving reasoning out empties opened no turn (`sends_nothing`).
         let last = b.turns.len().saturating_sub(1);
         for (i, turn) in b.turns.iter().enumerate() {
             if !turn.content.is_empty() {
                 continue;
-            }
-            if turn.role == TurnRole::Assistant && turn.left_out > 0 {
-                return Err(WireError::message(
-                    turn.opened_by.to_owned(),
-                    MessageFault::AssistantTurnLeftEmpty {
-                        left_out: turn.left_out,
-                    },
-                ));
             }
             if !(i == last && turn.role == TurnRole::Assistant) {
                 return Err(WireError::message(
@@ -1527,8 +1516,48 @@ impl<'a> Builder<'a, '_> {
         Ok(())
     }
 
+    /// Whether every block of assistant `message` is left out (reasoning this route may not
+    /// send) or empty text, and at least one is left out: such a message sends nothing, and
+    /// opens no turn (decision 95). The API refuses an empty assistant turn, the policy that
+    /// empties it applies to every later request, and the provider strips earlier thinking
+    /// from what the model sees anyway; so the message is passed over and the user turns
+    /// around it merge. A function of the message and the rules alone, so a resumed pass and
+    /// a pass from the first message pass over the same messages. A block that would fail
+    /// counts as sent, so the pass reports it as before.
+    fn sends_nothing(&self, message: &Message) -> bool {
+        let verifiable = thinking::from_provider(message, self.rules.provider);
+        let stripped = |index| {
+            matches!(
+                self.rules.binding.verdict(message, index),
+                Ok(Verdict::Strip)
+            )
+        };
+        let mut left_out = false;
+        for (index, block) in message.content().iter().enumerate() {
+            let out = match block {
+                ContentBlock::Text { text } if text.is_empty() => continue,
+                ContentBlock::Reasoning { extra, .. } => {
+                    !(verifiable && thinking::is_signed(extra))
+                        || (!extra.contains_key("type")
+                            && !extra.contains_key("thinking")
+                            && stripped(index))
+                }
+                ContentBlock::Other(value) => {
+                    thinking::redacted_thinking(value).is_some() && (!verifiable || stripped(index))
+                }
+                _ => false,
+            };
+            if !out {
+                return false;
+            }
+            left_out = true;
+        }
+        left_out
+    }
+
     fn assistant(&mut self, message: &'a Message) -> Result<(), WireError> {
-        if self.last_role() != Some(TurnRole::Assistant) {
+        let passed_over = self.sends_nothing(message);
+        if !passed_over && self.last_role() != Some(TurnRole::Assistant) {
             self.calls.require_answered()?;
             self.flush()?;
             // Every call is answered; when nothing waits either (the queue goes out only after
@@ -1557,7 +1586,6 @@ impl<'a> Builder<'a, '_> {
         // Only the provider that produced a signature can check it.
         let verifiable = thinking::from_provider(message, self.rules.provider);
         let mut content = Vec::with_capacity(message.content().len());
-        let mut left_out = 0;
         for (index, block) in message.content().iter().enumerate() {
             match block {
                 ContentBlock::Text { text } if text.is_empty() => {}
@@ -1565,14 +1593,13 @@ impl<'a> Builder<'a, '_> {
                 ContentBlock::Reasoning { text, extra } => {
                     if !(verifiable && thinking::is_signed(extra)) {
                         self.unverifiable += 1;
-                        left_out += 1;
                         continue;
                     }
                     if extra.contains_key("type") || extra.contains_key("thinking") {
                         // They would repeat a key the `thinking` block writes itself.
                         return Err(unsupported(message, index, block));
                     }
-                    if self.keep_thinking(message, index, &mut left_out)? {
+                    if self.keep_thinking(message, index)? {
                         content.push(Block::Thinking { text, extra });
                     }
                 }
@@ -1581,7 +1608,7 @@ impl<'a> Builder<'a, '_> {
                     name,
                     arguments,
                 } => {
-                    let input = arguments::checked(message, id, arguments)?;
+                    let input = arguments::input(arguments);
                     self.calls.call(message, id)?;
                     content.push(Block::ToolUse { id, name, input });
                 }
@@ -1591,31 +1618,24 @@ impl<'a> Builder<'a, '_> {
                     };
                     if !verifiable {
                         self.unverifiable += 1;
-                        left_out += 1;
                         continue;
                     }
-                    if self.keep_thinking(message, index, &mut left_out)? {
+                    if self.keep_thinking(message, index)? {
                         content.push(Block::RedactedThinking(fields));
                     }
                 }
                 other => return Err(unsupported(message, index, other)),
             }
         }
-        if let Some(turn) = self.turns.last_mut() {
+        if !passed_over && let Some(turn) = self.turns.last_mut() {
             turn.content.extend(content);
-            turn.left_out += left_out;
         }
         Ok(())
     }
 
     /// Applies the thinking policy to verifiable thinking block `index` of `message`: whether
     /// it is sent.
-    fn keep_thinking(
-        &mut self,
-        message: &Message,
-        index: usize,
-        left_out: &mut usize,
-    ) -> Result<bool, WireError> {
+    fn keep_thinking(&mut self, message: &Message, index: usize) -> Result<bool, WireError> {
         Ok(match self.rules.binding.verdict(message, index)? {
             Verdict::Send => true,
             Verdict::SendBound => {
@@ -1624,7 +1644,6 @@ impl<'a> Builder<'a, '_> {
             }
             Verdict::Strip => {
                 self.stripped += 1;
-                *left_out += 1;
                 false
             }
         })

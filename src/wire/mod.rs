@@ -41,6 +41,7 @@ use crate::route::{Route, WireApi};
 use crate::vocab::{ContentBlock, Message, MessageSource, Role, ToolSchema};
 
 pub(crate) use arguments::compact as compact_json;
+pub use arguments::{ArgumentsFault, arguments_fault};
 use canonical::Canonical;
 pub(crate) use fingerprint::{Fingerprint, without_markers};
 pub(crate) use thinking::is_bound_thinking;
@@ -530,8 +531,8 @@ impl std::fmt::Display for WireError {
 }
 
 impl std::error::Error for WireError {
-    /// The fault's own cause (what the JSON parser reported for [`MessageFault::InvalidArguments`]);
-    /// the [`MessageFault`] itself is not in the chain, since this message prints it.
+    /// The fault's own cause, if it has one; the [`MessageFault`] itself is not in the chain,
+    /// since this message prints it.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             WireError::Message { kind, .. } => std::error::Error::source(kind),
@@ -579,41 +580,6 @@ pub enum MessageFault {
         role: Role,
         /// The block's `type`.
         block_type: String,
-    },
-    /// A tool call's `arguments` is not valid JSON.
-    #[error("arguments of tool call {call_id} are not valid JSON")]
-    InvalidArguments {
-        /// The call's id.
-        call_id: String,
-        /// What the parser reported.
-        #[source]
-        source: serde_json::Error,
-    },
-    /// A tool call's `arguments` is valid JSON but not an object.
-    #[error("arguments of tool call {call_id} are not a JSON object")]
-    ArgumentsNotObject {
-        /// The call's id.
-        call_id: String,
-    },
-    /// A tool call's `arguments` holds one key twice in one object (at any depth). Sent as a
-    /// JSON value, the provider would keep one of them, so the model would not see the call it
-    /// made.
-    #[error("arguments of tool call {call_id} hold the key `{key}` twice")]
-    DuplicateArgumentKey {
-        /// The call's id.
-        call_id: String,
-        /// The repeated key (unescaped).
-        key: String,
-    },
-    /// A tool call's `arguments` nest deeper than
-    /// [`ContentBlock::ARGUMENTS_DEPTH_LIMIT`] (a message built by code; `append` refuses
-    /// such a call).
-    #[error("arguments of tool call {call_id} nest deeper than {limit} levels")]
-    ArgumentsTooDeep {
-        /// The call's id.
-        call_id: String,
-        /// The limit.
-        limit: usize,
     },
     /// Two tool calls of one request share an id.
     #[error("tool call id {call_id} is used twice")]
@@ -677,17 +643,6 @@ pub enum MessageFault {
          refuses assistant prefill (the conversation must end with a user message)"
     )]
     AssistantPrefill,
-    /// An assistant turn holds no content once the reasoning it may not send is left out
-    /// (unverifiable reasoning, or thinking the `StripThinking` policy leaves out); the API
-    /// refuses an empty assistant turn.
-    #[error(
-        "its assistant turn has no content once {left_out} reasoning \
-         block(s) are left out"
-    )]
-    AssistantTurnLeftEmpty {
-        /// How many blocks were left out of the turn.
-        left_out: usize,
-    },
     /// The session's thinking policy is [`ThinkingPolicy::Refuse`] and the request would send
     /// back a thinking block produced before a rewrite of the conversation.
     #[error(

@@ -31,6 +31,8 @@ pub enum Reply {
     /// Answers with the stand-in's text and a call of this tool; the tool's result is appended
     /// right after, so the next step can be a continuation without a user message.
     Call(&'static str),
+    /// Answers with the thinking blocks alone, on a model that binds thinking (no text).
+    ThinkingOnly,
 }
 
 /// One request of the loop, as sent and as answered.
@@ -440,7 +442,7 @@ impl Agent {
             .any(|b| matches!(b, ContentBlock::ToolCall { .. }));
         let (expected, stop) = match reply {
             Reply::Call(_) => (true, StopReason::ToolUse),
-            Reply::Text => (false, StopReason::EndTurn),
+            Reply::Text | Reply::ThinkingOnly => (false, StopReason::EndTurn),
         };
         assert_eq!(called, expected, "{key} step {turn}: a tool call");
         assert_eq!(answer.stop_reason, Some(stop), "{key} step {turn}");
@@ -491,6 +493,9 @@ impl Agent {
         }
         if self.redacted {
             switch(standin::REDACTED_HEADER, "true");
+        }
+        if matches!(reply, Reply::ThinkingOnly) {
+            switch(standin::THINKING_ONLY_HEADER, "true");
         }
         if std::mem::take(&mut self.cut_off) {
             switch(standin::CUT_OFF_HEADER, "true");

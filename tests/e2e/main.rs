@@ -24,6 +24,8 @@
 //!   prefill steps on Claude models), losses only where the spec allows them.
 //! - `resume`: kill and resume over server-sent events, with a request in flight (the stream
 //!   cut off) and between a tool call and its result.
+//! - `thinking_only`: an answer of thinking alone, then a rewrite that leaves its thinking out:
+//!   the loop goes on, and the stand-in accepts every request.
 //!
 //! `churn` runs every route twice, as JSON and as server-sent events, and asserts the crate
 //! decodes the same answers from both.
@@ -41,3 +43,4 @@ mod resume;
 mod standin;
 #[path = "../support/mod.rs"]
 mod support;
+mod thinking_only;

@@ -182,6 +182,9 @@ pub const REDACTED_HEADER: &str = "x-mektpoy-test-redacted-thinking";
 /// Test support: the answer also calls the tool this header names (a `tool_use` block after
 /// the text, input `{"arg":"x"}`, `stop_reason` `tool_use`).
 pub const TOOL_USE_HEADER: &str = "x-mektpoy-test-tool-use";
+/// Test support: with this header set to `true`, an answer on a model that binds thinking holds
+/// its thinking blocks only (no text), as a model may answer (issue 20 item 8).
+pub const THINKING_ONLY_HEADER: &str = "x-mektpoy-test-thinking-only";
 /// Test support: with this header set to `true`, the response body is cut off mid-way (at a
 /// point drawn like the deltas' splits) and the connection closed; the request was accepted.
 pub const CUT_OFF_HEADER: &str = "x-mektpoy-test-cut-off";
@@ -731,7 +734,9 @@ fn answer(headers: &Headers, body: &str) -> Checked<Answered> {
             content = produce(state, conversation, thinking.kept, &text, headers);
         }
     }
-    content.push(json!({"type": "text", "text": text}));
+    if content.is_empty() || header(headers, THINKING_ONLY_HEADER) != Some("true") {
+        content.push(json!({"type": "text", "text": text}));
+    }
     let tool = header(headers, TOOL_USE_HEADER);
     if let Some(name) = tool {
         content.push(json!({

@@ -36,9 +36,10 @@ use mektpoy::{
 };
 use serde_json::{Value, json};
 
-/// The session line of a session called `id`, without the newline.
+/// The session line of a session called `id`, as this crate writes it (under the current
+/// fold rules, `"rules":4`), without the newline.
 pub fn session_line(id: &str) -> String {
-    format!(r#"{{"type":"session","version":0,"id":"{id}"}}"#)
+    format!(r#"{{"type":"session","version":0,"id":"{id}","rules":4}}"#)
 }
 
 /// A tool spec of the notation, parsed.

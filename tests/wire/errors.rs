@@ -214,38 +214,6 @@ fn unsupported_blocks() {
 }
 
 #[test]
-fn invalid_and_non_object_arguments() {
-    for bad in ["{not json", "", "{\"a\":1} trailing"] {
-        let err = wire(
-            &flash(),
-            vec![u("u1", "go"), calls("a1", vec![call("c1", "read", bad)])],
-        )
-        .unwrap_err();
-        assert!(
-            matches!(&err, WireError::Message { message_id, kind: MessageFault::InvalidArguments { call_id, .. } }
-                if message_id == "a1" && call_id == "c1"),
-            "{bad:?}: {err:?}"
-        );
-        assert!(
-            std::error::Error::source(&err).is_some(),
-            "the parser error is the source"
-        );
-    }
-    for bad in ["[1]", "\"x\"", "null", "3"] {
-        let err = wire(
-            &flash(),
-            vec![u("u1", "go"), calls("a1", vec![call("c1", "read", bad)])],
-        )
-        .unwrap_err();
-        assert!(
-            matches!(&err, WireError::Message { message_id, kind: MessageFault::ArgumentsNotObject { call_id } }
-                if message_id == "a1" && call_id == "c1"),
-            "{bad:?}: {err:?}"
-        );
-    }
-}
-
-#[test]
 fn duplicate_call_id() {
     let cases = [
         vec![

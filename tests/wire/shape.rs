@@ -150,14 +150,17 @@ fn call_arguments_go_out_as_the_model_wrote_them() {
     }
 }
 
+/// Issue 20 item 13: arguments that cannot go out token for token are what a model wrote, so
+/// they never fail the request (that stopped the session): the Messages API gets them as
+/// `{"invalid_arguments":"<the text>"}`, the same bytes every time; chat gets the text itself.
 #[test]
-fn call_arguments_that_cannot_go_out_unchanged_are_refused() {
-    let send = |arguments: String| {
+fn call_arguments_that_cannot_go_out_unchanged_go_out_as_invalid_arguments() {
+    let send = |route: &Route, arguments: &str| {
         wire(
-            &flash(),
+            route,
             vec![
                 u("u1", "go"),
-                calls("a1", vec![call("c1", "read", &arguments)]),
+                calls("a1", vec![call("c1", "read", arguments)]),
                 result("t1", "c1", "ok"),
             ],
         )
@@ -171,63 +174,43 @@ fn call_arguments_that_cannot_go_out_unchanged_are_refused() {
             "]".repeat(depth - 1)
         )
     };
-    assert!(send(nested(limit)).is_ok());
-    for (arguments, check) in [
-        (
-            r#"{"path":"/safe","path":"/etc/passwd"}"#.to_owned(),
-            (|e: &WireError| {
-                matches!(e, WireError::Message { message_id, kind: MessageFault::DuplicateArgumentKey { call_id, key } }
-                if message_id == "a1" && call_id == "c1" && key == "path")
-            }) as fn(&WireError) -> bool,
-        ),
-        (
-            r#"{"o":[{"k":1,"\u006b":2}]}"#.to_owned(),
-            |e| matches!(e, WireError::Message { kind: MessageFault::DuplicateArgumentKey { key, .. }, .. } if key == "k"),
-        ),
-        (
-            nested(limit + 1),
-            |e| matches!(e, WireError::Message { kind: MessageFault::ArgumentsTooDeep { limit, .. }, .. } if *limit == ContentBlock::ARGUMENTS_DEPTH_LIMIT),
-        ),
-        // Past serde_json's own recursion limit too: still the typed error, not a parse error.
-        (nested(200), |e| {
-            matches!(
-                e,
-                WireError::Message {
-                    kind: MessageFault::ArgumentsTooDeep { .. },
-                    ..
-                }
-            )
-        }),
-        ("[1]".to_owned(), |e| {
-            matches!(
-                e,
-                WireError::Message {
-                    kind: MessageFault::ArgumentsNotObject { .. },
-                    ..
-                }
-            )
-        }),
-        (r#"{"a":1} x"#.to_owned(), |e| {
-            matches!(
-                e,
-                WireError::Message {
-                    kind: MessageFault::InvalidArguments { .. },
-                    ..
-                }
-            )
-        }),
-        (r#"{"a":"#.to_owned(), |e| {
-            matches!(
-                e,
-                WireError::Message {
-                    kind: MessageFault::InvalidArguments { .. },
-                    ..
-                }
-            )
-        }),
+    let kept = send(&flash(), &nested(limit)).unwrap();
+    assert!(
+        kept.body
+            .contains(&format!(r#""input":{}}}"#, nested(limit)))
+    );
+    for arguments in [
+        r#"{"path":"/safe","path":"/etc/passwd"}"#.to_owned(),
+        r#"{"o":[{"k":1,"\u006b":2}]}"#.to_owned(),
+        nested(limit + 1),
+        // Past serde_json's own recursion limit too.
+        nested(200),
+        "[1]".to_owned(),
+        "null".to_owned(),
+        r#"{"a":1} x"#.to_owned(),
+        r#"{"a":"#.to_owned(),
+        String::new(),
+        r#"{"a":1e400}"#.to_owned(),
+        r#"{"a":"\ud800"}"#.to_owned(),
+        "{ \"spaced\" : [1, 2] , \"k\": 1, \"k\": 2 }".to_owned(),
     ] {
-        let err = send(arguments.clone()).unwrap_err();
-        assert!(check(&err), "{arguments}: {err:?}");
+        assert!(
+            mektpoy::wire::arguments_fault(&arguments).is_some(),
+            "{arguments}"
+        );
+        let req = send(&flash(), &arguments).unwrap();
+        let expect = format!(
+            r#""input":{{"invalid_arguments":{}}}}}"#,
+            serde_json::to_string(&arguments).unwrap()
+        );
+        assert!(req.body.contains(&expect), "{arguments}: {}", req.body);
+        assert_eq!(send(&flash(), &arguments).unwrap().body, req.body);
+        let chat_req = send(&chat(), &arguments).unwrap();
+        assert_eq!(
+            body(&chat_req)["messages"][1]["tool_calls"][0]["function"]["arguments"],
+            Value::from(arguments.as_str()),
+            "{arguments}"
+        );
     }
 }
 
