@@ -841,7 +841,7 @@ pub fn route_for(provider: &str, model: &str) -> Route {
 }
 
 /// `model` without a trailing snapshot date (`-YYYYMMDD` or `@YYYYMMDD`), if it has one.
-fn undated(model: &str) -> Option<&str> {
+pub(crate) fn undated(model: &str) -> Option<&str> {
     let split = model.len().checked_sub(9)?;
     let (family, date) = (model.get(..split)?, model.get(split..)?);
     let digits = date.strip_prefix(['-', '@'])?;

@@ -350,3 +350,27 @@ fn a_schema_property_named_cache_control_is_a_tool_change() {
     let body = changed.to_wire().unwrap().body;
     assert!(!body.contains("sig-a1"), "{body}");
 }
+
+/// A signature another model produced was bound to another conversation's bytes: on a route
+/// that binds thinking only the configured model's own (a snapshot date aside) is sent back
+/// (decision 102).
+#[test]
+fn only_the_configured_models_signed_thinking_is_sent_back() {
+    for (model, kept) in [
+        (BINDING_NO_MODE, true),
+        ("claude-fable-5-2-20261101", true),
+        ("claude-fable-5-1", false),
+    ] {
+        let mut l = Loop::new(Session::new("s"), BINDING_NO_MODE);
+        l.step(&[object_tool("read")], false);
+        l.agent.append(signed_answer("a1", model)).unwrap();
+        l.turn += 1;
+        let body = l
+            .step(&[object_tool("read")], false)
+            .to_wire()
+            .unwrap()
+            .body;
+        assert_eq!(body.contains("sig-a1"), kept, "{model}: {body}");
+        assert!(body.contains(r#""text":"done""#), "{model}");
+    }
+}

@@ -70,23 +70,23 @@ fn fetch_tool() -> ToolSchema {
 }
 
 fn assistant(id: &str, content: Vec<ContentBlock>) -> Message {
-    from_model(id, content, "test")
+    from_model(id, content, "test", "test")
 }
 
-/// An assistant message produced on the Anthropic route: its signed thinking can be sent back
-/// (reasoning from another provider is left out).
+/// An assistant message produced on the Anthropic route's model: its signed thinking can be
+/// sent back (reasoning from another provider or model is left out).
 fn claude(id: &str, content: Vec<ContentBlock>) -> Message {
-    from_model(id, content, "anthropic")
+    from_model(id, content, "anthropic", "claude-test")
 }
 
-fn from_model(id: &str, content: Vec<ContentBlock>, provider: &str) -> Message {
+fn from_model(id: &str, content: Vec<ContentBlock>, provider: &str, model: &str) -> Message {
     Message::new(
         id,
         Role::Assistant,
         content,
         MessageSource::Model {
             provider: provider.into(),
-            model: "test".into(),
+            model: model.into(),
         },
     )
 }

@@ -820,7 +820,8 @@ impl Transaction<'_> {
         for (e, line) in events.iter().zip(self.before.lines.iter()).take(end) {
             state.apply(e.clone(), line.clone());
         }
-        Some(view_of(&state, &mut Derived::default(), kind))
+        let rules = lock(self.derived).rules;
+        Some(view_of(&state, &mut Derived::new(rules), kind))
     }
 
     /// The fold of `kind` as of the working copy (committed events from the cache, then the

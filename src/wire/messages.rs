@@ -232,6 +232,7 @@ fn pass(
     let rules = Rules {
         prompts_in_history: route.system_prompt_in_history(),
         provider: &route.provider,
+        model: route.binds_thinking().then_some(config.model.as_str()),
         inline: route.inline_definitions(),
         anthropic,
         limited,
@@ -731,6 +732,7 @@ mod erased_serde_free {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ResumeKey {
     provider: String,
+    model: Option<String>,
     prompts_in_history: bool,
     inline: bool,
     anthropic: bool,
@@ -744,6 +746,7 @@ impl ResumeKey {
     fn new(rules: &Rules<'_>, context: &WireContext<'_>) -> Self {
         ResumeKey {
             provider: rules.provider.to_owned(),
+            model: rules.model.map(str::to_owned),
             prompts_in_history: rules.prompts_in_history,
             inline: rules.inline,
             anthropic: rules.anthropic,
@@ -984,6 +987,9 @@ fn mark(turns: &mut [Turn<'_>], mut index: usize, cache_control: Value) {
 struct Rules<'r> {
     prompts_in_history: bool,
     provider: &'r str,
+    /// On a route that binds thinking, the configuration's model: only its own signed
+    /// reasoning is sent back.
+    model: Option<&'r str>,
     inline: bool,
     /// Anthropic's own rules apply (schema roots).
     anthropic: bool,
@@ -1525,7 +1531,7 @@ impl<'a> Builder<'a, '_> {
     /// a pass from the first message pass over the same messages. A block that would fail
     /// counts as sent, so the pass reports it as before.
     fn sends_nothing(&self, message: &Message) -> bool {
-        let verifiable = thinking::from_provider(message, self.rules.provider);
+        let verifiable = thinking::from_provider(message, self.rules.provider, self.rules.model);
         let stripped = |index| {
             matches!(
                 self.rules.binding.verdict(message, index),
@@ -1584,7 +1590,7 @@ impl<'a> Builder<'a, '_> {
             ));
         }
         // Only the provider that produced a signature can check it.
-        let verifiable = thinking::from_provider(message, self.rules.provider);
+        let verifiable = thinking::from_provider(message, self.rules.provider, self.rules.model);
         let mut content = Vec::with_capacity(message.content().len());
         for (index, block) in message.content().iter().enumerate() {
             match block {

@@ -65,9 +65,18 @@ pub(crate) fn is_bound_thinking(block: &ContentBlock) -> bool {
 }
 
 /// Whether `message` was produced by a model of `provider`, the only one that can verify its
-/// signed reasoning.
-pub(super) fn from_provider(message: &Message, provider: &str) -> bool {
-    matches!(message.source(), MessageSource::Model { provider: p, .. } if p == provider)
+/// signed reasoning, and, when `model` is given (a route that binds thinking), by that model's
+/// family: a signature another model produced was bound to another conversation's bytes (a
+/// replay on another route, a loop that switched models), and leaving it out costs no cache,
+/// which is the model's own (decision 102).
+pub(super) fn from_provider(message: &Message, provider: &str, model: Option<&str>) -> bool {
+    matches!(message.source(), MessageSource::Model { provider: p, model: m }
+        if p == provider && model.is_none_or(|model| same_family(m, model)))
+}
+
+/// Whether two model ids name the same model, a snapshot date aside (`-YYYYMMDD`, `@YYYYMMDD`).
+fn same_family(a: &str, b: &str) -> bool {
+    crate::route::undated(a).unwrap_or(a) == crate::route::undated(b).unwrap_or(b)
 }
 
 /// What happens to one verifiable thinking block.

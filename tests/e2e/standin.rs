@@ -188,6 +188,10 @@ pub const THINKING_ONLY_HEADER: &str = "x-mektpoy-test-thinking-only";
 /// Test support: with this header set to `true`, the response body is cut off mid-way (at a
 /// point drawn like the deltas' splits) and the connection closed; the request was accepted.
 pub const CUT_OFF_HEADER: &str = "x-mektpoy-test-cut-off";
+/// Test support: a session first seen with this header starts with the thinking blocks the
+/// named session produced (not its cache, nor the blocks it left out): another conversation
+/// that carries the same answers, as a replay of a log on another route is.
+pub const FORK_FROM_HEADER: &str = "x-mektpoy-test-fork-from";
 /// Response header: the request's reference §9 bytes.
 pub const TOTAL_BYTES_HEADER: &str = "x-standin-total-bytes";
 /// Response header: of those, the bytes read from the cache.
@@ -358,6 +362,7 @@ impl From<&str> for Fault {
 type Checked<T = ()> = Result<T, Fault>;
 
 /// A thinking block the session produced, with what its signature binds.
+#[derive(Clone)]
 struct Produced {
     /// The text of the answer it came with (how the stand-in recognizes that answer's
     /// assistant message when a loop sends it back without its thinking).
@@ -660,20 +665,24 @@ fn answer(headers: &Headers, body: &str) -> Checked<Answered> {
     let conversation = is_model(model, BINDS_THINKING).then(|| Conversation::of(&v));
 
     let mut sessions = SESSIONS.lock().unwrap_or_else(PoisonError::into_inner);
-    let state = sessions
-        .entry(session.to_owned())
-        .or_insert_with(|| SessionState {
+    let forked = header(headers, FORK_FROM_HEADER)
+        .and_then(|from| sessions.get(from))
+        .map(|s| (s.blocks, s.produced.clone(), s.answers.clone()));
+    let state = sessions.entry(session.to_owned()).or_insert_with(|| {
+        let (blocks, produced, answers) = forked.unwrap_or_default();
+        SessionState {
             section,
             previous: Vec::new(),
             previous_blocks: 0,
             previous_by_value: false,
             requests: 0,
-            blocks: 0,
-            produced: HashMap::new(),
-            answers: HashMap::new(),
+            blocks,
+            produced,
+            answers,
             omitted: HashSet::new(),
             fingerprints: HashMap::new(),
-        });
+        }
+    });
     if state.section != section {
         return Err(format!(
             "test support: session {session} announced a deferred section of {} bytes, now {section}",
