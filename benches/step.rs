@@ -278,20 +278,21 @@ fn step(c: &mut Criterion) {
                 b.iter_batched(
                     || warm.agent.meter().clone(),
                     |mut meter| {
-                        black_box(meter.observe(&wire.body, wire.series_start)).expect("observe");
+                        black_box(meter.observe(wire.body(), wire.series_start()))
+                            .expect("observe");
                         meter
                     },
                     BatchSize::SmallInput,
                 )
             });
             group.bench_function(id("copy"), |b| {
-                b.iter(|| black_box(String::from(black_box(wire.body.as_str()))))
+                b.iter(|| black_box(String::from(black_box(wire.body()))))
             });
             eprintln!(
                 "{}/{size}: {} messages, body {} bytes",
                 s.label,
                 request.messages.len(),
-                wire.body.len()
+                wire.body().len()
             );
         }
     }

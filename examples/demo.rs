@@ -132,8 +132,8 @@ fn run(label: &str, route: Route, order: ToolOrder) -> Result<Run, Error> {
         // ... sent; the meter observes it once the provider accepted it, and the loop keeps
         // its attribution: where it departs from the previous request, and who made that.
         agent.observe(&wire)?;
-        if wire.report.thinking_left_out > 0 {
-            stripped.push((step, wire.report.thinking_left_out));
+        if wire.report().thinking_left_out > 0 {
+            stripped.push((step, wire.report().thinking_left_out));
         }
         let answer = answer(step, agent.route());
         agent.append(answer)?;

@@ -51,7 +51,7 @@
 //!     }
 //!     let request = agent.user_turn([Message::user(format!("u{turn}"), text)])?;
 //!     let wire = request.to_wire()?;
-//!     // ... send `wire.body` with `wire.headers`; once the provider accepted it:
+//!     // ... send `wire.body()` with `wire.headers()`; once the provider accepted it:
 //!     agent.observe(&wire)?;
 //!     agent.append(Message::assistant(format!("a{turn}"), "ok", "deepseek", "deepseek-flash"))?;
 //! }

@@ -46,9 +46,9 @@ fn a_deepseek_messages_route_refuses_a_schema_without_a_root_object() {
         .to_wire()
         .unwrap();
     assert!(
-        wire.body.contains(r#""input_schema":{"type":"object"}"#),
+        wire.body().contains(r#""input_schema":{"type":"object"}"#),
         "{}",
-        wire.body
+        wire.body()
     );
 }
 

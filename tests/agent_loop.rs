@@ -154,7 +154,7 @@ fn a_reopened_loop_resends_the_request_in_flight_byte_for_byte() {
         "the loop continues where the log ends"
     );
     let again = b.retry().unwrap().to_wire().unwrap();
-    assert_eq!(again.body, sent.body);
+    assert_eq!(again.body(), sent.body());
     assert_eq!(position(&b), (2, 1, 1));
 }
 

@@ -128,7 +128,7 @@ fn request(arguments: &str, provider: &str, model: &str) -> Result<String, WireE
     ];
     let projected = ProjectedToolUpdates::new(messages);
     let config = Config::new(provider, model).with("max_tokens", 64.into());
-    serialize(&config, &projected, &route_for(provider, model)).map(|r| r.body)
+    serialize(&config, &projected, &route_for(provider, model)).map(|r| r.into_parts().0)
 }
 
 /// The raw text of the first `tool_use` block's `input` in a Messages body.

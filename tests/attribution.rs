@@ -83,7 +83,7 @@ impl Run {
         );
         if let (Some(d), Some(prev)) = (&before.departure, self.bodies.last()) {
             let route = self.agent.route();
-            let (a, b) = (cut(route, prev), cut(route, &wire.body));
+            let (a, b) = (cut(route, prev), cut(route, wire.body()));
             assert_eq!(d.offset as usize, first_diff(&a, &b), "{before}");
             assert_eq!(d.previous_bytes as usize, a.len());
             assert_eq!(
@@ -91,7 +91,7 @@ impl Run {
                 (a.len() - d.offset as usize).div_ceil(4) as u64
             );
         }
-        self.bodies.push(wire.body.clone());
+        self.bodies.push(wire.body().to_owned());
         before
     }
 
@@ -536,11 +536,7 @@ fn without_the_request_the_bytes_and_the_series_start_still_name_a_cause() {
     let mut meter = Meter::new(&route);
     let mut attributor = Attributor::new();
     let body = |m: &str| format!(r#"{{"model":"deepseek-flash","messages":[{m}]}}"#);
-    let wire = |b: String, start| {
-        let mut w = WireRequest::new(b, vec![]);
-        w.series_start = start;
-        w
-    };
+    let wire = |b: String, start| WireRequest::new(b, vec![]).with_series_start(start);
     attributor
         .observe(
             &mut meter,

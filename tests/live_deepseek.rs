@@ -80,11 +80,11 @@ impl Live {
     /// Sends one request; panics with the vendor's answer unless it is a 200.
     fn send(&self, label: &str, wire: &WireRequest) -> Value {
         let mut call = self.agent.post(&self.url).header("x-api-key", &self.key);
-        for (name, value) in &wire.headers {
+        for (name, value) in wire.headers() {
             call = call.header(name, value);
         }
         let mut response = call
-            .send(wire.body.as_str())
+            .send(wire.body())
             .unwrap_or_else(|e| panic!("{label}: transport error: {e}"));
         let status = response.status().as_u16();
         let text = response
@@ -293,8 +293,8 @@ fn non_deferred(tools: &[&RawValue]) -> Vec<String> {
 /// The second body keeps the first one's `system`, non-deferred tools and messages byte for
 /// byte, and adds `added` in history.
 fn assert_prefix_kept(first: &WireRequest, second: &WireRequest, added: &str) {
-    let a: Parts<'_> = serde_json::from_str(&first.body).unwrap();
-    let b: Parts<'_> = serde_json::from_str(&second.body).unwrap();
+    let a: Parts<'_> = serde_json::from_str(first.body()).unwrap();
+    let b: Parts<'_> = serde_json::from_str(second.body()).unwrap();
     assert_eq!(
         a.system.map(RawValue::get),
         b.system.map(RawValue::get),
@@ -315,7 +315,7 @@ fn assert_prefix_kept(first: &WireRequest, second: &WireRequest, added: &str) {
         r#"{{"type":"tool_addition","tool":{{"type":"tool_reference","name":"{added}"}}}}"#
     );
     assert!(
-        second.body.contains(&addition),
+        second.body().contains(&addition),
         "the addition is sent in history"
     );
     assert!(
@@ -406,7 +406,7 @@ fn live_deepseek_removal_leaves_the_removed_tool_unavailable() {
         last = Some((wire, answer));
     }
     let (wire, answer) = last.unwrap();
-    let body: Value = serde_json::from_str(&wire.body).unwrap();
+    let body: Value = serde_json::from_str(wire.body()).unwrap();
     let declared: Vec<&str> = body["tools"]
         .as_array()
         .unwrap()
@@ -418,9 +418,9 @@ fn live_deepseek_removal_leaves_the_removed_tool_unavailable() {
         ["get_weather", "read_file"],
         "search_docs is not declared"
     );
-    assert!(!wire.body.contains("search_docs"), "nor added in history");
+    assert!(!wire.body().contains("search_docs"), "nor added in history");
     assert!(
-        !wire.body.contains("tool_removal"),
+        !wire.body().contains("tool_removal"),
         "addition-only sends no removal"
     );
     let header = conversation.agent.session().request_header().unwrap().1;

@@ -43,7 +43,8 @@ fn an_mcp_tool_is_logged_as_itself_and_sent_without_its_mcp_fields() {
     for api in [WireApi::Messages, WireApi::OpenAiChat] {
         let body = serialize(&config, &projected, &Route::plain("anthropic", "m", api))
             .unwrap()
-            .body;
+            .into_parts()
+            .0;
         assert!(
             body.contains(r#""name":"search_issues","description":"""#),
             "{body}"

@@ -163,7 +163,7 @@ impl Run {
             let fast = self.agent.observe(wire).expect("loop observe");
             let slow = self
                 .slow
-                .observe(&wire.body, wire.series_start)
+                .observe(wire.body(), wire.series_start())
                 .expect("observe");
             assert_eq!(fast, slow);
         }

@@ -878,7 +878,11 @@ fn faulty_call_arguments_never_stop_a_session() {
             .append(Message::tool_result("t1", "c1", "error: invalid arguments"))
             .unwrap();
         let first = agent.next_step().unwrap().to_wire().unwrap();
-        assert!(first.body.contains(&expect), "{arguments}: {}", first.body);
+        assert!(
+            first.body().contains(&expect),
+            "{arguments}: {}",
+            first.body()
+        );
         agent
             .append(Message::assistant(
                 "a2",
@@ -892,7 +896,7 @@ fn faulty_call_arguments_never_stop_a_session() {
             .unwrap()
             .to_wire()
             .unwrap();
-        assert!(second.body.contains(&expect), "{arguments}");
+        assert!(second.body().contains(&expect), "{arguments}");
         drop(agent);
         drop(session);
         // The log file holds the call as the model wrote it; loading keeps it and the next
@@ -906,11 +910,11 @@ fn faulty_call_arguments_never_stop_a_session() {
             .unwrap()
             .to_wire()
             .unwrap();
-        assert!(reopened.body.contains(&expect), "{arguments}");
+        assert!(reopened.body().contains(&expect), "{arguments}");
         assert!(
             reopened
-                .body
-                .starts_with(&second.body[..second.body.find(&expect).unwrap()]),
+                .body()
+                .starts_with(&second.body()[..second.body().find(&expect).unwrap()]),
             "the call's bytes are the same on every request"
         );
     }

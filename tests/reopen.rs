@@ -64,8 +64,9 @@ fn killed(dir: &tempfile::TempDir, calls: bool) -> (std::path::PathBuf, String) 
         .unwrap()
         .to_wire()
         .unwrap()
-        .body;
-    (path, body)
+        .into_parts()
+        .0;
+    (path, body.to_owned())
 }
 
 /// Item 11: a reopened loop that sets nothing resends the request it died with; its resume
@@ -82,7 +83,7 @@ fn a_retry_after_a_reopen_resends_the_same_bytes_without_a_new_header() {
     let names: Vec<&str> = agent.tools().iter().map(ToolSchema::name).collect();
     assert_eq!(names, ["read", "shell"]);
     let retry = agent.retry().unwrap();
-    assert_eq!(retry.to_wire().unwrap().body, sent);
+    assert_eq!(retry.to_wire().unwrap().body(), sent);
     let after = headers(agent.session());
     assert_eq!(
         after.last(),
@@ -152,7 +153,7 @@ fn the_first_request_after_a_reopen_keeps_the_lookback_breakpoint() {
     drop(agent);
     let session = Session::open(&path).unwrap().session;
     let mut agent = AgentLoop::new(session, route_for("anthropic", MODEL), config());
-    let body = agent.next_step().unwrap().to_wire().unwrap().body;
+    let body = agent.next_step().unwrap().to_wire().unwrap().into_parts().0;
     assert_eq!(body.matches(r#""cache_control""#).count(), 2, "{body}");
 }
 
@@ -181,7 +182,7 @@ fn a_reopened_loop_compares_with_its_own_routes_last_request() {
     main.set_tools([object_tool("read")]).unwrap();
     let request = main.user_turn([Message::user("u2", "go on")]).unwrap();
     assert_eq!(request.rewrite, Some(mektpoy::event::Rewrite::Tools));
-    let body = request.to_wire().unwrap().body;
+    let body = request.to_wire().unwrap().into_parts().0;
     assert!(
         !body.contains("sig-a1"),
         "signed thinking resent after a rewrite: {body}"

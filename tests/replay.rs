@@ -98,10 +98,10 @@ struct Recorded {
 impl Recorded {
     fn send(&mut self, request: &Request, accepted: bool) {
         let wire = request.to_wire().unwrap();
-        self.sent.push(wire.body.clone());
+        self.sent.push(wire.body().to_owned());
         if accepted {
             self.agent.observe(&wire).unwrap();
-            self.metered.push(wire.body);
+            self.metered.push(wire.body().to_owned());
         }
     }
 
@@ -238,9 +238,9 @@ fn replay(
     let (mut all, mut metered) = (Vec::new(), Vec::new());
     let replayed = Replay::new(route.clone())
         .run_each(log, |request, wire| {
-            all.push(wire.body.clone());
+            all.push(wire.body().to_owned());
             if request.row.is_some() {
-                metered.push(wire.body.clone());
+                metered.push(wire.body().to_owned());
             }
         })
         .unwrap();
@@ -522,7 +522,7 @@ fn a_loop_resumed_by_another_process_replays_as_it_ran() {
                 .to_wire()
                 .unwrap();
             agent.observe(&wire).unwrap();
-            sent.push(wire.body);
+            sent.push(wire.body().to_owned());
             agent.append(answer(&format!("a{turn}"), None)).unwrap();
         }
         agent.meter().save()
@@ -541,7 +541,7 @@ fn a_loop_resumed_by_another_process_replays_as_it_ran() {
             .to_wire()
             .unwrap();
         agent.observe(&wire).unwrap();
-        sent.push(wire.body);
+        sent.push(wire.body().to_owned());
         agent.append(answer(&format!("a{turn}"), None)).unwrap();
     }
     let log = reload(agent.session());
@@ -570,7 +570,7 @@ fn answers_appended_without_stamps_still_show_each_request() {
     let mut send = |agent: &mut AgentLoop, request: Request| {
         let wire = request.to_wire().unwrap();
         agent.observe(&wire).unwrap();
-        sent.push(wire.body);
+        sent.push(wire.body().to_owned());
     };
     let raw = |agent: &AgentLoop, message: Message| {
         agent.session().append(Event::append(message)).unwrap();

@@ -914,7 +914,8 @@ fn next_request(answer: &Message) -> String {
     let config = Config::new("anthropic", "claude-opus-5").with("max_tokens", json!(1024));
     serialize(&config, &ProjectedToolUpdates::new(messages), &route)
         .expect("the decoded answer serializes")
-        .body
+        .into_parts()
+        .0
 }
 
 #[derive(Deserialize)]

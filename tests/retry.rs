@@ -27,11 +27,15 @@ fn a_retry_after_a_failed_request_keeps_the_lookback_breakpoint() {
         .map(|i| Message::user(format!("u{i}"), format!("note {i}")))
         .collect();
     let failed = agent.user_turn(users).unwrap().to_wire().unwrap();
-    assert_eq!(breakpoints(&failed.body), 2, "{}", failed.body);
+    assert_eq!(breakpoints(failed.body()), 2, "{}", failed.body());
     // The provider answered 529: the loop retries.
     let retry = agent.retry().unwrap().to_wire().unwrap();
-    assert_eq!(retry.body, failed.body, "a retry resends the same bytes");
+    assert_eq!(
+        retry.body(),
+        failed.body(),
+        "a retry resends the same bytes"
+    );
     // A second failure and retry: still against the first request.
     let again = agent.retry().unwrap().to_wire().unwrap();
-    assert_eq!(again.body, failed.body);
+    assert_eq!(again.body(), failed.body());
 }

@@ -177,7 +177,7 @@ fn the_floor_survives_a_reopen_and_a_resumed_loop_sends_the_same_bytes() {
         resumed.rewrite, None,
         "nothing changed since the dead process's request"
     );
-    assert_eq!(resumed.to_wire().unwrap().body, continued.body);
+    assert_eq!(resumed.to_wire().unwrap().body(), continued.body());
     assert_eq!(b.floors(), 1);
 }
 
@@ -257,10 +257,10 @@ fn each_policy_acts_on_every_request_after_the_floor() {
         let unchanged = l.step(&[object_tool("read")], false);
         let before = unchanged.to_wire().unwrap();
         assert!(
-            before.body.contains(r#""type":"thinking""#),
+            before.body().contains(r#""type":"thinking""#),
             "no floor yet: sent as is"
         );
-        assert_eq!(before.report.thinking_left_out, 0);
+        assert_eq!(before.report().thinking_left_out, 0);
         l.answer();
         let rewrite = l.step(&[object_tool("read"), object_tool("grep")], false);
         let wire = rewrite.to_wire();
@@ -273,18 +273,22 @@ fn each_policy_acts_on_every_request_after_the_floor() {
 
     let (wire, next) = run(None);
     let (wire, next) = (wire.unwrap(), next.unwrap());
-    assert!(!wire.body.contains(r#""type":"thinking""#), "{}", wire.body);
-    assert_eq!(wire.report.thinking_left_out, 2);
+    assert!(
+        !wire.body().contains(r#""type":"thinking""#),
+        "{}",
+        wire.body()
+    );
+    assert_eq!(wire.report().thinking_left_out, 2);
     // The next request still leaves out the two pre-floor blocks; the new answer's block,
     // produced after the rewrite, is sent.
-    assert_eq!(next.report.thinking_left_out, 2);
-    assert_eq!(next.body.matches(r#""type":"thinking""#).count(), 1);
+    assert_eq!(next.report().thinking_left_out, 2);
+    assert_eq!(next.body().matches(r#""type":"thinking""#).count(), 1);
 
     let (wire, next) = run(Some(ThinkingPolicy::DropBlock));
     for w in [wire.unwrap(), next.unwrap()] {
-        assert!(w.report.drop_block);
+        assert!(w.report().drop_block);
         assert!(
-            w.body
+            w.body()
                 .contains(r#""prefix_mismatch_behavior":"drop_block""#)
         );
         assert!(
@@ -320,7 +324,7 @@ fn an_unknown_anthropic_model_binds_thinking() {
         l.step(&[object_tool("read"), object_tool("shell")], false);
         l.answer();
         let changed = l.step(&[object_tool("read")], false);
-        let body = changed.to_wire().unwrap().body;
+        let body = changed.to_wire().unwrap().into_parts().0;
         assert!(!body.contains("sig-a1"), "{model}: {body}");
         assert!(
             body.contains(r#""text":"done""#),
@@ -347,7 +351,7 @@ fn a_schema_property_named_cache_control_is_a_tool_change() {
     l.answer();
     let changed = l.step(&[tool("v2")], false);
     assert_eq!(changed.rewrite, Some(Rewrite::Tools));
-    let body = changed.to_wire().unwrap().body;
+    let body = changed.to_wire().unwrap().into_parts().0;
     assert!(!body.contains("sig-a1"), "{body}");
 }
 
@@ -369,7 +373,8 @@ fn only_the_configured_models_signed_thinking_is_sent_back() {
             .step(&[object_tool("read")], false)
             .to_wire()
             .unwrap()
-            .body;
+            .into_parts()
+            .0;
         assert_eq!(body.contains("sig-a1"), kept, "{model}: {body}");
         assert!(body.contains(r#""text":"done""#), "{model}");
     }

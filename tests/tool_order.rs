@@ -170,7 +170,7 @@ fn a_removed_then_re_added_tool_returns_to_its_rank() {
     let (again, _) = turn(&mut a, tools(&["c", "b", "a"]));
     assert_eq!(names(&again.tools), names(&first.tools));
     let declared = |r: &Request| {
-        let body: serde_json::Value = serde_json::from_str(&r.to_wire().unwrap().body).unwrap();
+        let body: serde_json::Value = serde_json::from_str(r.to_wire().unwrap().body()).unwrap();
         body["tools"].clone()
     };
     assert!(declared(&first).is_array());
@@ -428,7 +428,7 @@ fn record_steps(
                 .at(n, 1, 0)
                 .user_messages(&user);
             let request = recorder.record(session, step).unwrap();
-            let wire = request.to_wire().unwrap().body;
+            let wire = request.to_wire().unwrap().into_parts().0;
             session
                 .append(Event::append(Message::assistant(
                     format!("a{n}"),

@@ -335,7 +335,7 @@ fn messages_anthropic_v4_inline() {
     let request = serialize(&config, &projected, &anthropic_v4()).unwrap();
     let mut report = WireReport::default();
     report.unverifiable_reasoning_left_out = 1;
-    assert_eq!(request.report, report);
+    assert_eq!(*request.report(), report);
     assert_golden("messages_anthropic_v4_inline", &request);
 }
 
@@ -382,7 +382,7 @@ fn messages_anthropic_v4_drop_block_and_lookback() {
         &context,
     )
     .unwrap();
-    assert!(request.report.drop_block);
-    assert_eq!(request.report.lookback_breakpoint, Some(3));
+    assert!(request.report().drop_block);
+    assert_eq!(request.report().lookback_breakpoint, Some(3));
     assert_golden("messages_anthropic_v4_drop_block_and_lookback", &request);
 }

@@ -315,7 +315,7 @@ fn run(id: &str, start: Lane, turns: &[Turn]) -> Vec<Sent> {
         let path = projected.path;
         let wire = serialize(&request.config, &projected, &route)
             .unwrap_or_else(|e| panic!("{id} step {n}: serialize: {e}"));
-        let body = serde_json::from_str(&wire.body).expect("the body is JSON");
+        let body = serde_json::from_str(wire.body()).expect("the body is JSON");
         reply(&session, &config, n, turn.reply);
         sent.push(Sent {
             lane,
@@ -561,7 +561,7 @@ fn check_invariants(label: &str, s: &Sent, previous: Option<&Sent>) {
 
     // §7 headers: the beta header on every request of a `beta_always` route, otherwise
     // exactly when a serialized message holds a tool-change block.
-    let header_names: Vec<&str> = s.wire.headers.iter().map(|(n, _)| n.as_str()).collect();
+    let header_names: Vec<&str> = s.wire.headers().iter().map(|(n, _)| n.as_str()).collect();
     if is_openai(s) {
         assert_eq!(header_names, ["content-type"], "{label}");
     } else {

@@ -80,21 +80,20 @@ pub const CACHE_DIAGNOSIS_BETA: &str = "cache-diagnosis-2026-04-07";
 /// let wire = WireRequest::new(r#"{"model":"claude-opus-5","messages":[]}"#, vec![]);
 /// let sent = ask_cache_diagnostics(&wire, Some("msg_01"))?;
 /// assert_eq!(
-///     sent.body,
+///     sent.body(),
 ///     r#"{"model":"claude-opus-5","messages":[],"diagnostics":{"previous_message_id":"msg_01"}}"#
 /// );
 /// assert_eq!(sent.header("anthropic-beta"), Some(CACHE_DIAGNOSIS_BETA));
 /// let first = ask_cache_diagnostics(&wire, None)?;
-/// assert!(first.body.ends_with(r#""diagnostics":{"previous_message_id":null}}"#));
+/// assert!(first.body().ends_with(r#""diagnostics":{"previous_message_id":null}}"#));
 /// // Asked again: the object is replaced in place, the beta joins the others once.
-/// let mut beta = sent.clone();
 /// let both = format!("inline-tools-2026-09-15,{CACHE_DIAGNOSIS_BETA}");
-/// beta.headers = vec![("anthropic-beta".into(), both)];
+/// let beta = WireRequest::new(sent.body(), vec![("anthropic-beta".into(), both)]);
 /// let again = ask_cache_diagnostics(&beta, Some("msg_02"))?;
-/// assert_eq!(again.body, sent.body.replace("msg_01", "msg_02"));
-/// assert_eq!(again.headers, beta.headers);
+/// assert_eq!(again.body(), sent.body().replace("msg_01", "msg_02"));
+/// assert_eq!(again.headers(), beta.headers());
 /// let inline = ("anthropic-beta".to_owned(), "inline-tools-2026-09-15".to_owned());
-/// let merged = ask_cache_diagnostics(&WireRequest::new(&*wire.body, vec![inline]), None)?;
+/// let merged = ask_cache_diagnostics(&WireRequest::new(wire.body(), vec![inline]), None)?;
 /// let expected = "inline-tools-2026-09-15,cache-diagnosis-2026-04-07";
 /// assert_eq!(merged.header("anthropic-beta"), Some(expected));
 /// assert!(ask_cache_diagnostics(&WireRequest::new("[]", vec![]), None).is_err());
@@ -115,6 +114,8 @@ pub fn ask_cache_diagnostics(
     body.insert("diagnostics".to_owned(), raw);
     let mut sent = wire.clone();
     sent.body = serde_json::to_string(&body).map_err(MeterError::Body)?;
+    // The serializer's notes describe the old bytes.
+    sent.segments = None;
     match sent
         .headers
         .iter_mut()

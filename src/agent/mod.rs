@@ -150,7 +150,7 @@ impl Request {
     /// let mut agent = AgentLoop::new(Session::new("s"), route, config)
     ///     .with_system_prompt("Be brief.");
     /// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
-    /// assert!(wire.body.starts_with(r#"{"model":"deepseek-flash","max_tokens":64,"system":"Be brief.""#));
+    /// assert!(wire.body().starts_with(r#"{"model":"deepseek-flash","max_tokens":64,"system":"Be brief.""#));
     /// # Ok::<(), mektpoy::Error>(())
     /// ```
     pub fn to_wire(&self) -> Result<WireRequest, WireError> {
@@ -282,7 +282,7 @@ impl Request {
 ///     .with_tools([read.clone()]);
 ///
 /// let request = agent.user_turn([Message::user("u1", "hi")])?;
-/// let wire = request.to_wire()?; // send `wire.body` with `wire.headers`, then:
+/// let wire = request.to_wire()?; // send `wire.body()` with `wire.headers()`, then:
 /// agent.observe(&wire)?;
 /// agent.append(Message::assistant("a1", "ok", "deepseek", "deepseek-flash"))?;
 ///

@@ -53,22 +53,19 @@ pub use crate::vocab::DEFERRED_PLACEHOLDER_NAME;
 
 /// One serialized request: the exact body bytes and the HTTP headers that go with them.
 ///
-/// `body` is compact JSON in a fixed key order (see [`serialize_messages`]). `headers` hold lowercase names in a
-/// fixed order; the endpoint URL and authentication are the caller's (no HTTP here).
+/// The [`body`](Self::body) is compact JSON in a fixed key order (see [`serialize_messages`]).
+/// The [`headers`](Self::headers) hold lowercase names in a fixed order; the endpoint URL and
+/// authentication are the caller's (no HTTP here). The fields are read through methods: the
+/// serializer notes where it put each part of the body, and the meter and the recorder read
+/// those notes, so a body changed in place would leave them describing other bytes. To send
+/// the bytes without a copy, take them with [`into_parts`](Self::into_parts).
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct WireRequest {
-    /// The request body: compact JSON.
-    pub body: String,
-    /// `(name, value)` pairs, names lowercase, in the order they should be sent.
-    pub headers: Vec<(String, String)>,
-    /// What the serializer left out or added, and why (thinking policy, unverifiable
-    /// reasoning, cache breakpoints).
-    pub report: WireReport,
-    /// Why this request opens a series, as the recorder decided: set by
-    /// [`Request::to_wire`](crate::Request::to_wire), `None` from the stateless serializers.
-    /// The meter needs it to tell a loss the caller chose from one the route imposed.
-    pub series_start: Option<crate::event::SeriesStart>,
+    pub(crate) body: String,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) report: WireReport,
+    pub(crate) series_start: Option<crate::event::SeriesStart>,
     /// Where the serializer put each part of `body` (`None` from [`WireRequest::new`]): what
     /// the recorder compares with the route's previous request (Messages API), and what the
     /// loop's meter cuts the body by without parsing it (both APIs). Not part of the
@@ -319,6 +316,63 @@ impl WireRequest {
             segments: None,
             origin: None,
         }
+    }
+
+    /// The request body: compact JSON.
+    #[must_use]
+    pub fn body(&self) -> &str {
+        &self.body
+    }
+
+    /// `(name, value)` pairs, names lowercase, in the order they should be sent.
+    #[must_use]
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.headers
+    }
+
+    /// What the serializer left out or added, and why (thinking policy, unverifiable
+    /// reasoning, cache breakpoints).
+    #[must_use]
+    pub fn report(&self) -> &WireReport {
+        &self.report
+    }
+
+    /// Why this request opens a series, as the recorder decided: set by
+    /// [`Request::to_wire`](crate::Request::to_wire), `None` from the stateless serializers.
+    /// The meter needs it to tell a loss the caller chose from one the route imposed.
+    #[must_use]
+    pub fn series_start(&self) -> Option<crate::event::SeriesStart> {
+        self.series_start
+    }
+
+    /// The same request with one more header (say, a test or tracing header of the caller's);
+    /// the body is untouched.
+    #[must_use]
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// The same request marked as opening a series for `start`, as
+    /// [`Request::to_wire`](crate::Request::to_wire) marks it: for a request rebuilt from its
+    /// saved bytes ([`WireRequest::new`]) that the meter should read as the recorder decided.
+    #[must_use]
+    pub fn with_series_start(mut self, start: Option<crate::event::SeriesStart>) -> Self {
+        self.series_start = start;
+        self
+    }
+
+    /// The body and the headers, moved out: what an HTTP client sends.
+    ///
+    /// ```
+    /// use mektpoy::WireRequest;
+    /// let req = WireRequest::new("{}", vec![("content-type".into(), "application/json".into())]);
+    /// let (body, headers) = req.into_parts();
+    /// assert_eq!((body.as_str(), headers.len()), ("{}", 1));
+    /// ```
+    #[must_use]
+    pub fn into_parts(self) -> (String, Vec<(String, String)>) {
+        (self.body, self.headers)
     }
 
     /// The value of header `name` (ASCII case-insensitive), if present.
@@ -673,7 +727,7 @@ pub enum MessageFault {
 /// let route = Route::plain("deepseek", "deepseek-flash", WireApi::Messages);
 /// let req = serialize(&config, &projected, &route)?;
 /// assert_eq!(
-///     req.body,
+///     req.body(),
 ///     r#"{"model":"deepseek-flash","max_tokens":1024,"messages":[{"role":"user","content":[{"type":"text","text":"hello"}]}]}"#
 /// );
 /// # Ok::<(), mektpoy::wire::WireError>(())

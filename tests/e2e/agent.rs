@@ -483,7 +483,8 @@ impl Agent {
         let (key, turn) = (&self.key, self.n);
         let mut asking = wire.clone();
         let mut switch = |name: &str, value: &str| {
-            asking.headers.push((name.to_owned(), value.to_owned()));
+            asking = std::mem::replace(&mut asking, WireRequest::new("", Vec::new()))
+                .with_header(name, value);
         };
         if let Reply::Call(name) = reply {
             request
@@ -617,7 +618,7 @@ pub fn assert_strip_thinking<'s>(
             })
             .collect();
         let before = answers.iter().filter(|&&t| t < floor).count();
-        let report = &s.wire.report;
+        let report = &s.wire.report();
         assert_eq!(
             report.thinking_left_out,
             before * blocks,
@@ -627,7 +628,7 @@ pub fn assert_strip_thinking<'s>(
             assert!(report.thinking_left_out > 0, "{key} step {turn}");
         }
         assert!(!report.drop_block, "{key} step {turn}");
-        let body = &s.wire.body;
+        let body = &s.wire.body();
         let sent_back = body.matches(r#""type":"thinking""#).count()
             + body.matches(r#""type":"redacted_thinking""#).count();
         assert_eq!(

@@ -254,7 +254,7 @@ struct Row {
 
 impl Row {
     fn body(&self) -> Value {
-        serde_json::from_str(&self.sent.wire.body).unwrap()
+        serde_json::from_str(self.sent.wire.body()).unwrap()
     }
 
     /// The wire `tools` exactly as sent.
@@ -281,8 +281,8 @@ fn run(key: &str, route: Route, redacted: bool) -> Vec<Row> {
     for (j, s) in json.iter().zip(&sse) {
         let step = j.step;
         assert_eq!(
-            s.sent.wire.body.replacen(r#""stream":true,"#, "", 1),
-            j.sent.wire.body,
+            s.sent.wire.body().replacen(r#""stream":true,"#, "", 1),
+            j.sent.wire.body(),
             "{key} step {step}: the streamed request is the same but `stream`"
         );
         assert!(s.sent.streamed && !j.sent.streamed, "{key} step {step}");
@@ -477,7 +477,7 @@ fn churn_on_deepseek_flash_loses_only_at_series_starts_offered_names_leaving_or_
     // Addition-only never sends a removal.
     assert!(
         rows.iter()
-            .all(|r| !r.sent.wire.body.contains("tool_removal"))
+            .all(|r| !r.sent.wire.body().contains("tool_removal"))
     );
 }
 
@@ -503,7 +503,7 @@ fn churn_on_anthropic_in_history_without_placeholder_loses_at_series_starts_and_
     );
     assert!(
         rows.iter()
-            .all(|r| !r.sent.wire.body.contains("tool_definition"))
+            .all(|r| !r.sent.wire.body().contains("tool_definition"))
     );
 }
 
@@ -525,7 +525,7 @@ fn churn_on_anthropic_in_history_with_placeholder_loses_only_at_series_starts() 
         assert_eq!(
             r.sent
                 .wire
-                .body
+                .body()
                 .matches(mektpoy::vocab::DEFERRED_PLACEHOLDER_NAME)
                 .count(),
             1,
@@ -534,7 +534,7 @@ fn churn_on_anthropic_in_history_with_placeholder_loses_only_at_series_starts() 
         );
         // By reference only: the by-value blocks need the inline beta, which this route lacks.
         assert!(
-            !r.sent.wire.body.contains("tool_definition"),
+            !r.sent.wire.body().contains("tool_definition"),
             "step {}",
             r.step
         );
@@ -579,7 +579,7 @@ fn churn_on_deepseek_v4_pro_without_mode_loses_at_every_tool_change_prompt_chang
     assert_eq!(paths(&rows, ProjectionPath::NoMode).len(), SCRIPT.len());
     assert!(
         rows.iter()
-            .all(|r| !r.sent.wire.body.contains("defer_loading"))
+            .all(|r| !r.sent.wire.body().contains("defer_loading"))
     );
 }
 
@@ -626,7 +626,7 @@ fn churn_on_claude_fable_5_1_inline_loses_only_at_the_compaction_and_sends_every
         assert!(
             !r.sent
                 .wire
-                .body
+                .body()
                 .contains(mektpoy::vocab::DEFERRED_PLACEHOLDER_NAME),
             "step {}",
             r.step
@@ -634,7 +634,7 @@ fn churn_on_claude_fable_5_1_inline_loses_only_at_the_compaction_and_sends_every
         let betas: Vec<&str> = r
             .sent
             .wire
-            .headers
+            .headers()
             .iter()
             .filter(|(n, _)| n == "anthropic-beta")
             .flat_map(|(_, v)| v.split(','))
@@ -660,7 +660,7 @@ fn churn_on_claude_fable_5_1_inline_loses_only_at_the_compaction_and_sends_every
         rows[27]
             .sent
             .wire
-            .body
+            .body()
             .contains(r#""description":"fetch v2""#)
     );
     assert_eq!(

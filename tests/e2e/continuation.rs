@@ -85,16 +85,16 @@ fn change_waits_for_the_next_user_turn(key: &str, route: Route) {
         Err(Unsent::Broken { error, .. }) => panic!("{key} step 2: the answer: {error}"),
     };
     assert!(
-        !second.wire.body.contains("tool_addition"),
+        !second.wire.body().contains("tool_addition"),
         "{key}: the addition waits; it cannot follow the assistant turn"
     );
     assert!(
         second
             .wire
-            .body
+            .body()
             .ends_with(r#"{"type":"text","text":"ok 1"}]}]}"#),
         "{key}: the request ends with the assistant turn: {}",
-        second.wire.body
+        second.wire.body()
     );
     assert_eq!(second.usage.cached_bytes, first.usage.total_bytes, "{key}");
 
@@ -102,11 +102,11 @@ fn change_waits_for_the_next_user_turn(key: &str, route: Route) {
         .step(&prompt, &[read, search], Some("Go on."), Reply::Text)
         .unwrap_or_else(refused(3));
     assert!(
-        third.wire.body.ends_with(
+        third.wire.body().ends_with(
             r#"{"role":"system","content":[{"type":"tool_addition","tool":{"type":"tool_reference","name":"search"}}]}]}"#
         ),
         "{key}: the addition goes out after the next user turn: {}",
-        third.wire.body
+        third.wire.body()
     );
     // The two assistant messages are one wire turn, so the second request's last turn is
     // reopened: everything but its closing `]}` is read from the cache.
@@ -140,7 +140,7 @@ fn next_user_turn_carries_the_addition(
         text["text"], "ok 2",
         "{key}: the refused continuation was never sent"
     );
-    let body: Value = serde_json::from_str(&third.wire.body).unwrap();
+    let body: Value = serde_json::from_str(third.wire.body()).unwrap();
     let messages = body["messages"].as_array().unwrap();
     let roles: Vec<&str> = messages
         .iter()
@@ -159,7 +159,7 @@ fn next_user_turn_carries_the_addition(
     );
     if binds {
         assert_eq!(first.content[0]["type"], "thinking", "{key}");
-        assert_eq!(third.wire.report.thinking_left_out, 0, "{key}");
+        assert_eq!(third.wire.report().thinking_left_out, 0, "{key}");
     }
     assert_eq!(third.usage.cached_bytes, first.usage.total_bytes, "{key}");
 }

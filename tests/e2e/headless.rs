@@ -181,8 +181,8 @@ fn prompt_and_deferred_addition_in_one_step(key: &str, route: Route, search: Sea
         "{key}: the first request's messages are a prefix of the second's"
     );
 
-    let w1: Parts<'_> = serde_json::from_str(&first.wire.body).unwrap();
-    let w2: Parts<'_> = serde_json::from_str(&second.wire.body).unwrap();
+    let w1: Parts<'_> = serde_json::from_str(first.wire.body()).unwrap();
+    let w2: Parts<'_> = serde_json::from_str(second.wire.body()).unwrap();
     let (r1, r2) = (raw(&w1.messages), raw(&w2.messages));
     let p1_json = Some(json!(p1));
     assert_eq!(w1.system.map(parsed), p1_json, "{key}");
@@ -241,7 +241,7 @@ fn prompt_and_deferred_addition_in_one_step(key: &str, route: Route, search: Sea
     // The first answer's signed thinking goes back as it came: nothing was rewritten.
     if binds {
         assert_eq!(second.request.rewrite, None, "{key}");
-        assert_eq!(second.wire.report.thinking_left_out, 0, "{key}");
+        assert_eq!(second.wire.report().thinking_left_out, 0, "{key}");
         let answer = json!({"role": "assistant", "content": first.content});
         assert_eq!(parsed(w2.messages[r1.len()]), answer, "{key}");
         assert_eq!(first.content[0]["type"], "thinking", "{key}");
@@ -263,8 +263,8 @@ fn prompt_and_deferred_addition_in_one_step(key: &str, route: Route, search: Sea
 /// cached prefix ends inside the tools, below the minimum cacheable length: nothing is read
 /// from the cache.
 fn no_mode_rewrites(key: &str, first: &Sent, second: &Sent, p2: &str, answers: usize) {
-    let w1: Parts<'_> = serde_json::from_str(&first.wire.body).unwrap();
-    let w2: Parts<'_> = serde_json::from_str(&second.wire.body).unwrap();
+    let w1: Parts<'_> = serde_json::from_str(first.wire.body()).unwrap();
+    let w2: Parts<'_> = serde_json::from_str(second.wire.body()).unwrap();
     let (r1, r2) = (raw(&w1.messages), raw(&w2.messages));
     assert_eq!(
         second.request.series_start,
@@ -289,11 +289,14 @@ fn no_mode_rewrites(key: &str, first: &Sent, second: &Sent, p2: &str, answers: u
         r1.len() + 2,
         "{key}: the answer and the user message"
     );
-    assert!(!second.wire.body.contains("tool_addition"), "{key}");
+    assert!(!second.wire.body().contains("tool_addition"), "{key}");
     // The first answer goes back as its text only; so does the opening one, if any.
     assert_eq!(first.content[0]["type"], "thinking", "{key}");
-    assert_eq!(second.wire.report.thinking_left_out, answers, "{key}");
-    assert!(!second.wire.body.contains(r#""type":"thinking""#), "{key}");
+    assert_eq!(second.wire.report().thinking_left_out, answers, "{key}");
+    assert!(
+        !second.wire.body().contains(r#""type":"thinking""#),
+        "{key}"
+    );
     let answer = json!({"role": "assistant", "content": [first.content.last().unwrap()]});
     assert_eq!(
         serde_json::from_str::<Value>(&r2[r1.len()]).unwrap(),

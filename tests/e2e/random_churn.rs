@@ -61,7 +61,7 @@ pub struct Row {
 
 impl Row {
     fn body(&self) -> Value {
-        serde_json::from_str(&self.sent.wire.body).unwrap()
+        serde_json::from_str(self.sent.wire.body()).unwrap()
     }
 
     /// Whether a request series started since the previous sent request (the caller's
@@ -172,7 +172,7 @@ pub fn run(mut agent: Agent, seed: u64) -> Vec<Row> {
         after_call = matches!(reply, Reply::Call(_));
         series.extend(sent.request.series_start);
         all_deferred |= sent.path == ProjectionPath::AllDeferred;
-        let body: Value = serde_json::from_str(&sent.wire.body).unwrap();
+        let body: Value = serde_json::from_str(sent.wire.body()).unwrap();
         let ends_with_assistant = body["messages"]
             .as_array()
             .and_then(|m| m.last())
@@ -339,7 +339,7 @@ fn random_churn_on_inline_definitions_loses_only_at_request_series_starts() {
                 let usable = body["tools"]
                     .as_array()
                     .is_some_and(|t| t.iter().any(|t| t["defer_loading"] != true));
-                let by_value = |r: &Row| r.sent.wire.body.contains(r#""type":"tool_definition""#);
+                let by_value = |r: &Row| r.sent.wire.body().contains(r#""type":"tool_definition""#);
                 let exception = !usable && by_value(r) && !by_value(before);
                 assert!(
                     !exception || r.sent.usage.cached_bytes == 0,

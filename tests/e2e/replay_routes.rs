@@ -85,9 +85,7 @@ fn a_replay_on_every_route_sends_nothing_the_stand_in_refuses() {
         let mut refused = Vec::new();
         Replay::new(route.clone())
             .run_each(&log, |request, wire| {
-                let mut wire = wire.clone();
-                wire.headers
-                    .push((standin::FORK_FROM_HEADER.to_owned(), SOURCE.to_owned()));
+                let wire = wire.clone().with_header(standin::FORK_FROM_HEADER, SOURCE);
                 if let Err(e) = standin::post(&key, route.deferred_section_bytes(), &wire)
                     .map_err(|e| e.message)
                     .and_then(|r| {

@@ -55,7 +55,7 @@ fn resume_with_a_request_in_flight_resends_the_same_bytes_and_gets_a_whole_answe
         .step(&p, &tools, Some("Now grep for TODOs."), Reply::Text)
         .unwrap();
     assert!(second.request.rewrite.is_some(), "{key}");
-    assert_eq!(second.wire.report.thinking_left_out, 2, "{key}");
+    assert_eq!(second.wire.report().thinking_left_out, 2, "{key}");
 
     agent.cut_off_next();
     let in_flight = agent.try_step(&p, &tools, Some("Carry on."), Reply::Text);
@@ -77,7 +77,7 @@ fn resume_with_a_request_in_flight_resends_the_same_bytes_and_gets_a_whole_answe
         ("u3", Role::User),
         "{key}: nothing of the answer was appended"
     );
-    assert_eq!(wire.report.thinking_left_out, 2, "{key}");
+    assert_eq!(wire.report().thinking_left_out, 2, "{key}");
     // The process dies (its lock on the file goes with it).
     drop(agent);
 
@@ -88,13 +88,14 @@ fn resume_with_a_request_in_flight_resends_the_same_bytes_and_gets_a_whole_answe
         .resumed_at(3);
     let resent = agent.retry(&p, &tools, Reply::Text).unwrap();
     assert_eq!(
-        resent.wire.body, wire.body,
+        resent.wire.body(),
+        wire.body(),
         "{key}: the retry sends the bytes the dead process sent"
     );
-    assert_eq!(resent.wire.headers, wire.headers, "{key}");
+    assert_eq!(resent.wire.headers(), wire.headers(), "{key}");
     assert_eq!(
-        request.to_wire().unwrap().body,
-        wire.body,
+        request.to_wire().unwrap().body(),
+        wire.body(),
         "{key}: the dead request"
     );
     assert_eq!(
@@ -174,7 +175,7 @@ fn resume_between_a_tool_call_and_its_result_runs_the_call_and_continues() {
     let mut agent = Agent::over(key, route, session).streaming().resumed_at(2);
     agent.run_pending_tool_calls(&tools);
     let continued = agent.step(&p, &tools, None, Reply::Text).unwrap();
-    let body: Value = serde_json::from_str(&continued.wire.body).unwrap();
+    let body: Value = serde_json::from_str(continued.wire.body()).unwrap();
     let messages = body["messages"].as_array().unwrap();
     let n = messages.len();
     assert_eq!(
@@ -188,7 +189,7 @@ fn resume_between_a_tool_call_and_its_result_runs_the_call_and_continues() {
         call_id,
         "{key}: the resumed loop's result answers the call"
     );
-    assert_eq!(continued.wire.report.thinking_left_out, 0, "{key}");
+    assert_eq!(continued.wire.report().thinking_left_out, 0, "{key}");
     assert_eq!(
         continued.usage.cached_bytes, called.usage.total_bytes,
         "{key}: the continuation keeps the whole previous request"

@@ -429,7 +429,7 @@ pub fn post(
         .post(url())
         .header(SESSION_HEADER, session)
         .header(SECTION_HEADER, section_bytes.to_string());
-    for (name, value) in &request.headers {
+    for (name, value) in request.headers() {
         call = call.header(name, value);
     }
     let transport = |e: ureq::Error| Refused {
@@ -437,7 +437,7 @@ pub fn post(
         message: e.to_string(),
         code: None,
     };
-    let mut response = call.send(request.body.as_str()).map_err(transport)?;
+    let mut response = call.send(request.body()).map_err(transport)?;
     let status = response.status().as_u16();
     let head = |name: &str| {
         response
@@ -3140,8 +3140,7 @@ mod tests {
         let other = send("standin-http-2", 0, &wire(&one, &[])).unwrap();
         assert_eq!(other.usage.cached_bytes, 0, "another session starts cold");
 
-        let mut broken = wire(&one, &[]);
-        broken.body = "{".into();
+        let broken = mektpoy::WireRequest::new("{", wire(&one, &[]).headers().to_vec());
         assert_eq!(send("standin-http-3", 0, &broken).unwrap_err().status, 400);
         let resized = send("standin-http-2", 512, &wire(&one, &[])).unwrap_err();
         assert!(
@@ -3376,9 +3375,7 @@ mod tests {
             mektpoy::response::decode_messages(&json.body, "anthropic", None).unwrap()
         );
 
-        let mut cut = wire(&streamed, &[]);
-        cut.headers
-            .push((CUT_OFF_HEADER.to_owned(), "true".to_owned()));
+        let cut = wire(&streamed, &[]).with_header(CUT_OFF_HEADER, "true");
         let torn = post("standin-http-cut", 0, &cut).unwrap();
         assert_eq!(torn.status, 200, "accepted");
         assert!(
@@ -3396,10 +3393,7 @@ mod tests {
         let next = send("standin-http-cut", 0, &wire(&chat(&[user("u0")]), &[])).unwrap();
         assert_eq!(next.text, "ok 2", "the cut-off request was answered");
 
-        let mut called = wire(&chat(&[user("u0")]), &[]);
-        called
-            .headers
-            .push((TOOL_USE_HEADER.to_owned(), "a".to_owned()));
+        let called = wire(&chat(&[user("u0")]), &[]).with_header(TOOL_USE_HEADER, "a");
         let answer = send("standin-http-tool", 0, &called).unwrap();
         let id = answer.content[2]["id"].as_str().unwrap().to_owned();
         let unanswered = [user("u0"), answer.message(), user("u1")];

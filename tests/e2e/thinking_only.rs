@@ -53,7 +53,7 @@ fn a_thinking_only_answer_left_out_after_a_rewrite_does_not_stop_the_loop() {
             .step(&first, &only_read, Some("go on"), Reply::Text)
             .unwrap();
         assert_eq!(
-            roles(&back.wire.body),
+            roles(back.wire.body()),
             ["user", "assistant", "user"],
             "{key}"
         );
@@ -73,8 +73,8 @@ fn a_thinking_only_answer_left_out_after_a_rewrite_does_not_stop_the_loop() {
             )
             .unwrap();
         assert!(rewritten.request.rewrite.is_some(), "{key}: a rewrite");
-        assert!(rewritten.wire.report.thinking_left_out >= 2, "{key}");
-        let r = roles(&rewritten.wire.body);
+        assert!(rewritten.wire.report().thinking_left_out >= 2, "{key}");
+        let r = roles(rewritten.wire.body());
         assert!(
             r.windows(2).all(|w| w[0] != w[1]),
             "{key}: roles alternate: {r:?}"
@@ -89,7 +89,7 @@ fn a_thinking_only_answer_left_out_after_a_rewrite_does_not_stop_the_loop() {
             .step(&second, &tools, Some("finish"), Reply::Text)
             .unwrap();
         assert!(
-            !last.wire.body.contains(r#""content":[]"#),
+            !last.wire.body().contains(r#""content":[]"#),
             "{key}: no empty turn"
         );
     }

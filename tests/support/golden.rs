@@ -21,11 +21,11 @@ use mektpoy::WireRequest;
 #[track_caller]
 pub fn assert_golden(name: &str, request: &WireRequest) {
     let headers: String = request
-        .headers
+        .headers()
         .iter()
         .map(|(n, v)| format!("{n}: {v}\n"))
         .collect();
-    check(&path(name, "json"), &format!("{}\n", request.body));
+    check(&path(name, "json"), &format!("{}\n", request.body()));
     check(&path(name, "headers"), &headers);
 }
 

@@ -157,18 +157,18 @@ fn example_w9_automatic_cache_control_among_sorted_config_keys() {
     )
     .unwrap();
     assert!(
-        req.body.starts_with(
+        req.body().starts_with(
             r#"{"model":"claude-test","cache_control":{"type":"ephemeral"},"max_tokens":1024,"temperature":0.5,"tools":"#
         ),
         "{}",
-        req.body
+        req.body()
     );
     assert_eq!(
-        req.body.matches("cache_control").count(),
+        req.body().matches("cache_control").count(),
         1,
         "none on a tool"
     );
-    assert_eq!(req.report.lookback_breakpoint, None);
+    assert_eq!(req.report().lookback_breakpoint, None);
     // The config's own `cache_control` is kept and not doubled.
     let own = config.with("cache_control", json!({"type": "ephemeral", "ttl": "1h"}));
     let req = ser(
@@ -180,13 +180,13 @@ fn example_w9_automatic_cache_control_among_sorted_config_keys() {
     )
     .unwrap();
     assert!(
-        req.body.starts_with(
+        req.body().starts_with(
             r#"{"model":"claude-test","cache_control":{"ttl":"1h","type":"ephemeral"},"max_tokens":1024,"#
         ),
         "{}",
-        req.body
+        req.body()
     );
-    assert_eq!(req.body.matches("cache_control").count(), 1);
+    assert_eq!(req.body().matches("cache_control").count(), 1);
     // A route that caches by itself gets none.
     let no_auto = claude().into_builder().auto_cache(false).build().unwrap();
     let req = ser(
@@ -197,7 +197,7 @@ fn example_w9_automatic_cache_control_among_sorted_config_keys() {
         &WireContext::default(),
     )
     .unwrap();
-    assert!(!req.body.contains("cache_control"), "{}", req.body);
+    assert!(!req.body().contains("cache_control"), "{}", req.body());
 }
 
 /// `u1`, `a1`, then a user turn of `after` text blocks: `2 + after` blocks in all.
@@ -221,7 +221,7 @@ fn example_w9_lookback_marks_the_previous_last_block_when_20_blocks_follow() {
         &lookback_context(2),
     )
     .unwrap();
-    assert_eq!(req.report.lookback_breakpoint, Some(1));
+    assert_eq!(req.report().lookback_breakpoint, Some(1));
     let b = body(&req);
     assert_eq!(
         b["messages"][1],
@@ -230,13 +230,13 @@ fn example_w9_lookback_marks_the_previous_last_block_when_20_blocks_follow() {
         ]))
     );
     assert!(
-        req.body
+        req.body()
             .contains(r#"{"type":"text","text":"ok","cache_control":{"type":"ephemeral"}}"#),
         "written after the block's own fields: {}",
-        req.body
+        req.body()
     );
     assert_eq!(
-        req.body.matches("cache_control").count(),
+        req.body().matches("cache_control").count(),
         2,
         "top level + one block"
     );
@@ -255,8 +255,8 @@ fn example_w9_lookback_marks_the_previous_last_block_when_20_blocks_follow() {
             &context,
         )
         .unwrap();
-        assert_eq!(req.report.lookback_breakpoint, None, "{after}");
-        assert_eq!(req.body.matches("cache_control").count(), 1, "{after}");
+        assert_eq!(req.report().lookback_breakpoint, None, "{after}");
+        assert_eq!(req.body().matches("cache_control").count(), 1, "{after}");
     }
     // The config's ttl goes with it.
     let config = claude_config().with("cache_control", json!({"type": "ephemeral", "ttl": "1h"}));
@@ -286,8 +286,8 @@ fn example_w9_lookback_marks_the_previous_last_block_when_20_blocks_follow() {
         &lookback_context(2),
     )
     .unwrap();
-    assert_eq!(req.report.lookback_breakpoint, None);
-    assert!(!req.body.contains("cache_control"));
+    assert_eq!(req.report().lookback_breakpoint, None);
+    assert!(!req.body().contains("cache_control"));
 }
 
 #[test]
@@ -325,8 +325,8 @@ fn lookback_counts_blocks_over_every_wire_message_and_skips_thinking() {
         .flat_map(|m| m["content"].as_array().unwrap())
         .collect();
     assert_eq!(flat.len(), 27);
-    assert_eq!(req.report.lookback_breakpoint, Some(6));
-    assert!(flat[6].get("cache_control").is_some(), "{}", req.body);
+    assert_eq!(req.report().lookback_breakpoint, Some(6));
+    assert!(flat[6].get("cache_control").is_some(), "{}", req.body());
     assert_eq!(
         flat.iter()
             .filter(|v| v.get("cache_control").is_some())
@@ -343,7 +343,7 @@ fn lookback_counts_blocks_over_every_wire_message_and_skips_thinking() {
         &lookback_context(2),
     )
     .unwrap();
-    assert_eq!(req.report.lookback_breakpoint, Some(0));
+    assert_eq!(req.report().lookback_breakpoint, Some(0));
     let b = body(&req);
     assert_eq!(
         b["messages"][0]["content"][0]["cache_control"],
@@ -367,13 +367,13 @@ fn example_w10_by_value_block_and_inline_beta() {
     )
     .unwrap();
     assert!(
-        req.body.ends_with(concat!(
+        req.body().ends_with(concat!(
             r#""tools":[{"name":"A","description":"A","input_schema":{"type":"object"}}],"#,
             r#""messages":[{"role":"user","content":[{"type":"text","text":"hi"}]},"#,
             r#"{"role":"system","content":[{"type":"tool_addition","tool":{"type":"tool_definition","definition":{"name":"B","description":"B","input_schema":{"type":"object"}}}}]}]}"#
         )),
         "{}",
-        req.body
+        req.body()
     );
     assert_eq!(req.header("anthropic-beta"), Some(INLINE_BETA));
     // Exactly three fields in the definition: no `defer_loading`, no unknown field.
@@ -436,7 +436,7 @@ fn inline_routes_send_the_inline_beta_only_with_a_tool_change_and_never_the_plac
         )
         .unwrap();
         assert_eq!(req.header("anthropic-beta"), beta, "{name}");
-        assert!(!req.body.contains(DEFERRED_PLACEHOLDER_NAME), "{name}");
+        assert!(!req.body().contains(DEFERRED_PLACEHOLDER_NAME), "{name}");
     }
     // On `beta_always`, every request carries the inline beta, never the by-reference one.
     let req = ser(
@@ -568,26 +568,26 @@ fn anthropic_tool_fields_are_sent_in_a_fixed_order_and_no_other_unknown_field() 
     )
     .unwrap();
     assert!(
-        req.body.contains(concat!(
+        req.body().contains(concat!(
             r#"{"name":"R","description":"r","input_schema":{"type":"object"},"#,
             r#""strict":true,"input_examples":[{"q":"x"}],"eager_input_streaming":true,"defer_loading":true}"#
         )),
         "{}",
-        req.body
+        req.body()
     );
     assert_eq!(
-        req.body.matches("cache_control").count(),
+        req.body().matches("cache_control").count(),
         1,
         "only the top-level one: never on a (deferred) tool"
     );
     // Not on other providers.
     let req = wire_tools(&flash(), vec![rich]).unwrap();
     assert!(
-        req.body.contains(
+        req.body().contains(
             r#"{"name":"R","description":"r","input_schema":{"type":"object"},"defer_loading":true}"#
         ),
         "{}",
-        req.body
+        req.body()
     );
 }
 
@@ -873,15 +873,15 @@ fn example_w17_unverifiable_reasoning_left_out_and_counted() {
         &WireContext::default(),
     )
     .unwrap();
-    assert_eq!(req.report.unverifiable_reasoning_left_out, 5);
-    assert_eq!(req.report.thinking_left_out, 0);
+    assert_eq!(req.report().unverifiable_reasoning_left_out, 5);
+    assert_eq!(req.report().thinking_left_out, 0);
     let b = body(&req);
     assert_eq!(
         b["messages"][1],
         assistant_turn(json!([thinking_block("good", "s1"), t("a")]))
     );
     assert_eq!(b["messages"][3], assistant_turn(json!([t("b")])));
-    assert!(!req.body.contains("theirs") && !req.body.contains("zzz"));
+    assert!(!req.body().contains("theirs") && !req.body().contains("zzz"));
 }
 
 #[test]
@@ -910,15 +910,15 @@ fn redacted_thinking_is_sent_back_verbatim_in_place() {
     )
     .unwrap();
     assert!(
-        req.body.contains(concat!(
+        req.body().contains(concat!(
             r#"{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s1"},"#,
             r#"{"data":"EnC=","type":"redacted_thinking","z":{"a":2,"b":1}},"#,
             r#"{"type":"text","text":"ok"}]}"#
         )),
         "{}",
-        req.body
+        req.body()
     );
-    assert_eq!(req.report, WireReport::default());
+    assert_eq!(*req.report(), WireReport::default());
     // Any other `Other` in an assistant message is still refused.
     let err = ser(
         &claude(),
@@ -963,7 +963,7 @@ fn an_assistant_message_left_empty_sends_nothing() {
         body(&req)["messages"],
         json!([{"role": "user", "content": [t("hi"), t("more")]}])
     );
-    assert_eq!(req.report.unverifiable_reasoning_left_out, 1);
+    assert_eq!(req.report().unverifiable_reasoning_left_out, 1);
     // ... or at the end (where an empty final turn is otherwise allowed); and stripping does
     // the same.
     let floor = ids(&["a1"]);
@@ -982,7 +982,7 @@ fn an_assistant_message_left_empty_sends_nothing() {
         body(&req)["messages"],
         json!([{"role": "user", "content": [t("hi")]}])
     );
-    assert_eq!(req.report.thinking_left_out, 2);
+    assert_eq!(req.report().thinking_left_out, 2);
     // Between two tool rounds: the results and the next user message make one user turn.
     let floor2 = ids(&["a2"]);
     let req = ser(
@@ -1040,9 +1040,9 @@ fn example_w11_strip_thinking_leaves_pre_floor_blocks_out() {
     )
     .unwrap();
     assert_eq!(body(&req)["messages"][1], assistant_turn(json!([t("ok")])));
-    assert_eq!(req.report.thinking_left_out, 1);
-    assert!(!req.report.drop_block);
-    assert!(!req.body.contains("block_binding"));
+    assert_eq!(req.report().thinking_left_out, 1);
+    assert!(!req.report().drop_block);
+    assert!(!req.body().contains("block_binding"));
     assert_eq!(req.header("anthropic-beta"), Some(INLINE_BETA));
 }
 
@@ -1062,20 +1062,20 @@ fn example_w11_drop_block_sends_them_with_block_binding_and_its_beta() {
     )
     .unwrap();
     assert!(
-        req.body.starts_with(concat!(
+        req.body().starts_with(concat!(
             r#"{"model":"claude-test","cache_control":{"type":"ephemeral"},"max_tokens":1024,"#,
             r#""thinking":{"block_binding":{"prefix_mismatch_behavior":"drop_block"},"budget_tokens":2048,"type":"enabled"},"#,
             r#""messages":"#
         )),
         "{}",
-        req.body
+        req.body()
     );
     assert_eq!(
         body(&req)["messages"][1],
         assistant_turn(json!([thinking_block("pre", "s1"), t("ok")]))
     );
-    assert!(req.report.drop_block);
-    assert_eq!(req.report.thinking_left_out, 0);
+    assert!(req.report().drop_block);
+    assert_eq!(req.report().thinking_left_out, 0);
     assert_eq!(
         req.header("anthropic-beta"),
         Some("inline-tools-2026-09-15,thinking-binding-controls-2026-08-01")
@@ -1151,7 +1151,7 @@ fn example_w11_drop_block_sends_them_with_block_binding_and_its_beta() {
         &plan(ThinkingPolicy::DropBlock, &floor),
     )
     .unwrap();
-    assert!(req.report.drop_block && req.body.contains("redacted_thinking"));
+    assert!(req.report().drop_block && req.body().contains("redacted_thinking"));
 }
 
 #[test]
@@ -1263,7 +1263,7 @@ fn example_w12_no_pre_floor_thinking_sends_the_request_unchanged() {
             assert_eq!(req, plain, "{policy:?} {floor:?}");
         }
     }
-    assert!(plain.body.contains(r#""signature":"s1""#));
+    assert!(plain.body().contains(r#""signature":"s1""#));
 }
 
 #[test]
@@ -1293,7 +1293,7 @@ fn example_w12_prime_a_pre_floor_block_stays_out_and_later_thinking_is_sent() {
         b["messages"][3],
         assistant_turn(json!([thinking_block("post", "s2"), t("fine")]))
     );
-    assert_eq!(req.report.thinking_left_out, 1);
+    assert_eq!(req.report().thinking_left_out, 1);
     let req = ser(
         &claude(),
         &claude_config(),
@@ -1302,8 +1302,10 @@ fn example_w12_prime_a_pre_floor_block_stays_out_and_later_thinking_is_sent() {
         &plan(ThinkingPolicy::DropBlock, &floor),
     )
     .unwrap();
-    assert!(req.report.drop_block && req.body.contains("block_binding"));
-    assert!(req.body.contains(r#""signature":"s1""#) && req.body.contains(r#""signature":"s2""#));
+    assert!(req.report().drop_block && req.body().contains("block_binding"));
+    assert!(
+        req.body().contains(r#""signature":"s1""#) && req.body().contains(r#""signature":"s2""#)
+    );
     assert_eq!(
         req.header("anthropic-beta"),
         Some("inline-tools-2026-09-15,thinking-binding-controls-2026-08-01")
@@ -1330,7 +1332,7 @@ fn example_w14_the_last_assistant_message_is_stripped_too() {
         body(&req)["messages"][1],
         assistant_turn(json!([{"type": "tool_use", "id": "c1", "name": "read", "input": {}}]))
     );
-    assert_eq!(req.report.thinking_left_out, 1);
+    assert_eq!(req.report().thinking_left_out, 1);
     // The last message itself, where prefill is accepted.
     let req = ser(
         &claude_prefill(),
@@ -1344,7 +1346,7 @@ fn example_w14_the_last_assistant_message_is_stripped_too() {
     )
     .unwrap();
     assert_eq!(body(&req)["messages"][1], assistant_turn(json!([t("par")])));
-    assert_eq!(req.report.thinking_left_out, 1);
+    assert_eq!(req.report().thinking_left_out, 1);
 }
 
 #[test]

@@ -30,7 +30,7 @@ fn chat_body_exact() {
     let config = Config::new("openai", "gpt-test").with("temperature", json!(0));
     let req = serialize(&config, &projected(messages, Some(vec![schema])), &chat()).unwrap();
     assert_eq!(
-        req.body,
+        req.body(),
         concat!(
             r#"{"model":"gpt-test","temperature":0,"#,
             r#""tools":[{"type":"function","function":{"name":"read","description":"Read a file","parameters":{"type":"object"}}}],"#,
@@ -44,7 +44,7 @@ fn chat_body_exact() {
         )
     );
     assert_eq!(
-        req.headers,
+        req.headers(),
         [("content-type".to_owned(), "application/json".to_owned())]
     );
 }
@@ -75,8 +75,8 @@ fn serialize_dispatches_on_the_route_api() {
         serialize_messages(&config(), &p, &flash()).unwrap()
     );
     assert_ne!(
-        serialize(&config(), &p, &chat()).unwrap().body,
-        serialize(&config(), &p, &flash()).unwrap().body
+        serialize(&config(), &p, &chat()).unwrap().body(),
+        serialize(&config(), &p, &flash()).unwrap().body()
     );
 }
 
@@ -90,7 +90,7 @@ fn deferred_placeholder_appended_exactly_on_mode_routes_with_an_immediate_tool()
         .unwrap();
     let tools_of = |route: &Route, tools: Option<Vec<ToolSchema>>| -> Value {
         let p = projected(vec![u("u1", "hi")], tools);
-        let body = serialize(&config(), &p, route).unwrap().body;
+        let body = serialize(&config(), &p, route).unwrap().into_parts().0;
         serde_json::from_str::<Value>(&body).unwrap()["tools"].clone()
     };
     // Main path and fallbacks alike: any projection holding a non-deferred tool.
@@ -103,7 +103,7 @@ fn deferred_placeholder_appended_exactly_on_mode_routes_with_an_immediate_tool()
         assert_eq!(got.as_array().unwrap().len(), n + 1);
         assert_eq!(got[n]["name"], DEFERRED_PLACEHOLDER_NAME, "appended last");
         let p = projected(vec![u("u1", "hi")], Some(tools.clone()));
-        let body = serialize(&config(), &p, &with).unwrap().body;
+        let body = serialize(&config(), &p, &with).unwrap().into_parts().0;
         assert!(
             body.contains(&format!("{PLACEHOLDER}],")),
             "the spec's bytes: {body}"
@@ -150,7 +150,8 @@ fn system_messages_that_are_not_prompts() {
     // In history, a leading summary is the top-level `system` and the prompt is queued.
     let body = serialize(&config(), &projected(messages, None), &flash())
         .unwrap()
-        .body;
+        .into_parts()
+        .0;
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["system"], "summary of turns 1-9");
     assert_eq!(
@@ -161,7 +162,8 @@ fn system_messages_that_are_not_prompts() {
     let later = vec![s("s0", "P"), u("u1", "hi"), s("s1", "P2")];
     let body = serialize(&config(), &projected(later, None), &plain())
         .unwrap()
-        .body;
+        .into_parts()
+        .0;
     assert!(body.contains(r#""system":"P2""#), "{body}");
 }
 
@@ -181,7 +183,8 @@ fn thinking_extra_fields_are_written_in_sorted_order() {
     ];
     let body = serialize(&config(), &projected(messages, None), &flash())
         .unwrap()
-        .body;
+        .into_parts()
+        .0;
     assert!(
         body.contains(
             r#"{"type":"thinking","thinking":"t","alpha":{"b":1,"y":2},"signature":"sig","zeta":1}"#
@@ -224,7 +227,8 @@ fn turns_left_empty_are_refused_except_a_final_assistant_turn() {
         &flash(),
     )
     .unwrap()
-    .body;
+    .into_parts()
+    .0;
     assert!(
         body.ends_with(r#"{"role":"assistant","content":[]}]}"#),
         "{body}"

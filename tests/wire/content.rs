@@ -47,7 +47,7 @@ fn tool_calls_results_reasoning_and_merging() {
         ])
     );
     assert!(
-        req.body
+        req.body()
             .contains(r#"{"type":"thinking","thinking":"think","signature":"sig=="}"#)
     );
 }

@@ -129,7 +129,7 @@ fn wire(route: &Route, messages: Vec<Message>) -> Result<WireRequest, WireError>
 }
 
 fn body(req: &WireRequest) -> Value {
-    serde_json::from_str(&req.body).expect("the body is JSON")
+    serde_json::from_str(req.body()).expect("the body is JSON")
 }
 
 fn beta(req: &WireRequest) -> bool {

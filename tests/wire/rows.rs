@@ -107,9 +107,9 @@ fn example_w5_tools_with_deferred_declaration() {
         &flash(),
     )
     .unwrap();
-    assert!(req.body.contains(
+    assert!(req.body().contains(
         r#""tools":[{"name":"A","description":"A","input_schema":{"type":"object"}},{"name":"B","description":"B","input_schema":{"type":"object"},"defer_loading":true}],"#
-    ), "{}", req.body);
+    ), "{}", req.body());
 }
 
 #[test]
