@@ -21,6 +21,12 @@ fn body(texts: &[&str]) -> String {
     format!(r#"{{"messages":[{}]}}"#, messages.join(","))
 }
 
+/// One user message of `c`s whose cut is 8,192 bytes: 32 of DeepSeek's 64-token units at the
+/// meter's four bytes a token, so that all of it can be read.
+fn units(c: char) -> String {
+    body(&[&c.to_string().repeat(8192 - 28)])
+}
+
 fn deepseek() -> Meter {
     Meter::new(&route_for("deepseek", "deepseek-flash"))
 }
@@ -128,7 +134,7 @@ fn usage_without_a_request_or_twice_is_refused() {
 /// Two requests of the same long prompt, the second measured with `read` cached tokens.
 fn repeat_with_read(read: u64) -> mektpoy::meter::MeterRow {
     let mut m = deepseek();
-    let prompt = body(&[&"y".repeat(8000)]);
+    let prompt = units('y');
     m.observe(&prompt, Some(SeriesStart::First)).unwrap();
     m.observe_measured(Measured::new(2000, Some(0), None))
         .unwrap();
@@ -163,10 +169,10 @@ fn a_read_short_by_more_than_one_block_is_an_unexplained_miss() {
 
 #[test]
 fn the_estimate_converts_at_the_measured_rate_not_four_bytes_a_token() {
-    // 8,000 bytes the provider counts as 1,000 tokens: at ⌈bytes / 4⌉ the estimate would be
-    // 2,000 and a full hit would look 1,000 short.
+    // 8,192 bytes the provider counts as 1,000 tokens: at ⌈bytes / 4⌉ the estimate would be
+    // 2,048 and a full hit would look 1,048 short.
     let mut m = deepseek();
-    let prompt = body(&[&"z".repeat(8000)]);
+    let prompt = units('z');
     m.observe(&prompt, None).unwrap();
     m.observe_measured(Measured::new(1000, Some(0), None))
         .unwrap();
@@ -190,7 +196,7 @@ fn the_estimate_converts_at_the_measured_rate_not_four_bytes_a_token() {
 #[test]
 fn a_series_the_caller_opened_or_a_zero_estimate_is_never_flagged() {
     let mut m = deepseek();
-    let prompt = body(&[&"w".repeat(8000)]);
+    let prompt = units('w');
     m.observe(&prompt, None).unwrap();
     m.observe_measured(Measured::new(2000, Some(0), None))
         .unwrap();
@@ -258,7 +264,7 @@ fn prime_makes_a_body_the_previous_request_without_a_row() {
     assert!(matches!(resumed.prime("[]"), Err(MeterError::Body(_))));
     assert_eq!(resumed.rows().len(), 1, "a refused body changes nothing");
     // A body primed after a row: the row's figures are not the primed body's rate.
-    let prompt = body(&[&"p".repeat(8000)]);
+    let prompt = units('p');
     let mut m = deepseek();
     m.observe(&body(&["short"]), None).unwrap();
     m.prime(&prompt).unwrap();
@@ -274,21 +280,27 @@ fn prime_makes_a_body_the_previous_request_without_a_row() {
 fn a_restored_meter_continues_where_the_saved_one_stopped() {
     let route = route_for("anthropic", "claude-opus-5");
     let mut m = Meter::new(&route);
-    let prompt = |n: usize| {
+    // A long first message, then (`more`) an answer and a second question.
+    let prompt = |more: bool| {
+        let more = if more {
+            r#",{"role":"assistant","content":"ok"},{"role":"user","content":"and?"}"#
+        } else {
+            ""
+        };
         format!(
-            r#"{{"cache_control":{{"type":"ephemeral"}},"messages":[{{"role":"user","content":"{}"}}]}}"#,
-            "q".repeat(n)
+            r#"{{"cache_control":{{"type":"ephemeral"}},"messages":[{{"role":"user","content":"{}"}}{more}]}}"#,
+            "q".repeat(4000)
         )
     };
-    m.observe(&prompt(4000), Some(SeriesStart::First)).unwrap();
+    m.observe(&prompt(false), Some(SeriesStart::First)).unwrap();
     m.observe_measured(Measured::new(1000, Some(0), Some(990)))
         .unwrap();
     let saved = m.save();
-    assert!(saved.starts_with(r#"{"version":2,"route":"anthropic/claude-opus-5"#));
+    assert!(saved.starts_with(r#"{"version":3,"route":"anthropic/claude-opus-5"#));
     let mut restored = Meter::restore(&route, &saved).unwrap();
     assert_eq!(restored.rows(), m.rows());
     assert_eq!(restored.report(), m.report());
-    let next = prompt(4100);
+    let next = prompt(true);
     assert_eq!(
         restored.observe(&next, None).unwrap(),
         m.observe(&next, None).unwrap()
@@ -314,12 +326,12 @@ fn a_saved_meter_for_another_route_or_version_is_refused() {
             reason: RestoreFault::Route { .. }
         })
     ));
-    let v3 = saved.replacen(r#""version":2"#, r#""version":3"#, 1);
+    let v4 = saved.replacen(r#""version":3"#, r#""version":4"#, 1);
     let flash = route_for("deepseek", "deepseek-flash");
     assert!(matches!(
-        Meter::restore(&flash, &v3),
+        Meter::restore(&flash, &v4),
         Err(MeterError::Restore {
-            reason: RestoreFault::Version(3)
+            reason: RestoreFault::Version(4)
         })
     ));
     for bad in [

@@ -205,9 +205,11 @@ impl Replayed {
 }
 
 /// Whether `row` did not find the whole `previous` request of its route in the cache: its
-/// cached bytes fall short of the smaller of the two requests.
+/// cached bytes fall short of what keeping the smaller of the two requests reads by the
+/// vendor's rule ([`MeterRow::kept_bytes`]: its unit and minimum length applied).
 pub fn missed(previous: &MeterRow, row: &MeterRow) -> bool {
-    row.cached_bytes < previous.total_bytes.min(row.total_bytes)
+    let _ = previous;
+    row.cached_bytes < row.kept_bytes()
 }
 
 /// One line per metered request (`rows` and their `attributions`, as
@@ -907,9 +909,8 @@ impl<F: FnMut(&ReplayedRequest, &WireRequest)> Run<'_, F> {
                 self.attributor
                     .record(attribution.clone(), Some(&recorded), &wire);
                 request.attribution = Some(attribution);
-                request.missed = self
-                    .previous_total
-                    .is_some_and(|t| row.cached_bytes < t.min(row.total_bytes));
+                request.missed =
+                    self.previous_total.is_some() && row.cached_bytes < row.kept_bytes();
                 self.previous_total = Some(row.total_bytes);
                 request.row = Some(row);
                 (self.each)(&request, &wire);
