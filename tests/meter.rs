@@ -460,3 +460,242 @@ proptest! {
         }
     }
 }
+
+/// A Messages body with top-level automatic caching: `system`, then one message per entry of
+/// `messages` (alternating user / assistant, from a user turn), each with one text block per
+/// string; `mark` puts an explicit breakpoint on block `(message, block)`.
+fn claude(system: &str, messages: &[&[&str]], mark: Option<(usize, usize)>) -> String {
+    let messages: Vec<serde_json::Value> = messages
+        .iter()
+        .enumerate()
+        .map(|(i, blocks)| {
+            let content: Vec<serde_json::Value> = blocks
+                .iter()
+                .enumerate()
+                .map(|(j, t)| {
+                    let mut b = serde_json::json!({"type": "text", "text": t});
+                    if mark == Some((i, j)) {
+                        b["cache_control"] = serde_json::json!({"type": "ephemeral"});
+                    }
+                    b
+                })
+                .collect();
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            serde_json::json!({"role": role, "content": content})
+        })
+        .collect();
+    serde_json::json!({
+        "model": "m", "max_tokens": 8, "cache_control": {"type": "ephemeral"},
+        "system": system, "messages": messages
+    })
+    .to_string()
+}
+
+/// A system prompt above every Claude model's minimum cacheable length.
+fn long_system() -> String {
+    "Be careful and brief. ".repeat(300)
+}
+
+#[test]
+fn anthropic_reads_nothing_after_a_compaction_that_changes_an_early_block() {
+    // The demo's `claude-opus-5` case: the byte prefix the compacted request shares with the
+    // previous one (the system prompt and the start of the first message) ends at no block
+    // any request wrote an entry at, so the provider reads nothing.
+    let mut m = Meter::new(&route_for("anthropic", "claude-opus-5"));
+    let s = long_system();
+    m.observe(&claude(&s, &[&["read the files"]], None), None)
+        .unwrap();
+    let two = &[&["read the files"][..], &["done"], &["now the tests"]];
+    let row = m.observe(&claude(&s, two, None), None).unwrap();
+    assert!(row.cached_bytes > 4000, "an extension reads the entry");
+    let compacted = &[&["read the files; summary: done"][..], &["ok"], &["go on"]];
+    let row = m.observe(&claude(&s, compacted, None), None).unwrap();
+    assert_eq!(
+        row.cached_bytes, 0,
+        "no entry ends where the prefix is shared"
+    );
+    assert_eq!(
+        row.best_bytes,
+        row.kept_bytes(),
+        "the best client keeps it all"
+    );
+}
+
+#[test]
+fn anthropic_reads_the_longest_entry_at_a_block_not_the_longest_byte_prefix() {
+    // A prompt change in the history: the previous request's entry is lost, an older one at
+    // the end of the first message is still there and ends at a block of this request.
+    let mut m = Meter::new(&route_for("anthropic", "claude-fable-5-2"));
+    let s = long_system();
+    let first = m
+        .observe(&claude(&s, &[&["question one"]], None), None)
+        .unwrap();
+    let two = &[&["question one"][..], &["answer one"], &["question two"]];
+    m.observe(&claude(&s, two, None), None).unwrap();
+    let changed = &[
+        &["question one"][..],
+        &["answer one"],
+        &["question two, reworded"],
+        &["answer two"],
+        &["question three"],
+    ];
+    let row = m.observe(&claude(&s, changed, None), None).unwrap();
+    assert_eq!(
+        row.cached_bytes, first.total_bytes,
+        "the first request's entry, not the common prefix up to the reworded question"
+    );
+    assert!(row.kept_bytes() > row.cached_bytes);
+}
+
+/// `claude-opus-5`-like but without a minimum, for blocks too short to reach one.
+fn anthropic_min0() -> Meter {
+    Meter::new(
+        &route_for("anthropic", "claude-opus-5")
+            .into_builder()
+            .min_cache_tokens(0)
+            .build()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn a_breakpoint_looks_back_over_itself_and_the_nineteen_blocks_before_it() {
+    let blocks: Vec<String> = (0..61).map(|i| format!("block {i}")).collect();
+    let blocks: Vec<&str> = blocks.iter().map(String::as_str).collect();
+    // The first request's entry ends at its block 1. A breakpoint on block 20 checks blocks
+    // 1 to 20 (the 20th block back, counting its own, is block 1): read. On block 21 it
+    // checks 2 to 21: not read, nor by the automatic breakpoint on block 60.
+    for (mark, read) in [(20, true), (21, false)] {
+        let mut m = anthropic_min0();
+        let first = m
+            .observe(&claude("s", &[&blocks[..2]], None), None)
+            .unwrap();
+        let row = m
+            .observe(&claude("s", &[&blocks[..]], Some((0, mark))), None)
+            .unwrap();
+        // The first request's last block closed its message; here the message goes on.
+        let closing = r#"],"role":"user"}"#.len() as u64;
+        let expected = if read { first.total_bytes - closing } else { 0 };
+        assert_eq!(row.cached_bytes, expected, "breakpoint on block {mark}");
+    }
+}
+
+#[test]
+fn anthropic_writes_no_entry_below_the_minimum_cacheable_length() {
+    // claude-opus-5: 512 tokens. A short first request writes nothing; the long one that
+    // extends it reads nothing, and writes the entry the next one reads.
+    let mut m = Meter::new(&route_for("anthropic", "claude-opus-5"));
+    m.observe(&claude("s", &[&["short"]], None), None).unwrap();
+    let long = "x".repeat(3000);
+    let two = &[&["short"][..], &["ok"], &[long.as_str()]];
+    let row = m.observe(&claude("s", two, None), None).unwrap();
+    assert_eq!((row.cached_bytes, row.best_bytes), (0, 0));
+    let three = &[
+        &["short"][..],
+        &["ok"],
+        &[long.as_str()],
+        &["ok"],
+        &["more"],
+    ];
+    let next = m.observe(&claude("s", three, None), None).unwrap();
+    assert_eq!(next.cached_bytes, row.total_bytes);
+}
+
+/// A chat body: `system`, then user messages `texts`.
+fn chat(system: &str, texts: &[&str]) -> String {
+    let mut messages = vec![serde_json::json!({"role": "system", "content": system})];
+    messages.extend(
+        texts
+            .iter()
+            .map(|t| serde_json::json!({"role": "user", "content": t})),
+    );
+    serde_json::json!({"model": "m", "messages": messages}).to_string()
+}
+
+#[test]
+fn deepseek_reads_an_older_prompt_in_64_token_units() {
+    // The newcomer's loop: a prompt change, then back. The provider still holds the first
+    // prompt and reads it; the meter booked the request as a loss against the previous one.
+    let mut m = deepseek();
+    let (p1, p2) = (
+        "You review code. ".repeat(100),
+        "You write tests. ".repeat(100),
+    );
+    let first = m.observe(&chat(&p1, &["look at main.rs"]), None).unwrap();
+    let other = m.observe(&chat(&p2, &["look at main.rs"]), None).unwrap();
+    assert!(
+        other.cached_bytes < 256,
+        "another prompt from its first bytes"
+    );
+    let back = m
+        .observe(&chat(&p1, &["look at main.rs", "and lib.rs"]), None)
+        .unwrap();
+    assert_eq!(back.cached_bytes, first.total_bytes / 256 * 256);
+    assert!(
+        back.cached_bytes > 1000,
+        "not the previous request's few bytes"
+    );
+    assert_eq!(back.cached_bytes % 256, 0, "whole 64-token units");
+    // A repeat reads whole units only: the last partial one is new.
+    let again = m
+        .observe(&chat(&p1, &["look at main.rs", "and lib.rs"]), None)
+        .unwrap();
+    assert_eq!(again.cached_bytes, again.total_bytes / 256 * 256);
+    // Forgotten entries read nothing.
+    m.forget_cache();
+    let after = m
+        .observe(&chat(&p1, &["look at main.rs", "and lib.rs"]), None)
+        .unwrap();
+    assert_eq!(after.cached_bytes, 0);
+    assert!(
+        after.best_bytes > 0,
+        "the best client would not have waited"
+    );
+}
+
+#[test]
+fn openai_chat_reads_an_older_prompt_from_1024_tokens_in_128_token_units() {
+    let mut m = Meter::new(&route_for("openai-compatible", "gpt-x"));
+    let (p1, p2) = (
+        "You review code. ".repeat(300),
+        "You write tests. ".repeat(300),
+    );
+    let first = m.observe(&chat(&p1, &["look at main.rs"]), None).unwrap();
+    assert!(first.total_bytes > 4096, "above 1,024 tokens");
+    m.observe(&chat(&p2, &["look at main.rs"]), None).unwrap();
+    let back = m
+        .observe(&chat(&p1, &["look at main.rs", "and lib.rs"]), None)
+        .unwrap();
+    assert_eq!(back.cached_bytes, first.total_bytes / 512 * 512);
+    // Below 1,024 tokens nothing is read, even the same prompt again.
+    let mut m = Meter::new(&route_for("openai-compatible", "gpt-x"));
+    let short = chat("Be brief.", &[&"x".repeat(3000)]);
+    m.observe(&short, None).unwrap();
+    let row = m.observe(&short, None).unwrap();
+    assert_eq!((row.cached_bytes, row.best_bytes), (0, 0));
+}
+
+#[test]
+fn a_version_2_save_still_restores_its_previous_request_as_the_entry() {
+    let route = route_for("anthropic", "claude-opus-5");
+    let s = long_system();
+    let mut m = Meter::new(&route);
+    m.observe(&claude(&s, &[&["read the files"]], None), None)
+        .unwrap();
+    let v3: serde_json::Value = serde_json::from_str(&m.save()).unwrap();
+    let mut v2 = v3.clone();
+    v2["version"] = 2.into();
+    v2.as_object_mut().unwrap().remove("cache");
+    for row in v2["rows"].as_array_mut().unwrap() {
+        row.as_array_mut().unwrap().truncate(6);
+    }
+    let mut restored = Meter::restore(&route, &v2.to_string()).unwrap();
+    let two = claude(
+        &s,
+        &[&["read the files"], &["done"], &["now the tests"]],
+        None,
+    );
+    let row = restored.observe(&two, None).unwrap();
+    assert_eq!(row, m.observe(&two, None).unwrap());
+    assert!(row.cached_bytes > 0);
+}
