@@ -43,6 +43,19 @@ mod cache;
 use cache::{Bound, Cache, Prints};
 pub use cache::{OPENAI_CACHE_MIN_TOKENS, OPENAI_CACHE_UNIT_TOKENS, OPENAI_PROMPT_CACHING_DOC};
 
+/// The minimum cacheable length, in tokens, the meter applies on `route`: the route's
+/// [`Route::min_cache_tokens`], and on an OpenAI chat route at least
+/// [`OPENAI_CACHE_MIN_TOKENS`] (the vendor caches no shorter prompt).
+///
+/// ```
+/// use mektpoy::{route_for, meter::min_cache_tokens};
+/// assert_eq!(min_cache_tokens(&route_for("openai-compatible", "any")), 1024);
+/// assert_eq!(min_cache_tokens(&route_for("anthropic", "claude-opus-5")), 512);
+/// ```
+pub fn min_cache_tokens(route: &Route) -> u32 {
+    Cache::for_route(route).min_tokens()
+}
+
 /// Prices for one route, each with where it was read. The meter shows tokens only without one.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Price {

@@ -27,7 +27,7 @@
 //! let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
 //! let read = ToolSchema::new("read", "Read a file", Default::default());
 //! let mut agent = AgentLoop::new(Session::new("s"), route.clone(), config)
-//!     .with_system_prompt("Be brief.")
+//!     .with_system_prompt("Be brief. ".repeat(100))
 //!     .with_tools([read.clone()]);
 //! for turn in 0..3 {
 //!     if turn == 2 {
@@ -258,7 +258,7 @@ fn miss_line(route: &Route, a: &Attribution, previous: &MeterRow, row: &MeterRow
         return a.to_string();
     }
     let shared = previous.total_bytes.min(row.total_bytes).div_ceil(4);
-    let min = u64::from(route.min_cache_tokens());
+    let min = u64::from(crate::meter::min_cache_tokens(route));
     if shared < min {
         format!(
             "{a}, but the shared prefix (~{shared} tokens) is below the route's minimum \

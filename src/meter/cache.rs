@@ -160,6 +160,11 @@ impl Cache {
         }
     }
 
+    /// The minimum cacheable length, in tokens.
+    pub fn min_tokens(&self) -> u32 {
+        self.min_tokens
+    }
+
     /// `n` bytes when they reach the minimum cacheable length, else 0.
     fn long_enough(&self, n: u64) -> u64 {
         if n.div_ceil(BYTES_PER_TOKEN as u64) >= u64::from(self.min_tokens) {
