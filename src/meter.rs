@@ -1196,6 +1196,7 @@ impl Meter {
             debug_assert_eq!(slow.departures, self.departures, "departures depart");
             debug_assert_eq!(slow.previous, self.previous, "the kept cut departs");
             debug_assert_eq!(slow.rate_before, self.rate_before, "the rate departs");
+            debug_assert_eq!(slow.cache, self.cache, "the cache entries depart");
         }
         Ok(row)
     }
@@ -1308,26 +1309,31 @@ impl Meter {
             };
             let total = at + fresh.bytes.len();
             // The kept messages' ends, then the new ones'; the hashes go on from the
-            // previous cut's, which this one extends.
-            let (bounds, prints) = {
-                let prev = self.previous.as_ref()?;
-                let mut bounds = prev.bounds.get(..kb)?.to_vec();
+            // previous cut's, which this one extends. Both are taken over, not copied: only
+            // what is new is read.
+            let (bounds, prints, written) = {
+                let prev = self.previous.as_mut()?;
+                let grown = prev.bytes.len() - at;
+                let more = fresh.bytes.get(grown..)?;
+                if prev.bounds.len() < kb || prev.prints.is_none() {
+                    return None;
+                }
+                let mut bounds = std::mem::take(&mut prev.bounds);
+                bounds.truncate(kb);
                 bounds.extend(fresh.bounds.iter().map(|b| Bound {
                     key: b.key + at,
                     end: b.end + at,
                     ..*b
                 }));
-                let grown = prev.bytes.len() - at;
                 let offsets = self.cache.offsets(prev.bytes.len(), total, &bounds);
-                let prints = prev
-                    .prints
-                    .clone()?
-                    .extended(fresh.bytes.get(grown..)?, &offsets);
-                (bounds, prints)
+                let prints = prev.prints.take()?.extended(more, &offsets);
+                (bounds, prints, prev.bytes.len())
             };
             cut.bounds = bounds;
             let row = self.row(&cut, total as u64, None, &prints, wire.series_start);
-            self.cache.write(&prints, &cut.bounds, cut.top_level);
+            // The previous request wrote its own units already, unless they were forgotten.
+            self.cache
+                .write_after(&prints, &cut.bounds, cut.top_level, written);
             let mut prev = self.previous.take()?;
             self.rate_before = prev.rate;
             // The previous cut is a prefix of this one: append what follows it.
@@ -2354,7 +2360,7 @@ mod tests {
         use crate::wire::{WireContext, serialize_resuming};
         let route = crate::route::route_for("deepseek", "deepseek-flash");
         let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
-        let mut messages = vec![Message::user("u0", "hi")];
+        let mut messages = vec![Message::user("u0", "hi ".repeat(300))];
         let mut wires = Vec::new();
         let mut resume = None;
         for k in 0..3 {
@@ -2404,6 +2410,21 @@ mod tests {
         slow.observe(&wires[0].body, None).unwrap();
         slow.observe(&wires[1].body, None).unwrap();
         assert_eq!(Ok(row), slow.observe(&edited.body, None).map_err(|_| ()));
+        // Forgotten entries: the resumed path reads nothing and writes every unit again (every
+        // debug build checks its entries against the parsing path's).
+        let mut meter = Meter::new(&route);
+        meter.observe_wire(&wires[0]).unwrap();
+        meter.observe_wire(&wires[1]).unwrap();
+        meter.forget_cache();
+        let mut slow = meter.clone();
+        let (row, path) = meter.observe_segments(&wires[2]).unwrap();
+        assert_eq!((row.cached_bytes, path), (0, Path::Extended));
+        slow.observe(&wires[2].body, None).unwrap();
+        assert_eq!(meter.cache, slow.cache);
+        assert!(
+            meter.cache.entries().count() >= 3,
+            "the units were written again"
+        );
         // The public entry (a body without its token) never proves anything.
         let mut meter = Meter::new(&route);
         meter.observe(&wires[0].body, None).unwrap();

@@ -128,6 +128,8 @@ pub(super) struct Cache {
     entries: BTreeSet<(u64, u64)>,
     /// Whether the previous request is still an entry (the `Previous` rule).
     previous_alive: bool,
+    /// Whether the entries were dropped since the last write.
+    forgotten: bool,
 }
 
 impl Cache {
@@ -157,6 +159,7 @@ impl Cache {
             min_tokens,
             entries: BTreeSet::new(),
             previous_alive: true,
+            forgotten: false,
         }
     }
 
@@ -254,12 +257,27 @@ impl Cache {
 
     /// Writes the entries a request leaves: at its breakpoints (long enough), or every unit.
     pub fn write(&mut self, prints: &Prints, bounds: &[Bound], top_level: bool) {
+        self.write_after(prints, bounds, top_level, 0);
+    }
+
+    /// [`write`](Self::write) for a request that extends one of `written` bytes, whose units
+    /// are entries already unless they were forgotten since.
+    pub fn write_after(
+        &mut self,
+        prints: &Prints,
+        bounds: &[Bound],
+        top_level: bool,
+        written: usize,
+    ) {
+        let from = if self.forgotten { 0 } else { written };
+        self.forgotten = false;
         match self.rule {
             Rule::Previous => self.previous_alive = true,
             Rule::Units { .. } => {
                 // Every point is a unit boundary: a prefix of this prompt.
+                let i = prints.points.partition_point(|p| p.0 <= from);
                 self.entries
-                    .extend(prints.points.iter().map(|&(o, h)| (o as u64, h)));
+                    .extend(prints.points[i..].iter().map(|&(o, h)| (o as u64, h)));
             }
             Rule::Breakpoints => {
                 for i in Self::breakpoints(bounds, top_level).collect::<Vec<_>>() {
@@ -287,6 +305,7 @@ impl Cache {
     pub fn forget(&mut self) {
         self.entries.clear();
         self.previous_alive = false;
+        self.forgotten = true;
     }
 
     /// The entries, in order, for the saved form.

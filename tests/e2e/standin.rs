@@ -248,8 +248,8 @@ fn is_anthropic(model: &str) -> bool {
 pub struct Usage {
     /// Bytes of the request's reference §9 segments ([`TOTAL_BYTES_HEADER`]).
     pub total_bytes: u64,
-    /// Bytes shared, as a prefix, with the session's previous cached request (0 when the
-    /// request does not ask for caching on a Claude model) ([`CACHED_BYTES_HEADER`]).
+    /// Bytes read from the session's cache entries by the vendor's rule (see the module doc;
+    /// 0 when the request asks for no caching on a Claude model) ([`CACHED_BYTES_HEADER`]).
     pub cached_bytes: u64,
     /// `usage.input_tokens`: ⌈total / 4⌉ − ⌈cached / 4⌉ (input not read from the cache).
     pub input_tokens: u64,
@@ -2602,6 +2602,43 @@ mod tests {
             (first, second),
             (0, total / 256 * 256),
             "DeepSeek caches by itself, in 64-token units"
+        );
+    }
+
+    /// Entries outlive the next request: DeepSeek reads an older prompt (in 64-token units),
+    /// a Claude model an older entry at a block its breakpoint looks back to, and after a
+    /// change of the first message nothing.
+    #[test]
+    fn standin_reads_older_entries_by_the_vendors_rule() {
+        let v = |model: &str, system: &str, spec: &str| {
+            let mut v = body("a", spec);
+            v["model"] = json!(model);
+            v["system"] = json!(system);
+            v["cache_control"] = json!({"type": "ephemeral"});
+            v
+        };
+        let (p1, p2) = (long_system(), "Be quick. ".repeat(400));
+        let s = "standin-older-deepseek";
+        let first = exchange(s, &[], &v("deepseek-flash", &p1, "u")).unwrap();
+        exchange(s, &[], &v("deepseek-flash", &p2, "u")).unwrap();
+        let back = exchange(s, &[], &v("deepseek-flash", &p1, "u a u")).unwrap();
+        assert_eq!(
+            cached(&back),
+            total(&first) / 256 * 256,
+            "the first prompt's units"
+        );
+        let s = "standin-older-claude";
+        let first = exchange(s, &[], &v("claude-opus-5", &p1, "u")).unwrap();
+        exchange(s, &[], &v("claude-opus-5", &p2, "u")).unwrap();
+        let back = exchange(s, &[], &v("claude-opus-5", &p1, "u a u")).unwrap();
+        assert_eq!(cached(&back), total(&first), "the first request's entry");
+        let mut changed = v("claude-opus-5", &p1, "u a u a u");
+        changed["messages"][0]["content"][0]["text"] = json!("a compacted summary");
+        let compacted = exchange(s, &[], &changed).unwrap();
+        assert_eq!(
+            cached(&compacted),
+            0,
+            "no entry ends where the prefix is shared"
         );
     }
 
