@@ -1155,8 +1155,10 @@ impl Meter {
     ///
     /// Best possible: 0 for the first request; the actual cached amount when the caller
     /// opened the series (asked, or a replace it appended); otherwise (a prompt the recorder
-    /// replaced and every declaration series included) the smaller of the previous request
-    /// and this one, so that a loss a route's rules impose shows as a miss.
+    /// replaced and every declaration series included) what the vendor's rule reads of a
+    /// request that keeps the smaller of the previous request and this one (its unit and
+    /// minimum applied), or more when an older entry gave more, so that a loss a route's
+    /// rules impose shows as a miss.
     ///
     /// # Errors
     /// [`MeterError::Body`] for a body that is not a request body; the meter is unchanged.
@@ -1618,13 +1620,13 @@ impl Meter {
     /// The meter's state as a small versioned JSON text: the route it meters (with the rules
     /// that shape a row), the previous request's cut (its concatenated segment bytes, block
     /// count, whether it defined a tool by value, and its tools by name with a stable hash of
-    /// each) and every row with its departure. [`Meter::restore`] gives
-    /// back a meter whose next rows are exactly this one's. The price is not saved: set it
-    /// again with [`with_price`](Self::with_price).
+    /// each), the cache entries (`[length, hash]`) and every row with its departure.
+    /// [`Meter::restore`] gives back a meter whose next rows are exactly this one's. The price
+    /// is not saved: set it again with [`with_price`](Self::with_price).
     ///
-    /// The previous request's bytes are the bulk, kept once: the next estimate is the length
-    /// of the common prefix with them, which no digest short of the bytes determines to the
-    /// byte. A caller that can rebuild that request (from the log) may instead start a new
+    /// The previous request's bytes are the bulk, kept once: departures and, on a vendor
+    /// without a documented cache, the next estimate are the common prefix with them, which no
+    /// digest short of the bytes determines to the byte. A caller that can rebuild that request (from the log) may instead start a new
     /// meter and [`prime`](Self::prime) it, keeping only the rows it wants.
     pub fn save(&self) -> String {
         let saved = Saved {
