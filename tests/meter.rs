@@ -573,9 +573,12 @@ fn a_breakpoint_looks_back_over_itself_and_the_nineteen_blocks_before_it() {
         let row = m
             .observe(&claude("s", &[&blocks[..]], Some((0, mark))), None)
             .unwrap();
-        // The first request's last block closed its message; here the message goes on.
-        let closing = r#"],"role":"user"}"#.len() as u64;
-        let expected = if read { first.total_bytes - closing } else { 0 };
+        // The first request's last block closed its message; here the message goes on: the
+        // entry ends where its content array did.
+        let cut = m.prefix_bytes(&claude("s", &[&blocks[..2]], None)).unwrap();
+        let key = cut.iter().rposition(|&b| b == b']').unwrap() as u64;
+        assert!(key < first.total_bytes);
+        let expected = if read { key } else { 0 };
         assert_eq!(row.cached_bytes, expected, "breakpoint on block {mark}");
     }
 }
