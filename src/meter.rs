@@ -762,7 +762,7 @@ fn message_bounds(text: &str, stripped_len: usize, blocks: &[(usize, usize)]) ->
         };
         let mark = block.contains(MARKER);
         if mark {
-            removed += block.len() - without_markers(block).len();
+            removed += block.len().saturating_sub(without_markers(block).len());
         }
         let key = e.saturating_sub(removed);
         let end = if k + 1 == blocks.len() {
