@@ -702,3 +702,146 @@ fn a_version_2_save_still_restores_its_previous_request_as_the_entry() {
     assert_eq!(row, m.observe(&two, None).unwrap());
     assert!(row.cached_bytes > 0);
 }
+
+/// One request of a random run against the naive model: an operation on the running history
+/// and perhaps an explicit breakpoint.
+#[derive(Clone, Debug)]
+enum Op {
+    /// A message of this many blocks (1 to 4), each `len` bytes of text.
+    Append(usize, usize),
+    /// The first message's first block rewritten (a compaction or a prompt change).
+    EditFirst,
+    /// Only the last `n` messages kept.
+    Keep(usize),
+    /// The same history again.
+    Same,
+}
+
+fn op() -> impl Strategy<Value = (Op, Option<(u8, u8)>)> {
+    let op = prop_oneof![
+        4 => (1usize..5, 1usize..300).prop_map(|(b, l)| Op::Append(b, l)),
+        1 => Just(Op::EditFirst),
+        1 => (1usize..4).prop_map(Op::Keep),
+        1 => Just(Op::Same),
+    ];
+    (op, proptest::option::of((any::<u8>(), any::<u8>())))
+}
+
+/// A body of `history` (messages of text blocks, alternating roles) written by hand, so that
+/// the test knows its cut and where each block ends in it without the crate: the cut and
+/// `(block end, message end, marked)` per block.
+fn hand_body(
+    history: &[Vec<String>],
+    mark: Option<(usize, usize)>,
+) -> (String, Vec<u8>, Vec<(usize, usize, bool)>) {
+    let system = r#""Be careful.""#;
+    let mut cut = system.as_bytes().to_vec();
+    let mut ends = Vec::new();
+    let mut messages = Vec::new();
+    for (i, blocks) in history.iter().enumerate() {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        let head = format!(r#"{{"role":"{role}","content":["#);
+        let (mut sent, mut plain) = (head.clone(), head);
+        let start = cut.len();
+        let mut block_ends = Vec::new();
+        for (j, t) in blocks.iter().enumerate() {
+            let sep = if j > 0 { "," } else { "" };
+            let block = format!(r#"{{"type":"text","text":"{t}"}}"#);
+            let marked = mark == Some((i, j));
+            let marker = r#","cache_control":{"type":"ephemeral"}"#;
+            sent += &format!(
+                "{sep}{}",
+                if marked {
+                    block.replace("\"}", &format!("\"{marker}}}"))
+                } else {
+                    block.clone()
+                }
+            );
+            plain += &format!("{sep}{block}");
+            block_ends.push((start + plain.len(), marked));
+        }
+        sent += "]}";
+        plain += "]}";
+        let message_end = start + plain.len();
+        let last = block_ends.len() - 1;
+        ends.extend(
+            block_ends
+                .iter()
+                .enumerate()
+                .map(|(j, &(e, m))| (e, if j == last { message_end } else { e }, m)),
+        );
+        cut.extend_from_slice(plain.as_bytes());
+        messages.push(sent);
+    }
+    let body = format!(
+        r#"{{"model":"m","max_tokens":8,"cache_control":{{"type":"ephemeral"}},"system":{system},"messages":[{}]}}"#,
+        messages.join(",")
+    );
+    (body, cut, ends)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The meter's index (hashes at block ends and units) reads what a naive model reads,
+    /// comparing bytes: on Anthropic entries at breakpoints, read at the 20 blocks ending at
+    /// one; on DeepSeek the longest common prefix with any earlier prompt, in 256-byte units.
+    #[test]
+    fn the_cache_model_reads_what_comparing_bytes_reads(
+        ops in proptest::collection::vec(op(), 1..24),
+        anthropic in any::<bool>(),
+    ) {
+        let mut m = if anthropic { anthropic_min0() } else { deepseek() };
+        let mut history: Vec<Vec<String>> = vec![vec!["start".to_owned()]];
+        let (mut entries, mut prompts): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (Vec::new(), Vec::new());
+        for (k, (op, mark)) in ops.into_iter().enumerate() {
+            match op {
+                Op::Append(blocks, len) => history.push(
+                    (0..blocks).map(|b| format!("m{k}b{b}{}", "x".repeat(len))).collect(),
+                ),
+                Op::EditFirst => history[0][0] = format!("edited {k}"),
+                Op::Keep(n) => {
+                    let drop = history.len().saturating_sub(n) / 2 * 2;
+                    history.drain(..drop);
+                }
+                Op::Same => {}
+            }
+            let mark = mark.map(|(i, j)| {
+                let i = usize::from(i) % history.len();
+                (i, usize::from(j) % history[i].len())
+            });
+            let (body, cut, ends) = hand_body(&history, mark);
+            prop_assert_eq!(m.prefix_bytes(&body).unwrap(), cut.clone());
+            let expected = if anthropic {
+                let breakpoints: Vec<usize> = (0..ends.len())
+                    .filter(|&i| ends[i].2 || i + 1 == ends.len())
+                    .collect();
+                let mut read = 0;
+                for &i in &breakpoints {
+                    for j in (i + 1).saturating_sub(20)..=i {
+                        if entries.iter().any(|e| e[..] == cut[..ends[j].0]) {
+                            read = read.max(ends[j].1);
+                        }
+                    }
+                }
+                for &i in &breakpoints {
+                    let e = cut[..ends[i].0].to_vec();
+                    if !entries.contains(&e) {
+                        entries.push(e);
+                    }
+                }
+                read
+            } else {
+                let common = prompts
+                    .iter()
+                    .map(|p| p.iter().zip(&cut).take_while(|(a, b)| a == b).count())
+                    .max()
+                    .unwrap_or(0);
+                prompts.push(cut.clone());
+                common / 256 * 256
+            };
+            let row = m.observe(&body, None).unwrap();
+            prop_assert_eq!(row.cached_bytes, expected as u64, "request {}", k);
+        }
+    }
+}
