@@ -785,13 +785,20 @@ proptest! {
 
     /// The meter's index (hashes at block ends and units) reads what a naive model reads,
     /// comparing bytes: on Anthropic entries at breakpoints, read at the 20 blocks ending at
-    /// one; on DeepSeek the longest common prefix with any earlier prompt, in 256-byte units.
+    /// one; on DeepSeek the longest common prefix with any earlier prompt, in 256-byte units;
+    /// on OpenAI chat the same in 512-byte units from 4,096 bytes.
     #[test]
     fn the_cache_model_reads_what_comparing_bytes_reads(
         ops in proptest::collection::vec(op(), 1..24),
-        anthropic in any::<bool>(),
+        route in 0u8..3,
     ) {
-        let mut m = if anthropic { anthropic_min0() } else { deepseek() };
+        let anthropic = route == 0;
+        let (unit, min) = if route == 1 { (256, 0) } else { (512, 4096) };
+        let mut m = match route {
+            0 => anthropic_min0(),
+            1 => deepseek(),
+            _ => Meter::new(&route_for("openai-compatible", "any")),
+        };
         let mut history: Vec<Vec<String>> = vec![vec!["start".to_owned()]];
         let (mut entries, mut prompts): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (Vec::new(), Vec::new());
         for (k, (op, mark)) in ops.into_iter().enumerate() {
@@ -838,7 +845,8 @@ proptest! {
                     .max()
                     .unwrap_or(0);
                 prompts.push(cut.clone());
-                common / 256 * 256
+                let read = common / unit * unit;
+                if read >= min { read } else { 0 }
             };
             let row = m.observe(&body, None).unwrap();
             prop_assert_eq!(row.cached_bytes, expected as u64, "request {}", k);
