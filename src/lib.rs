@@ -60,7 +60,7 @@
 //! let history = agent.session().tool_history();
 //! assert_eq!(history.updates()[0].additions()[0].name(), "search");
 //! let rows = agent.meter().rows();
-//! assert_eq!(rows[1].cached_bytes, rows[0].total_bytes);
+//! assert_eq!(rows[1].cached_bytes, rows[1].kept_bytes()); // every whole 64-token unit
 //! # Ok::<(), mektpoy::Error>(())
 //! ```
 #![deny(missing_docs)]

@@ -4,7 +4,11 @@
 //! The meter reads wire bodies, not the log, so it measures exactly the bytes sent. It cuts a
 //! body into segments in the provider's caching order — each non-deferred tool, a fixed
 //! deferred-tools section when any declaration is deferred, `system`, each message — and
-//! compares the concatenation with the previous request's byte by byte. Token figures are
+//! reads the concatenation against a model of the provider's cache, per vendor (decision 90):
+//! on Anthropic, entries written at breakpoints and read at the 20-block lookback, from the
+//! model's minimum length; on DeepSeek and OpenAI chat, every prefix of every earlier prompt in
+//! the vendor's units; elsewhere the common prefix with the previous request. Entries live as
+//! long as the meter ([`Meter::forget_cache`]). Token figures are
 //! estimates: ⌈bytes / 4⌉. `AgentLoop::observe` gets the same results for the cost of what
 //! is new: it cuts a Messages-API body by the spans its serializer noted and, where the
 //! serializer proves the first wire messages are the previous request's, neither reads nor
@@ -33,6 +37,24 @@ use crate::event::SeriesStart;
 use crate::response::Usage;
 use crate::route::Route;
 use crate::wire::{WireRequest, without_markers};
+
+mod cache;
+
+use cache::{Bound, Cache, Prints};
+pub use cache::{OPENAI_CACHE_MIN_TOKENS, OPENAI_CACHE_UNIT_TOKENS, OPENAI_PROMPT_CACHING_DOC};
+
+/// The minimum cacheable length, in tokens, the meter applies on `route`: the route's
+/// [`Route::min_cache_tokens`], and on an OpenAI chat route at least
+/// [`OPENAI_CACHE_MIN_TOKENS`] (the vendor caches no shorter prompt).
+///
+/// ```
+/// use mektpoy::{route_for, meter::min_cache_tokens};
+/// assert_eq!(min_cache_tokens(&route_for("openai-compatible", "any")), 1024);
+/// assert_eq!(min_cache_tokens(&route_for("anthropic", "claude-opus-5")), 512);
+/// ```
+pub fn min_cache_tokens(route: &Route) -> u32 {
+    Cache::for_route(route).min_tokens()
+}
 
 /// Prices for one route, each with where it was read. The meter shows tokens only without one.
 #[derive(Clone, Debug, PartialEq)]
@@ -148,13 +170,18 @@ pub const DEFAULT_CACHE_BLOCK_TOKENS: u32 = 1024;
 pub struct MeterRow {
     /// Bytes of the request's segments.
     pub total_bytes: u64,
-    /// Bytes the provider would serve from its cache: the common prefix with the previous
-    /// request of the route, or 0 when the route caches only when asked and the body does
-    /// not ask, when the previous entry is out of the automatic-caching lookback, or when
-    /// the prefix is below the model's minimum cacheable length.
+    /// Bytes the provider would serve from its cache, by the model of its vendor's cache
+    /// (see the module doc): on Anthropic the longest entry written at a breakpoint that
+    /// ends at a block the request's breakpoints look back to (0 when the body asks for no
+    /// caching, or every entry is out of the lookback); on DeepSeek and OpenAI chat the
+    /// longest common prefix with any earlier prompt, in whole units; 0 below the minimum
+    /// cacheable length.
     pub cached_bytes: u64,
     /// Bytes the best possible client would have had cached.
     pub best_bytes: u64,
+    /// What reading the whole previous request (as far as both go) would give by the same
+    /// rule: [`kept_bytes`](Self::kept_bytes).
+    kept: u64,
     /// Why the request opened a series, if it did.
     pub series_start: Option<SeriesStart>,
     /// The provider's figures, once [`Meter::observe_usage`] attached them.
@@ -177,6 +204,15 @@ impl MeterRow {
         self.total_bytes.saturating_sub(self.cached_bytes)
     }
 
+    /// The bytes of the whole previous request of the route (as far as both go) in the
+    /// vendor's read unit (DeepSeek 64 tokens, OpenAI 128; bytes elsewhere): a request
+    /// reading less lost something, one reading this much lost nothing a client could keep
+    /// (below the minimum cacheable length both read 0). 0 for the first request; for a row
+    /// restored from a save before version 3, its best possible figure.
+    pub fn kept_bytes(&self) -> u64 {
+        self.kept
+    }
+
     /// The estimated cached amount in tokens at the measured rate, once measured figures are
     /// attached: `cached_bytes × P / B`, where `P / B` is the measured prompt tokens per byte
     /// of the route's previous request when it was measured (its prompt is what the cache
@@ -196,7 +232,8 @@ impl MeterRow {
     /// ```
     /// use mektpoy::{Meter, route_for, meter::Measured};
     /// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
-    /// let body = format!(r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#, "x".repeat(4000));
+    /// // 4,096 bytes cut: 16 of DeepSeek's 64-token units at four bytes a token.
+    /// let body = format!(r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#, "x".repeat(4068));
     /// meter.observe(&body, None)?;
     /// meter.observe_measured(Measured::new(1000, Some(0), None))?;
     /// let row = meter.observe(&body, None)?; // the same prompt: all of it should be cached
@@ -315,7 +352,7 @@ pub enum RestoreFault {
     #[error("not a saved meter ({0})")]
     Malformed(String),
     /// A version this crate does not read.
-    #[error("version {0} is neither {SAVE_VERSION} nor 1")]
+    #[error("version {0} is not one of 1 to {SAVE_VERSION}")]
     Version(u64),
     /// Saved for another route, or a route whose meter rules changed since.
     #[error("saved for {saved}, restored for {route}")]
@@ -327,21 +364,23 @@ pub enum RestoreFault {
     },
 }
 
-/// The version [`Meter::save`] writes: 2, which adds the previous request's tools by name
-/// and each row's [`Departure`]. [`Meter::restore`] also reads version 1.
-pub const SAVE_VERSION: u64 = 2;
+/// The version [`Meter::save`] writes: 3, which adds the cache entries the meter models
+/// (version 2 added the previous request's tools by name and each row's [`Departure`]).
+/// [`Meter::restore`] also reads versions 1 and 2, whose previous request then stands for the
+/// entries (under Anthropic's rule one at its end, under a unit rule each of its units).
+pub const SAVE_VERSION: u64 = 3;
 
 /// Feeds on the requests of one route, in order.
 #[derive(Clone, Debug)]
 pub struct Meter {
     deferred_section_bytes: u32,
-    auto_cache: bool,
-    min_cache_tokens: u32,
     block_tokens: u32,
     /// `provider/model` and the rules above, for [`Meter::restore`] to check.
     fingerprint: String,
     price: Option<Price>,
     previous: Option<Previous>,
+    /// The provider's cache entries, by the route's vendor rule.
+    cache: Cache,
     /// The measured prompt tokens and bytes of the request before the latest one, when it
     /// was measured: the rate [`MeterRow::expected_read_tokens`] converts at.
     rate_before: Option<Rate>,
@@ -555,6 +594,8 @@ fn hash_bytes(bytes: &[u8]) -> Option<u64> {
 struct Counted {
     /// Content blocks.
     blocks: usize,
+    /// Block ends the cache model reads at (a message without a content array has one).
+    bounds: usize,
     /// Messages whose bytes hold a `cache_control` key.
     asks: usize,
     /// Messages with a content block that holds one.
@@ -569,6 +610,11 @@ struct Previous {
     bytes: Vec<u8>,
     /// The cut's segments, in order.
     segments: Vec<Span>,
+    /// Its block ends, in order.
+    bounds: Vec<Bound>,
+    /// Its prefix hashes; `None` after a restore, which leaves the next request to the
+    /// parsing path.
+    prints: Option<Prints>,
     /// One per wire message, cumulative; `None` after a restore (the saved form does not
     /// hold them), which leaves the next request to the parsing path.
     counted: Option<Vec<Counted>>,
@@ -596,12 +642,12 @@ struct Cut {
     segments: Vec<Span>,
     tools: Vec<ToolEntry>,
     blocks: usize,
+    /// The ends of its message content blocks, with their breakpoints.
+    bounds: Vec<Bound>,
     /// One per wire message, cumulative.
     counted: Vec<Counted>,
-    /// Whether the body asks for caching (a `cache_control` anywhere).
-    asks: bool,
-    /// Whether a content block carries an explicit breakpoint.
-    block_breakpoint: bool,
+    /// Whether the body asks for automatic caching (a top-level `cache_control`).
+    top_level: bool,
     /// Whether a `tool_addition` carries a definition by value.
     by_value: bool,
     /// Whether `tools` holds a tool without `defer_loading`.
@@ -619,11 +665,11 @@ enum Path {
     Whole,
 }
 
-/// How far back the provider's automatic caching looks for an earlier entry, in blocks.
-const LOOKBACK_BLOCKS: usize = 20;
-
 #[derive(Deserialize)]
 struct Body<'a> {
+    /// Top-level automatic caching: a breakpoint at the last block.
+    #[serde(borrow, default)]
+    cache_control: Option<&'a RawValue>,
     #[serde(borrow, default)]
     tools: Vec<&'a RawValue>,
     #[serde(borrow, default)]
@@ -656,20 +702,80 @@ impl Cut {
         });
     }
 
-    /// Appends wire message `index` (its body bytes `text`, with `blocks` content blocks, one
-    /// of which holds a marker when `block_mark`), markers left out.
-    fn push_message(&mut self, index: usize, text: &str, blocks: usize, block_mark: bool) {
+    /// Appends wire message `index` (its body bytes `text`, with its content blocks at
+    /// `blocks`, ranges in `text`; `None` when its content is not an array), markers left out.
+    fn push_message(&mut self, index: usize, text: &str, blocks: Option<&[(usize, usize)]>) {
         let before = self.counted.last().copied().unwrap_or_default();
-        self.blocks += blocks;
-        self.block_breakpoint |= block_mark;
+        let blocks = blocks.unwrap_or_default();
+        let marked = |&(s, e): &(usize, usize)| text.get(s..e).is_some_and(|b| b.contains(MARKER));
+        let block_mark = blocks.iter().any(marked);
+        let stripped = without_markers(text);
+        let at = self.bytes.len();
+        let bounds = message_bounds(text, stripped.len(), blocks);
+        self.blocks += blocks.len();
         self.counted.push(Counted {
-            blocks: before.blocks + blocks,
+            blocks: before.blocks + blocks.len(),
+            bounds: before.bounds + bounds.len(),
             asks: before.asks + usize::from(text.contains(MARKER)),
             block_marks: before.block_marks + usize::from(block_mark),
             by_value: before.by_value + usize::from(text.contains(BY_VALUE)),
         });
-        self.push(Segment::Message { index }, without_markers(text).as_bytes());
+        self.bounds.extend(bounds.into_iter().map(|b| Bound {
+            key: b.key + at,
+            end: b.end + at,
+            ..b
+        }));
+        self.push(Segment::Message { index }, stripped.as_bytes());
     }
+}
+
+/// Where a message's content blocks sit in its bytes `text`; `None` when its content is not
+/// an array.
+fn content_ranges(text: &str) -> Option<Vec<(usize, usize)>> {
+    let content = serde_json::from_str::<Content<'_>>(text).ok()?.content?;
+    // Each block borrows from `text`: its offset is where it starts.
+    let ranges = content.iter().map(|b| {
+        let at = (b.get().as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
+        (at, at + b.get().len())
+    });
+    Some(ranges.collect())
+}
+
+/// The block ends of one message whose bytes are `text` (`stripped_len` once its markers are
+/// left out), its content blocks at `blocks` (ranges in `text`): each block's end, markers
+/// before it left out, the last one at the message's end (a later request that appends a
+/// message keeps the closing bytes too). A message without blocks, or with a marker outside
+/// them, has one end: its own.
+fn message_bounds(text: &str, stripped_len: usize, blocks: &[(usize, usize)]) -> Vec<Bound> {
+    let whole = |mark| {
+        vec![Bound {
+            key: stripped_len,
+            end: stripped_len,
+            mark,
+        }]
+    };
+    let mut out = Vec::with_capacity(blocks.len());
+    let mut removed = 0;
+    for (k, &(s, e)) in blocks.iter().enumerate() {
+        let Some(block) = text.get(s..e) else {
+            return whole(false);
+        };
+        let mark = block.contains(MARKER);
+        if mark {
+            removed += block.len().saturating_sub(without_markers(block).len());
+        }
+        let key = e.saturating_sub(removed);
+        let end = if k + 1 == blocks.len() {
+            stripped_len
+        } else {
+            key
+        };
+        out.push(Bound { key, end, mark });
+    }
+    if out.is_empty() || text.len().saturating_sub(removed) != stripped_len {
+        return whole(out.iter().any(|b| b.mark));
+    }
+    out
 }
 
 #[derive(Deserialize)]
@@ -701,10 +807,12 @@ impl ToolFlags<'_> {
 }
 
 impl Previous {
-    fn of(cut: Cut, row: bool) -> Self {
+    fn of(cut: Cut, prints: Prints, row: bool) -> Self {
         Previous {
             bytes: cut.bytes,
             segments: cut.segments,
+            bounds: cut.bounds,
+            prints: Some(prints),
             tools: cut.tools,
             blocks: cut.blocks,
             counted: Some(cut.counted),
@@ -947,8 +1055,6 @@ impl Meter {
         };
         Meter {
             deferred_section_bytes: route.deferred_section_bytes(),
-            auto_cache: route.auto_cache(),
-            min_cache_tokens: route.min_cache_tokens(),
             block_tokens,
             fingerprint: format!(
                 "{}/{} (deferred {}, auto cache {}, min {}, block {})",
@@ -961,6 +1067,7 @@ impl Meter {
             ),
             price: None,
             previous: None,
+            cache: Cache::for_route(route),
             rate_before: None,
             rows: Vec::new(),
             departures: Vec::new(),
@@ -993,18 +1100,9 @@ impl Meter {
         cut.counted.reserve(parsed.messages.len());
         for (index, m) in parsed.messages.iter().enumerate() {
             let text = m.get();
-            let (blocks, block_mark) = match serde_json::from_str::<Content<'_>>(text) {
-                Ok(Content {
-                    content: Some(content),
-                }) => (
-                    content.len(),
-                    content.iter().any(|b| b.get().contains(MARKER)),
-                ),
-                _ => (0, false),
-            };
-            cut.push_message(index, text, blocks, block_mark);
+            cut.push_message(index, text, content_ranges(text).as_deref());
         }
-        cut.asks = body.contains(MARKER);
+        cut.top_level = parsed.cache_control.is_some();
         // Inside JSON strings quotes are escaped: this can only be a block's type.
         cut.by_value = body.contains(BY_VALUE);
         Ok(cut)
@@ -1018,9 +1116,9 @@ impl Meter {
             segments: Vec::with_capacity(body_tools.len() + 2),
             tools: Vec::with_capacity(body_tools.len()),
             blocks: 0,
+            bounds: Vec::new(),
             counted: Vec::new(),
-            asks: false,
-            block_breakpoint: false,
+            top_level: false,
             by_value: false,
             immediate_tool: false,
         };
@@ -1057,8 +1155,10 @@ impl Meter {
     ///
     /// Best possible: 0 for the first request; the actual cached amount when the caller
     /// opened the series (asked, or a replace it appended); otherwise (a prompt the recorder
-    /// replaced and every declaration series included) the smaller of the previous request
-    /// and this one, so that a loss a route's rules impose shows as a miss.
+    /// replaced and every declaration series included) what the vendor's rule reads of a
+    /// request that keeps the smaller of the previous request and this one (its unit and
+    /// minimum applied), or more when an older entry gave more, so that a loss a route's
+    /// rules impose shows as a miss.
     ///
     /// # Errors
     /// [`MeterError::Body`] for a body that is not a request body; the meter is unchanged.
@@ -1098,6 +1198,7 @@ impl Meter {
             debug_assert_eq!(slow.departures, self.departures, "departures depart");
             debug_assert_eq!(slow.previous, self.previous, "the kept cut departs");
             debug_assert_eq!(slow.rate_before, self.rate_before, "the rate departs");
+            debug_assert_eq!(slow.cache, self.cache, "the cache entries depart");
         }
         Ok(row)
     }
@@ -1159,9 +1260,9 @@ impl Meter {
             segments: Vec::with_capacity(segs.messages.len()),
             tools: Vec::new(),
             blocks: base.blocks,
+            bounds: Vec::with_capacity(segs.blocks.len()),
             counted: vec![base],
-            asks: false,
-            block_breakpoint: base.block_marks > 0,
+            top_level: false,
             by_value: false,
             immediate_tool: false,
         };
@@ -1172,38 +1273,76 @@ impl Meter {
             let blocks = segs.blocks.get(
                 t.blocks.start.checked_sub(segs.first_block)?..t.blocks.end - segs.first_block,
             )?;
-            let block_mark = blocks
+            let ranges = blocks
                 .iter()
-                .any(|b| body.get(b.span.clone()).is_some_and(|b| b.contains(MARKER)));
-            fresh.push_message(kept + j, text, t.blocks.len(), block_mark);
+                .map(|b| {
+                    Some((
+                        b.span.start.checked_sub(t.span.start)?,
+                        b.span.end.checked_sub(t.span.start)?,
+                    ))
+                })
+                .collect::<Option<Vec<_>>>()?;
+            fresh.push_message(kept + j, text, Some(&ranges));
         }
         fresh.counted.remove(0);
         let last = fresh.counted.last().copied().unwrap_or(base);
         // Everything outside the messages array is its head (and the closing `]}`); neither
         // key can straddle a message's bounds (they hold no bracket, brace or comma).
         let head_text = body.get(..segs.messages_at)?;
+        let markers = |t: &str| t.matches(MARKER).count();
+        let inner = |r: &Option<std::ops::Range<usize>>| {
+            r.as_ref()
+                .and_then(|r| body.get(r.clone()))
+                .map_or(0, markers)
+        };
         cut.blocks = last.blocks;
-        cut.block_breakpoint = last.block_marks > 0;
-        cut.asks = head_text.contains(MARKER) || last.asks > 0;
+        cut.top_level = markers(head_text) > inner(&segs.tools) + inner(&segs.system);
         cut.by_value = head_text.contains(BY_VALUE) || last.by_value > 0;
 
         if kept > 0 && self.extends_in_place(&cut, &fresh, kept) {
-            let (hc, at) = {
+            let (hc, at, kb) = {
                 let prev = self.previous.as_ref()?;
                 let hc = prev.head_spans();
                 let at = prev
                     .segments
                     .get(hc + kept)
                     .map_or(prev.bytes.len(), |s| s.start);
-                (hc, at)
+                (hc, at, base.bounds)
             };
-            let total = (at + fresh.bytes.len()) as u64;
-            let row = self.row(&cut, total, None, wire.series_start);
+            let total = at + fresh.bytes.len();
+            // The kept messages' ends, then the new ones'; the hashes go on from the
+            // previous cut's, which this one extends. Both are taken over, not copied: only
+            // what is new is read.
+            let (bounds, prints, written) = {
+                let prev = self.previous.as_mut()?;
+                let grown = prev.bytes.len() - at;
+                let more = fresh.bytes.get(grown..)?;
+                if prev.bounds.len() < kb || prev.prints.is_none() {
+                    return None;
+                }
+                let mut bounds = std::mem::take(&mut prev.bounds);
+                bounds.truncate(kb);
+                bounds.extend(fresh.bounds.iter().map(|b| Bound {
+                    key: b.key + at,
+                    end: b.end + at,
+                    ..*b
+                }));
+                let offsets = self.cache.offsets(prev.bytes.len(), total, &bounds);
+                let prints = prev.prints.take()?.extended(more, &offsets);
+                (bounds, prints, prev.bytes.len())
+            };
+            cut.bounds = bounds;
+            let row = self.row(&cut, total as u64, None, &prints, wire.series_start);
+            // The previous request wrote its own units already, unless they were forgotten.
+            self.cache
+                .write_after(&prints, &cut.bounds, cut.top_level, written);
             let mut prev = self.previous.take()?;
             self.rate_before = prev.rate;
             // The previous cut is a prefix of this one: append what follows it.
             let grown = prev.bytes.len() - at;
             prev.bytes.extend_from_slice(&fresh.bytes[grown..]);
+            prev.bounds = std::mem::take(&mut cut.bounds);
+            prev.prints = Some(prints);
             if hc == cut.segments.len() {
                 prev.segments[..hc].clone_from_slice(&cut.segments);
             } else {
@@ -1249,6 +1388,12 @@ impl Meter {
                 }));
             cut.counted
                 .extend_from_slice(prev.counted.as_deref()?.get(..kept)?);
+            cut.bounds
+                .extend(prev.bounds.get(..base.bounds)?.iter().map(|b| Bound {
+                    key: (b.key as isize + shift) as usize,
+                    end: (b.end as isize + shift) as usize,
+                    ..*b
+                }));
         }
         let at = cut.bytes.len();
         cut.bytes.extend_from_slice(&fresh.bytes);
@@ -1259,6 +1404,11 @@ impl Meter {
                 ..s
             }));
         cut.counted.extend(fresh.counted);
+        cut.bounds.extend(fresh.bounds.into_iter().map(|b| Bound {
+            key: b.key + at,
+            end: b.end + at,
+            ..b
+        }));
         Some((self.observe_cut(cut, wire.series_start), Path::Whole))
     }
 
@@ -1268,7 +1418,7 @@ impl Meter {
     /// after the kept messages are a prefix of `fresh`. Reads the head and the previous
     /// request's own new messages only.
     fn extends_in_place(&self, head: &Cut, fresh: &Cut, kept: usize) -> bool {
-        let Some(prev) = &self.previous else {
+        let Some(prev) = self.previous.as_ref().filter(|p| p.prints.is_some()) else {
             return false;
         };
         let hc = prev.head_spans();
@@ -1288,60 +1438,61 @@ impl Meter {
     fn observe_cut(&mut self, cut: Cut, series_start: Option<SeriesStart>) -> MeterRow {
         let departure = self.previous.as_ref().and_then(|p| departure(p, &cut));
         let total = cut.bytes.len() as u64;
+        let prints = self.prints(&cut);
         let row = self.row(
             &cut,
             total,
             departure.as_ref().map(|d| d.offset),
+            &prints,
             series_start,
         );
+        self.cache.write(&prints, &cut.bounds, cut.top_level);
         self.rate_before = self.previous.take().and_then(|p| p.rate);
-        self.previous = Some(Previous::of(cut, true));
+        self.previous = Some(Previous::of(cut, prints, true));
         self.rows.push(row);
         self.departures.push(departure);
         row
     }
 
+    /// The prefix hashes of `cut` its vendor's rule reads at.
+    fn prints(&self, cut: &Cut) -> Prints {
+        let offsets = self.cache.offsets(0, cut.bytes.len(), &cut.bounds);
+        Prints::of(&cut.bytes, &offsets)
+    }
+
     /// The row of a request whose cut is `total` bytes long with `cut`'s flags and block
-    /// count, against the previous request: `common` is where they depart (`None`: it
-    /// extends the previous one).
+    /// ends, and whose prefix hashes are `prints`, against the cache and the previous
+    /// request: `common` is where they depart (`None`: it extends the previous one).
     fn row(
         &self,
         cut: &Cut,
         total: u64,
         common: Option<u64>,
+        prints: &Prints,
         series_start: Option<SeriesStart>,
     ) -> MeterRow {
-        let (cached, best) = match &self.previous {
-            None => (0, 0),
+        let (cached, best, kept) = match &self.previous {
+            None => (0, 0, 0),
             Some(prev) => {
                 let common = common.unwrap_or(prev.bytes.len() as u64);
-                // Automatic caching finds the previous entry only within the lookback
-                // window, unless a block breakpoint marks it.
-                let in_window = cut.blocks < prev.blocks.saturating_add(LOOKBACK_BLOCKS)
-                    || cut.block_breakpoint;
-                let long_enough = |n: u64| {
-                    if n.div_ceil(4) >= u64::from(self.min_cache_tokens) {
-                        n
-                    } else {
-                        0
-                    }
-                };
-                let asked = !self.auto_cache || (cut.asks && in_window);
-                let cached = if asked { long_enough(common) } else { 0 };
-                // The best client asks for caching and marks the lookback; nothing beats the
-                // minimum length.
+                let cached = self.cache.read(prints, &cut.bounds, cut.top_level, common);
+                // The best client asks for caching, marks the lookback and keeps the previous
+                // request, read by the same rule: its unit and minimum length still apply,
+                // and an older entry this request reads counts too.
+                let shared = (prev.bytes.len() as u64).min(total);
+                let kept = self.cache.whole(shared);
                 let best = if series_start.is_some_and(SeriesStart::by_caller) {
                     cached
                 } else {
-                    long_enough((prev.bytes.len() as u64).min(total))
+                    cached.max(self.cache.best(shared))
                 };
                 // Without a tool that is immediately available, the first tool defined by value
                 // changes the start of the rendered prompt: a full miss no client avoids once
                 // its declarations are so (the vendor's advice: keep one non-deferred tool).
                 if cut.by_value && !prev.by_value && !cut.immediate_tool {
-                    (0, 0)
+                    (0, 0, kept)
                 } else {
-                    (cached, best)
+                    (cached, best, kept)
                 }
             }
         };
@@ -1349,6 +1500,7 @@ impl Meter {
             total_bytes: total,
             cached_bytes: cached,
             best_bytes: best,
+            kept,
             series_start,
             measured: None,
             expected: None,
@@ -1447,21 +1599,34 @@ impl Meter {
     /// [`MeterError::Body`] for a body that is not a request body; the meter is unchanged.
     pub fn prime(&mut self, previous_body: &str) -> Result<(), MeterError> {
         let cut = self.cut(previous_body)?;
+        let prints = self.prints(&cut);
+        // It was sent: the provider holds what it wrote.
+        self.cache.write(&prints, &cut.bounds, cut.top_level);
         self.rate_before = None;
-        self.previous = Some(Previous::of(cut, false));
+        self.previous = Some(Previous::of(cut, prints, false));
         Ok(())
+    }
+
+    /// Drops every cache entry the meter models, keeping its rows and the previous request
+    /// (departures still compare with it): the next request reads nothing. Entries otherwise
+    /// live as long as the meter, because the meter never sees the clock and vendors keep
+    /// them for minutes (Anthropic 5 minutes or an hour, refreshed on each read; DeepSeek and
+    /// OpenAI unspecified, usually minutes to hours): a loop that paused longer than its
+    /// vendor's lifetime calls this before its next request.
+    pub fn forget_cache(&mut self) {
+        self.cache.forget();
     }
 
     /// The meter's state as a small versioned JSON text: the route it meters (with the rules
     /// that shape a row), the previous request's cut (its concatenated segment bytes, block
     /// count, whether it defined a tool by value, and its tools by name with a stable hash of
-    /// each) and every row with its departure. [`Meter::restore`] gives
-    /// back a meter whose next rows are exactly this one's. The price is not saved: set it
-    /// again with [`with_price`](Self::with_price).
+    /// each), the cache entries (`[length, hash]`) and every row with its departure.
+    /// [`Meter::restore`] gives back a meter whose next rows are exactly this one's. The price
+    /// is not saved: set it again with [`with_price`](Self::with_price).
     ///
-    /// The previous request's bytes are the bulk, kept once: the next estimate is the length
-    /// of the common prefix with them, which no digest short of the bytes determines to the
-    /// byte. A caller that can rebuild that request (from the log) may instead start a new
+    /// The previous request's bytes are the bulk, kept once: departures and, on a vendor
+    /// without a documented cache, the next estimate are the common prefix with them, which no
+    /// digest short of the bytes determines to the byte. A caller that can rebuild that request (from the log) may instead start a new
     /// meter and [`prime`](Self::prime) it, keeping only the rows it wants.
     pub fn save(&self) -> String {
         let saved = Saved {
@@ -1482,6 +1647,7 @@ impl Meter {
                 ),
             }),
             rate_before: self.rate_before,
+            cache: Some(self.cache.entries().collect()),
             rows: self.rows.iter().map(SavedRow::from).collect(),
             departures: Some(
                 self.departures
@@ -1502,7 +1668,7 @@ impl Meter {
         let fault = |reason| MeterError::Restore { reason };
         let version: SavedVersion = serde_json::from_str(saved)
             .map_err(|e| fault(RestoreFault::Malformed(e.to_string())))?;
-        if version.version != SAVE_VERSION && version.version != 1 {
+        if !(1..=SAVE_VERSION).contains(&version.version) {
             return Err(fault(RestoreFault::Version(version.version)));
         }
         let saved: Saved<'_> = serde_json::from_str(saved)
@@ -1531,6 +1697,8 @@ impl Meter {
             Previous {
                 bytes,
                 segments,
+                bounds: Vec::new(),
+                prints: None,
                 tools,
                 counted: None,
                 leaves: None,
@@ -1541,6 +1709,24 @@ impl Meter {
                 row: p.row,
             }
         });
+        match (saved.cache, &meter.previous) {
+            (Some(entries), _) => meter.cache.restore(entries),
+            (None, Some(p)) => {
+                // Its last block: where automatic caching wrote.
+                let last = p.segments.last().and_then(|s| {
+                    let text = std::str::from_utf8(p.bytes.get(s.start..s.end)?).ok()?;
+                    let ranges = content_ranges(text).unwrap_or_default();
+                    let b = *message_bounds(text, text.len(), &ranges).last()?;
+                    Some(Bound {
+                        key: b.key + s.start,
+                        end: b.end + s.start,
+                        mark: false,
+                    })
+                });
+                meter.cache.seed(&p.bytes, last);
+            }
+            (None, None) => {}
+        }
         meter.rate_before = saved.rate_before;
         meter.rows = saved.rows.into_iter().map(MeterRow::from).collect();
         meter.departures = match saved.departures {
@@ -1614,7 +1800,7 @@ impl Meter {
     }
 }
 
-/// The saved form (versions 1 and 2). Field names are camelCase, as in the session log.
+/// The saved form (versions 1 to 3). Field names are camelCase, as in the session log.
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Saved<'a> {
@@ -1624,6 +1810,9 @@ struct Saved<'a> {
     #[serde(borrow)]
     previous: Option<SavedPrevious<'a>>,
     rate_before: Option<Rate>,
+    /// Version 3: the cache entries, `[length, hash]`, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cache: Option<Vec<(u64, u64)>>,
     rows: Vec<SavedRow>,
     /// Version 2: one per row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1746,8 +1935,8 @@ impl From<SavedDeparture> for Departure {
     }
 }
 
-/// One row: `[total, cached, best, series start, measured, expected]`, where measured is
-/// `[prompt, read, write]` and expected `[read, block]`.
+/// One row: `[total, cached, best, series start, measured, expected, kept]`, where measured
+/// is `[prompt, read, write]` and expected `[read, block]`; kept is version 3's.
 #[derive(Serialize, Deserialize)]
 struct SavedRow(
     u64,
@@ -1756,6 +1945,7 @@ struct SavedRow(
     Option<SavedSeriesStart>,
     Option<(u64, Option<u64>, Option<u64>)>,
     Option<(u64, u32)>,
+    #[serde(default)] Option<u64>,
 );
 
 #[derive(Clone, Copy, Serialize, Deserialize)]
@@ -1785,16 +1975,18 @@ impl From<&MeterRow> for SavedRow {
             r.measured
                 .map(|m| (m.prompt_tokens, m.cache_read_tokens, m.cache_write_tokens)),
             r.expected.map(|e| (e.read_tokens, e.block_tokens)),
+            Some(r.kept),
         )
     }
 }
 
 impl From<SavedRow> for MeterRow {
-    fn from(SavedRow(total, cached, best, start, measured, expected): SavedRow) -> Self {
+    fn from(SavedRow(total, cached, best, start, measured, expected, kept): SavedRow) -> Self {
         MeterRow {
             total_bytes: total,
             cached_bytes: cached,
             best_bytes: best,
+            kept: kept.unwrap_or(best),
             series_start: start.map(|s| match s {
                 SavedSeriesStart::First => SeriesStart::First,
                 SavedSeriesStart::Asked => SeriesStart::Asked,
@@ -1932,7 +2124,12 @@ mod tests {
         assert_eq!(row.cached_bytes, 0, "no cache_control: nothing cached");
         assert!(row.best_bytes > 0, "the best client asks: a miss");
         let row = m.observe(&body(4, None, true), None).unwrap();
-        assert!(row.cached_bytes > 0, "asked: the common prefix");
+        assert_eq!(
+            row.cached_bytes, 0,
+            "asked, but no earlier request wrote an entry"
+        );
+        let row = m.observe(&body(5, None, true), None).unwrap();
+        assert!(row.cached_bytes > 0, "the entry the previous request wrote");
     }
 
     #[test]
@@ -2165,7 +2362,7 @@ mod tests {
         use crate::wire::{WireContext, serialize_resuming};
         let route = crate::route::route_for("deepseek", "deepseek-flash");
         let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
-        let mut messages = vec![Message::user("u0", "hi")];
+        let mut messages = vec![Message::user("u0", "hi ".repeat(300))];
         let mut wires = Vec::new();
         let mut resume = None;
         for k in 0..3 {
@@ -2215,6 +2412,21 @@ mod tests {
         slow.observe(&wires[0].body, None).unwrap();
         slow.observe(&wires[1].body, None).unwrap();
         assert_eq!(Ok(row), slow.observe(&edited.body, None).map_err(|_| ()));
+        // Forgotten entries: the resumed path reads nothing and writes every unit again (every
+        // debug build checks its entries against the parsing path's).
+        let mut meter = Meter::new(&route);
+        meter.observe_wire(&wires[0]).unwrap();
+        meter.observe_wire(&wires[1]).unwrap();
+        meter.forget_cache();
+        let mut slow = meter.clone();
+        let (row, path) = meter.observe_segments(&wires[2]).unwrap();
+        assert_eq!((row.cached_bytes, path), (0, Path::Extended));
+        slow.observe(&wires[2].body, None).unwrap();
+        assert_eq!(meter.cache, slow.cache);
+        assert!(
+            meter.cache.entries().count() >= 3,
+            "the units were written again"
+        );
         // The public entry (a body without its token) never proves anything.
         let mut meter = Meter::new(&route);
         meter.observe(&wires[0].body, None).unwrap();

@@ -21,6 +21,12 @@ fn body(texts: &[&str]) -> String {
     format!(r#"{{"messages":[{}]}}"#, messages.join(","))
 }
 
+/// One user message of `c`s whose cut is 8,192 bytes: 32 of DeepSeek's 64-token units at the
+/// meter's four bytes a token, so that all of it can be read.
+fn units(c: char) -> String {
+    body(&[&c.to_string().repeat(8192 - 28)])
+}
+
 fn deepseek() -> Meter {
     Meter::new(&route_for("deepseek", "deepseek-flash"))
 }
@@ -128,7 +134,7 @@ fn usage_without_a_request_or_twice_is_refused() {
 /// Two requests of the same long prompt, the second measured with `read` cached tokens.
 fn repeat_with_read(read: u64) -> mektpoy::meter::MeterRow {
     let mut m = deepseek();
-    let prompt = body(&[&"y".repeat(8000)]);
+    let prompt = units('y');
     m.observe(&prompt, Some(SeriesStart::First)).unwrap();
     m.observe_measured(Measured::new(2000, Some(0), None))
         .unwrap();
@@ -163,10 +169,10 @@ fn a_read_short_by_more_than_one_block_is_an_unexplained_miss() {
 
 #[test]
 fn the_estimate_converts_at_the_measured_rate_not_four_bytes_a_token() {
-    // 8,000 bytes the provider counts as 1,000 tokens: at ⌈bytes / 4⌉ the estimate would be
-    // 2,000 and a full hit would look 1,000 short.
+    // 8,192 bytes the provider counts as 1,000 tokens: at ⌈bytes / 4⌉ the estimate would be
+    // 2,048 and a full hit would look 1,048 short.
     let mut m = deepseek();
-    let prompt = body(&[&"z".repeat(8000)]);
+    let prompt = units('z');
     m.observe(&prompt, None).unwrap();
     m.observe_measured(Measured::new(1000, Some(0), None))
         .unwrap();
@@ -190,7 +196,7 @@ fn the_estimate_converts_at_the_measured_rate_not_four_bytes_a_token() {
 #[test]
 fn a_series_the_caller_opened_or_a_zero_estimate_is_never_flagged() {
     let mut m = deepseek();
-    let prompt = body(&[&"w".repeat(8000)]);
+    let prompt = units('w');
     m.observe(&prompt, None).unwrap();
     m.observe_measured(Measured::new(2000, Some(0), None))
         .unwrap();
@@ -258,7 +264,7 @@ fn prime_makes_a_body_the_previous_request_without_a_row() {
     assert!(matches!(resumed.prime("[]"), Err(MeterError::Body(_))));
     assert_eq!(resumed.rows().len(), 1, "a refused body changes nothing");
     // A body primed after a row: the row's figures are not the primed body's rate.
-    let prompt = body(&[&"p".repeat(8000)]);
+    let prompt = units('p');
     let mut m = deepseek();
     m.observe(&body(&["short"]), None).unwrap();
     m.prime(&prompt).unwrap();
@@ -274,21 +280,27 @@ fn prime_makes_a_body_the_previous_request_without_a_row() {
 fn a_restored_meter_continues_where_the_saved_one_stopped() {
     let route = route_for("anthropic", "claude-opus-5");
     let mut m = Meter::new(&route);
-    let prompt = |n: usize| {
+    // A long first message, then (`more`) an answer and a second question.
+    let prompt = |more: bool| {
+        let more = if more {
+            r#",{"role":"assistant","content":"ok"},{"role":"user","content":"and?"}"#
+        } else {
+            ""
+        };
         format!(
-            r#"{{"cache_control":{{"type":"ephemeral"}},"messages":[{{"role":"user","content":"{}"}}]}}"#,
-            "q".repeat(n)
+            r#"{{"cache_control":{{"type":"ephemeral"}},"messages":[{{"role":"user","content":"{}"}}{more}]}}"#,
+            "q".repeat(4000)
         )
     };
-    m.observe(&prompt(4000), Some(SeriesStart::First)).unwrap();
+    m.observe(&prompt(false), Some(SeriesStart::First)).unwrap();
     m.observe_measured(Measured::new(1000, Some(0), Some(990)))
         .unwrap();
     let saved = m.save();
-    assert!(saved.starts_with(r#"{"version":2,"route":"anthropic/claude-opus-5"#));
+    assert!(saved.starts_with(r#"{"version":3,"route":"anthropic/claude-opus-5"#));
     let mut restored = Meter::restore(&route, &saved).unwrap();
     assert_eq!(restored.rows(), m.rows());
     assert_eq!(restored.report(), m.report());
-    let next = prompt(4100);
+    let next = prompt(true);
     assert_eq!(
         restored.observe(&next, None).unwrap(),
         m.observe(&next, None).unwrap()
@@ -314,12 +326,12 @@ fn a_saved_meter_for_another_route_or_version_is_refused() {
             reason: RestoreFault::Route { .. }
         })
     ));
-    let v3 = saved.replacen(r#""version":2"#, r#""version":3"#, 1);
+    let v4 = saved.replacen(r#""version":3"#, r#""version":4"#, 1);
     let flash = route_for("deepseek", "deepseek-flash");
     assert!(matches!(
-        Meter::restore(&flash, &v3),
+        Meter::restore(&flash, &v4),
         Err(MeterError::Restore {
-            reason: RestoreFault::Version(3)
+            reason: RestoreFault::Version(4)
         })
     ));
     for bad in [
@@ -445,6 +457,399 @@ proptest! {
             let _ = restored.observe(&step_body(&[1, 2], false), None);
             let _ = restored.observe_measured(Measured::new(u64::MAX, Some(0), Some(u64::MAX)));
             let _ = restored.report();
+        }
+    }
+}
+
+/// A Messages body with top-level automatic caching: `system`, then one message per entry of
+/// `messages` (alternating user / assistant, from a user turn), each with one text block per
+/// string; `mark` puts an explicit breakpoint on block `(message, block)`.
+fn claude(system: &str, messages: &[&[&str]], mark: Option<(usize, usize)>) -> String {
+    let messages: Vec<serde_json::Value> = messages
+        .iter()
+        .enumerate()
+        .map(|(i, blocks)| {
+            let content: Vec<serde_json::Value> = blocks
+                .iter()
+                .enumerate()
+                .map(|(j, t)| {
+                    let mut b = serde_json::json!({"type": "text", "text": t});
+                    if mark == Some((i, j)) {
+                        b["cache_control"] = serde_json::json!({"type": "ephemeral"});
+                    }
+                    b
+                })
+                .collect();
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            serde_json::json!({"role": role, "content": content})
+        })
+        .collect();
+    serde_json::json!({
+        "model": "m", "max_tokens": 8, "cache_control": {"type": "ephemeral"},
+        "system": system, "messages": messages
+    })
+    .to_string()
+}
+
+/// A system prompt above every Claude model's minimum cacheable length.
+fn long_system() -> String {
+    "Be careful and brief. ".repeat(300)
+}
+
+#[test]
+fn anthropic_reads_nothing_after_a_compaction_that_changes_an_early_block() {
+    // The demo's `claude-opus-5` case: the byte prefix the compacted request shares with the
+    // previous one (the system prompt and the start of the first message) ends at no block
+    // any request wrote an entry at, so the provider reads nothing.
+    let mut m = Meter::new(&route_for("anthropic", "claude-opus-5"));
+    let s = long_system();
+    m.observe(&claude(&s, &[&["read the files"]], None), None)
+        .unwrap();
+    let two = &[&["read the files"][..], &["done"], &["now the tests"]];
+    let row = m.observe(&claude(&s, two, None), None).unwrap();
+    assert!(row.cached_bytes > 4000, "an extension reads the entry");
+    let compacted = &[&["read the files; summary: done"][..], &["ok"], &["go on"]];
+    let row = m.observe(&claude(&s, compacted, None), None).unwrap();
+    assert_eq!(
+        row.cached_bytes, 0,
+        "no entry ends where the prefix is shared"
+    );
+    assert_eq!(
+        row.best_bytes,
+        row.kept_bytes(),
+        "the best client keeps it all"
+    );
+}
+
+#[test]
+fn anthropic_reads_the_longest_entry_at_a_block_not_the_longest_byte_prefix() {
+    // A prompt change in the history: the previous request's entry is lost, an older one at
+    // the end of the first message is still there and ends at a block of this request.
+    let mut m = Meter::new(&route_for("anthropic", "claude-fable-5-2"));
+    let s = long_system();
+    let first = m
+        .observe(&claude(&s, &[&["question one"]], None), None)
+        .unwrap();
+    let two = &[&["question one"][..], &["answer one"], &["question two"]];
+    m.observe(&claude(&s, two, None), None).unwrap();
+    let changed = &[
+        &["question one"][..],
+        &["answer one"],
+        &["question two, reworded"],
+        &["answer two"],
+        &["question three"],
+    ];
+    let row = m.observe(&claude(&s, changed, None), None).unwrap();
+    assert_eq!(
+        row.cached_bytes, first.total_bytes,
+        "the first request's entry, not the common prefix up to the reworded question"
+    );
+    assert!(row.kept_bytes() > row.cached_bytes);
+}
+
+/// `claude-opus-5`-like but without a minimum, for blocks too short to reach one.
+fn anthropic_min0() -> Meter {
+    Meter::new(
+        &route_for("anthropic", "claude-opus-5")
+            .into_builder()
+            .min_cache_tokens(0)
+            .build()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn a_breakpoint_looks_back_over_itself_and_the_nineteen_blocks_before_it() {
+    let blocks: Vec<String> = (0..61).map(|i| format!("block {i}")).collect();
+    let blocks: Vec<&str> = blocks.iter().map(String::as_str).collect();
+    // The first request's entry ends at its block 1. A breakpoint on block 20 checks blocks
+    // 1 to 20 (the 20th block back, counting its own, is block 1): read. On block 21 it
+    // checks 2 to 21: not read, nor by the automatic breakpoint on block 60.
+    for (mark, read) in [(20, true), (21, false)] {
+        let mut m = anthropic_min0();
+        let first = m
+            .observe(&claude("s", &[&blocks[..2]], None), None)
+            .unwrap();
+        let row = m
+            .observe(&claude("s", &[&blocks[..]], Some((0, mark))), None)
+            .unwrap();
+        // The first request's last block closed its message; here the message goes on: the
+        // entry ends where its content array did.
+        let cut = m.prefix_bytes(&claude("s", &[&blocks[..2]], None)).unwrap();
+        let key = cut.iter().rposition(|&b| b == b']').unwrap() as u64;
+        assert!(key < first.total_bytes);
+        let expected = if read { key } else { 0 };
+        assert_eq!(row.cached_bytes, expected, "breakpoint on block {mark}");
+    }
+}
+
+#[test]
+fn anthropic_writes_no_entry_below_the_minimum_cacheable_length() {
+    // claude-opus-5: 512 tokens. A short first request writes nothing; the long one that
+    // extends it reads nothing, and writes the entry the next one reads.
+    let mut m = Meter::new(&route_for("anthropic", "claude-opus-5"));
+    m.observe(&claude("s", &[&["short"]], None), None).unwrap();
+    let long = "x".repeat(3000);
+    let two = &[&["short"][..], &["ok"], &[long.as_str()]];
+    let row = m.observe(&claude("s", two, None), None).unwrap();
+    assert_eq!((row.cached_bytes, row.best_bytes), (0, 0));
+    let three = &[
+        &["short"][..],
+        &["ok"],
+        &[long.as_str()],
+        &["ok"],
+        &["more"],
+    ];
+    let next = m.observe(&claude("s", three, None), None).unwrap();
+    assert_eq!(next.cached_bytes, row.total_bytes);
+}
+
+/// A chat body: `system`, then user messages `texts`.
+fn chat(system: &str, texts: &[&str]) -> String {
+    let mut messages = vec![serde_json::json!({"role": "system", "content": system})];
+    messages.extend(
+        texts
+            .iter()
+            .map(|t| serde_json::json!({"role": "user", "content": t})),
+    );
+    serde_json::json!({"model": "m", "messages": messages}).to_string()
+}
+
+#[test]
+fn deepseek_reads_an_older_prompt_in_64_token_units() {
+    // The newcomer's loop: a prompt change, then back. The provider still holds the first
+    // prompt and reads it; the meter booked the request as a loss against the previous one.
+    let mut m = deepseek();
+    let (p1, p2) = (
+        "You review code. ".repeat(100),
+        "You write tests. ".repeat(100),
+    );
+    let first = m.observe(&chat(&p1, &["look at main.rs"]), None).unwrap();
+    let other = m.observe(&chat(&p2, &["look at main.rs"]), None).unwrap();
+    assert!(
+        other.cached_bytes < 256,
+        "another prompt from its first bytes"
+    );
+    let back = m
+        .observe(&chat(&p1, &["look at main.rs", "and lib.rs"]), None)
+        .unwrap();
+    assert_eq!(back.cached_bytes, first.total_bytes / 256 * 256);
+    assert!(
+        back.cached_bytes > 1000,
+        "not the previous request's few bytes"
+    );
+    assert_eq!(back.cached_bytes % 256, 0, "whole 64-token units");
+    // A repeat reads whole units only: the last partial one is new.
+    let again = m
+        .observe(&chat(&p1, &["look at main.rs", "and lib.rs"]), None)
+        .unwrap();
+    assert_eq!(again.cached_bytes, again.total_bytes / 256 * 256);
+    // Forgotten entries read nothing.
+    m.forget_cache();
+    let after = m
+        .observe(&chat(&p1, &["look at main.rs", "and lib.rs"]), None)
+        .unwrap();
+    assert_eq!(after.cached_bytes, 0);
+    assert!(
+        after.best_bytes > 0,
+        "the best client would not have waited"
+    );
+}
+
+#[test]
+fn openai_chat_reads_an_older_prompt_from_1024_tokens_in_128_token_units() {
+    let mut m = Meter::new(&route_for("openai-compatible", "gpt-x"));
+    let (p1, p2) = (
+        "You review code. ".repeat(300),
+        "You write tests. ".repeat(300),
+    );
+    let first = m.observe(&chat(&p1, &["look at main.rs"]), None).unwrap();
+    assert!(first.total_bytes > 4096, "above 1,024 tokens");
+    m.observe(&chat(&p2, &["look at main.rs"]), None).unwrap();
+    let back = m
+        .observe(&chat(&p1, &["look at main.rs", "and lib.rs"]), None)
+        .unwrap();
+    assert_eq!(back.cached_bytes, first.total_bytes / 512 * 512);
+    // Below 1,024 tokens nothing is read, even the same prompt again.
+    let mut m = Meter::new(&route_for("openai-compatible", "gpt-x"));
+    let short = chat("Be brief.", &[&"x".repeat(3000)]);
+    m.observe(&short, None).unwrap();
+    let row = m.observe(&short, None).unwrap();
+    assert_eq!((row.cached_bytes, row.best_bytes), (0, 0));
+}
+
+#[test]
+fn a_version_2_save_still_restores_its_previous_request_as_the_entry() {
+    let route = route_for("anthropic", "claude-opus-5");
+    let s = long_system();
+    let mut m = Meter::new(&route);
+    m.observe(&claude(&s, &[&["read the files"]], None), None)
+        .unwrap();
+    let v3: serde_json::Value = serde_json::from_str(&m.save()).unwrap();
+    let mut v2 = v3.clone();
+    v2["version"] = 2.into();
+    v2.as_object_mut().unwrap().remove("cache");
+    for row in v2["rows"].as_array_mut().unwrap() {
+        row.as_array_mut().unwrap().truncate(6);
+    }
+    let mut restored = Meter::restore(&route, &v2.to_string()).unwrap();
+    let two = claude(
+        &s,
+        &[&["read the files"], &["done"], &["now the tests"]],
+        None,
+    );
+    let row = restored.observe(&two, None).unwrap();
+    assert_eq!(row, m.observe(&two, None).unwrap());
+    assert!(row.cached_bytes > 0);
+}
+
+/// One request of a random run against the naive model: an operation on the running history
+/// and perhaps an explicit breakpoint.
+#[derive(Clone, Debug)]
+enum Op {
+    /// A message of this many blocks (1 to 4), each `len` bytes of text.
+    Append(usize, usize),
+    /// The first message's first block rewritten (a compaction or a prompt change).
+    EditFirst,
+    /// Only the last `n` messages kept.
+    Keep(usize),
+    /// The same history again.
+    Same,
+}
+
+fn op() -> impl Strategy<Value = (Op, Option<(u8, u8)>)> {
+    let op = prop_oneof![
+        4 => (1usize..5, 1usize..300).prop_map(|(b, l)| Op::Append(b, l)),
+        1 => Just(Op::EditFirst),
+        1 => (1usize..4).prop_map(Op::Keep),
+        1 => Just(Op::Same),
+    ];
+    (op, proptest::option::of((any::<u8>(), any::<u8>())))
+}
+
+/// A body of `history` (messages of text blocks, alternating roles) written by hand, so that
+/// the test knows its cut and where each block ends in it without the crate: the cut and
+/// `(block end, message end, marked)` per block.
+fn hand_body(
+    history: &[Vec<String>],
+    mark: Option<(usize, usize)>,
+) -> (String, Vec<u8>, Vec<(usize, usize, bool)>) {
+    let system = r#""Be careful.""#;
+    let mut cut = system.as_bytes().to_vec();
+    let mut ends = Vec::new();
+    let mut messages = Vec::new();
+    for (i, blocks) in history.iter().enumerate() {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        let head = format!(r#"{{"role":"{role}","content":["#);
+        let (mut sent, mut plain) = (head.clone(), head);
+        let start = cut.len();
+        let mut block_ends = Vec::new();
+        for (j, t) in blocks.iter().enumerate() {
+            let sep = if j > 0 { "," } else { "" };
+            let block = format!(r#"{{"type":"text","text":"{t}"}}"#);
+            let marked = mark == Some((i, j));
+            let marker = r#","cache_control":{"type":"ephemeral"}"#;
+            sent += &format!(
+                "{sep}{}",
+                if marked {
+                    block.replace("\"}", &format!("\"{marker}}}"))
+                } else {
+                    block.clone()
+                }
+            );
+            plain += &format!("{sep}{block}");
+            block_ends.push((start + plain.len(), marked));
+        }
+        sent += "]}";
+        plain += "]}";
+        let message_end = start + plain.len();
+        let last = block_ends.len() - 1;
+        ends.extend(
+            block_ends
+                .iter()
+                .enumerate()
+                .map(|(j, &(e, m))| (e, if j == last { message_end } else { e }, m)),
+        );
+        cut.extend_from_slice(plain.as_bytes());
+        messages.push(sent);
+    }
+    let body = format!(
+        r#"{{"model":"m","max_tokens":8,"cache_control":{{"type":"ephemeral"}},"system":{system},"messages":[{}]}}"#,
+        messages.join(",")
+    );
+    (body, cut, ends)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The meter's index (hashes at block ends and units) reads what a naive model reads,
+    /// comparing bytes: on Anthropic entries at breakpoints, read at the 20 blocks ending at
+    /// one; on DeepSeek the longest common prefix with any earlier prompt, in 256-byte units;
+    /// on OpenAI chat the same in 512-byte units from 4,096 bytes.
+    #[test]
+    fn the_cache_model_reads_what_comparing_bytes_reads(
+        ops in proptest::collection::vec(op(), 1..24),
+        route in 0u8..3,
+    ) {
+        let anthropic = route == 0;
+        let (unit, min) = if route == 1 { (256, 0) } else { (512, 4096) };
+        let mut m = match route {
+            0 => anthropic_min0(),
+            1 => deepseek(),
+            _ => Meter::new(&route_for("openai-compatible", "any")),
+        };
+        let mut history: Vec<Vec<String>> = vec![vec!["start".to_owned()]];
+        let (mut entries, mut prompts): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (Vec::new(), Vec::new());
+        for (k, (op, mark)) in ops.into_iter().enumerate() {
+            match op {
+                Op::Append(blocks, len) => history.push(
+                    (0..blocks).map(|b| format!("m{k}b{b}{}", "x".repeat(len))).collect(),
+                ),
+                Op::EditFirst => history[0][0] = format!("edited {k}"),
+                Op::Keep(n) => {
+                    let drop = history.len().saturating_sub(n) / 2 * 2;
+                    history.drain(..drop);
+                }
+                Op::Same => {}
+            }
+            let mark = mark.map(|(i, j)| {
+                let i = usize::from(i) % history.len();
+                (i, usize::from(j) % history[i].len())
+            });
+            let (body, cut, ends) = hand_body(&history, mark);
+            prop_assert_eq!(m.prefix_bytes(&body).unwrap(), cut.clone());
+            let expected = if anthropic {
+                let breakpoints: Vec<usize> = (0..ends.len())
+                    .filter(|&i| ends[i].2 || i + 1 == ends.len())
+                    .collect();
+                let mut read = 0;
+                for &i in &breakpoints {
+                    for j in (i + 1).saturating_sub(20)..=i {
+                        if entries.iter().any(|e| e[..] == cut[..ends[j].0]) {
+                            read = read.max(ends[j].1);
+                        }
+                    }
+                }
+                for &i in &breakpoints {
+                    let e = cut[..ends[i].0].to_vec();
+                    if !entries.contains(&e) {
+                        entries.push(e);
+                    }
+                }
+                read
+            } else {
+                let common = prompts
+                    .iter()
+                    .map(|p| p.iter().zip(&cut).take_while(|(a, b)| a == b).count())
+                    .max()
+                    .unwrap_or(0);
+                prompts.push(cut.clone());
+                let read = common / unit * unit;
+                if read >= min { read } else { 0 }
+            };
+            let row = m.observe(&body, None).unwrap();
+            prop_assert_eq!(row.cached_bytes, expected as u64, "request {}", k);
         }
     }
 }

@@ -27,7 +27,7 @@
 //! let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
 //! let read = ToolSchema::no_input("read", "Read a file");
 //! let mut agent = AgentLoop::new(Session::new("s"), route.clone(), config)
-//!     .with_system_prompt("Be brief.")
+//!     .with_system_prompt("Be brief. ".repeat(100))
 //!     .with_tools([read.clone()]);
 //! for turn in 0..3 {
 //!     if turn == 2 {
@@ -206,9 +206,11 @@ impl Replayed {
 }
 
 /// Whether `row` did not find the whole `previous` request of its route in the cache: its
-/// cached bytes fall short of the smaller of the two requests.
+/// cached bytes fall short of what keeping the smaller of the two requests reads by the
+/// vendor's rule ([`MeterRow::kept_bytes`]: its unit and minimum length applied).
 pub fn missed(previous: &MeterRow, row: &MeterRow) -> bool {
-    row.cached_bytes < previous.total_bytes.min(row.total_bytes)
+    let _ = previous;
+    row.cached_bytes < row.kept_bytes()
 }
 
 /// One line per metered request (`rows` and their `attributions`, as
@@ -257,7 +259,7 @@ fn miss_line(route: &Route, a: &Attribution, previous: &MeterRow, row: &MeterRow
         return a.to_string();
     }
     let shared = previous.total_bytes.min(row.total_bytes).div_ceil(4);
-    let min = u64::from(route.min_cache_tokens());
+    let min = u64::from(crate::meter::min_cache_tokens(route));
     if shared < min {
         format!(
             "{a}, but the shared prefix (~{shared} tokens) is below the route's minimum \
@@ -927,9 +929,8 @@ impl<F: FnMut(&ReplayedRequest, &WireRequest)> Run<'_, F> {
                 self.attributor
                     .record(attribution.clone(), Some(&recorded), &wire);
                 request.attribution = Some(attribution);
-                request.missed = self
-                    .previous_total
-                    .is_some_and(|t| row.cached_bytes < t.min(row.total_bytes));
+                request.missed =
+                    self.previous_total.is_some() && row.cached_bytes < row.kept_bytes();
                 self.previous_total = Some(row.total_bytes);
                 request.row = Some(row);
                 (self.each)(&request, &wire);

@@ -51,7 +51,8 @@ const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// **Third-party figure.** The vendor's prompt-caching page describes automatic caching, but
 /// the "20-block lookback window" wording was read only in third-party copies that quote it
 /// (notes of 2026-12-01), not in a vendor excerpt. Replace it when the vendor text is read.
-const LOOKBACK_BLOCKS: usize = 20;
+/// The meter's model of the cache reads it too (one figure for both).
+pub(crate) const LOOKBACK_BLOCKS: usize = 20;
 
 /// Tool fields kept in a tool's `extra` that Anthropic routes send, in this order, after
 /// `input_schema` (the vendor's replacement for forced tool choice relies on `strict`).

@@ -46,6 +46,7 @@ use canonical::Canonical;
 pub(crate) use fingerprint::{Fingerprint, without_markers};
 pub(crate) use thinking::is_bound_thinking;
 
+pub(crate) use messages::LOOKBACK_BLOCKS;
 pub use messages::serialize_messages;
 pub use openai::serialize_openai_chat;
 

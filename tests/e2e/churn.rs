@@ -137,6 +137,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use mektpoy::{Route, ToolSchema, event::SeriesStart, project::ProjectionPath, route_for};
 use serde_json::Value;
 
+use crate::standin::kept_by;
+
 use crate::agent::{
     Agent, Reply, Sent, arg_params, assert_strip_thinking, opus_by_reference, prompt, tool_of,
 };
@@ -343,10 +345,13 @@ fn run_once(mut agent: Agent) -> Vec<Row> {
     rows
 }
 
-/// Steps whose request does not cache the whole previous request.
+/// Steps whose request does not cache the whole previous request (in DeepSeek's units).
 fn lost(rows: &[Row]) -> BTreeSet<usize> {
     rows.windows(2)
-        .filter(|w| w[1].sent.usage.cached_bytes != w[0].sent.usage.total_bytes)
+        .filter(|w| {
+            w[1].sent.usage.cached_bytes
+                < kept_by(w[1].sent.wire.body(), w[0].sent.usage.total_bytes)
+        })
         .map(|w| w[1].step)
         .collect()
 }
@@ -391,7 +396,7 @@ fn table(rows: &[Row]) -> String {
     let mut previous = None;
     for r in rows {
         let u = r.sent.usage;
-        let lost = previous.is_some_and(|p| u.cached_bytes != p);
+        let lost = previous.is_some_and(|p| u.cached_bytes < kept_by(r.sent.wire.body(), p));
         out += &format!(
             "{:>4} {:>9} {:>9}   (~{:>5}/{:>5})             {}\n",
             r.step,
@@ -473,7 +478,11 @@ fn churn_on_deepseek_flash_loses_only_at_series_starts_offered_names_leaving_or_
         set(ADDITION_ONLY_FALLBACK),
         "{t}"
     );
-    assert_eq!(lost(&rows), set(LOST_ADDITION_ONLY), "{t}");
+    // Step 27 departs within the last 173 bytes of step 26, inside its last partial 64-token
+    // unit: DeepSeek reads every whole unit of it all the same.
+    let mut expected = set(LOST_ADDITION_ONLY);
+    expected.remove(&27);
+    assert_eq!(lost(&rows), expected, "{t}");
     // Addition-only never sends a removal.
     assert!(
         rows.iter()

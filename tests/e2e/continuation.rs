@@ -16,6 +16,8 @@ use mektpoy::{
 };
 use serde_json::{Value, json};
 
+use crate::standin::kept_by;
+
 use crate::agent::{Agent, Reply, Unsent, arg_params, opus_by_reference, prompt, tool_of};
 
 /// The addition block of `search` on `route`'s wire.
@@ -96,7 +98,11 @@ fn change_waits_for_the_next_user_turn(key: &str, route: Route) {
         "{key}: the request ends with the assistant turn: {}",
         second.wire.body()
     );
-    assert_eq!(second.usage.cached_bytes, first.usage.total_bytes, "{key}");
+    assert_eq!(
+        second.usage.cached_bytes,
+        kept_by(second.wire.body(), first.usage.total_bytes),
+        "{key}"
+    );
 
     let third = agent
         .step(&prompt, &[read, search], Some("Go on."), Reply::Text)
@@ -109,10 +115,10 @@ fn change_waits_for_the_next_user_turn(key: &str, route: Route) {
         third.wire.body()
     );
     // The two assistant messages are one wire turn, so the second request's last turn is
-    // reopened: everything but its closing `]}` is read from the cache.
+    // reopened: everything but its closing `]}` is read from the cache (in DeepSeek's units).
     assert_eq!(
         third.usage.cached_bytes,
-        second.usage.total_bytes - 2,
+        kept_by(third.wire.body(), second.usage.total_bytes - 2),
         "{key}"
     );
 }
@@ -161,7 +167,11 @@ fn next_user_turn_carries_the_addition(
         assert_eq!(first.content[0]["type"], "thinking", "{key}");
         assert_eq!(third.wire.report().thinking_left_out, 0, "{key}");
     }
-    assert_eq!(third.usage.cached_bytes, first.usage.total_bytes, "{key}");
+    assert_eq!(
+        third.usage.cached_bytes,
+        kept_by(third.wire.body(), first.usage.total_bytes),
+        "{key}"
+    );
 }
 
 #[test]

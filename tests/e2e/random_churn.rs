@@ -24,6 +24,8 @@ use mektpoy::{
 };
 use serde_json::Value;
 
+use crate::standin::kept_by;
+
 use crate::agent::{
     Agent, Reply, Sent, Unsent, arg_params, assert_strip_thinking, opus_by_reference, prompt,
     tool_of,
@@ -199,7 +201,10 @@ pub fn run(mut agent: Agent, seed: u64) -> Vec<Row> {
 /// Indices (into the sent rows) of the requests that do not cache the whole previous one.
 fn lost(rows: &[Row]) -> BTreeSet<usize> {
     (1..rows.len())
-        .filter(|&i| rows[i].sent.usage.cached_bytes != rows[i - 1].sent.usage.total_bytes)
+        .filter(|&i| {
+            let before = rows[i - 1].sent.usage.total_bytes;
+            rows[i].sent.usage.cached_bytes < kept_by(rows[i].sent.wire.body(), before)
+        })
         .collect()
 }
 
@@ -296,7 +301,15 @@ fn random_churn_without_mode_is_accepted_and_loses_exactly_at_changes() {
                         || rows[i - 1].ends_with_assistant
                 })
                 .collect();
-            assert_eq!(lost(&rows), expected, "{key}");
+            if key.contains("deepseek") {
+                // DeepSeek keeps every earlier prompt: a tool list that returns to an earlier
+                // one reads that prompt's prefix, and a change inside the previous request's
+                // last partial unit costs nothing; a loss is still always one of these.
+                let lost = lost(&rows);
+                assert!(lost.is_subset(&expected), "{key}: {lost:?} ⊄ {expected:?}");
+            } else {
+                assert_eq!(lost(&rows), expected, "{key}");
+            }
             if binds {
                 let rewrites: BTreeSet<usize> = (1..rows.len())
                     .filter(|&i| rows[i].sent.request.rewrite.is_some())
@@ -329,7 +342,8 @@ fn random_churn_on_inline_definitions_loses_only_at_request_series_starts() {
             let rows = run(Agent::new(&key, route), seed);
             for (i, r) in rows.iter().enumerate().skip(1) {
                 let before = &rows[i - 1];
-                let lost = r.sent.usage.cached_bytes != before.sent.usage.total_bytes;
+                let lost = r.sent.usage.cached_bytes
+                    < kept_by(r.sent.wire.body(), before.sent.usage.total_bytes);
                 // reference §5.1's one documented exception: when the series' declarations hold no
                 // tool without `deferLoading`, the first by-value addition changes the start of
                 // the rendered prompt (the vendor: one full cache miss). The stand-in and the

@@ -67,10 +67,13 @@
 //! non-deferred tool's JSON, a fixed deferred section of the size the test announces in
 //! `x-mektpoy-deferred-section-bytes` (the route's `deferred_section_bytes`) when any declaration
 //! is deferred, `system`, and each message (by-value definitions are part of their message;
-//! thinking blocks dropped by `drop_block` are not counted); cached = the longest common byte
-//! prefix with the session's previous cached request. On Claude models caching is opt-in: a
-//! request without a top-level `cache_control` and without one on any block reads nothing from
-//! the cache and writes nothing to it; DeepSeek caches every request. Tokens are estimated as
+//! thinking blocks dropped by `drop_block` are not counted). Cached, per vendor: on Claude
+//! models, entries are written at breakpoints (a content block with `cache_control`; with a
+//! top-level `cache_control`, the last block) from the model's minimum cacheable length, and a
+//! request reads the longest entry ending at one of the 20 blocks that end at one of its
+//! breakpoints — a request without any reads and writes nothing; on DeepSeek, the longest
+//! common prefix with any earlier request of the session, in 64-token units. Entries live as
+//! long as the session's state (the stand-in has no clock). Tokens are estimated as
 //! ⌈bytes / 4⌉. A refused request leaves the session's state unchanged (the provider caches
 //! nothing of it).
 //!
@@ -252,8 +255,8 @@ fn is_anthropic(model: &str) -> bool {
 pub struct Usage {
     /// Bytes of the request's reference §9 segments ([`TOTAL_BYTES_HEADER`]).
     pub total_bytes: u64,
-    /// Bytes shared, as a prefix, with the session's previous cached request (0 when the
-    /// request does not ask for caching on a Claude model) ([`CACHED_BYTES_HEADER`]).
+    /// Bytes read from the session's cache entries by the vendor's rule (see the module doc;
+    /// 0 when the request asks for no caching on a Claude model) ([`CACHED_BYTES_HEADER`]).
     pub cached_bytes: u64,
     /// `usage.input_tokens`: ⌈total / 4⌉ − ⌈cached / 4⌉ (input not read from the cache).
     pub input_tokens: u64,
@@ -375,13 +378,14 @@ struct Produced {
     before: Vec<String>,
 }
 
-/// Per-session state: the section size the session announced, the previous cached request's
-/// segments, and the thinking blocks produced and left out.
+/// Per-session state: the section size the session announced, the cache entries, and the
+/// thinking blocks produced and left out.
 struct SessionState {
     section: u32,
-    previous: Vec<u8>,
-    /// Content blocks of the previous cached request (the lookback counts from its last one).
-    previous_blocks: usize,
+    /// Claude models: the prefixes written at breakpoints (long enough), as bytes.
+    entries: Vec<Vec<u8>>,
+    /// DeepSeek: every accepted request's bytes (each of their prefixes is cached).
+    prompts: Vec<Vec<u8>>,
     /// Whether the previous cached request carried a tool defined by value.
     previous_by_value: bool,
     requests: u64,
@@ -672,8 +676,8 @@ fn answer(headers: &Headers, body: &str) -> Checked<Answered> {
         let (blocks, produced, answers) = forked.unwrap_or_default();
         SessionState {
             section,
-            previous: Vec::new(),
-            previous_blocks: 0,
+            entries: Vec::new(),
+            prompts: Vec::new(),
             previous_by_value: false,
             requests: 0,
             blocks,
@@ -694,46 +698,32 @@ fn answer(headers: &Headers, body: &str) -> Checked<Answered> {
         Some(c) => check_thinking(state, &betas, &v, c)?,
         None => ThinkingVerdict::default(),
     };
-    let (bytes, units) = cut(body, &v, section, &thinking.dropped)?;
+    let (bytes, units, ends) = cut(body, &v, section, &thinking.dropped)?;
     let asking = asks_diagnostics(model, &betas, &v)?
         .map(|previous_id| (previous_id, Fingerprint::of(&v, &betas, &bytes, &units)));
 
     // Accepted: from here on the session's state changes.
-    let caching = !is_anthropic(model) || asks_caching(&v);
     let total = bytes.len() as u64;
-    let blocks = content_blocks(&v);
-    let cached = if caching {
-        let common = state
-            .previous
-            .iter()
-            .zip(&bytes)
-            .take_while(|(a, b)| a == b)
-            .count() as u64;
-        // Automatic caching finds the previous entry only within 20 blocks of the new last
-        // block, unless a block breakpoint marks it; below the model's minimum cacheable
-        // length nothing is cached.
-        let in_window =
-            !is_anthropic(model) || blocks < state.previous_blocks + 20 || has_block_breakpoint(&v);
-        // Without a non-deferred tool, the first tool defined by value changes the start of the
-        // rendered prompt: one full miss (the vendor's tool-changes page).
-        let by_value = body.contains(r#""type":"tool_definition""#);
-        let immediate = v["tools"]
-            .as_array()
-            .is_some_and(|t| t.iter().any(|t| !is_deferred(t)));
-        let first_definition = by_value && !state.previous_by_value && !immediate;
-        state.previous = bytes;
-        state.previous_blocks = blocks;
-        state.previous_by_value = by_value;
-        if first_definition {
-            0
-        } else if in_window && common.div_ceil(4) >= min_cache_tokens(model) {
-            common
-        } else {
-            0
-        }
+    // Without a non-deferred tool, the first tool defined by value changes the start of the
+    // rendered prompt: one full miss (the vendor's tool-changes page).
+    let by_value = body.contains(r#""type":"tool_definition""#);
+    let immediate = v["tools"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|t| !is_deferred(t)));
+    let first_definition = by_value && !state.previous_by_value && !immediate;
+    state.previous_by_value = by_value;
+    let read = if is_anthropic(model) {
+        claude_cache(
+            state,
+            &bytes,
+            &ends,
+            v.get("cache_control").is_some(),
+            model,
+        )
     } else {
-        0
+        deepseek_cache(state, &bytes)
     };
+    let cached = if first_definition { 0 } else { read };
     state.requests += 1;
     let text = format!("ok {}", state.requests);
     let mut content = Vec::new();
@@ -800,6 +790,130 @@ fn answer(headers: &Headers, body: &str) -> Checked<Answered> {
             &state.requests.to_le_bytes(),
         ),
     })
+}
+
+/// Claude's cache (prompt-caching page, read 2026-12-01): a breakpoint is a content block with
+/// `cache_control`, or with top-level automatic caching the last block; a request reads the
+/// longest entry that ends at one of the 20 blocks ending at a breakpoint (the breakpoint's
+/// own and the 19 before it), then writes an entry at each breakpoint whose prefix reaches
+/// the model's minimum cacheable length. An entry ends at a block; a read of a message's last
+/// block also covers its closing bytes. Returns the bytes read.
+fn claude_cache(
+    state: &mut SessionState,
+    bytes: &[u8],
+    ends: &[End],
+    automatic: bool,
+    model: &str,
+) -> u64 {
+    let breakpoints: Vec<usize> = (0..ends.len())
+        .filter(|&i| ends[i].mark || (automatic && i + 1 == ends.len()))
+        .collect();
+    let mut read = 0;
+    for &i in &breakpoints {
+        for j in (i + 1).saturating_sub(20)..=i {
+            let prefix = &bytes[..ends[j].block];
+            if state.entries.iter().any(|e| e.as_slice() == prefix) {
+                read = read.max(ends[j].message as u64);
+            }
+        }
+    }
+    for &i in &breakpoints {
+        let prefix = &bytes[..ends[i].block];
+        let long_enough = (prefix.len() as u64).div_ceil(4) >= min_cache_tokens(model);
+        if long_enough && !state.entries.iter().any(|e| e.as_slice() == prefix) {
+            state.entries.push(prefix.to_vec());
+        }
+    }
+    read
+}
+
+/// DeepSeek's cache (the 2024-08-02 announcement: "64 tokens as a storage unit"; its guide,
+/// read 2026-12-02, keeps every earlier prompt's prefix units): the longest common prefix with
+/// any earlier request, in whole units of 64 tokens (256 bytes at four bytes a token).
+fn deepseek_cache(state: &mut SessionState, bytes: &[u8]) -> u64 {
+    let common = state
+        .prompts
+        .iter()
+        .map(|p| p.iter().zip(bytes).take_while(|(a, b)| a == b).count())
+        .max()
+        .unwrap_or(0);
+    state.prompts.push(bytes.to_vec());
+    (common / 256 * 256) as u64
+}
+
+/// Where one content block of the cut ends: `block` just past it, `message` what a read there
+/// covers (its message's end when it is the message's last block), `mark` whether it carries
+/// `cache_control`.
+#[derive(Clone, Copy, Debug)]
+struct End {
+    block: usize,
+    message: usize,
+    mark: bool,
+}
+
+/// The ends of one message's blocks, `stripped` its bytes in the cut (markers left out) at
+/// `at`, `raw` as sent (less dropped blocks): a message whose content is no array, or an
+/// empty one, is one block.
+fn message_ends(stripped: &str, raw: &str, at: usize) -> Vec<End> {
+    #[derive(Deserialize)]
+    struct Blocks<'a> {
+        #[serde(borrow, default)]
+        content: Option<Vec<&'a RawValue>>,
+    }
+    let whole = vec![End {
+        block: at + stripped.len(),
+        message: at + stripped.len(),
+        mark: false,
+    }];
+    let Ok(Blocks {
+        content: Some(blocks),
+    }) = serde_json::from_str::<Blocks<'_>>(stripped)
+    else {
+        return whole;
+    };
+    let marks: Vec<bool> = serde_json::from_str::<Value>(raw)
+        .ok()
+        .and_then(|m| m["content"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .map(|b| b.get("cache_control").is_some())
+        .collect();
+    if blocks.is_empty() || marks.len() != blocks.len() {
+        return whole;
+    }
+    let last = blocks.len() - 1;
+    blocks
+        .iter()
+        .enumerate()
+        .map(|(j, b)| {
+            let end = b.get().as_ptr() as usize - stripped.as_ptr() as usize + b.get().len();
+            End {
+                block: at + end,
+                message: if j == last {
+                    at + stripped.len()
+                } else {
+                    at + end
+                },
+                mark: marks[j],
+            }
+        })
+        .collect()
+}
+
+/// What a request that keeps all of an earlier one of `total` bytes reads on `model`: all of
+/// it on a Claude model (its last block is the entry); on DeepSeek, whole 64-token units.
+pub fn kept(model: &str, total: u64) -> u64 {
+    if is_anthropic(model) {
+        total
+    } else {
+        total / 256 * 256
+    }
+}
+
+/// [`kept`] on the model a request body names.
+pub fn kept_by(body: &str, total: u64) -> u64 {
+    let v: Value = serde_json::from_str(body).unwrap_or_default();
+    kept(v["model"].as_str().unwrap_or_default(), total)
 }
 
 /// The beta that turns cache diagnostics on.
@@ -1140,8 +1254,6 @@ fn produce(
     content
 }
 
-/// The request asks for caching: a top-level `cache_control`, or one on a tool, a content
-/// block or a by-value definition.
 /// The vendor's minimum cacheable prompt length, in tokens (prompt-caching page, read
 /// 2026-12-01): 1,024 on Opus 4.8 and Sonnet 5, 512 on the other current Claude models.
 fn min_cache_tokens(model: &str) -> u64 {
@@ -1150,27 +1262,6 @@ fn min_cache_tokens(model: &str) -> u64 {
         "claude-opus-4-8" | "claude-sonnet-5" => 1024,
         _ => 512,
     }
-}
-
-/// Content blocks over the messages, in order.
-fn content_blocks(v: &Value) -> usize {
-    v["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|m| m["content"].as_array().map_or(1, Vec::len))
-        .sum()
-}
-
-/// Whether a message content block carries an explicit `cache_control` breakpoint.
-fn has_block_breakpoint(v: &Value) -> bool {
-    v["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|m| m["content"].as_array())
-        .flatten()
-        .any(|b| b.get("cache_control").is_some())
 }
 
 /// `text` without its `,"cache_control":{...}` entries: a breakpoint is not part of the prompt,
@@ -1204,19 +1295,6 @@ fn without_markers(text: &str) -> String {
     out
 }
 
-fn asks_caching(v: &Value) -> bool {
-    let has = |x: &Value| x.get("cache_control").is_some();
-    let mut blocks = v["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|m| m["content"].as_array())
-        .flatten();
-    has(v)
-        || v["tools"].as_array().into_iter().flatten().any(has)
-        || blocks.any(|b| has(b) || b.pointer("/tool/definition").is_some_and(has))
-}
-
 /// The raw JSON of the parts reference §9 cuts a body into.
 #[derive(Deserialize)]
 struct RawBody<'a> {
@@ -1237,7 +1315,7 @@ fn segments(
     section: u32,
     dropped: &[(usize, usize)],
 ) -> Result<Vec<u8>, String> {
-    cut(body, v, section, dropped).map(|(bytes, _)| bytes)
+    cut(body, v, section, dropped).map(|(bytes, _, _)| bytes)
 }
 
 /// A part of the request the cache diagnostics compare, in the order of the bytes.
@@ -1257,10 +1335,11 @@ fn cut(
     v: &Value,
     section: u32,
     dropped: &[(usize, usize)],
-) -> Result<(Vec<u8>, Units), String> {
+) -> Result<(Vec<u8>, Units, Vec<End>), String> {
     let raw: RawBody<'_> = serde_json::from_str(body).map_err(|e| e.to_string())?;
     let mut out = Vec::with_capacity(body.len());
     let mut units = Units::new();
+    let mut ends = Vec::new();
     let mut unit = |out: &mut Vec<u8>, part: Part, bytes: &[u8]| {
         let start = out.len();
         out.extend_from_slice(bytes);
@@ -1286,14 +1365,16 @@ fn cut(
             .filter(|(k, _)| *k == i)
             .map(|&(_, j)| j)
             .collect();
-        let message = if drop.is_empty() {
-            without_markers(m.get())
+        let sent = if drop.is_empty() {
+            m.get().to_owned()
         } else {
-            without_markers(&without_blocks(m.get(), &drop)?)
+            without_blocks(m.get(), &drop)?
         };
+        let message = without_markers(&sent);
+        ends.extend(message_ends(&message, &sent, out.len()));
         unit(&mut out, Part::Message, message.as_bytes());
     }
-    Ok((out, units))
+    Ok((out, units, ends))
 }
 
 /// A message's raw JSON without its content blocks at `drop`; every other byte as sent.
@@ -2531,7 +2612,48 @@ mod tests {
         let (total, first, second) = run("standin-cache-block", "claude-opus-5", false, true);
         assert_eq!((first, second), (0, total), "cache_control on a block");
         let (total, first, second) = run("standin-cache-deepseek", "deepseek-flash", false, false);
-        assert_eq!((first, second), (0, total), "DeepSeek caches by itself");
+        assert_eq!(
+            (first, second),
+            (0, total / 256 * 256),
+            "DeepSeek caches by itself, in 64-token units"
+        );
+    }
+
+    /// Entries outlive the next request: DeepSeek reads an older prompt (in 64-token units),
+    /// a Claude model an older entry at a block its breakpoint looks back to, and after a
+    /// change of the first message nothing.
+    #[test]
+    fn standin_reads_older_entries_by_the_vendors_rule() {
+        let v = |model: &str, system: &str, spec: &str| {
+            let mut v = body("a", spec);
+            v["model"] = json!(model);
+            v["system"] = json!(system);
+            v["cache_control"] = json!({"type": "ephemeral"});
+            v
+        };
+        let (p1, p2) = (long_system(), "Be quick. ".repeat(400));
+        let s = "standin-older-deepseek";
+        let first = exchange(s, &[], &v("deepseek-flash", &p1, "u")).unwrap();
+        exchange(s, &[], &v("deepseek-flash", &p2, "u")).unwrap();
+        let back = exchange(s, &[], &v("deepseek-flash", &p1, "u a u")).unwrap();
+        assert_eq!(
+            cached(&back),
+            total(&first) / 256 * 256,
+            "the first prompt's units"
+        );
+        let s = "standin-older-claude";
+        let first = exchange(s, &[], &v("claude-opus-5", &p1, "u")).unwrap();
+        exchange(s, &[], &v("claude-opus-5", &p2, "u")).unwrap();
+        let back = exchange(s, &[], &v("claude-opus-5", &p1, "u a u")).unwrap();
+        assert_eq!(cached(&back), total(&first), "the first request's entry");
+        let mut changed = v("claude-opus-5", &p1, "u a u a u");
+        changed["messages"][0]["content"][0]["text"] = json!("a compacted summary");
+        let compacted = exchange(s, &[], &changed).unwrap();
+        assert_eq!(
+            cached(&compacted),
+            0,
+            "no entry ends where the prefix is shared"
+        );
     }
 
     /// Below the model's minimum cacheable length nothing is cached; 20 blocks past the
@@ -3110,8 +3232,13 @@ mod tests {
     /// not share state.
     #[test]
     fn standin_over_http_keys_state_by_session_and_caches_nothing_of_a_refused_request() {
-        let one = body("a b*", "u");
-        let two = body("a b*", "u S(+b)");
+        // A system prompt long enough for DeepSeek's 64-token units.
+        let long = |mut v: Value| {
+            v["system"] = json!("Be brief. ".repeat(100));
+            v
+        };
+        let one = long(body("a b*", "u"));
+        let two = long(body("a b*", "u S(+b)"));
 
         let first = send("standin-http-1", 0, &wire(&one, &[])).unwrap();
         assert_eq!(first.usage.cached_bytes, 0);
@@ -3124,17 +3251,19 @@ mod tests {
             refused.message
         );
         let second = send("standin-http-1", 0, &wire(&two, &[BETA])).unwrap();
+        assert!(first.usage.total_bytes > 1000);
         assert_eq!(
-            second.usage.cached_bytes, first.usage.total_bytes,
+            second.usage.cached_bytes,
+            kept("m", first.usage.total_bytes),
             "the refused request did not replace the cached one"
         );
         assert_eq!(
             second.usage.cache_read_input_tokens,
-            first.usage.total_bytes.div_ceil(4)
+            second.usage.cached_bytes.div_ceil(4)
         );
         assert_eq!(
             second.usage.input_tokens,
-            second.usage.total_bytes.div_ceil(4) - first.usage.total_bytes.div_ceil(4)
+            second.usage.total_bytes.div_ceil(4) - second.usage.cached_bytes.div_ceil(4)
         );
 
         let other = send("standin-http-2", 0, &wire(&one, &[])).unwrap();
