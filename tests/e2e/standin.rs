@@ -1255,12 +1255,33 @@ fn produce(
 }
 
 /// The vendor's minimum cacheable prompt length, in tokens (prompt-caching page, read
-/// 2026-12-01): 1,024 on Opus 4.8 and Sonnet 5, 512 on the other current Claude models.
+/// 2026-12-01): 1,024 on Opus 4.8 and Sonnet 5, 512 on the other current Claude models. A
+/// model the page does not list (a later one) is given the largest figure it documents: the
+/// stand-in cannot know it, and the larger minimum caches less.
 fn min_cache_tokens(model: &str) -> u64 {
-    match model {
+    const LISTED_512: &[&str] = &[
+        "claude-fable-5-2",
+        "claude-mythos-5-2",
+        "claude-fable-5-1",
+        "claude-mythos-5-1",
+        "claude-fable-5",
+        "claude-mythos-5",
+        "claude-opus-5-5",
+        "claude-opus-5",
+        "claude-sonnet-5-5",
+        "claude-haiku-5-5",
+    ];
+    let family = model
+        .len()
+        .checked_sub(9)
+        .filter(|&i| {
+            model[i..].starts_with(['-', '@']) && model[i + 1..].bytes().all(|b| b.is_ascii_digit())
+        })
+        .map_or(model, |i| &model[..i]);
+    match family {
         m if !is_anthropic(m) => 0,
-        "claude-opus-4-8" | "claude-sonnet-5" => 1024,
-        _ => 512,
+        m if LISTED_512.contains(&m) => 512,
+        _ => 1024,
     }
 }
 
