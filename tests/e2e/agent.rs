@@ -640,3 +640,20 @@ pub fn assert_strip_thinking<'s>(
         assert_eq!(s.content[0]["type"], "thinking", "{key} step {turn}");
     }
 }
+
+/// Routes for model ids the catalog knows only by their vendor (an unknown model, a dated id,
+/// an unknown DeepSeek model): the entry `route_for` resolves, named by the id itself.
+pub fn unlisted_routes() -> Vec<Route> {
+    [
+        ("anthropic", "claude-nova-6"),
+        ("anthropic", "claude-fable-5-2-20261101"),
+        ("deepseek", "deepseek-x"),
+    ]
+    .into_iter()
+    .map(|(provider, model)| {
+        let mut route = mektpoy::route_for(provider, model);
+        route.model = model.to_owned().into();
+        route
+    })
+    .collect()
+}

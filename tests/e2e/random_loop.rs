@@ -11,11 +11,11 @@
 //! longer (figures in `docs/reliability.md`).
 
 use mektpoy::route::{WireApi, catalog};
-use mektpoy::{Route, ToolSchema, route_for};
+use mektpoy::{Route, ToolSchema};
 use proptest::prelude::*;
 use serde_json::json;
 
-use crate::agent::{Agent, Reply, Unsent, arg_params, prompt, tool_of};
+use crate::agent::{Agent, Reply, Unsent, arg_params, prompt, tool_of, unlisted_routes};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -69,15 +69,7 @@ fn routes() -> Vec<Route> {
         .filter(|r| r.api == WireApi::Messages && r.model != "*")
         .cloned()
         .collect();
-    for (provider, model) in [
-        ("anthropic", "claude-nova-6"),
-        ("anthropic", "claude-fable-5-2-20261101"),
-        ("deepseek", "deepseek-x"),
-    ] {
-        let mut route = route_for(provider, model);
-        route.model = model.to_owned().into();
-        routes.push(route);
-    }
+    routes.extend(unlisted_routes());
     routes
 }
 

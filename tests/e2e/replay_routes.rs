@@ -10,22 +10,14 @@ use mektpoy::agent::replay::Replay;
 use mektpoy::route::{ANY_MODEL, catalog};
 use mektpoy::{Route, route_for};
 
-use crate::agent::{Agent, Reply, arg_params, prompt, tool_of};
+use crate::agent::{Agent, Reply, arg_params, prompt, tool_of, unlisted_routes};
 use crate::standin;
 
 /// The routes a replay can target: the catalog, its generic entries, and ids it only knows
 /// by their vendor.
 fn routes() -> Vec<Route> {
     let mut routes: Vec<Route> = catalog().to_vec();
-    for (provider, model) in [
-        ("anthropic", "claude-nova-6"),
-        ("anthropic", "claude-fable-5-2-20261101"),
-        ("deepseek", "deepseek-x"),
-    ] {
-        let mut route = route_for(provider, model);
-        route.model = model.to_owned().into();
-        routes.push(route);
-    }
+    routes.extend(unlisted_routes());
     routes
 }
 
