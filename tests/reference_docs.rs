@@ -14,7 +14,8 @@ fn named_tests(doc: &str) -> BTreeSet<(String, String)> {
             continue;
         };
         let is_file =
-            (path.starts_with("tests/") || path.starts_with("src/")) && path.ends_with(".rs");
+            (path.starts_with("tests/") || path.starts_with("src/") || path.starts_with("crates/"))
+                && path.ends_with(".rs");
         let is_ident = !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_');
         if is_file && is_ident {
             out.insert((path.to_owned(), name.to_owned()));

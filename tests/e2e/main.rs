@@ -1,7 +1,8 @@
 //! End-to-end tests of the whole path — record → fold → project → serialize → send — against a
 //! loopback stand-in that behaves like the provider (issue 6).
 //!
-//! - `standin`: the stand-in provider (`std::net`, 127.0.0.1) and the HTTP client side (`ureq`).
+//! - `standin`: the stand-in provider (the `mektpoy-standin` workspace member: `std::net`,
+//!   127.0.0.1) and the HTTP client side (`ureq`).
 //!   It answers exactly as the vendor does, a JSON body or (`"stream": true`) server-sent
 //!   events; what only the tests need comes in `x-standin-*` response headers.
 //! - `agent`: a minimal agent loop over one session and one route: it sends what
