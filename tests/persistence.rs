@@ -919,3 +919,85 @@ fn faulty_call_arguments_never_stop_a_session() {
         );
     }
 }
+
+/// A store that is not a file: batches in memory, reporting its length as a database table of
+/// batches would.
+#[derive(Clone, Default)]
+struct MemoryStore(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl mektpoy::store::JsonlSink for MemoryStore {
+    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(())
+    }
+    fn truncate(&mut self, len: u64) -> std::io::Result<()> {
+        self.0.lock().unwrap().truncate(len as usize);
+        Ok(())
+    }
+    fn sync(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn current_len(&mut self) -> std::io::Result<Option<u64>> {
+        Ok(Some(self.0.lock().unwrap().len() as u64))
+    }
+}
+
+/// `create_in` / `open_in`: a store holds byte for byte what the file would; reopening cuts a
+/// torn tail through the store; a second writer's batch makes the first one refuse to write.
+#[test]
+fn a_session_persists_to_a_store_with_the_files_guarantees() {
+    use mektpoy::session::FileOptions;
+    use mektpoy::store::WriteError;
+
+    let store = MemoryStore::default();
+    let session = FileOptions::new().create_in(store.clone(), "s").unwrap();
+    session
+        .append(Event::append(Message::user("u1", "hi")))
+        .unwrap();
+    let whole = store.0.lock().unwrap().clone();
+    assert_eq!(whole, session.to_jsonl().into_bytes());
+    drop(session);
+
+    // A batch cut short by a killed writer.
+    store.0.lock().unwrap().extend_from_slice(b"{\"type\":\"us");
+    let torn = store.0.lock().unwrap().clone();
+    let loaded = FileOptions::new().open_in(&torn, store.clone()).unwrap();
+    assert!(loaded.torn_tail.is_some());
+    assert_eq!(
+        *store.0.lock().unwrap(),
+        whole,
+        "the torn tail is cut in the store"
+    );
+    let first = loaded.session;
+    first
+        .append(Event::append(Message::user("u2", "again")))
+        .unwrap();
+
+    // Another writer took the store over and wrote: the first is refused, typed, and changes
+    // nothing.
+    let bytes = store.0.lock().unwrap().clone();
+    let second = FileOptions::new()
+        .open_in(&bytes, store.clone())
+        .unwrap()
+        .session;
+    second
+        .append(Event::append(Message::user("u3", "mine")))
+        .unwrap();
+    let before = store.0.lock().unwrap().clone();
+    let err = first
+        .append(Event::append(Message::user("u4", "stale")))
+        .unwrap_err();
+    assert!(
+        matches!(
+            std::error::Error::source(&err).and_then(|e| e.downcast_ref::<WriteError>()),
+            Some(WriteError::LengthChanged { .. })
+        ),
+        "{err:?}"
+    );
+    assert_eq!(*store.0.lock().unwrap(), before);
+    assert_eq!(
+        first.messages().len(),
+        2,
+        "the refused batch is not committed"
+    );
+}

@@ -20,7 +20,7 @@ use super::{AppendError, AppendErrorKind, LogState, ParentRef, Session, line_tex
 use crate::event::Event;
 use crate::store::{
     self, FrameFault, Frames, Item, JsonlSink, JsonlWriter, Limits, Lines, LockedFile, OpenError,
-    PersistError, ReadError, Tail, TornTail, WrapSink,
+    PersistError, ReadError, Tail, TornTail, WrapSink, WriteError,
 };
 use crate::vocab::Seq;
 
@@ -123,6 +123,14 @@ pub enum LoadError {
     Locked {
         /// The file.
         path: PathBuf,
+    },
+    /// `open_in` could not repair the end of what its sink holds (cut a torn tail, terminate
+    /// the last line).
+    #[error("cannot repair the end of the log in its sink")]
+    Repair {
+        /// The sink's I/O fault.
+        #[source]
+        source: io::Error,
     },
     /// The file is empty, or its only line is torn.
     #[error("the file has no session line")]
@@ -426,6 +434,101 @@ impl FileOptions {
             Frames::new(),
             Some(writer),
         ))
+    }
+}
+
+impl FileOptions {
+    /// A new session persisting to `sink` instead of a file, which must hold nothing yet: the
+    /// session line is its first batch. A store (a database, a replicated log) gets the file's
+    /// guarantees through the [`JsonlSink`] contract: one call per batch, a failed batch cut
+    /// back, and, when the sink reports its length, a writer refused once someone else wrote
+    /// to it ([`WriteError::LengthChanged`](crate::store::WriteError::LengthChanged)).
+    /// [`sink`](Self::sink) and the limits do not apply; [`sync`](Self::sync) does.
+    ///
+    /// ```
+    /// use std::io;
+    /// use std::sync::{Arc, Mutex};
+    /// use mektpoy::{Event, Message, Session, session::FileOptions, store::JsonlSink};
+    ///
+    /// /// Batches kept in memory, as a database table would keep them.
+    /// #[derive(Clone, Default)]
+    /// struct Memory(Arc<Mutex<Vec<u8>>>);
+    /// impl JsonlSink for Memory {
+    ///     fn append(&mut self, b: &[u8]) -> io::Result<()> { Ok(self.0.lock().unwrap().extend_from_slice(b)) }
+    ///     fn truncate(&mut self, len: u64) -> io::Result<()> { Ok(self.0.lock().unwrap().truncate(len as usize)) }
+    ///     fn sync(&mut self) -> io::Result<()> { Ok(()) }
+    ///     fn current_len(&mut self) -> io::Result<Option<u64>> { Ok(Some(self.0.lock().unwrap().len() as u64)) }
+    /// }
+    ///
+    /// let store = Memory::default();
+    /// let session = FileOptions::new().create_in(store.clone(), "s1")?;
+    /// session.append(Event::append(Message::user("u1", "hi")))?;
+    /// let bytes = store.0.lock().unwrap().clone();
+    /// assert_eq!(bytes, session.to_jsonl().into_bytes());
+    ///
+    /// // Later, or in another process: the log back from the store, appending to it again.
+    /// drop(session);
+    /// let reopened = FileOptions::new().open_in(&bytes, store.clone())?.session;
+    /// assert_eq!(reopened.messages().len(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// The sink's fault writing the session line (nothing is left in it then).
+    pub fn create_in(
+        &self,
+        sink: impl JsonlSink + 'static,
+        id: impl Into<String>,
+    ) -> Result<Session, WriteError> {
+        let id = id.into();
+        let mut writer = JsonlWriter::new(Box::new(sink), 0);
+        writer.set_sync(self.sync);
+        let mut line = render_session_line(&id, None, LogRules::CURRENT);
+        line.push('\n');
+        writer.write_batch(line.as_bytes())?;
+        Ok(Session::from_parts(
+            id,
+            None,
+            None,
+            LogRules::CURRENT,
+            LogState::default(),
+            Frames::new(),
+            Some(writer),
+        ))
+    }
+
+    /// The session whose log `sink` holds (`bytes`, read from it), appending to `sink` from
+    /// there: as [`open`](Self::open) does for a file, the end is repaired first (a torn line
+    /// or batch cut, an unterminated last line terminated) through the sink. One writer per
+    /// sink is the caller's to ensure (a lease, a lock); a sink that reports its length also
+    /// refuses a writer whose bytes someone else changed.
+    ///
+    /// # Errors
+    /// As [`load_bytes`](Self::load_bytes), plus [`LoadError::Repair`] when the repair fails.
+    pub fn open_in(
+        &self,
+        bytes: &[u8],
+        mut sink: impl JsonlSink + 'static,
+    ) -> Result<Loaded, LoadError> {
+        let parsed = parse(bytes, self.limits, self.unmarked_rules_or_default())?;
+        let tail = parsed.tail;
+        let repair = |source| LoadError::Repair { source };
+        let mut len = bytes.len() as u64;
+        if let Some(torn) = &tail.torn_tail {
+            sink.truncate(torn.offset).map_err(repair)?;
+            len = torn.offset;
+        }
+        if tail.unterminated {
+            sink.append(b"\n").map_err(repair)?;
+            len += 1;
+        }
+        let mut writer = JsonlWriter::new(Box::new(sink), len);
+        writer.set_sync(self.sync);
+        Ok(Loaded {
+            session: parsed.into_session(Some(writer)),
+            torn_tail: tail.torn_tail,
+            unterminated: tail.unterminated,
+        })
     }
 }
 
