@@ -1375,9 +1375,21 @@ fn check_shape(headers: &Headers, v: &Value) -> Checked {
     {
         return Err("max_tokens: a positive integer is required".into());
     }
+    // `string | TextBlockParam[]` (the Messages API reference, read 2026-12-06): harnesses such
+    // as Claude Code send text blocks, with their own breakpoints.
     match v.get("system") {
         None | Some(Value::String(_)) => {}
-        Some(_) => return Err("system: must be a string".into()),
+        Some(Value::Array(blocks)) => {
+            for (i, b) in blocks.iter().enumerate() {
+                if b["type"] != "text" || b["text"].as_str().is_none_or(str::is_empty) {
+                    return Err(format!("system.{i}: a non-empty text block is required").into());
+                }
+                if let Some(c) = b.get("cache_control") {
+                    check_cache_control(&format!("system.{i}.cache_control"), c)?;
+                }
+            }
+        }
+        Some(_) => return Err("system: must be a string or a list of text blocks".into()),
     }
     if let Some(c) = v.get("cache_control") {
         check_cache_control("cache_control", c)?;

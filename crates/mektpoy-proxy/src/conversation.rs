@@ -1,0 +1,178 @@
+//! Which conversation a stateless client request belongs to.
+//!
+//! A harness sends its whole state with every request and no conversation id of the proxy's.
+//! The proxy takes the first of these that is present (most specific first, so that a harness
+//! that sends several is keyed by the one it means as its conversation):
+//!
+//! 1. `x-mektpoy-session`: a client that knows the proxy names its conversation itself;
+//! 2. `x-claude-code-session-id`, with `x-claude-code-agent-id` when present (a subagent is a
+//!    conversation of its own: its tools and history are not the main loop's);
+//! 3. Codex's `session_id` / `session-id` / `thread_id` headers;
+//! 4. OpenCode's `x-opencode-session` / `x-session-affinity` / `x-session-id`;
+//! 5. the session part of `metadata.user_id` (`..._session_<id>`), as Claude Code sends it;
+//! 6. the body's `prompt_cache_key` (a caller's own cache key names one conversation);
+//! 7. last, a hash of the model, the system prompt and the first user message: the part of a
+//!    conversation a harness never rewrites.
+//!
+//! Every id is scoped by a hash of the caller's API key, never the key itself: an id guessed or
+//! forged by another caller names another conversation, not this one.
+
+use axum::http::HeaderMap;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// The store's key of the conversation a request belongs to: `<key hash>:<source>:<id>`.
+pub fn conversation_key(headers: &HeaderMap, body: &Value) -> String {
+    let scope = key_hash(headers);
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    };
+    let id = if let Some(id) = header("x-mektpoy-session") {
+        format!("session:{id}")
+    } else if let Some(id) = header("x-claude-code-session-id") {
+        match header("x-claude-code-agent-id") {
+            Some(agent) => format!("claude-code:{id}/{agent}"),
+            None => format!("claude-code:{id}"),
+        }
+    } else if let Some(id) = ["session_id", "session-id", "thread_id"]
+        .into_iter()
+        .find_map(header)
+    {
+        format!("codex:{id}")
+    } else if let Some(id) = ["x-opencode-session", "x-session-affinity", "x-session-id"]
+        .into_iter()
+        .find_map(header)
+    {
+        format!("opencode:{id}")
+    } else if let Some(id) = body
+        .pointer("/metadata/user_id")
+        .and_then(Value::as_str)
+        .and_then(|u| u.rsplit_once("_session_"))
+        .map(|(_, s)| s)
+        .filter(|s| !s.is_empty())
+    {
+        format!("user-id:{id}")
+    } else if let Some(id) = body.get("prompt_cache_key").and_then(Value::as_str) {
+        format!("cache-key:{id}")
+    } else {
+        format!("content:{}", content_hash(body))
+    };
+    // Bounded: a hostile header cannot make a key of any length.
+    let id = if id.len() > 256 {
+        format!("long:{}", hex(&Sha256::digest(id.as_bytes())[..16]))
+    } else {
+        id
+    };
+    format!("{scope}:{id}")
+}
+
+/// 16 bytes of SHA-256 of the caller's API key (`x-api-key`, else `authorization`), hex.
+pub fn key_hash(headers: &HeaderMap) -> String {
+    let key = headers
+        .get("x-api-key")
+        .or_else(|| headers.get("authorization"))
+        .map(|v| v.as_bytes())
+        .unwrap_or_default();
+    hex(&Sha256::digest(key)[..16])
+}
+
+/// The model, the system prompt and the first user message, hashed.
+fn content_hash(body: &Value) -> String {
+    let first_user = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .and_then(|m| m.iter().find(|m| m["role"] == "user"))
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default();
+    let mut h = Sha256::new();
+    for part in [
+        body["model"].to_string(),
+        body["system"].to_string(),
+        first_user,
+    ] {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    hex(&h.finalize()[..16])
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn the_first_present_source_names_the_conversation() {
+        let body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+            "metadata": {"user_id": "user_ab_account_cd_session_ef"}, "prompt_cache_key": "pk"});
+        let key = |pairs: &[(&'static str, &str)]| conversation_key(&headers(pairs), &body);
+        let all = [
+            ("x-api-key", "k"),
+            ("x-mektpoy-session", "mine"),
+            ("x-claude-code-session-id", "cc"),
+            ("session_id", "cx"),
+            ("x-opencode-session", "oc"),
+        ];
+        assert!(key(&all).ends_with(":session:mine"));
+        assert!(key(&all[2..]).ends_with(":claude-code:cc"));
+        assert!(
+            key(&[
+                ("x-claude-code-session-id", "cc"),
+                ("x-claude-code-agent-id", "sub")
+            ])
+            .ends_with(":claude-code:cc/sub"),
+            "a subagent is a conversation of its own"
+        );
+        assert!(key(&all[3..]).ends_with(":codex:cx"));
+        assert!(key(&all[4..]).ends_with(":opencode:oc"));
+        assert!(key(&[]).ends_with(":user-id:ef"));
+        let mut no_user = body.clone();
+        no_user["metadata"] = json!({});
+        assert!(conversation_key(&HeaderMap::new(), &no_user).ends_with(":cache-key:pk"));
+        no_user.as_object_mut().unwrap().remove("prompt_cache_key");
+        let hashed = conversation_key(&HeaderMap::new(), &no_user);
+        assert!(hashed.contains(":content:"));
+        no_user["messages"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"role": "assistant", "content": "later"}));
+        assert_eq!(
+            conversation_key(&HeaderMap::new(), &no_user),
+            hashed,
+            "later messages do not move a hashed conversation"
+        );
+    }
+
+    #[test]
+    fn a_forged_id_under_another_key_is_another_conversation_and_no_key_is_stored() {
+        let body = json!({});
+        let mine = conversation_key(
+            &headers(&[("x-api-key", "sk-mine"), ("x-mektpoy-session", "s")]),
+            &body,
+        );
+        let theirs = conversation_key(
+            &headers(&[("x-api-key", "sk-theirs"), ("x-mektpoy-session", "s")]),
+            &body,
+        );
+        assert_ne!(mine, theirs);
+        assert!(!mine.contains("sk-mine"));
+        let long = "x".repeat(10_000);
+        assert!(conversation_key(&headers(&[("x-mektpoy-session", &long)]), &body).len() < 128);
+    }
+}

@@ -1,0 +1,180 @@
+//! One conversation in memory: its loop over the stored log, and what a client request does
+//! to it (the heart of the proxy: a stateless request into the append-only log).
+
+use mektpoy::event::Event;
+use mektpoy::session::{FileOptions, SurfaceNode};
+use mektpoy::vocab::Role;
+use mektpoy::{AgentLoop, Config, Message, Session, WireRequest, route_for};
+
+use crate::store::Store;
+use crate::translate::{self, ClientRequest, Invalid, Plan};
+
+/// A conversation's loop.
+#[derive(Debug)]
+pub struct Conversation {
+    agent: AgentLoop,
+}
+
+/// Why a request was not prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// The client's request cannot be sent (the provider would refuse it, or it is not a
+    /// request): a 400 in the provider's error shape.
+    #[error("{0}")]
+    Invalid(String),
+    /// The store failed: a 503, nothing half-logged.
+    #[error("the conversation store failed: {0}")]
+    Store(String),
+}
+
+impl From<Invalid> for Refusal {
+    fn from(e: Invalid) -> Self {
+        Refusal::Invalid(e.0)
+    }
+}
+
+impl Conversation {
+    /// The conversation `key` from the store, or a new one.
+    ///
+    /// # Errors
+    /// [`Refusal::Store`] when the store fails or holds a log the crate cannot read.
+    pub fn load(store: &Store, key: &str, provider: &str, model: &str) -> Result<Self, Refusal> {
+        let store_fault = |e: &dyn std::fmt::Display| Refusal::Store(e.to_string());
+        let session = match store.load(key).map_err(|e| store_fault(&e))? {
+            Some(bytes) => {
+                FileOptions::new()
+                    .open_in(&bytes, store.sink(key))
+                    .map_err(|e| store_fault(&e))?
+                    .session
+            }
+            None => FileOptions::new()
+                .create_in(store.sink(key), key)
+                .map_err(|e| store_fault(&e))?,
+        };
+        let agent = AgentLoop::new(
+            session,
+            route_for(provider, model),
+            Config::new(provider, model),
+        );
+        Ok(Conversation { agent })
+    }
+
+    /// The loop.
+    pub fn agent(&mut self) -> &mut AgentLoop {
+        &mut self.agent
+    }
+
+    /// Logs what `client` adds to the conversation and records the request for its route:
+    /// the body to send upstream.
+    ///
+    /// # Errors
+    /// [`Refusal::Invalid`] for what the route cannot send (a tool it refuses, a request the
+    /// serializer refuses); [`Refusal::Store`] when a batch is not stored.
+    pub fn prepare(
+        &mut self,
+        provider: &str,
+        client: ClientRequest,
+    ) -> Result<WireRequest, Refusal> {
+        if client.messages.is_empty() {
+            return Err(Refusal::Invalid(
+                "messages: at least one message is required".into(),
+            ));
+        }
+        let mut config = Config::new(provider, &client.model);
+        for (k, v) in client.params {
+            config = config.with(k, v);
+        }
+        if self.agent.config().provider != provider || self.agent.config().model != client.model {
+            let session = std::mem::replace(
+                &mut self.agent,
+                AgentLoop::new(
+                    Session::new("-"),
+                    route_for(provider, &client.model),
+                    config.clone(),
+                ),
+            )
+            .into_session();
+            self.agent = AgentLoop::new(session, route_for(provider, &client.model), config);
+        } else {
+            self.agent.set_config(config);
+        }
+        self.agent.set_system_prompt(client.system);
+        self.agent
+            .set_tools(client.tools)
+            .map_err(|e| Refusal::Invalid(e.to_string()))?;
+
+        let nodes: Vec<(usize, Message)> = self
+            .agent
+            .session()
+            .surface()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| match n {
+                SurfaceNode::Message(m) => Some((i, m.clone())),
+                _ => None,
+            })
+            .collect();
+        let last_node = self.agent.session().surface().len().checked_sub(1);
+        let fresh = |session: &Session, m: &Message, part: usize| {
+            let id = format!("p{}-{part}", session.len());
+            let copy = Message::new(id, m.role(), m.content().to_vec(), m.source().clone());
+            match m.is_error() {
+                Some(e) => copy.with_is_error(e),
+                None => copy,
+            }
+        };
+        let new: Vec<Message> = match translate::plan(&client.messages, &nodes) {
+            Plan::Retry => {
+                let request = self.agent.retry().map_err(record)?;
+                return request
+                    .into_wire()
+                    .map_err(|e| Refusal::Invalid(e.to_string()));
+            }
+            Plan::Extend { new } => client.messages[new..].to_vec(),
+            Plan::Replace { client: from, node } => {
+                let session = self.agent.session();
+                let first = fresh(session, &client.messages[from], 0);
+                let end = last_node.unwrap_or(node);
+                session
+                    .append(Event::replace(first, node, end))
+                    .map_err(|e| append(&e))?;
+                client.messages[from + 1..].to_vec()
+            }
+        };
+        let session = self.agent.session();
+        let new: Vec<Message> = new
+            .iter()
+            .enumerate()
+            .map(|(i, m)| fresh(session, m, i))
+            .collect();
+        let request = match new.last().map(Message::role) {
+            Some(Role::User) => self.agent.user_turn(new).map_err(record)?,
+            _ => {
+                for m in new {
+                    self.agent.append(m).map_err(|e| append(&e))?;
+                }
+                self.agent.next_step().map_err(record)?
+            }
+        };
+        request
+            .into_wire()
+            .map_err(|e| Refusal::Invalid(e.to_string()))
+    }
+}
+
+fn record(e: mektpoy::agent::RecordError) -> Refusal {
+    match e {
+        mektpoy::agent::RecordError::Append(e) => append(&e),
+        other => Refusal::Invalid(other.to_string()),
+    }
+}
+
+fn append(e: &mektpoy::session::AppendError) -> Refusal {
+    let write = std::error::Error::source(e)
+        .is_some_and(|s| s.downcast_ref::<mektpoy::store::WriteError>().is_some());
+    if write {
+        Refusal::Store(e.to_string())
+    } else {
+        Refusal::Invalid(e.to_string())
+    }
+}

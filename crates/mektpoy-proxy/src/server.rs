@@ -1,0 +1,456 @@
+//! The HTTP side: a client's request in, the crate's request upstream, the answer back to the
+//! client as it came and into the log.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post};
+use futures_util::StreamExt;
+use mektpoy::WireRequest;
+use mektpoy::response::{MessagesStream, decode_messages};
+use serde_json::{Value, json};
+use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
+
+use crate::conversation::conversation_key;
+use crate::conversation_state::{Conversation, Refusal};
+use crate::store::Store;
+use crate::translate;
+
+/// What a proxy serves with.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Upstream base URLs by provider (`anthropic`, `deepseek`): `POST {url}/v1/messages`.
+    pub upstreams: BTreeMap<String, String>,
+    /// The largest request body taken (bytes); larger ones get a 413.
+    pub body_limit: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            upstreams: BTreeMap::from([
+                (
+                    "anthropic".to_owned(),
+                    "https://api.anthropic.com".to_owned(),
+                ),
+                (
+                    "deepseek".to_owned(),
+                    "https://api.deepseek.com/anthropic".to_owned(),
+                ),
+            ]),
+            body_limit: 32 << 20,
+        }
+    }
+}
+
+type Slot = Arc<AsyncMutex<Option<Conversation>>>;
+
+/// The proxy's shared state.
+#[derive(Debug)]
+pub struct Proxy {
+    settings: Settings,
+    store: Store,
+    http: reqwest::Client,
+    /// One slot per conversation: a request holds it until its answer is logged, so two
+    /// requests of one conversation queue (each is a step of one loop; answering the second
+    /// with a 409 would make a harness that retries on its own fail instead).
+    conversations: Mutex<HashMap<String, Slot>>,
+}
+
+impl Proxy {
+    /// A proxy over `store`.
+    pub fn new(settings: Settings, store: Store) -> Arc<Self> {
+        Arc::new(Proxy {
+            settings,
+            store,
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .expect("a TLS client with the built-in roots"),
+            conversations: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn slot(&self, key: &str) -> Slot {
+        let mut map = self
+            .conversations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        map.entry(key.to_owned()).or_default().clone()
+    }
+}
+
+/// The proxy's routes.
+pub fn router(proxy: Arc<Proxy>) -> Router {
+    let limit = proxy.settings.body_limit;
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/v1/messages", post(messages))
+        .route("/mektpoy/sessions/{id}/log.jsonl", get(export))
+        .fallback(any(forward))
+        .layer(axum::extract::DefaultBodyLimit::max(limit))
+        .with_state(proxy)
+}
+
+/// The provider's error shape (Messages API).
+fn error(status: StatusCode, kind: &str, message: &str) -> Response {
+    let body = json!({"type": "error", "error": {"type": kind, "message": message}});
+    (
+        status,
+        [("content-type", "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn refused(r: &Refusal) -> Response {
+    match r {
+        Refusal::Invalid(m) => error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            &format!("mektpoy-proxy: {m}"),
+        ),
+        Refusal::Store(m) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "api_error",
+            &format!("mektpoy-proxy: {m}"),
+        ),
+    }
+}
+
+/// The provider a Messages-API model belongs to.
+fn provider_of(model: &str) -> &'static str {
+    if model.starts_with("deepseek") {
+        "deepseek"
+    } else {
+        "anthropic"
+    }
+}
+
+async fn messages(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: Bytes) -> Response {
+    let value: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                &format!("mektpoy-proxy: the body is not JSON: {e}"),
+            );
+        }
+    };
+    let model = value["model"].as_str().unwrap_or_default();
+    let provider = provider_of(model);
+    let client = match translate::read(&value, provider) {
+        Ok(c) => c,
+        Err(e) => return refused(&Refusal::Invalid(e.0)),
+    };
+    let Some(base) = proxy.settings.upstreams.get(provider).cloned() else {
+        return error(
+            StatusCode::BAD_GATEWAY,
+            "api_error",
+            &format!(
+                "mektpoy-proxy: no upstream for provider `{provider}` (--upstream {provider}=URL)"
+            ),
+        );
+    };
+    let key = conversation_key(&headers, &value);
+    let mut slot = proxy.slot(&key).lock_owned().await;
+    let store = proxy.store.clone();
+    let model = client.model.clone();
+    let prepared = tokio::task::block_in_place(|| {
+        if slot.is_none() {
+            *slot = Some(Conversation::load(&store, &key, provider, &model)?);
+        }
+        let conversation = slot.as_mut().expect("loaded above");
+        conversation.prepare(provider, client)
+    });
+    let wire = match prepared {
+        Ok(wire) => wire,
+        Err(r) => {
+            if matches!(r, Refusal::Store(_)) {
+                // Reloaded from the store next time: what is in memory may be ahead of it.
+                *slot = None;
+            }
+            return refused(&r);
+        }
+    };
+    let upstream = match send(&proxy, &base, &headers, &wire).await {
+        Ok(r) => r,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_GATEWAY,
+                "api_error",
+                &format!("mektpoy-proxy: upstream unreachable: {e}"),
+            );
+        }
+    };
+    let status = upstream.status();
+    let mut out_headers = HeaderMap::new();
+    for (k, v) in upstream.headers() {
+        if !is_hop_by_hop(k.as_str()) && k != "content-length" {
+            out_headers.append(k.clone(), v.clone());
+        }
+    }
+    let streamed = upstream
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("text/event-stream"));
+    if !status.is_success() {
+        // Upstream errors go back unchanged; the attempt stays logged, and the client's retry
+        // is the loop's retry.
+        let bytes = upstream.bytes().await.unwrap_or_default();
+        return (status, out_headers, bytes).into_response();
+    }
+    if streamed {
+        let body = stream_back(slot, wire, provider, upstream);
+        return (status, out_headers, body).into_response();
+    }
+    let bytes = match upstream.bytes().await {
+        Ok(b) => b,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_GATEWAY,
+                "api_error",
+                &format!("mektpoy-proxy: upstream answer cut off: {e}"),
+            );
+        }
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    tokio::task::block_in_place(|| {
+        let answer = decode_messages(&text, provider, None);
+        log_answer(&mut slot, &wire, answer);
+    });
+    (status, out_headers, bytes).into_response()
+}
+
+/// Logs an accepted request's answer: metered, then appended. An answer the crate cannot
+/// decode is not logged; the client echoes it back next time, and it is logged then.
+fn log_answer(
+    slot: &mut OwnedMutexGuard<Option<Conversation>>,
+    wire: &WireRequest,
+    answer: Result<mektpoy::response::Answer, mektpoy::response::ResponseError>,
+) {
+    let Some(conversation) = slot.as_mut() else {
+        return;
+    };
+    let agent = conversation.agent();
+    if let Err(e) = agent.observe(wire) {
+        tracing::warn!(error = %e, "meter");
+    }
+    match answer {
+        Ok(answer) => {
+            if let Some(usage) = &answer.usage
+                && let Err(e) = agent.observe_usage(usage)
+            {
+                tracing::warn!(error = %e, "meter usage");
+            }
+            if let Err(e) = agent.append(answer.message) {
+                tracing::warn!(error = %e, "answer not logged");
+                if std::error::Error::source(&e).is_some() {
+                    **slot = None;
+                }
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "answer not decoded"),
+    }
+}
+
+/// Server-sent events back to the client as they arrive, decoded on the way; the answer is
+/// logged when the stream is whole. A client gone stops the upstream read.
+fn stream_back(
+    mut slot: OwnedMutexGuard<Option<Conversation>>,
+    wire: WireRequest,
+    provider: &'static str,
+    upstream: reqwest::Response,
+) -> Body {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(16);
+    tokio::spawn(async move {
+        let mut decoder = MessagesStream::new(provider, None);
+        let mut pending: Vec<u8> = Vec::new();
+        let mut fault = None;
+        let mut chunks = upstream.bytes_stream();
+        while let Some(chunk) = chunks.next().await {
+            match chunk {
+                Ok(chunk) => {
+                    pending.extend_from_slice(&chunk);
+                    // Whole lines only: a chunk may end inside a UTF-8 character.
+                    if let Some(end) = pending.iter().rposition(|&b| b == b'\n') {
+                        let text = String::from_utf8_lossy(&pending[..=end]).into_owned();
+                        pending.drain(..=end);
+                        if let Err(e) = decoder.push_text(&text) {
+                            fault.get_or_insert(e.to_string());
+                        }
+                    }
+                    if tx.send(Ok(chunk)).await.is_err() {
+                        return; // The client is gone: so is the answer, and the log says so.
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(std::io::Error::other(e))).await;
+                    return; // Cut off: no half answer in the log.
+                }
+            }
+        }
+        if !pending.is_empty() {
+            let _ = decoder.push_text(&String::from_utf8_lossy(&pending));
+        }
+        let answer = decoder.finish();
+        tokio::task::block_in_place(|| log_answer(&mut slot, &wire, answer));
+        drop(tx);
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    Body::from_stream(stream)
+}
+
+/// Headers a proxy does not forward (RFC 9110 §7.6.1), and the ones it sets itself.
+fn is_hop_by_hop(name: &str) -> bool {
+    matches!(
+        name,
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "transfer-encoding"
+            | "te"
+            | "trailer"
+            | "upgrade"
+            | "host"
+    )
+}
+
+/// POSTs the crate's body upstream with the client's headers (credentials, version, betas)
+/// and the crate's own (its betas joined to the client's).
+async fn send(
+    proxy: &Proxy,
+    base: &str,
+    client: &HeaderMap,
+    wire: &WireRequest,
+) -> Result<reqwest::Response, reqwest::Error> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    for (k, v) in client {
+        let name = k.as_str();
+        if is_hop_by_hop(name)
+            || matches!(
+                name,
+                "content-length" | "content-type" | "accept-encoding" | "x-mektpoy-session"
+            )
+        {
+            continue;
+        }
+        headers.append(k.clone(), v.clone());
+    }
+    for (name, value) in wire.headers() {
+        let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
+            continue;
+        };
+        let value = match (name.as_str(), headers.get(&header)) {
+            // The client's own version wins: it is the API it speaks.
+            ("anthropic-version", Some(_)) => continue,
+            ("anthropic-beta", Some(theirs)) => {
+                let mut betas: Vec<String> = theirs
+                    .to_str()
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(|b| b.trim().to_owned())
+                    .filter(|b| !b.is_empty())
+                    .collect();
+                for b in value.split(',') {
+                    if !betas.iter().any(|x| x == b.trim()) {
+                        betas.push(b.trim().to_owned());
+                    }
+                }
+                betas.join(",")
+            }
+            _ => value.clone(),
+        };
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            headers.insert(header, v);
+        }
+    }
+    proxy
+        .http
+        .post(format!("{}/v1/messages", base.trim_end_matches('/')))
+        .headers(headers)
+        .body(wire.body().to_owned())
+        .send()
+        .await
+}
+
+/// `GET /mektpoy/sessions/{id}/log.jsonl`: the conversation's log, byte for byte the crate's
+/// JSONL. `id` is the conversation key the proxy logs under (`<key hash>:<source>:<id>`); the
+/// caller's API key must hash to its first part.
+async fn export(
+    State(proxy): State<Arc<Proxy>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let scope = crate::conversation::key_hash(&headers);
+    if !id.starts_with(&format!("{scope}:")) {
+        return error(StatusCode::NOT_FOUND, "not_found_error", "no such session");
+    }
+    match proxy.store.load(&id) {
+        Ok(Some(bytes)) => (
+            StatusCode::OK,
+            [("content-type", "application/jsonl")],
+            bytes,
+        )
+            .into_response(),
+        Ok(None) => error(StatusCode::NOT_FOUND, "not_found_error", "no such session"),
+        Err(e) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "api_error",
+            &format!("mektpoy-proxy: {e}"),
+        ),
+    }
+}
+
+/// Any other path (`/v1/models`, token counting) goes to the Anthropic upstream untouched.
+async fn forward(
+    State(proxy): State<Arc<Proxy>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(base) = proxy.settings.upstreams.get("anthropic") else {
+        return error(StatusCode::NOT_FOUND, "not_found_error", "no upstream");
+    };
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut out = reqwest::header::HeaderMap::new();
+    for (k, v) in &headers {
+        if !is_hop_by_hop(k.as_str()) && k != "content-length" {
+            out.append(k.clone(), v.clone());
+        }
+    }
+    let sent = proxy
+        .http
+        .request(method, format!("{}{path}", base.trim_end_matches('/')))
+        .headers(out)
+        .body(body)
+        .send()
+        .await;
+    match sent {
+        Ok(r) => {
+            let status = r.status();
+            let mut h = HeaderMap::new();
+            for (k, v) in r.headers() {
+                if !is_hop_by_hop(k.as_str()) && k != "content-length" {
+                    h.append(k.clone(), v.clone());
+                }
+            }
+            (status, h, Body::from_stream(r.bytes_stream())).into_response()
+        }
+        Err(e) => error(
+            StatusCode::BAD_GATEWAY,
+            "api_error",
+            &format!("mektpoy-proxy: upstream unreachable: {e}"),
+        ),
+    }
+}

@@ -1,0 +1,208 @@
+//! The proxy's store: each conversation's log, as the crate writes it, in SQLite.
+//!
+//! One table of batches: `(conversation, offset, bytes)`, `offset` being where the batch
+//! starts in the conversation's JSONL. A batch is one row, written in one transaction, so a
+//! killed proxy leaves whole batches or none; the concatenation of a conversation's rows is
+//! byte for byte the crate's JSONL (`Session::to_jsonl`). One file, WAL, so readers (a report,
+//! an export) never wait on the writer.
+//!
+//! Each batch goes to the store before the answer is forwarded: the log never holds less than
+//! the client was told.
+
+use std::io;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use mektpoy::store::JsonlSink;
+use rusqlite::{Connection, OptionalExtension, params};
+
+/// A store of conversation logs in one SQLite file.
+#[derive(Clone)]
+pub struct Store {
+    db: Arc<Mutex<Connection>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").finish_non_exhaustive()
+    }
+}
+
+/// A store fault.
+#[derive(Debug, thiserror::Error)]
+#[error("store: {0}")]
+pub struct StoreError(#[from] rusqlite::Error);
+
+impl Store {
+    /// Opens (or creates) the store at `path`.
+    ///
+    /// # Errors
+    /// The database could not be opened or its table created.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let db = Connection::open(path)?;
+        db.busy_timeout(Duration::from_secs(5))?;
+        db.pragma_update(None, "journal_mode", "WAL")?;
+        // A committed batch survives a killed process with NORMAL under WAL; FULL would also
+        // survive a power loss at the price of an fsync per batch.
+        db.pragma_update(None, "synchronous", "NORMAL")?;
+        db.execute_batch(
+            "CREATE TABLE IF NOT EXISTS batches (
+                conversation TEXT NOT NULL,
+                offset INTEGER NOT NULL,
+                bytes BLOB NOT NULL,
+                PRIMARY KEY (conversation, offset)
+            ) WITHOUT ROWID;",
+        )?;
+        Ok(Store {
+            db: Arc::new(Mutex::new(db)),
+        })
+    }
+
+    fn db(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.db.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The conversation's log, as JSONL bytes; `None` when the store has none.
+    ///
+    /// # Errors
+    /// A database fault.
+    pub fn load(&self, conversation: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let db = self.db();
+        let mut stmt =
+            db.prepare_cached("SELECT bytes FROM batches WHERE conversation = ?1 ORDER BY offset")?;
+        let mut rows = stmt.query(params![conversation])?;
+        let mut out: Option<Vec<u8>> = None;
+        while let Some(row) = rows.next()? {
+            let bytes: Vec<u8> = row.get(0)?;
+            out.get_or_insert_with(Vec::new).extend_from_slice(&bytes);
+        }
+        Ok(out)
+    }
+
+    /// The conversations the store holds.
+    ///
+    /// # Errors
+    /// A database fault.
+    pub fn conversations(&self) -> Result<Vec<String>, StoreError> {
+        let db = self.db();
+        let mut stmt =
+            db.prepare_cached("SELECT DISTINCT conversation FROM batches ORDER BY conversation")?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        rows.collect::<Result<_, _>>().map_err(StoreError)
+    }
+
+    /// A sink appending to the conversation's log.
+    pub fn sink(&self, conversation: &str) -> Sink {
+        Sink {
+            store: self.clone(),
+            conversation: conversation.to_owned(),
+        }
+    }
+}
+
+/// One conversation's log in the store, as the crate's writer sees it.
+#[derive(Debug)]
+pub struct Sink {
+    store: Store,
+    conversation: String,
+}
+
+fn io_err(e: rusqlite::Error) -> io::Error {
+    io::Error::other(e)
+}
+
+impl Sink {
+    fn len(db: &Connection, conversation: &str) -> rusqlite::Result<u64> {
+        db.prepare_cached(
+            "SELECT offset + length(bytes) FROM batches WHERE conversation = ?1
+             ORDER BY offset DESC LIMIT 1",
+        )?
+        .query_row(params![conversation], |r| r.get::<_, i64>(0))
+        .optional()
+        .map(|n| n.unwrap_or(0) as u64)
+    }
+}
+
+impl JsonlSink for Sink {
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let mut db = self.store.db();
+        let tx = db.transaction().map_err(io_err)?;
+        let offset = Sink::len(&tx, &self.conversation).map_err(io_err)?;
+        tx.execute(
+            "INSERT INTO batches (conversation, offset, bytes) VALUES (?1, ?2, ?3)",
+            params![self.conversation, offset as i64, bytes],
+        )
+        .map_err(io_err)?;
+        tx.commit().map_err(io_err)
+    }
+
+    fn truncate(&mut self, len: u64) -> io::Result<()> {
+        let mut db = self.store.db();
+        let tx = db.transaction().map_err(io_err)?;
+        tx.execute(
+            "DELETE FROM batches WHERE conversation = ?1 AND offset >= ?2",
+            params![self.conversation, len as i64],
+        )
+        .map_err(io_err)?;
+        // A row that spans `len` keeps its bytes before it.
+        tx.execute(
+            "UPDATE batches SET bytes = substr(bytes, 1, ?2 - offset)
+             WHERE conversation = ?1 AND offset < ?2 AND offset + length(bytes) > ?2",
+            params![self.conversation, len as i64],
+        )
+        .map_err(io_err)?;
+        tx.commit().map_err(io_err)
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// The writer compares it with what it wrote itself: another proxy that wrote to the
+    /// conversation makes this one refuse, typed, instead of interleaving batches.
+    fn current_len(&mut self) -> io::Result<Option<u64>> {
+        let db = self.store.db();
+        Sink::len(&db, &self.conversation).map(Some).map_err(io_err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mektpoy::session::FileOptions;
+    use mektpoy::{Event, Message};
+
+    #[test]
+    fn a_conversation_reads_back_byte_for_byte_and_a_stale_writer_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("p.db")).unwrap();
+        let s = FileOptions::new().create_in(store.sink("c"), "c").unwrap();
+        s.append(Event::append(Message::user("u1", "hi"))).unwrap();
+        let bytes = store.load("c").unwrap().unwrap();
+        assert_eq!(bytes, s.to_jsonl().into_bytes());
+        assert_eq!(store.load("other").unwrap(), None);
+
+        let taken = FileOptions::new()
+            .open_in(&bytes, store.sink("c"))
+            .unwrap()
+            .session;
+        taken
+            .append(Event::append(Message::user("u2", "mine")))
+            .unwrap();
+        assert!(
+            s.append(Event::append(Message::user("u3", "stale")))
+                .is_err()
+        );
+        let reopened = Store::open(dir.path().join("p.db")).unwrap();
+        assert_eq!(
+            reopened.load("c").unwrap().unwrap(),
+            taken.to_jsonl().into_bytes()
+        );
+        assert_eq!(reopened.conversations().unwrap(), ["c"]);
+
+        let mut sink = store.sink("c");
+        sink.truncate(bytes.len() as u64 - 3).unwrap();
+        assert_eq!(store.load("c").unwrap().unwrap(), &bytes[..bytes.len() - 3]);
+    }
+}

@@ -1,0 +1,422 @@
+//! A client's Messages-API body, read as the crate's vocabulary: its tools, system prompt,
+//! messages and the rest of its parameters; and which of its messages the log already holds.
+
+use mektpoy::response::decode_messages;
+use mektpoy::vocab::{MessageSource, Role};
+use mektpoy::{ContentBlock, Message, ToolSchema};
+use serde_json::{Map, Value, json};
+
+/// Why a client body cannot be taken: answered as the provider's `invalid_request_error`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
+
+fn invalid(message: impl Into<String>) -> Invalid {
+    Invalid(message.into())
+}
+
+/// A client request, taken apart.
+#[derive(Debug)]
+pub struct ClientRequest {
+    /// `model`.
+    pub model: String,
+    /// `system`, its text blocks joined (an absent system is the empty prompt).
+    pub system: String,
+    /// `tools`, as the crate's schemas (the client's `cache_control` left out: the crate
+    /// places its own breakpoints).
+    pub tools: Vec<ToolSchema>,
+    /// `messages`, in the crate's shape: a user message's `tool_result` blocks become tool
+    /// messages before the rest of it.
+    pub messages: Vec<Message>,
+    /// Every other top-level key (`max_tokens`, `stream`, `thinking`, `tool_choice`, ...),
+    /// sent on as the route's configuration.
+    pub params: Map<String, Value>,
+}
+
+/// Keys the crate writes itself; a client's top-level `cache_control` is replaced by the
+/// route's own breakpoints.
+const OWN_KEYS: [&str; 5] = ["model", "system", "tools", "messages", "cache_control"];
+
+/// Reads a Messages-API request body. `provider` names the answers' source for assistant
+/// messages the log does not hold yet.
+///
+/// # Errors
+/// [`Invalid`] for a body of another shape: not an object, no string `model`, `messages` not
+/// an array, a message without a known role, a block without a `type`, a tool without a
+/// `name` or an object `input_schema`.
+pub fn read(body: &Value, provider: &str) -> Result<ClientRequest, Invalid> {
+    let object = body
+        .as_object()
+        .ok_or_else(|| invalid("the body is not a JSON object"))?;
+    let model = object
+        .get("model")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| invalid("model: Field required"))?
+        .to_owned();
+    let system = match object.get("system") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(blocks)) => {
+            let mut texts = Vec::new();
+            for (i, b) in blocks.iter().enumerate() {
+                match (b.get("type").and_then(Value::as_str), b.get("text")) {
+                    (Some("text"), Some(Value::String(t))) => texts.push(t.as_str()),
+                    _ => return Err(invalid(format!("system.{i}: a text block is expected"))),
+                }
+            }
+            texts.join("\n\n")
+        }
+        Some(_) => return Err(invalid("system: a string or text blocks are expected")),
+    };
+    let tools = match object.get("tools") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(tools)) => tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| tool(t).map_err(|e| invalid(format!("tools.{i}: {}", e.0))))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(invalid("tools: an array is expected")),
+    };
+    let raw = object
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or_else(|| invalid("messages: an array is expected"))?;
+    let mut messages = Vec::new();
+    for (i, m) in raw.iter().enumerate() {
+        let at = |e: Invalid| invalid(format!("messages.{i}: {}", e.0));
+        message(m, i, provider, &model, &mut messages).map_err(at)?;
+    }
+    let params = object
+        .iter()
+        .filter(|(k, _)| !OWN_KEYS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Ok(ClientRequest {
+        model,
+        system,
+        tools,
+        messages,
+        params,
+    })
+}
+
+/// A Messages-API tool as the crate's schema: `name`, `description`, `input_schema` as the
+/// parameters, `defer_loading` kept; `cache_control` left out.
+fn tool(t: &Value) -> Result<ToolSchema, Invalid> {
+    let name = t
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid("name: Field required"))?;
+    if let Some(kind) = t.get("type").and_then(Value::as_str)
+        && kind != "custom"
+    {
+        return Err(invalid(format!(
+            "tool type `{kind}` is not supported by mektpoy-proxy (custom tools only)"
+        )));
+    }
+    let description = t.get("description").and_then(Value::as_str).unwrap_or("");
+    let parameters = match t.get("input_schema") {
+        Some(Value::Object(schema)) => schema.clone(),
+        _ => return Err(invalid("input_schema: Field required")),
+    };
+    let schema = ToolSchema::new(name, description, parameters);
+    Ok(match t.get("defer_loading").and_then(Value::as_bool) {
+        Some(true) => schema.with_defer_loading(true),
+        _ => schema,
+    })
+}
+
+/// One client message into `out` (a user message may become tool messages and a user one).
+fn message(
+    m: &Value,
+    index: usize,
+    provider: &str,
+    model: &str,
+    out: &mut Vec<Message>,
+) -> Result<(), Invalid> {
+    let id = |part: usize| format!("client-{index}-{part}");
+    let blocks: Vec<Value> = match m.get("content") {
+        Some(Value::String(text)) => vec![json!({"type": "text", "text": text})],
+        Some(Value::Array(blocks)) => blocks.iter().map(without_cache_control).collect(),
+        _ => return Err(invalid("content: a string or an array is expected")),
+    };
+    match m.get("role").and_then(Value::as_str) {
+        Some("user") => {
+            let mut rest = Vec::new();
+            for (j, b) in blocks.into_iter().enumerate() {
+                if b.get("type").and_then(Value::as_str) == Some("tool_result") {
+                    out.push(
+                        tool_result(&b, id(j))
+                            .map_err(|e| invalid(format!("content.{j}: {}", e.0)))?,
+                    );
+                } else {
+                    rest.push(block(b).map_err(|e| invalid(format!("content.{j}: {}", e.0)))?);
+                }
+            }
+            if !rest.is_empty() {
+                out.push(Message::new(id(0), Role::User, rest, MessageSource::User));
+            }
+            Ok(())
+        }
+        Some("assistant") => {
+            // The crate's own decoder reads an answer's blocks (thinking and its signature,
+            // tool calls and their exact arguments): an echoed answer reads as the answer.
+            let response = json!({
+                "id": id(0), "type": "message", "role": "assistant", "model": model,
+                "content": blocks, "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": 0, "output_tokens": 0},
+            });
+            let answer = decode_messages(&response.to_string(), provider, Some(&id(0)))
+                .map_err(|e| invalid(e.to_string()))?;
+            out.push(answer.message);
+            Ok(())
+        }
+        Some(other) => Err(invalid(format!(
+            "role: `{other}` is not one of `user`, `assistant`"
+        ))),
+        None => Err(invalid("role: Field required")),
+    }
+}
+
+fn tool_result(b: &Value, id: String) -> Result<Message, Invalid> {
+    let call = b
+        .get("tool_use_id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid("tool_use_id: Field required"))?;
+    let content = match b.get("content") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(text)) => vec![ContentBlock::text(text.as_str())],
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .map(|b| block(without_cache_control(b)))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(invalid("content: a string or an array is expected")),
+    };
+    let message = Message::new(
+        id,
+        Role::Tool,
+        content,
+        MessageSource::Tool {
+            call_id: call.to_owned(),
+        },
+    );
+    Ok(match b.get("is_error").and_then(Value::as_bool) {
+        Some(e) => message.with_is_error(e),
+        None => message,
+    })
+}
+
+/// A user block: text as text, anything else (images, documents) kept verbatim.
+fn block(b: Value) -> Result<ContentBlock, Invalid> {
+    match (b.get("type").and_then(Value::as_str), b.get("text")) {
+        (Some("text"), Some(Value::String(t))) => Ok(ContentBlock::text(t.as_str())),
+        (Some("text"), _) => Err(invalid("text: Field required")),
+        (Some(_), _) => ContentBlock::other(b).map_err(|e| invalid(e.to_string())),
+        (None, _) => Err(invalid("type: Field required")),
+    }
+}
+
+fn without_cache_control(b: &Value) -> Value {
+    let mut b = b.clone();
+    if let Some(o) = b.as_object_mut() {
+        o.remove("cache_control");
+    }
+    b
+}
+
+/// Whether a client's message is one the log holds, as clients send echoed turns back:
+/// thinking dropped or kept, whitespace trimmed, tool-call arguments re-spelled as JSON.
+pub fn same_message(client: &Message, logged: &Message) -> bool {
+    if client.role() != logged.role() {
+        return false;
+    }
+    if let (MessageSource::Tool { call_id: a }, MessageSource::Tool { call_id: b }) =
+        (client.source(), logged.source())
+        && a != b
+    {
+        return false;
+    }
+    let a = comparable(client.content());
+    let b = comparable(logged.content());
+    a == b
+}
+
+/// The blocks a client keeps stable, normalized: text trimmed, arguments parsed; thinking
+/// (which clients drop or keep at will) left out.
+fn comparable(blocks: &[ContentBlock]) -> Vec<Value> {
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(json!(["text", text.trim()])),
+            ContentBlock::Reasoning { .. } => None,
+            ContentBlock::ToolCall {
+                id,
+                name,
+                arguments,
+            } => {
+                let args = serde_json::from_str::<Value>(arguments)
+                    .unwrap_or_else(|_| Value::String(arguments.clone()));
+                Some(json!(["call", id, name, args]))
+            }
+            ContentBlock::Other(o) if o.type_name() == "redacted_thinking" => None,
+            other => serde_json::to_value(other).ok(),
+        })
+        .collect()
+}
+
+/// What a client request does to the log's conversation.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// The log holds every client message: the same request again.
+    Retry,
+    /// The client's messages from `new` on extend the log.
+    Extend {
+        /// The first client message the log does not hold.
+        new: usize,
+    },
+    /// The client's history differs from the log's at `client` (a compaction, an edit, a
+    /// rewind): the log's surface is replaced from node `node` on by the client's messages
+    /// from `client` on.
+    Replace {
+        /// The first client message to log.
+        client: usize,
+        /// The first surface node to replace.
+        node: usize,
+    },
+}
+
+/// Compares the client's messages with the log's surface (`nodes`: each surface message
+/// with its node index; the crate's own tool-change and system-prompt nodes are passed over,
+/// as clients never see them).
+pub fn plan(client: &[Message], nodes: &[(usize, Message)]) -> Plan {
+    let visible: Vec<&(usize, Message)> = nodes
+        .iter()
+        .filter(|(_, m)| matches!(m.role(), Role::User | Role::Assistant | Role::Tool))
+        .collect();
+    let matched = client
+        .iter()
+        .zip(&visible)
+        .take_while(|(c, (_, l))| same_message(c, l))
+        .count();
+    match (matched == visible.len(), matched == client.len()) {
+        (true, true) => Plan::Retry,
+        (true, false) => Plan::Extend { new: matched },
+        // The client dropped what the log holds after its last message (a rewind, or a retry
+        // of a request whose answer it never saw): its last message is logged again in place.
+        (false, true) => match matched.checked_sub(1) {
+            Some(last) => Plan::Replace {
+                client: last,
+                node: visible[last].0,
+            },
+            None => Plan::Replace {
+                client: 0,
+                node: visible[0].0,
+            },
+        },
+        (false, false) => Plan::Replace {
+            client: matched,
+            node: visible[matched].0,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(messages: Value) -> Value {
+        json!({"model": "claude-opus-5", "max_tokens": 10, "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+            "tools": [{"name": "read", "description": "Read", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}}],
+            "messages": messages})
+    }
+
+    #[test]
+    fn a_body_reads_as_the_crates_vocabulary() {
+        let b = body(json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "ok"}, {"type": "tool_use", "id": "c1", "name": "read", "input": {"p": 1}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "done"}, {"type": "text", "text": "next", "cache_control": {"type": "ephemeral"}}]},
+        ]));
+        let r = read(&b, "anthropic").unwrap();
+        assert_eq!(r.model, "claude-opus-5");
+        assert_eq!(r.system, "Be brief.");
+        assert_eq!(r.tools.len(), 1);
+        assert!(r.tools[0].extra().is_empty(), "cache_control left out");
+        let roles: Vec<_> = r.messages.iter().map(Message::role).collect();
+        assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool, Role::User]);
+        assert_eq!(r.params.keys().collect::<Vec<_>>(), ["max_tokens"]);
+    }
+
+    #[test]
+    fn bodies_of_another_shape_are_invalid() {
+        for bad in [
+            json!([]),
+            json!({"messages": []}),
+            json!({"model": "m", "messages": {}}),
+            json!({"model": "m", "messages": [{"role": "robot", "content": "x"}]}),
+            json!({"model": "m", "messages": [{"role": "user", "content": 3}]}),
+            json!({"model": "m", "messages": [{"role": "user", "content": [{"text": "x"}]}]}),
+            json!({"model": "m", "messages": [], "tools": [{"name": "t"}]}),
+            json!({"model": "m", "messages": [], "tools": [{"type": "web_search_20250305", "name": "w"}]}),
+        ] {
+            assert!(read(&bad, "anthropic").is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn echoed_answers_match_without_thinking_and_re_spelled() {
+        let logged = read(
+            &body(json!([{"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "ok"}, {"type": "tool_use", "id": "c1", "name": "read", "input": {"a": 1, "b": 2}}]}])),
+            "anthropic",
+        )
+        .unwrap()
+        .messages;
+        let echoed = read(
+            &body(json!([{"role": "assistant", "content": [{"type": "text", "text": "ok\n"}, {"type": "tool_use", "id": "c1", "name": "read", "input": {"b": 2, "a": 1}}]}])),
+            "anthropic",
+        )
+        .unwrap()
+        .messages;
+        assert!(same_message(&echoed[0], &logged[0]));
+        let edited = read(
+            &body(json!([{"role": "assistant", "content": [{"type": "text", "text": "OK"}]}])),
+            "anthropic",
+        )
+        .unwrap()
+        .messages;
+        assert!(!same_message(&edited[0], &logged[0]));
+    }
+
+    #[test]
+    fn the_plan_extends_retries_or_replaces() {
+        let m = |spec: &str| -> Vec<Message> {
+            spec.split_whitespace()
+                .map(|t| match t.split_at(1) {
+                    ("u", x) => Message::user(format!("u{x}"), x),
+                    ("a", x) => Message::assistant(format!("a{x}"), x, "p", "m"),
+                    ("d", x) => {
+                        Message::developer(format!("d{x}"), vec![ContentBlock::addition(x)])
+                    }
+                    _ => unreachable!(),
+                })
+                .collect()
+        };
+        let nodes =
+            |spec: &str| -> Vec<(usize, Message)> { m(spec).into_iter().enumerate().collect() };
+        let log = nodes("u1 a1 dx u2 a2");
+        assert_eq!(plan(&m("u1 a1 u2 a2 u3"), &log), Plan::Extend { new: 4 });
+        assert_eq!(plan(&m("u1 a1 u2 a2"), &log), Plan::Retry);
+        assert_eq!(
+            plan(&m("u1 a1 u2"), &log),
+            Plan::Replace { client: 2, node: 3 },
+            "a rewind logs the client's last message again in place"
+        );
+        assert_eq!(
+            plan(&m("u9 u3"), &log),
+            Plan::Replace { client: 0, node: 0 },
+            "a compaction replaces from the first message that differs"
+        );
+        assert_eq!(plan(&m("u1"), &[]), Plan::Extend { new: 0 });
+    }
+}
