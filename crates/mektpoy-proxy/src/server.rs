@@ -172,7 +172,14 @@ async fn messages(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: Byt
     let wire = match prepared {
         Ok(wire) => wire,
         Err(r) => {
-            if matches!(r, Refusal::Store(_)) {
+            let empty = slot
+                .as_mut()
+                .is_some_and(|c| c.agent().session().is_empty());
+            if empty {
+                // A conversation this request would have opened: left as it was, absent.
+                let _ = store.delete(&key);
+                *slot = None;
+            } else if matches!(r, Refusal::Store(_)) {
                 // Reloaded from the store next time: what is in memory may be ahead of it.
                 *slot = None;
             }

@@ -92,6 +92,20 @@ impl Store {
         rows.collect::<Result<_, _>>().map_err(StoreError)
     }
 
+    /// Deletes the conversation's log.
+    ///
+    /// # Errors
+    /// A database fault.
+    pub fn delete(&self, conversation: &str) -> Result<(), StoreError> {
+        self.db()
+            .execute(
+                "DELETE FROM batches WHERE conversation = ?1",
+                params![conversation],
+            )
+            .map(drop)
+            .map_err(StoreError)
+    }
+
     /// A sink appending to the conversation's log.
     pub fn sink(&self, conversation: &str) -> Sink {
         Sink {
