@@ -77,6 +77,12 @@ pub fn key_hash(headers: &HeaderMap) -> String {
         .or_else(|| headers.get("authorization"))
         .map(|v| v.as_bytes())
         .unwrap_or_default();
+    scope(key)
+}
+
+/// The scope of the conversations of a caller whose key header is `key` (`x-api-key`'s value,
+/// or `authorization`'s whole value): what their conversation keys start with.
+pub fn scope(key: &[u8]) -> String {
     hex(&Sha256::digest(key)[..16])
 }
 

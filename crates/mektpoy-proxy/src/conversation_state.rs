@@ -1,7 +1,10 @@
 //! One conversation in memory: its loop over the stored log, and what a client request does
 //! to it (the heart of the proxy: a stateless request into the append-only log).
 
+use mektpoy::agent::ToolOrder;
 use mektpoy::event::Event;
+use mektpoy::meter::{Meter, MeterReport, Price};
+use mektpoy::route::Route;
 use mektpoy::session::{FileOptions, SurfaceNode};
 use mektpoy::vocab::Role;
 use mektpoy::{AgentLoop, Config, Message, Session, WireRequest, route_for};
@@ -9,10 +12,41 @@ use mektpoy::{AgentLoop, Config, Message, Session, WireRequest, route_for};
 use crate::store::Store;
 use crate::translate::{self, ClientRequest, Invalid, Plan};
 
-/// A conversation's loop.
+/// A conversation's loop, and the counterfactual: the same vendor cache model run on the
+/// bodies the client sent, as they would have gone upstream without the proxy.
 #[derive(Debug)]
 pub struct Conversation {
     agent: AgentLoop,
+    direct: Meter,
+}
+
+/// What the proxy kept cached for a conversation, beside what the client's own bodies would
+/// have kept (since this process loaded it).
+#[derive(Debug)]
+pub struct Report {
+    /// The route of the conversation's last request.
+    pub route: String,
+    /// The crate's estimate and the provider's measured figures, through the proxy.
+    pub proxied: MeterReport,
+    /// The same model on the client's own bodies.
+    pub direct: MeterReport,
+    /// Each request that missed part of the cache, and why.
+    pub misses: Vec<String>,
+}
+
+/// The loop over `session` for `route`: tools keep the place they first had, so a client that
+/// sends them in another order does not move the cached prefix (the model gets the same set).
+/// The counterfactual meter of a route, priced as the loop's.
+fn direct_meter(route: &Route) -> Meter {
+    let meter = Meter::new(route);
+    match Price::for_route(route) {
+        Some(price) => meter.with_price(price),
+        None => meter,
+    }
+}
+
+fn new_loop(session: Session, route: Route, config: Config) -> AgentLoop {
+    AgentLoop::new(session, route, config).with_tool_order(ToolOrder::FirstSeen)
 }
 
 /// Why a request was not prepared.
@@ -51,17 +85,42 @@ impl Conversation {
                 .create_in(store.sink(key), key)
                 .map_err(|e| store_fault(&e))?,
         };
-        let agent = AgentLoop::new(
-            session,
-            route_for(provider, model),
-            Config::new(provider, model),
-        );
-        Ok(Conversation { agent })
+        let route = route_for(provider, model);
+        let direct = direct_meter(&route);
+        let agent = new_loop(session, route, Config::new(provider, model));
+        Ok(Conversation { agent, direct })
     }
 
     /// The loop.
     pub fn agent(&mut self) -> &mut AgentLoop {
         &mut self.agent
+    }
+
+    /// Meters the body the client sent, as the provider would have cached it sent directly.
+    pub fn observe_direct(&mut self, client_body: &str) {
+        if let Err(e) = self.direct.observe(client_body, None) {
+            tracing::debug!(error = %e, "counterfactual meter");
+        }
+    }
+
+    /// What the proxy kept, beside what the client alone would have.
+    pub fn report(&self) -> Report {
+        Report {
+            route: format!(
+                "{}/{}",
+                self.agent.route().provider,
+                self.agent.route().model
+            ),
+            proxied: self.agent.meter().report(),
+            direct: self.direct.report(),
+            misses: self
+                .agent
+                .attributions()
+                .iter()
+                .filter(|a| a.lost_tokens > 0)
+                .map(ToString::to_string)
+                .collect(),
+        }
     }
 
     /// Logs what `client` adds to the conversation and records the request for its route:
@@ -94,7 +153,9 @@ impl Conversation {
                 ),
             )
             .into_session();
-            self.agent = AgentLoop::new(session, route_for(provider, &client.model), config);
+            let route = route_for(provider, &client.model);
+            self.direct = direct_meter(&route);
+            self.agent = new_loop(session, route, config);
         } else {
             self.agent.set_config(config);
         }

@@ -92,6 +92,7 @@ pub fn router(proxy: Arc<Proxy>) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/v1/messages", post(messages))
         .route("/mektpoy/sessions/{id}/log.jsonl", get(export))
+        .route("/mektpoy/sessions/{id}", get(report))
         .fallback(any(forward))
         .layer(axum::extract::DefaultBodyLimit::max(limit))
         .with_state(proxy)
@@ -167,7 +168,9 @@ async fn messages(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: Byt
             *slot = Some(Conversation::load(&store, &key, provider, &model)?);
         }
         let conversation = slot.as_mut().expect("loaded above");
-        conversation.prepare(provider, client)
+        let wire = conversation.prepare(provider, client)?;
+        conversation.observe_direct(&String::from_utf8_lossy(&body));
+        Ok(wire)
     });
     let wire = match prepared {
         Ok(wire) => wire,
@@ -415,6 +418,67 @@ async fn export(
             "api_error",
             &format!("mektpoy-proxy: {e}"),
         ),
+    }
+}
+
+/// `GET /mektpoy/sessions/{id}`: what the proxy kept cached for the conversation beside what
+/// the client's own bodies would have kept, with each miss's attribution line. Figures cover
+/// the requests since this process loaded the conversation.
+async fn report(
+    State(proxy): State<Arc<Proxy>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let scope = crate::conversation::key_hash(&headers);
+    let slot = {
+        let map = proxy
+            .conversations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        map.get(&id).cloned()
+    };
+    let Some(slot) = slot.filter(|_| id.starts_with(&format!("{scope}:"))) else {
+        return error(StatusCode::NOT_FOUND, "not_found_error", "no such session");
+    };
+    let guard = slot.lock().await;
+    let Some(conversation) = guard.as_ref() else {
+        return error(StatusCode::NOT_FOUND, "not_found_error", "no such session");
+    };
+    let r = conversation.report();
+    let figures = |m: &mektpoy::meter::MeterReport| {
+        json!({
+            "requests": m.requests,
+            "input_tokens": m.total_tokens,
+            "cached_tokens": m.cached_tokens,
+            "best_tokens": m.best_tokens,
+            "hit_ratio": ratio(m.cached_tokens, m.total_tokens),
+            "cost": m.cost,
+        })
+    };
+    let mut proxied = figures(&r.proxied);
+    proxied["measured"] = json!({
+        "requests": r.proxied.measured.requests,
+        "input_tokens": r.proxied.measured.prompt_tokens,
+        "cached_tokens": r.proxied.measured.cache_read_tokens,
+        "hit_ratio": ratio(r.proxied.measured.cache_read_tokens, r.proxied.measured.prompt_tokens),
+    });
+    let body = json!({
+        "conversation": id,
+        "route": r.route,
+        "proxied": proxied,
+        "direct": figures(&r.direct),
+        "saved_tokens": r.proxied.cached_tokens.saturating_sub(r.direct.cached_tokens),
+        "saved_cost": r.direct.cost.zip(r.proxied.cost).map(|(d, p)| d - p),
+        "misses": r.misses,
+    });
+    (StatusCode::OK, axum::Json(body)).into_response()
+}
+
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
     }
 }
 

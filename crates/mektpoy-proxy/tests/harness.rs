@@ -183,6 +183,44 @@ async fn a_harness_keeps_its_cache_through_the_proxy_and_is_never_refused() {
             "{model} stream={stream}: proxied {} cached bytes, {} refused; direct {} cached bytes, {} refused",
             proxied.cached, proxied.refused, direct.cached, direct.refused
         );
+        let key = format!(
+            "{}:session:{session}",
+            mektpoy_proxy::conversation::scope(b"sk-test")
+        );
+        let report: Value = reqwest::Client::new()
+            .get(format!("{}/mektpoy/sessions/{key}", proxy.url))
+            .header("x-api-key", "sk-test")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        eprintln!("{report:#}");
+        let measured = &report["proxied"]["measured"];
+        assert_eq!(measured["requests"], 16, "{report}");
+        assert_eq!(
+            measured["cached_tokens"], report["proxied"]["cached_tokens"],
+            "{model}: the meter's estimate is the provider's measured read: {report}"
+        );
+        if model.starts_with("claude") {
+            let (hit, best) = (
+                report["proxied"]["hit_ratio"].as_f64().unwrap(),
+                report["proxied"]["best_tokens"].as_f64().unwrap()
+                    / report["proxied"]["input_tokens"].as_f64().unwrap(),
+            );
+            assert!(
+                best - hit < 0.01,
+                "{model}: the proxied hit ratio {hit} is within a point of the best possible {best}"
+            );
+        }
+        let other = reqwest::Client::new()
+            .get(format!("{}/mektpoy/sessions/{key}", proxy.url))
+            .header("x-api-key", "sk-other")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(other.status(), 404, "another key does not read the report");
         assert!(
             proxied.cached > direct.cached,
             "{model}: the proxy keeps more cached ({}) than the client alone ({})",
