@@ -20,8 +20,22 @@ pub fn post(
     body: &str,
     headers: &[(String, String)],
 ) -> Result<Response, Refused> {
+    post_to("/v1/messages", session, section_bytes, body, headers)
+}
+
+/// [`post`] to another path of the stand-in (a chat path, [`crate::chat::PATHS`]). A chat
+/// answer's [`CONTENT_HEADER`] is its assistant message, the one element of
+/// [`Response::content`].
+pub fn post_to(
+    path: &str,
+    session: &str,
+    section_bytes: u32,
+    body: &str,
+    headers: &[(String, String)],
+) -> Result<Response, Refused> {
+    let base = url().strip_suffix("/v1/messages").unwrap_or(url());
     let mut call = agent()
-        .post(url())
+        .post(format!("{base}{path}"))
         .header(SESSION_HEADER, session)
         .header(SECTION_HEADER, section_bytes.to_string());
     for (name, value) in headers {
@@ -43,9 +57,12 @@ pub fn post(
     };
     let number = |name: &str| head(name).and_then(|v| v.parse::<u64>().ok());
     let bytes = number(TOTAL_BYTES_HEADER).zip(number(CACHED_BYTES_HEADER));
-    let content = head(CONTENT_HEADER)
-        .map(|v| serde_json::from_str(&v).expect("the content header is JSON"))
-        .unwrap_or_default();
+    let content = match head(CONTENT_HEADER).map(|v| serde_json::from_str(&v)) {
+        None => Vec::new(),
+        Some(Ok(Value::Array(content))) => content,
+        Some(Ok(message)) => vec![message],
+        Some(Err(e)) => panic!("the content header is not JSON: {e}"),
+    };
     let content_type = head("content-type").unwrap_or_default();
     let body = response.body_mut().read_to_string().map_err(transport)?;
     Ok(Response {

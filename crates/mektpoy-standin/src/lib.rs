@@ -158,6 +158,21 @@
 //! only spells out in pieces). Test switches in the request: [`REDACTED_HEADER`],
 //! [`TOOL_USE_HEADER`], and [`CUT_OFF_HEADER`], which cuts the response body off mid-way (a
 //! connection lost after the provider accepted the request: its state changes all the same).
+//!
+//! # OpenAI-compatible chat completions
+//!
+//! `POST /v1/chat/completions` and `POST /chat/completions` (DeepSeek's base URL has no `/v1`)
+//! speak the chat-completions API, in [`chat`] (vendor pages read 2026-12-06, cited there). It
+//! refuses, in OpenAI's error shape `{"error":{"message","type","param","code"}}`, a request
+//! without `model` or `messages`, an unknown role, a tool message answering no pending call, an
+//! assistant `tool_calls` not followed by a tool message for each id, a function name outside
+//! `^[a-zA-Z0-9_-]{1,64}$`, `parameters` that is not an object and a name declared twice; it
+//! answers a `chat.completion` body, or `chat.completion.chunk` events ending `data: [DONE]`
+//! (the usage chunk with `stream_options.include_usage`), with the same test headers and
+//! switches as here where they apply ([`SESSION_HEADER`], [`TOOL_USE_HEADER`],
+//! [`CUT_OFF_HEADER`]; [`CONTENT_HEADER`] holds the assistant message). Cached input follows
+//! DeepSeek's 64-token units on `deepseek-*` models and OpenAI's rule (from 1,024 tokens, in
+//! 128-token steps) on the others, over the session's earlier chat prompts.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -474,6 +489,9 @@ fn serve_connection(stream: TcpStream) -> std::io::Result<()> {
             headers.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
         }
     }
+    if chat::is_chat(&request_line) {
+        return chat::serve(stream, &request_line, &headers, &mut reader);
+    }
     let answered = match http_request(&request_line, &headers, &mut reader) {
         Ok(body) => answer(&headers, &body).map_err(|fault| (400, error_body(&fault))),
         Err((status, message)) => Err((status, error_body(&message.into()))),
@@ -523,7 +541,8 @@ fn serve_connection(stream: TcpStream) -> std::io::Result<()> {
     stream.flush()
 }
 
-/// The body of a `POST /v1/messages` with a `content-length`, as UTF-8.
+/// The body of a `POST /v1/messages` (or of a chat path, [`chat::PATHS`]) with a
+/// `content-length`, as UTF-8.
 fn http_request(
     request_line: &str,
     headers: &Headers,
@@ -531,7 +550,8 @@ fn http_request(
 ) -> Result<String, (u16, String)> {
     let mut parts = request_line.split_whitespace();
     let (method, path) = (parts.next(), parts.next());
-    if method != Some("POST") || path != Some("/v1/messages") {
+    let known = path.is_some_and(|p| p == "/v1/messages" || chat::PATHS.contains(&p));
+    if method != Some("POST") || !known {
         return Err((404, format!("no route for `{}`", request_line.trim_end())));
     }
     let len: usize = header(headers, "content-length")
@@ -2078,6 +2098,7 @@ fn dropped(k: usize, j: usize) -> Value {
     })
 }
 
+pub mod chat;
 #[cfg(any(test, feature = "client"))]
 pub mod client;
 
