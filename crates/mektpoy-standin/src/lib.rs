@@ -1400,6 +1400,9 @@ fn check_shape(headers: &Headers, v: &Value) -> Checked {
     match v.get("system") {
         None | Some(Value::String(_)) => {}
         Some(Value::Array(blocks)) => {
+            if blocks.is_empty() {
+                return Err("system: at least one text block is required".into());
+            }
             for (i, b) in blocks.iter().enumerate() {
                 if b["type"] != "text" || b["text"].as_str().is_none_or(str::is_empty) {
                     return Err(format!("system.{i}: a non-empty text block is required").into());
@@ -2460,7 +2463,9 @@ mod tests {
             ("no max_tokens", json!({"model": "m", "messages": user}), Some("max_tokens")),
             ("no model", json!({"max_tokens": 8, "messages": user}), Some("model")),
             ("no messages", json!({"model": "m", "max_tokens": 8, "messages": []}), Some("messages")),
-            ("system as blocks", json!({"model": "m", "max_tokens": 8, "system": [], "messages": user}), Some("system")),
+            ("system as no blocks", json!({"model": "m", "max_tokens": 8, "system": [], "messages": user}), Some("system")),
+            ("system block without text", json!({"model": "m", "max_tokens": 8, "system": [{"type": "text", "text": ""}], "messages": user}), Some("system.0")),
+            ("system as blocks", json!({"model": "m", "max_tokens": 8, "system": [{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}], "messages": user}), None),
             ("an empty text block", json!({"model": "m", "max_tokens": 8, "messages": empty_text}), Some("non-empty")),
             ("a thinking block in a user message", json!({"model": "m", "max_tokens": 8, "messages": thinking_from_user}), Some("only allowed in assistant messages")),
             ("a top-level cache_control", json!({"model": "m", "max_tokens": 8, "cache_control": {"type": "ephemeral"}, "messages": user}), None),
