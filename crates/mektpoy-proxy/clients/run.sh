@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# The official Anthropic SDKs (Python `anthropic`, TypeScript `@anthropic-ai/sdk`) through
+# mektpoy-proxy against the loopback stand-in: a harness-like conversation (harness.py,
+# harness.mjs beside this file) on claude-opus-5, claude-fable-5-1 and deepseek-flash, with
+# messages.create and messages.stream. Exits non-zero if any request through the proxy fails.
+#
+#   bash crates/mektpoy-proxy/clients/run.sh        (from anywhere)
+#
+# Builds the two binaries (debug), installs the SDKs once under target/clients/ (from PyPI and
+# the npm registry; MEKTPOY_CLIENTS_REFRESH=1 reinstalls them), starts the stand-in and the
+# proxy on ports the OS picks (store in a temporary folder), and stops both at exit. Each
+# refused request (the expected direct ones too) is kept with its response under
+# target/clients/last-run/failures/, and both programs' logs under target/clients/last-run/.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../../.." && pwd)"
+cd "$root"
+
+echo "== building mektpoy-proxy and mektpoy-standin"
+cargo build -p mektpoy-proxy -p mektpoy-standin
+echo "built in ${SECONDS}s"
+target="$(cargo metadata -q --format-version 1 --no-deps |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+bin="$target/debug"
+clients="$target/clients"
+mkdir -p "$clients"
+
+echo "== installing the SDKs (cached in $clients)"
+venv="$clients/venv"
+pkg_version='import importlib.metadata, sys; print(importlib.metadata.version(sys.argv[1]))'
+if [[ "${MEKTPOY_CLIENTS_REFRESH:-0}" == 1 ]] || ! "$venv/bin/python" -c "$pkg_version" anthropic >/dev/null 2>&1; then
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check anthropic
+fi
+npm_dir="$clients/npm"
+sdk_pkg="$npm_dir/node_modules/@anthropic-ai/sdk/package.json"
+if [[ "${MEKTPOY_CLIENTS_REFRESH:-0}" == 1 ]] || [[ ! -f "$sdk_pkg" ]]; then
+  rm -rf "$npm_dir"
+  mkdir -p "$npm_dir"
+  echo '{"name": "mektpoy-clients", "private": true}' >"$npm_dir/package.json"
+  (cd "$npm_dir" && npm install --silent --no-audit --no-fund @anthropic-ai/sdk)
+fi
+py_version="$("$venv/bin/python" -c "$pkg_version" anthropic) on Python $("$venv/bin/python" -c 'import platform; print(platform.python_version())')"
+ts_version="$(node -e 'const p = JSON.parse(require("fs").readFileSync(process.argv[1])); console.log(p.version, "on Node", process.versions.node)' "$sdk_pkg")"
+echo "python anthropic $py_version"
+echo "npm @anthropic-ai/sdk $ts_version"
+echo "ready at ${SECONDS}s"
+
+work="$(mktemp -d)"
+last="$clients/last-run"
+rm -rf "$last"
+mkdir -p "$last/failures"
+pids=()
+cleanup() {
+  local pid
+  for pid in "${pids[@]}"; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  cp "$work"/*.log "$last/" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Starts a program that prints `NAME listening on http://ADDR` as its first stdout line; sets
+# `url` to that address.
+start() {
+  local name="$1"
+  shift
+  : >"$work/$name.out"
+  "$@" >"$work/$name.out" 2>"$work/$name.log" &
+  pids+=("$!")
+  local i line
+  for ((i = 0; i < 100; i++)); do
+    line="$(head -n 1 "$work/$name.out" 2>/dev/null || true)"
+    if [[ "$line" =~ listening\ on\ (http://[^[:space:]]+) ]]; then
+      url="${BASH_REMATCH[1]}"
+      return 0
+    fi
+    if ! kill -0 "${pids[-1]}" 2>/dev/null; then
+      break
+    fi
+    sleep 0.1
+  done
+  echo "run.sh: $name did not start:" >&2
+  cat "$work/$name.log" >&2
+  exit 1
+}
+
+start mektpoy-standin "$bin/mektpoy-standin" --listen 127.0.0.1:0
+standin="$url"
+start mektpoy-proxy "$bin/mektpoy-proxy" --listen 127.0.0.1:0 \
+  --upstream "anthropic=$standin" --upstream "deepseek=$standin" --store "sqlite:$work/proxy.db"
+proxy="$url"
+echo "stand-in $standin, proxy $proxy"
+
+run="run-$(date +%s)-$$"
+results="$work/results"
+status=0
+echo "== python SDK"
+"$venv/bin/python" "$here/harness.py" --proxy "$proxy" --standin "$standin" --run "$run" \
+  --out "$last/failures" | tee -a "$results" || status=1
+echo "== typescript SDK"
+MEKTPOY_NPM_DIR="$npm_dir" node "$here/harness.mjs" --proxy "$proxy" --standin "$standin" \
+  --run "$run" --out "$last/failures" | tee -a "$results" || status=1
+
+echo
+echo "== summary (python anthropic $py_version; @anthropic-ai/sdk $ts_version)"
+python3 - "$results" <<'EOF' || status=1
+import sys
+rows = [dict(f.split("=", 1) for f in line.split()[1:]) for line in open(sys.argv[1]) if line.startswith("RESULT ")]
+print(f"{'sdk':<11}{'target':<8}{'model':<18}{'mode':<8}{'requests':>9}{'refused':>9}{'cached bytes':>14}{'of bytes':>10}")
+for r in rows:
+    print(f"{r['sdk']:<11}{r['target']:<8}{r['model']:<18}{r['mode']:<8}{r['requests']:>9}{r['refused']:>9}"
+          f"{r['cached_bytes']:>14}{r['total_bytes']:>10}")
+proxied = [r for r in rows if r["target"] == "proxy"]
+direct = [r for r in rows if r["target"] == "direct"]
+print(f"through the proxy: {sum(int(r['requests']) for r in proxied)} requests in {len(proxied)} runs, "
+      f"{sum(int(r['refused']) for r in proxied)} refused")
+print(f"direct to the stand-in (claude-fable-5-1, informative): "
+      f"{sum(int(r['refused']) for r in direct)} of {sum(int(r['requests']) for r in direct)} requests refused")
+if len(proxied) != 12:
+    print(f"run.sh: {len(proxied)} proxied runs reported, 12 expected", file=sys.stderr)
+    sys.exit(1)
+EOF
+if ((status != 0)); then
+  cp "$work"/*.log "$last/" 2>/dev/null || true
+  echo "run.sh: FAILED: a request through the proxy failed; requests and responses in $last/failures" >&2
+  exit 1
+fi
+echo "run.sh: OK: no request refused through the proxy (${SECONDS}s in all)"
