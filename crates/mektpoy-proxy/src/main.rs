@@ -7,9 +7,11 @@ use mektpoy_proxy::{Proxy, Settings, Store};
 const USAGE: &str =
     "usage: mektpoy-proxy [--listen ADDR] [--upstream PROVIDER=URL]... [--store sqlite:PATH]
   --listen ADDR            where to listen (default 127.0.0.1:8787)
-  --upstream PROVIDER=URL  the base URL of a provider's Messages API (repeatable; anthropic,
-                           deepseek; defaults: https://api.anthropic.com,
-                           https://api.deepseek.com/anthropic)
+  --upstream PROVIDER=URL  a provider's base URL (repeatable): anthropic and deepseek serve
+                           POST /v1/messages (defaults https://api.anthropic.com,
+                           https://api.deepseek.com/anthropic); openai-compatible serves
+                           POST /v1/chat/completions (default https://api.openai.com/v1;
+                           DeepSeek's is https://api.deepseek.com)
   --store sqlite:PATH      where conversations are kept (default sqlite:./mektpoy-proxy.db)";
 
 #[tokio::main]

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use futures_util::StreamExt;
 use mektpoy::WireRequest;
-use mektpoy::response::{MessagesStream, decode_messages};
+use mektpoy::response::{ChatStream, MessagesStream, decode_chat, decode_messages};
 use serde_json::{Value, json};
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
@@ -24,7 +24,8 @@ use crate::translate;
 /// What a proxy serves with.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    /// Upstream base URLs by provider (`anthropic`, `deepseek`): `POST {url}/v1/messages`.
+    /// Upstream base URLs by provider: `anthropic` and `deepseek` take `POST {url}/v1/messages`,
+    /// `openai-compatible` takes `POST {url}/chat/completions`.
     pub upstreams: BTreeMap<String, String>,
     /// The largest request body taken (bytes); larger ones get a 413.
     pub body_limit: usize,
@@ -41,6 +42,10 @@ impl Default for Settings {
                 (
                     "deepseek".to_owned(),
                     "https://api.deepseek.com/anthropic".to_owned(),
+                ),
+                (
+                    mektpoy::route::OPENAI_COMPATIBLE.to_owned(),
+                    "https://api.openai.com/v1".to_owned(),
                 ),
             ]),
             body_limit: 32 << 20,
@@ -90,7 +95,18 @@ pub fn router(proxy: Arc<Proxy>) -> Router {
     let limit = proxy.settings.body_limit;
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
-        .route("/v1/messages", post(messages))
+        .route(
+            "/v1/messages",
+            post(|s, h, b| handle(Api::Messages, s, h, b)),
+        )
+        .route(
+            "/v1/chat/completions",
+            post(|s, h, b| handle(Api::Chat, s, h, b)),
+        )
+        .route(
+            "/chat/completions",
+            post(|s, h, b| handle(Api::Chat, s, h, b)),
+        )
         .route("/mektpoy/sessions/{id}/log.jsonl", get(export))
         .route("/mektpoy/sessions/{id}", get(report))
         .fallback(any(forward))
@@ -98,46 +114,133 @@ pub fn router(proxy: Arc<Proxy>) -> Router {
         .with_state(proxy)
 }
 
-/// The provider's error shape (Messages API).
+/// The client-side API a request speaks: it picks the reader, the upstream path, the answer's
+/// decoder and the error shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Api {
+    /// `POST /v1/messages`.
+    Messages,
+    /// `POST /v1/chat/completions` (OpenAI-compatible).
+    Chat,
+}
+
+impl Api {
+    /// The provider a model belongs to on this API: the name of its `--upstream`.
+    fn provider(self, model: &str) -> &'static str {
+        match self {
+            Api::Messages if model.starts_with("deepseek") => "deepseek",
+            Api::Messages => "anthropic",
+            Api::Chat => mektpoy::route::OPENAI_COMPATIBLE,
+        }
+    }
+
+    fn read(self, body: &Value, provider: &str) -> Result<translate::ClientRequest, Refusal> {
+        match self {
+            Api::Messages => translate::read(body, provider),
+            Api::Chat => translate::read_chat(body, provider),
+        }
+        .map_err(Refusal::from)
+    }
+
+    /// Where the API lives under an upstream's base URL (`https://api.anthropic.com`;
+    /// `https://api.openai.com/v1`, `https://api.deepseek.com`).
+    fn path(self) -> &'static str {
+        match self {
+            Api::Messages => "/v1/messages",
+            Api::Chat => "/chat/completions",
+        }
+    }
+
+    fn decode(
+        self,
+        body: &str,
+        provider: &str,
+    ) -> Result<mektpoy::response::Answer, mektpoy::response::ResponseError> {
+        match self {
+            Api::Messages => decode_messages(body, provider, None),
+            Api::Chat => decode_chat(body, provider, None),
+        }
+    }
+
+    /// The provider's error shape: Anthropic's `{"type":"error","error":{..}}`, OpenAI's
+    /// `{"error":{..}}`.
+    fn error(self, status: StatusCode, kind: &str, message: &str) -> Response {
+        let body = match self {
+            Api::Messages => json!({"type": "error", "error": {"type": kind, "message": message}}),
+            Api::Chat => {
+                json!({"error": {"message": message, "type": kind, "param": null, "code": null}})
+            }
+        };
+        (
+            status,
+            [("content-type", "application/json")],
+            body.to_string(),
+        )
+            .into_response()
+    }
+
+    fn refused(self, r: &Refusal) -> Response {
+        match r {
+            Refusal::Invalid(m) => self.error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                &format!("mektpoy-proxy: {m}"),
+            ),
+            Refusal::Store(m) => self.error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "api_error",
+                &format!("mektpoy-proxy: {m}"),
+            ),
+        }
+    }
+}
+
+/// The Messages API's error shape, for the proxy's own paths.
 fn error(status: StatusCode, kind: &str, message: &str) -> Response {
-    let body = json!({"type": "error", "error": {"type": kind, "message": message}});
-    (
-        status,
-        [("content-type", "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+    Api::Messages.error(status, kind, message)
 }
 
-fn refused(r: &Refusal) -> Response {
-    match r {
-        Refusal::Invalid(m) => error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            &format!("mektpoy-proxy: {m}"),
-        ),
-        Refusal::Store(m) => error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "api_error",
-            &format!("mektpoy-proxy: {m}"),
-        ),
+/// An answer's server-sent events, decoded as they arrive.
+enum StreamDecoder {
+    Messages(MessagesStream),
+    Chat(ChatStream),
+}
+
+impl StreamDecoder {
+    fn new(api: Api, provider: &str) -> Self {
+        match api {
+            Api::Messages => StreamDecoder::Messages(MessagesStream::new(provider, None)),
+            Api::Chat => StreamDecoder::Chat(ChatStream::new(provider, None)),
+        }
+    }
+
+    fn push_text(&mut self, text: &str) -> Result<(), mektpoy::response::ResponseError> {
+        match self {
+            StreamDecoder::Messages(d) => d.push_text(text),
+            StreamDecoder::Chat(d) => d.push_text(text),
+        }
+    }
+
+    fn finish(self) -> Result<mektpoy::response::Answer, mektpoy::response::ResponseError> {
+        match self {
+            StreamDecoder::Messages(d) => d.finish(),
+            StreamDecoder::Chat(d) => d.finish(),
+        }
     }
 }
 
-/// The provider a Messages-API model belongs to.
-fn provider_of(model: &str) -> &'static str {
-    if model.starts_with("deepseek") {
-        "deepseek"
-    } else {
-        "anthropic"
-    }
-}
-
-async fn messages(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: Bytes) -> Response {
+/// A client request of `api`: logged, sent upstream as the crate builds it for the route, and
+/// answered as the upstream answered.
+async fn handle(
+    api: Api,
+    State(proxy): State<Arc<Proxy>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let value: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
-            return error(
+            return api.error(
                 StatusCode::BAD_REQUEST,
                 "invalid_request_error",
                 &format!("mektpoy-proxy: the body is not JSON: {e}"),
@@ -145,13 +248,13 @@ async fn messages(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: Byt
         }
     };
     let model = value["model"].as_str().unwrap_or_default();
-    let provider = provider_of(model);
-    let client = match translate::read(&value, provider) {
+    let provider = api.provider(model);
+    let client = match api.read(&value, provider) {
         Ok(c) => c,
-        Err(e) => return refused(&Refusal::Invalid(e.0)),
+        Err(r) => return api.refused(&r),
     };
     let Some(base) = proxy.settings.upstreams.get(provider).cloned() else {
-        return error(
+        return api.error(
             StatusCode::BAD_GATEWAY,
             "api_error",
             &format!(
@@ -186,13 +289,13 @@ async fn messages(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: Byt
                 // Reloaded from the store next time: what is in memory may be ahead of it.
                 *slot = None;
             }
-            return refused(&r);
+            return api.refused(&r);
         }
     };
-    let upstream = match send(&proxy, &base, &headers, &wire).await {
+    let upstream = match send(&proxy, api, &base, &headers, &wire).await {
         Ok(r) => r,
         Err(e) => {
-            return error(
+            return api.error(
                 StatusCode::BAD_GATEWAY,
                 "api_error",
                 &format!("mektpoy-proxy: upstream unreachable: {e}"),
@@ -218,13 +321,13 @@ async fn messages(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: Byt
         return (status, out_headers, bytes).into_response();
     }
     if streamed {
-        let body = stream_back(slot, wire, provider, upstream);
+        let body = stream_back(slot, wire, StreamDecoder::new(api, provider), upstream);
         return (status, out_headers, body).into_response();
     }
     let bytes = match upstream.bytes().await {
         Ok(b) => b,
         Err(e) => {
-            return error(
+            return api.error(
                 StatusCode::BAD_GATEWAY,
                 "api_error",
                 &format!("mektpoy-proxy: upstream answer cut off: {e}"),
@@ -233,7 +336,7 @@ async fn messages(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: Byt
     };
     let text = String::from_utf8_lossy(&bytes);
     tokio::task::block_in_place(|| {
-        let answer = decode_messages(&text, provider, None);
+        let answer = api.decode(&text, provider);
         log_answer(&mut slot, &wire, answer);
     });
     (status, out_headers, bytes).into_response()
@@ -276,12 +379,11 @@ fn log_answer(
 fn stream_back(
     mut slot: OwnedMutexGuard<Option<Conversation>>,
     wire: WireRequest,
-    provider: &'static str,
+    mut decoder: StreamDecoder,
     upstream: reqwest::Response,
 ) -> Body {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(16);
     tokio::spawn(async move {
-        let mut decoder = MessagesStream::new(provider, None);
         let mut pending: Vec<u8> = Vec::new();
         let mut fault = None;
         let mut chunks = upstream.bytes_stream();
@@ -339,6 +441,7 @@ fn is_hop_by_hop(name: &str) -> bool {
 /// and the crate's own (its betas joined to the client's).
 async fn send(
     proxy: &Proxy,
+    api: Api,
     base: &str,
     client: &HeaderMap,
     wire: &WireRequest,
@@ -386,7 +489,7 @@ async fn send(
     }
     proxy
         .http
-        .post(format!("{}/v1/messages", base.trim_end_matches('/')))
+        .post(format!("{}{}", base.trim_end_matches('/'), api.path()))
         .headers(headers)
         .body(wire.body().to_owned())
         .send()

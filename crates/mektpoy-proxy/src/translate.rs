@@ -1,7 +1,7 @@
 //! A client's Messages-API body, read as the crate's vocabulary: its tools, system prompt,
 //! messages and the rest of its parameters; and which of its messages the log already holds.
 
-use mektpoy::response::decode_messages;
+use mektpoy::response::{decode_chat, decode_messages};
 use mektpoy::vocab::{MessageSource, Role};
 use mektpoy::{ContentBlock, Message, ToolSchema};
 use serde_json::{Map, Value, json};
@@ -223,6 +223,158 @@ fn without_cache_control(b: &Value) -> Value {
         o.remove("cache_control");
     }
     b
+}
+
+/// Keys of a chat body the crate writes itself.
+const OWN_CHAT_KEYS: [&str; 3] = ["model", "tools", "messages"];
+
+/// Reads an OpenAI-compatible chat completions body: the leading `system` / `developer`
+/// messages are the system prompt; function tools become the crate's schemas.
+///
+/// # Errors
+/// [`Invalid`] for a body of another shape, and for a `system` / `developer` message after the
+/// conversation started (the crate keeps one system prompt; this release does not place a
+/// client's later instructions).
+pub fn read_chat(body: &Value, provider: &str) -> Result<ClientRequest, Invalid> {
+    let object = body
+        .as_object()
+        .ok_or_else(|| invalid("the body is not a JSON object"))?;
+    let model = object
+        .get("model")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| invalid("model: a string is required"))?
+        .to_owned();
+    let tools = match object.get("tools") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(tools)) => tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| chat_tool(t).map_err(|e| invalid(format!("tools[{i}]: {}", e.0))))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(invalid("tools: an array is expected")),
+    };
+    let raw = object
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or_else(|| invalid("messages: an array is required"))?;
+    let mut system = Vec::new();
+    let mut messages = Vec::new();
+    for (i, m) in raw.iter().enumerate() {
+        let at = |e: Invalid| invalid(format!("messages[{i}]: {}", e.0));
+        let id = format!("client-{i}-0");
+        let role = m.get("role").and_then(Value::as_str);
+        match role {
+            Some("system" | "developer") if messages.is_empty() => {
+                system.push(chat_text(m.get("content")).map_err(at)?);
+            }
+            Some("system" | "developer") => {
+                return Err(at(invalid(
+                    "a system message after the first user message is not supported by mektpoy-proxy",
+                )));
+            }
+            Some("user") => {
+                let content = chat_parts(m.get("content")).map_err(at)?;
+                messages.push(Message::new(id, Role::User, content, MessageSource::User));
+            }
+            Some("assistant") => {
+                let mut message = m.clone();
+                if let Some(o) = message.as_object_mut() {
+                    o.remove("cache_control");
+                }
+                let response = json!({
+                    "id": id, "object": "chat.completion", "created": 0, "model": model,
+                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                });
+                let answer = decode_chat(&response.to_string(), provider, Some(&id))
+                    .map_err(|e| at(invalid(e.to_string())))?;
+                messages.push(answer.message);
+            }
+            Some("tool") => {
+                let call = m
+                    .get("tool_call_id")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| at(invalid("tool_call_id: a string is required")))?;
+                let content = chat_parts(m.get("content")).map_err(at)?;
+                messages.push(Message::new(
+                    id,
+                    Role::Tool,
+                    content,
+                    MessageSource::Tool {
+                        call_id: call.to_owned(),
+                    },
+                ));
+            }
+            Some(other) => {
+                return Err(at(invalid(format!(
+                    "role: `{other}` is not one of system, developer, user, assistant, tool"
+                ))));
+            }
+            None => return Err(at(invalid("role: a string is required"))),
+        }
+    }
+    let params = object
+        .iter()
+        .filter(|(k, _)| !OWN_CHAT_KEYS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Ok(ClientRequest {
+        model,
+        system: system.join("\n\n"),
+        tools,
+        messages,
+        params,
+    })
+}
+
+/// `{"type":"function","function":{"name","description","parameters"}}`.
+fn chat_tool(t: &Value) -> Result<ToolSchema, Invalid> {
+    if t.get("type").and_then(Value::as_str) != Some("function") {
+        return Err(invalid(
+            "only `function` tools are supported by mektpoy-proxy",
+        ));
+    }
+    let f = t
+        .get("function")
+        .ok_or_else(|| invalid("function: an object is required"))?;
+    let name = f
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid("function.name: a string is required"))?;
+    let description = f.get("description").and_then(Value::as_str).unwrap_or("");
+    let parameters = match f.get("parameters") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(p)) => p.clone(),
+        Some(_) => return Err(invalid("function.parameters: an object is required")),
+    };
+    Ok(ToolSchema::new(name, description, parameters))
+}
+
+/// A chat message's text, from a string or text parts.
+fn chat_text(content: Option<&Value>) -> Result<String, Invalid> {
+    let parts = chat_parts(content)?;
+    let mut text = Vec::new();
+    for p in &parts {
+        match p {
+            ContentBlock::Text { text: t } => text.push(t.as_str()),
+            _ => return Err(invalid("content: text parts are expected")),
+        }
+    }
+    Ok(text.join("\n\n"))
+}
+
+/// A chat message's content: a string, or parts (text as text, others kept verbatim).
+fn chat_parts(content: Option<&Value>) -> Result<Vec<ContentBlock>, Invalid> {
+    match content {
+        Some(Value::String(t)) => Ok(vec![ContentBlock::text(t.as_str())]),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .map(|p| block(without_cache_control(p)))
+            .collect(),
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(_) => Err(invalid("content: a string or an array is expected")),
+    }
 }
 
 /// Whether a client's message is one the log holds, as clients send echoed turns back:

@@ -23,7 +23,7 @@ async fn start_proxy() -> Proxied {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("proxy.db")).unwrap();
     let mut settings = Settings::default();
-    for provider in ["anthropic", "deepseek"] {
+    for provider in ["anthropic", "deepseek", "openai-compatible"] {
         settings
             .upstreams
             .insert(provider.to_owned(), format!("http://{standin}"));
@@ -228,5 +228,79 @@ async fn a_harness_keeps_its_cache_through_the_proxy_and_is_never_refused() {
             direct.cached
         );
     }
+    drop(proxy.dir);
+}
+
+/// The same churn on OpenAI-compatible chat completions (a route without a mode): the tools go
+/// out in their first-seen order, so the reordered list keeps the prefix the client alone loses.
+async fn chat_harness(base: &str, session: &str, model: &str, steps: usize) -> Outcome {
+    let http = reqwest::Client::new();
+    let mut history: Vec<Value> = vec![
+        json!({"role": "system", "content": format!("You are a coding agent. {}", "rules ".repeat(300))}),
+    ];
+    let mut out = Outcome {
+        refused: 0,
+        cached: 0,
+        input: 0,
+    };
+    for i in 0..steps {
+        history.push(json!({"role": "user", "content": format!("step {i}: go on. {}", "context ".repeat(40))}));
+        let tools: Vec<Value> = tools_at(i)
+            .into_iter()
+            .map(|t| json!({"type": "function", "function": {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]}}))
+            .collect();
+        let body = json!({"model": model, "tools": tools, "messages": history});
+        let mut request = http
+            .post(format!("{base}/v1/chat/completions"))
+            .header("authorization", "Bearer sk-test")
+            .header("x-mektpoy-session", session)
+            .header(SESSION_HEADER, session)
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if i % 4 == 2 {
+            request = request.header(TOOL_USE_HEADER, "read");
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let cached: u64 = response
+            .headers()
+            .get(CACHED_BYTES_HEADER)
+            .and_then(|v| v.to_str().ok()?.parse().ok())
+            .unwrap_or(0);
+        let text = response.text().await.unwrap();
+        if !status.is_success() {
+            eprintln!("chat {model} step {i}: {status} {text}");
+            out.refused += 1;
+            history.pop();
+            continue;
+        }
+        out.cached += cached;
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let message = v["choices"][0]["message"].clone();
+        let calls: Vec<Value> = message["tool_calls"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        history.push(message);
+        for c in calls {
+            history
+                .push(json!({"role": "tool", "tool_call_id": c["id"], "content": "file contents"}));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_harness_keeps_its_order_through_the_proxy() {
+    let proxy = start_proxy().await;
+    let model = "deepseek-v4-pro";
+    let proxied = chat_harness(&proxy.url, "chat-harness", model, 16).await;
+    let direct = chat_harness(&proxy.standin, "direct-chat-harness", model, 16).await;
+    eprintln!(
+        "chat {model}: proxied {} cached bytes, {} refused; direct {} cached bytes, {} refused",
+        proxied.cached, proxied.refused, direct.cached, direct.refused
+    );
+    assert_eq!(proxied.refused, 0);
+    assert!(proxied.cached > direct.cached);
     drop(proxy.dir);
 }
