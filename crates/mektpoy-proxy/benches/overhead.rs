@@ -1,0 +1,155 @@
+//! The proxy's added latency: the same conversations sent to the stand-in directly and through
+//! the proxy, in one run, on loopback. Latency percentiles need every sample, not criterion's
+//! mean per iteration, so this bench has its own harness.
+//!
+//! `cargo bench -p mektpoy-proxy --bench overhead` (figures in `docs/benchmarks.md`);
+//! `-- --quick` for a short run.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mektpoy_proxy::{Proxy, Settings, Store};
+use serde_json::{Value, json};
+
+struct Shape {
+    name: &'static str,
+    tools: usize,
+    /// Bytes of each tool's description (the schemas of a real harness are long).
+    description: usize,
+    /// Bytes of each user turn.
+    turn: usize,
+    requests: usize,
+}
+
+fn body(shape: &Shape, history: &[Value], step: usize) -> Value {
+    let tools: Vec<Value> = (0..shape.tools)
+        .map(|i| {
+            json!({"name": format!("tool_{i}"), "description": "d".repeat(shape.description),
+                "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}})
+        })
+        .collect();
+    let mut messages = history.to_vec();
+    messages.push(
+        json!({"role": "user", "content": format!("step {step} {}", "x".repeat(shape.turn))}),
+    );
+    json!({"model": "claude-opus-5", "max_tokens": 64, "system": "You are a coding agent.",
+        "tools": tools, "messages": messages})
+}
+
+/// One conversation of `shape.requests` requests against `base`: each request's latency.
+async fn conversation(base: &str, session: &str, shape: &Shape) -> (Vec<Duration>, usize) {
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let mut history = Vec::new();
+    let mut latencies = Vec::with_capacity(shape.requests);
+    let mut largest = 0;
+    for step in 0..shape.requests {
+        let b = body(shape, &history, step).to_string();
+        largest = largest.max(b.len());
+        let started = Instant::now();
+        let response = http
+            .post(format!("{base}/v1/messages"))
+            .header("x-api-key", "sk-bench")
+            .header("anthropic-version", "2023-06-01")
+            .header("content-type", "application/json")
+            .header("x-mektpoy-session", session)
+            .header("x-mektpoy-test-session", session)
+            .body(b)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            response.status().is_success(),
+            "{}",
+            response.text().await.unwrap()
+        );
+        let v: Value = response.json().await.unwrap();
+        latencies.push(started.elapsed());
+        let last = body(shape, &[], step)["messages"][0].clone();
+        history.push(last);
+        history.push(json!({"role": "assistant", "content": v["content"]}));
+    }
+    (latencies, largest)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64() * 1e3)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let standin = format!("http://{}", mektpoy_standin::start("127.0.0.1:0").unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = Settings::default();
+    settings
+        .upstreams
+        .insert("anthropic".to_owned(), standin.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy_url = format!("http://{}", listener.local_addr().unwrap());
+    let proxy = Proxy::new(settings, Store::open(dir.path().join("bench.db")).unwrap());
+    tokio::spawn(mektpoy_proxy::serve(
+        listener,
+        Arc::clone(&proxy),
+        std::future::pending(),
+    ));
+
+    let scale = if quick { 10 } else { 1 };
+    let shapes = [
+        Shape {
+            name: "tiny (1 tool, ~0.2 KB first body)",
+            tools: 1,
+            description: 8,
+            turn: 8,
+            requests: 400 / scale,
+        },
+        Shape {
+            name: "Claude Code-sized (300 tools, 50 KB first body)",
+            tools: 300,
+            description: 60,
+            turn: 2_000,
+            requests: 120 / scale,
+        },
+    ];
+    println!(
+        "| bodies | requests | largest body | direct p50 / p99 / p99.9 (ms) | proxied p50 / p99 / p99.9 (ms) | added p50 / p99 (ms) |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (n, shape) in shapes.iter().enumerate() {
+        let (mut direct, _) = conversation(&standin, &format!("direct-{n}"), shape).await;
+        let (mut proxied, largest) = conversation(&proxy_url, &format!("proxied-{n}"), shape).await;
+        let first_ten: Duration = proxied[..10.min(proxied.len())].iter().sum();
+        let last_ten: Duration = proxied[proxied.len().saturating_sub(10)..].iter().sum();
+        let direct_first: Duration = direct[..10.min(direct.len())].iter().sum();
+        let direct_last: Duration = direct[direct.len().saturating_sub(10)..].iter().sum();
+        direct.sort();
+        proxied.sort();
+        let added = |p| percentile(&proxied, p).saturating_sub(percentile(&direct, p));
+        println!(
+            "| {} | {} | {} KB | {} / {} / {} | {} / {} / {} | {} / {} |",
+            shape.name,
+            shape.requests,
+            largest / 1024,
+            ms(percentile(&direct, 0.5)),
+            ms(percentile(&direct, 0.99)),
+            ms(percentile(&direct, 0.999)),
+            ms(percentile(&proxied, 0.5)),
+            ms(percentile(&proxied, 0.99)),
+            ms(percentile(&proxied, 0.999)),
+            ms(added(0.5)),
+            ms(added(0.99)),
+        );
+        println!(
+            "|  added, mean of the first 10 requests / the last 10 | | | | | {} / {} |",
+            ms(first_ten.saturating_sub(direct_first) / 10),
+            ms(last_ten.saturating_sub(direct_last) / 10),
+        );
+    }
+}
