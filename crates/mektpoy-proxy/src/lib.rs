@@ -11,6 +11,7 @@
 
 pub mod conversation;
 pub mod conversation_state;
+pub mod demo;
 pub mod server;
 pub mod store;
 pub mod translate;

@@ -1,4 +1,5 @@
-//! `mektpoy-proxy [--listen ADDR] [--upstream PROVIDER=URL]... [--store sqlite:PATH]`
+//! `mektpoy-proxy [--listen ADDR] [--upstream PROVIDER=URL]... [--store sqlite:PATH]`, and
+//! `mektpoy-proxy demo`.
 
 use std::process::ExitCode;
 
@@ -23,6 +24,15 @@ async fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    if std::env::args().nth(1).as_deref() == Some("demo") {
+        return match mektpoy_proxy::demo::run().await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("mektpoy-proxy demo: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     let mut settings = Settings::default();
     let mut listen = "127.0.0.1:8787".to_owned();
     let mut store = "./mektpoy-proxy.db".to_owned();
