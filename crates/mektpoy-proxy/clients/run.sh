@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The official Anthropic SDKs (Python `anthropic`, TypeScript `@anthropic-ai/sdk`) through
-# mektpoy-proxy against the loopback stand-in: a harness-like conversation (harness.py,
-# harness.mjs beside this file) on claude-opus-5, claude-fable-5-1 and deepseek-flash, with
-# messages.create and messages.stream. Exits non-zero if any request through the proxy fails.
+# The official Anthropic SDKs (Python `anthropic`, TypeScript `@anthropic-ai/sdk`) and OpenAI
+# SDKs (Python `openai`, npm `openai`) through mektpoy-proxy against the loopback stand-in: a
+# harness-like conversation (harness.py, harness.mjs beside this file) on claude-opus-5,
+# claude-fable-5-1 and deepseek-flash, with messages.create and messages.stream; and its chat
+# completions twin (harness_chat.py, harness_chat.mjs) on deepseek-v4-pro (the openai-compatible
+# upstream), with chat.completions.create, without and with `stream: true`. Each conversation
+# also goes straight to the stand-in, for comparison. Exits non-zero if any request through the
+# proxy fails.
 #
 #   bash crates/mektpoy-proxy/clients/run.sh        (from anywhere)
 #
@@ -32,20 +36,31 @@ pkg_version='import importlib.metadata, sys; print(importlib.metadata.version(sy
 if [[ "${MEKTPOY_CLIENTS_REFRESH:-0}" == 1 ]] || ! "$venv/bin/python" -c "$pkg_version" anthropic >/dev/null 2>&1; then
   rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check anthropic
+  "$venv/bin/pip" install -q --disable-pip-version-check anthropic openai
+elif ! "$venv/bin/python" -c "$pkg_version" openai >/dev/null 2>&1; then
+  "$venv/bin/pip" install -q --disable-pip-version-check openai
 fi
 npm_dir="$clients/npm"
 sdk_pkg="$npm_dir/node_modules/@anthropic-ai/sdk/package.json"
+openai_pkg="$npm_dir/node_modules/openai/package.json"
 if [[ "${MEKTPOY_CLIENTS_REFRESH:-0}" == 1 ]] || [[ ! -f "$sdk_pkg" ]]; then
   rm -rf "$npm_dir"
   mkdir -p "$npm_dir"
   echo '{"name": "mektpoy-clients", "private": true}' >"$npm_dir/package.json"
-  (cd "$npm_dir" && npm install --silent --no-audit --no-fund @anthropic-ai/sdk)
+  (cd "$npm_dir" && npm install --silent --no-audit --no-fund @anthropic-ai/sdk openai)
+elif [[ ! -f "$openai_pkg" ]]; then
+  (cd "$npm_dir" && npm install --silent --no-audit --no-fund openai)
 fi
-py_version="$("$venv/bin/python" -c "$pkg_version" anthropic) on Python $("$venv/bin/python" -c 'import platform; print(platform.python_version())')"
-ts_version="$(node -e 'const p = JSON.parse(require("fs").readFileSync(process.argv[1])); console.log(p.version, "on Node", process.versions.node)' "$sdk_pkg")"
+python_is="on Python $("$venv/bin/python" -c 'import platform; print(platform.python_version())')"
+py_version="$("$venv/bin/python" -c "$pkg_version" anthropic) $python_is"
+py_openai_version="$("$venv/bin/python" -c "$pkg_version" openai) $python_is"
+npm_version='const p = JSON.parse(require("fs").readFileSync(process.argv[1])); console.log(p.version, "on Node", process.versions.node)'
+ts_version="$(node -e "$npm_version" "$sdk_pkg")"
+ts_openai_version="$(node -e "$npm_version" "$openai_pkg")"
 echo "python anthropic $py_version"
+echo "python openai $py_openai_version"
 echo "npm @anthropic-ai/sdk $ts_version"
+echo "npm openai $ts_openai_version"
 echo "ready at ${SECONDS}s"
 
 work="$(mktemp -d)"
@@ -92,7 +107,8 @@ start() {
 start mektpoy-standin "$bin/mektpoy-standin" --listen 127.0.0.1:0
 standin="$url"
 start mektpoy-proxy "$bin/mektpoy-proxy" --listen 127.0.0.1:0 \
-  --upstream "anthropic=$standin" --upstream "deepseek=$standin" --store "sqlite:$work/proxy.db"
+  --upstream "anthropic=$standin" --upstream "deepseek=$standin" \
+  --upstream "openai-compatible=$standin" --store "sqlite:$work/proxy.db"
 proxy="$url"
 echo "stand-in $standin, proxy $proxy"
 
@@ -105,24 +121,37 @@ echo "== python SDK"
 echo "== typescript SDK"
 MEKTPOY_NPM_DIR="$npm_dir" node "$here/harness.mjs" --proxy "$proxy" --standin "$standin" \
   --run "$run" --out "$last/failures" | tee -a "$results" || status=1
+echo "== python openai SDK (chat completions)"
+"$venv/bin/python" "$here/harness_chat.py" --proxy "$proxy" --standin "$standin" --run "$run" \
+  --out "$last/failures" | tee -a "$results" || status=1
+echo "== typescript openai SDK (chat completions)"
+MEKTPOY_NPM_DIR="$npm_dir" node "$here/harness_chat.mjs" --proxy "$proxy" --standin "$standin" \
+  --run "$run" --out "$last/failures" | tee -a "$results" || status=1
 
 echo
-echo "== summary (python anthropic $py_version; @anthropic-ai/sdk $ts_version)"
+echo "== summary (python anthropic $py_version; @anthropic-ai/sdk $ts_version;"
+echo "   python openai $py_openai_version; npm openai $ts_openai_version)"
 python3 - "$results" <<'EOF' || status=1
 import sys
 rows = [dict(f.split("=", 1) for f in line.split()[1:]) for line in open(sys.argv[1]) if line.startswith("RESULT ")]
-print(f"{'sdk':<11}{'target':<8}{'model':<18}{'mode':<8}{'requests':>9}{'refused':>9}{'cached bytes':>14}{'of bytes':>10}")
+print(f"{'sdk':<19}{'target':<8}{'model':<18}{'mode':<8}{'requests':>9}{'refused':>9}{'cached bytes':>14}{'of bytes':>10}")
 for r in rows:
-    print(f"{r['sdk']:<11}{r['target']:<8}{r['model']:<18}{r['mode']:<8}{r['requests']:>9}{r['refused']:>9}"
+    print(f"{r['sdk']:<19}{r['target']:<8}{r['model']:<18}{r['mode']:<8}{r['requests']:>9}{r['refused']:>9}"
           f"{r['cached_bytes']:>14}{r['total_bytes']:>10}")
 proxied = [r for r in rows if r["target"] == "proxy"]
 direct = [r for r in rows if r["target"] == "direct"]
 print(f"through the proxy: {sum(int(r['requests']) for r in proxied)} requests in {len(proxied)} runs, "
       f"{sum(int(r['refused']) for r in proxied)} refused")
-print(f"direct to the stand-in (claude-fable-5-1, informative): "
-      f"{sum(int(r['refused']) for r in direct)} of {sum(int(r['requests']) for r in direct)} requests refused")
-if len(proxied) != 12:
-    print(f"run.sh: {len(proxied)} proxied runs reported, 12 expected", file=sys.stderr)
+for model in dict.fromkeys(r["model"] for r in direct):
+    runs = [r for r in direct if r["model"] == model]
+    print(f"direct to the stand-in ({model}, informative): "
+          f"{sum(int(r['refused']) for r in runs)} of {sum(int(r['requests']) for r in runs)} requests refused, "
+          f"{sum(int(r['cached_bytes']) for r in runs)} of {sum(int(r['total_bytes']) for r in runs)} bytes cached")
+chat = [r for r in proxied if r["model"] == "deepseek-v4-pro"]
+print(f"chat completions through the proxy (deepseek-v4-pro): "
+      f"{sum(int(r['cached_bytes']) for r in chat)} of {sum(int(r['total_bytes']) for r in chat)} bytes cached")
+if len(proxied) != 16:
+    print(f"run.sh: {len(proxied)} proxied runs reported, 16 expected", file=sys.stderr)
     sys.exit(1)
 EOF
 if ((status != 0)); then
