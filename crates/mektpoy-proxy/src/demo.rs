@@ -22,6 +22,8 @@ pub struct Rig {
     pub url: String,
     /// The stand-in's base URL.
     pub standin: String,
+    /// The proxy itself.
+    pub proxy: Arc<Proxy>,
 }
 
 impl Rig {
@@ -30,8 +32,18 @@ impl Rig {
     /// # Errors
     /// A port that cannot be bound, a store that cannot be opened.
     pub async fn start(store: &std::path::Path) -> Result<Self, Box<dyn std::error::Error>> {
+        Self::start_with(store, Settings::default()).await
+    }
+
+    /// [`start`](Self::start) with `settings` (their upstreams replaced by the stand-in).
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub async fn start_with(
+        store: &std::path::Path,
+        mut settings: Settings,
+    ) -> Result<Self, Box<dyn std::error::Error>> {
         let standin = mektpoy_standin::start("127.0.0.1:0")?;
-        let mut settings = Settings::default();
         for provider in ["anthropic", "deepseek", mektpoy::route::OPENAI_COMPATIBLE] {
             settings
                 .upstreams
@@ -48,6 +60,7 @@ impl Rig {
         Ok(Rig {
             url: format!("http://{addr}"),
             standin: format!("http://{standin}"),
+            proxy,
         })
     }
 }

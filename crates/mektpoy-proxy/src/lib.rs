@@ -28,7 +28,37 @@ pub async fn serve(
     proxy: std::sync::Arc<Proxy>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(proxy))
+    // Housekeeping: idle conversations leave memory, old ones leave the store.
+    let every = (proxy.settings().idle / 4).clamp(
+        std::time::Duration::from_secs(1),
+        std::time::Duration::from_secs(60),
+    );
+    let keeper = std::sync::Arc::downgrade(&proxy);
+    let housekeeping = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let Some(proxy) = keeper.upgrade() else {
+                return;
+            };
+            let evicted = proxy.evict_idle();
+            if evicted > 0 {
+                tracing::debug!(evicted, "idle conversations left memory");
+            }
+            match tokio::task::block_in_place(|| proxy.apply_retention()) {
+                Ok(deleted) if !deleted.is_empty() => {
+                    tracing::info!(
+                        deleted = deleted.len(),
+                        "conversations past retention deleted"
+                    );
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "retention"),
+            }
+        }
+    });
+    let served = axum::serve(listener, router(proxy))
         .with_graceful_shutdown(shutdown)
-        .await
+        .await;
+    housekeeping.abort();
+    served
 }

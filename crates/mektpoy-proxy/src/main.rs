@@ -1,19 +1,32 @@
-//! `mektpoy-proxy [--listen ADDR] [--upstream PROVIDER=URL]... [--store sqlite:PATH]`, and
-//! `mektpoy-proxy demo`.
+//! `mektpoy-proxy [FLAGS]` serves; `mektpoy-proxy demo`, `report` and `purge` are the rest.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
+use mektpoy::Session;
+use mektpoy::agent::replay::Replay;
 use mektpoy_proxy::{Proxy, Settings, Store};
 
 const USAGE: &str =
     "usage: mektpoy-proxy [--listen ADDR] [--upstream PROVIDER=URL]... [--store sqlite:PATH]
+                     [--idle SECS] [--max-sessions N] [--retention DAYS]
+       mektpoy-proxy demo       the stand-in as upstream, a scripted harness, direct against proxied
+       mektpoy-proxy report [--store sqlite:PATH]
+                                each stored conversation: its route and what the crate's meter
+                                reads of its log there (replayed), with each miss
+       mektpoy-proxy purge [--store sqlite:PATH] (--conversation KEY | --older-than DAYS | --all)
+                                deletes stored conversations (run it while no proxy holds them)
+
   --listen ADDR            where to listen (default 127.0.0.1:8787)
   --upstream PROVIDER=URL  a provider's base URL (repeatable): anthropic and deepseek serve
                            POST /v1/messages (defaults https://api.anthropic.com,
                            https://api.deepseek.com/anthropic); openai-compatible serves
                            POST /v1/chat/completions (default https://api.openai.com/v1;
                            DeepSeek's is https://api.deepseek.com)
-  --store sqlite:PATH      where conversations are kept (default sqlite:./mektpoy-proxy.db)";
+  --store sqlite:PATH      where conversations are kept (default sqlite:./mektpoy-proxy.db)
+  --idle SECS              a conversation idle this long leaves memory (default 600)
+  --max-sessions N         at most N conversations in memory (default 10000)
+  --retention DAYS         delete conversations not written for DAYS (default: keep)";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -24,66 +37,199 @@ async fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    if std::env::args().nth(1).as_deref() == Some("demo") {
-        return match mektpoy_proxy::demo::run().await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("mektpoy-proxy demo: {e}");
-                ExitCode::from(1)
-            }
-        };
-    }
-    let mut settings = Settings::default();
-    let mut listen = "127.0.0.1:8787".to_owned();
-    let mut store = "./mektpoy-proxy.db".to_owned();
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args.next();
-        match (flag.as_str(), value) {
-            ("--listen", Some(v)) => listen = v,
-            ("--upstream", Some(v)) => match v.split_once('=') {
-                Some((provider, url)) => {
-                    settings
-                        .upstreams
-                        .insert(provider.to_owned(), url.to_owned());
-                }
-                None => return usage(&format!("--upstream {v}: PROVIDER=URL expected")),
-            },
-            ("--store", Some(v)) => match v.strip_prefix("sqlite:") {
-                Some(path) => store = path.to_owned(),
-                None => return usage(&format!("--store {v}: sqlite:PATH expected")),
-            },
-            _ => return usage(&format!("unexpected argument `{flag}`")),
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let command = match args.first().map(String::as_str) {
+        Some(c @ ("demo" | "report" | "purge")) => {
+            let c = c.to_owned();
+            args.remove(0);
+            c
         }
-    }
-    let store = match Store::open(&store) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("mektpoy-proxy: cannot open the store {store}: {e}");
-            return ExitCode::from(1);
-        }
+        _ => "serve".to_owned(),
     };
-    let listener = match tokio::net::TcpListener::bind(&listen).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("mektpoy-proxy: cannot listen on {listen}: {e}");
-            return ExitCode::from(1);
-        }
+    let options = match Options::parse(args) {
+        Ok(o) => o,
+        Err(problem) => return usage(&problem),
     };
-    if let Ok(addr) = listener.local_addr() {
-        // Scripts read the address from this first line (a port of 0 picks one).
-        println!("mektpoy-proxy listening on http://{addr}");
-    }
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
+    let result = match command.as_str() {
+        "demo" => mektpoy_proxy::demo::run().await,
+        "report" => report(&options),
+        "purge" => purge(&options),
+        _ => serve(options).await,
     };
-    match mektpoy_proxy::serve(listener, Proxy::new(settings, store), shutdown).await {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("mektpoy-proxy: {e}");
             ExitCode::from(1)
         }
     }
+}
+
+type Outcome = Result<(), Box<dyn std::error::Error>>;
+
+#[derive(Debug)]
+struct Options {
+    settings: Settings,
+    listen: String,
+    store: String,
+    conversation: Option<String>,
+    older_than: Option<u64>,
+    all: bool,
+}
+
+impl Options {
+    fn parse(args: Vec<String>) -> Result<Self, String> {
+        let mut o = Options {
+            settings: Settings::default(),
+            listen: "127.0.0.1:8787".to_owned(),
+            store: "./mektpoy-proxy.db".to_owned(),
+            conversation: None,
+            older_than: None,
+            all: false,
+        };
+        let mut args = args.into_iter();
+        while let Some(flag) = args.next() {
+            if flag == "--all" {
+                o.all = true;
+                continue;
+            }
+            let Some(value) = args.next() else {
+                return Err(format!("{flag} needs a value"));
+            };
+            let number = |v: &str| -> Result<u64, String> {
+                v.parse()
+                    .map_err(|_| format!("{flag} {v}: a number expected"))
+            };
+            match flag.as_str() {
+                "--listen" => o.listen = value,
+                "--upstream" => match value.split_once('=') {
+                    Some((provider, url)) => {
+                        o.settings
+                            .upstreams
+                            .insert(provider.to_owned(), url.to_owned());
+                    }
+                    None => return Err(format!("--upstream {value}: PROVIDER=URL expected")),
+                },
+                "--store" => match value.strip_prefix("sqlite:") {
+                    Some(path) => o.store = path.to_owned(),
+                    None => return Err(format!("--store {value}: sqlite:PATH expected")),
+                },
+                "--idle" => o.settings.idle = Duration::from_secs(number(&value)?),
+                "--max-sessions" => o.settings.max_sessions = number(&value)? as usize,
+                "--retention" => {
+                    o.settings.retention = Some(Duration::from_secs(number(&value)? * 86_400));
+                }
+                "--conversation" => o.conversation = Some(value),
+                "--older-than" => o.older_than = Some(number(&value)?),
+                _ => return Err(format!("unexpected argument `{flag}`")),
+            }
+        }
+        Ok(o)
+    }
+
+    fn open_store(&self) -> Result<Store, Box<dyn std::error::Error>> {
+        Store::open(&self.store)
+            .map_err(|e| format!("cannot open the store {}: {e}", self.store).into())
+    }
+}
+
+async fn serve(o: Options) -> Outcome {
+    let store = o.open_store()?;
+    let listener = tokio::net::TcpListener::bind(&o.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", o.listen))?;
+    // Scripts read the address from this first line (a port of 0 picks one).
+    println!(
+        "mektpoy-proxy listening on http://{}",
+        listener.local_addr()?
+    );
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    mektpoy_proxy::serve(listener, Proxy::new(o.settings, store), shutdown).await?;
+    Ok(())
+}
+
+/// Each stored conversation replayed on the route of its last request: the crate's meter
+/// reading of its log (the provider's measured figures live in a running proxy's report).
+fn report(o: &Options) -> Outcome {
+    let store = o.open_store()?;
+    for summary in store.summaries()? {
+        let Some(bytes) = store.load(&summary.conversation)? else {
+            continue;
+        };
+        println!(
+            "{}  ({} batches, {} bytes, last written {} s ago)",
+            summary.conversation,
+            summary.batches,
+            summary.bytes,
+            mektpoy_proxy::store::now().saturating_sub(summary.written_at)
+        );
+        let session = match Session::load_bytes(&bytes) {
+            Ok(loaded) => loaded.session,
+            Err(e) => {
+                println!("  unreadable log: {e}");
+                continue;
+            }
+        };
+        let Some((_, header)) = session.request_header() else {
+            println!("  no request yet");
+            continue;
+        };
+        let config = &header.header.config;
+        let route = mektpoy::route_for(&config.provider, &config.model);
+        match Replay::new(route).run(&session) {
+            Ok(replayed) => {
+                let r = replayed.report();
+                let pct = |n: u64| {
+                    if r.total_tokens == 0 {
+                        0.0
+                    } else {
+                        100.0 * n as f64 / r.total_tokens as f64
+                    }
+                };
+                println!(
+                    "  {}/{}: {} requests, {} input tokens, {:.1} % cached (best possible {:.1} %){}",
+                    config.provider,
+                    config.model,
+                    r.requests,
+                    r.total_tokens,
+                    pct(r.cached_tokens),
+                    pct(r.best_tokens),
+                    r.cost.map_or(String::new(), |c| format!(", ${c:.4}")),
+                );
+                for line in replayed.miss_lines() {
+                    println!("    {line}");
+                }
+            }
+            Err(e) => println!("  replay: {e}"),
+        }
+    }
+    Ok(())
+}
+
+fn purge(o: &Options) -> Outcome {
+    let store = o.open_store()?;
+    let deleted = match (&o.conversation, o.older_than, o.all) {
+        (Some(c), None, false) => {
+            store.delete(c)?;
+            vec![c.clone()]
+        }
+        (None, Some(days), false) => store.delete_written_before(
+            mektpoy_proxy::store::now().saturating_sub(days * 86_400),
+            &|_| false,
+        )?,
+        (None, None, true) => {
+            let all = store.conversations()?;
+            for c in &all {
+                store.delete(c)?;
+            }
+            all
+        }
+        _ => return Err("purge: one of --conversation KEY, --older-than DAYS, --all".into()),
+    };
+    println!("{} conversations deleted", deleted.len());
+    Ok(())
 }
 
 fn usage(problem: &str) -> ExitCode {

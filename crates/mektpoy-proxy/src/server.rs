@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -29,6 +30,14 @@ pub struct Settings {
     pub upstreams: BTreeMap<String, String>,
     /// The largest request body taken (bytes); larger ones get a 413.
     pub body_limit: usize,
+    /// A conversation without a request for this long leaves memory; its next request loads
+    /// it back from the store.
+    pub idle: Duration,
+    /// At most this many conversations in memory: past it, the least recently used idle ones
+    /// leave first.
+    pub max_sessions: usize,
+    /// Conversations not written for this long are deleted from the store (`None`: kept).
+    pub retention: Option<Duration>,
 }
 
 impl Default for Settings {
@@ -49,6 +58,9 @@ impl Default for Settings {
                 ),
             ]),
             body_limit: 32 << 20,
+            idle: Duration::from_secs(600),
+            max_sessions: 10_000,
+            retention: None,
         }
     }
 }
@@ -64,7 +76,7 @@ pub struct Proxy {
     /// One slot per conversation: a request holds it until its answer is logged, so two
     /// requests of one conversation queue (each is a step of one loop; answering the second
     /// with a 409 would make a harness that retries on its own fail instead).
-    conversations: Mutex<HashMap<String, Slot>>,
+    conversations: Mutex<HashMap<String, (Slot, Instant)>>,
 }
 
 impl Proxy {
@@ -82,11 +94,70 @@ impl Proxy {
     }
 
     fn slot(&self, key: &str) -> Slot {
-        let mut map = self
-            .conversations
+        let mut map = self.map();
+        let now = Instant::now();
+        let entry = map
+            .entry(key.to_owned())
+            .or_insert_with(|| (Slot::default(), now));
+        entry.1 = now;
+        entry.0.clone()
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Slot, Instant)>> {
+        self.conversations
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        map.entry(key.to_owned()).or_default().clone()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What the proxy serves with.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Conversations in memory.
+    pub fn sessions_in_memory(&self) -> usize {
+        self.map().len()
+    }
+
+    /// Lets idle conversations leave memory: those unused for [`Settings::idle`], then the
+    /// least recently used ones past [`Settings::max_sessions`]. Only a conversation nobody
+    /// holds leaves (the map's is the only handle, checked under the map's lock, which every
+    /// request takes to get one), so no request ever works on a copy the store has moved past.
+    pub fn evict_idle(&self) -> usize {
+        let now = Instant::now();
+        let mut map = self.map();
+        let before = map.len();
+        map.retain(|_, (slot, used)| {
+            Arc::strong_count(slot) > 1 || now.duration_since(*used) < self.settings.idle
+        });
+        if map.len() > self.settings.max_sessions {
+            let mut free: Vec<(Instant, String)> = map
+                .iter()
+                .filter(|(_, (slot, _))| Arc::strong_count(slot) == 1)
+                .map(|(k, (_, used))| (*used, k.clone()))
+                .collect();
+            free.sort();
+            let excess = map.len() - self.settings.max_sessions;
+            for (_, key) in free.into_iter().take(excess) {
+                map.remove(&key);
+            }
+        }
+        before - map.len()
+    }
+
+    /// Deletes from the store the conversations past [`Settings::retention`] that are not in
+    /// memory.
+    ///
+    /// # Errors
+    /// A store fault.
+    pub fn apply_retention(&self) -> Result<Vec<String>, crate::store::StoreError> {
+        let Some(retention) = self.settings.retention else {
+            return Ok(Vec::new());
+        };
+        let cutoff = crate::store::now().saturating_sub(retention.as_secs());
+        let held: std::collections::HashSet<String> = self.map().keys().cloned().collect();
+        self.store
+            .delete_written_before(cutoff, &|c| held.contains(c))
     }
 }
 
@@ -533,13 +604,7 @@ async fn report(
     Path(id): Path<String>,
 ) -> Response {
     let scope = crate::conversation::key_hash(&headers);
-    let slot = {
-        let map = proxy
-            .conversations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        map.get(&id).cloned()
-    };
+    let slot = { proxy.map().get(&id).map(|(slot, _)| slot.clone()) };
     let Some(slot) = slot.filter(|_| id.starts_with(&format!("{scope}:"))) else {
         return error(StatusCode::NOT_FOUND, "not_found_error", "no such session");
     };

@@ -12,7 +12,7 @@
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use mektpoy::store::JsonlSink;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -51,6 +51,7 @@ impl Store {
                 conversation TEXT NOT NULL,
                 offset INTEGER NOT NULL,
                 bytes BLOB NOT NULL,
+                written_at INTEGER NOT NULL,
                 PRIMARY KEY (conversation, offset)
             ) WITHOUT ROWID;",
         )?;
@@ -92,6 +93,50 @@ impl Store {
         rows.collect::<Result<_, _>>().map_err(StoreError)
     }
 
+    /// Each conversation with its size and when it was last written.
+    ///
+    /// # Errors
+    /// A database fault.
+    pub fn summaries(&self) -> Result<Vec<Summary>, StoreError> {
+        let db = self.db();
+        let mut stmt = db.prepare_cached(
+            "SELECT conversation, count(*), sum(length(bytes)), max(written_at) FROM batches
+             GROUP BY conversation ORDER BY conversation",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(Summary {
+                conversation: r.get(0)?,
+                batches: r.get::<_, i64>(1)? as u64,
+                bytes: r.get::<_, i64>(2)? as u64,
+                written_at: r.get::<_, i64>(3)? as u64,
+            })
+        })?;
+        rows.collect::<Result<_, _>>().map_err(StoreError)
+    }
+
+    /// Deletes every conversation last written before `cutoff` (seconds since the Unix epoch)
+    /// except those in `keep` (held in memory, still going on): the retention limit. The
+    /// conversations deleted.
+    ///
+    /// # Errors
+    /// A database fault.
+    pub fn delete_written_before(
+        &self,
+        cutoff: u64,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<String>, StoreError> {
+        let old: Vec<String> = self
+            .summaries()?
+            .into_iter()
+            .filter(|s| s.written_at < cutoff && !keep(&s.conversation))
+            .map(|s| s.conversation)
+            .collect();
+        for c in &old {
+            self.delete(c)?;
+        }
+        Ok(old)
+    }
+
     /// Deletes the conversation's log.
     ///
     /// # Errors
@@ -113,6 +158,26 @@ impl Store {
             conversation: conversation.to_owned(),
         }
     }
+}
+
+/// A stored conversation at a glance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Summary {
+    /// Its key.
+    pub conversation: String,
+    /// Batches stored.
+    pub batches: u64,
+    /// Bytes of its log.
+    pub bytes: u64,
+    /// When its last batch was written, in seconds since the Unix epoch.
+    pub written_at: u64,
+}
+
+/// Seconds since the Unix epoch.
+pub fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// One conversation's log in the store, as the crate's writer sees it.
@@ -144,8 +209,8 @@ impl JsonlSink for Sink {
         let tx = db.transaction().map_err(io_err)?;
         let offset = Sink::len(&tx, &self.conversation).map_err(io_err)?;
         tx.execute(
-            "INSERT INTO batches (conversation, offset, bytes) VALUES (?1, ?2, ?3)",
-            params![self.conversation, offset as i64, bytes],
+            "INSERT INTO batches (conversation, offset, bytes, written_at) VALUES (?1, ?2, ?3, ?4)",
+            params![self.conversation, offset as i64, bytes, now() as i64],
         )
         .map_err(io_err)?;
         tx.commit().map_err(io_err)
@@ -214,9 +279,26 @@ mod tests {
             taken.to_jsonl().into_bytes()
         );
         assert_eq!(reopened.conversations().unwrap(), ["c"]);
+        let summary = &reopened.summaries().unwrap()[0];
+        assert_eq!(summary.batches, 3);
+        assert_eq!(summary.bytes, taken.to_jsonl().len() as u64);
+        assert!(summary.written_at + 60 > now());
+        assert!(
+            reopened
+                .delete_written_before(now() + 1, &|c| c == "c")
+                .unwrap()
+                .is_empty(),
+            "a conversation held in memory is kept"
+        );
 
         let mut sink = store.sink("c");
         sink.truncate(bytes.len() as u64 - 3).unwrap();
         assert_eq!(store.load("c").unwrap().unwrap(), &bytes[..bytes.len() - 3]);
+        assert_eq!(
+            store.delete_written_before(now() + 1, &|_| false).unwrap(),
+            ["c"],
+            "the retention limit deletes what is idle"
+        );
+        assert_eq!(store.load("c").unwrap(), None);
     }
 }
