@@ -76,14 +76,18 @@ impl Conversation {
         let store_fault = |e: &dyn std::fmt::Display| Refusal::Store(e.to_string());
         let session = match store.load(key).map_err(|e| store_fault(&e))? {
             Some(bytes) => {
+                let sink = store.sink(key).map_err(|e| store_fault(&e))?;
                 FileOptions::new()
-                    .open_in(&bytes, store.sink(key))
+                    .open_in(&bytes, sink)
                     .map_err(|e| store_fault(&e))?
                     .session
             }
-            None => FileOptions::new()
-                .create_in(store.sink(key), key)
-                .map_err(|e| store_fault(&e))?,
+            None => {
+                let sink = store.sink(key).map_err(|e| store_fault(&e))?;
+                FileOptions::new()
+                    .create_in(sink, key)
+                    .map_err(|e| store_fault(&e))?
+            }
         };
         let route = route_for(provider, model);
         let direct = direct_meter(&route);

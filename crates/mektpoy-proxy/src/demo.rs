@@ -144,6 +144,21 @@ pub async fn conversation(
     steps: usize,
     speaks: Speaks,
 ) -> Result<Outcome, String> {
+    conversation_over(&[base], session, model, steps, speaks).await
+}
+
+/// [`conversation`] with step `i` sent to `bases[i % bases.len()]`: proxies behind a load
+/// balancer that does not keep a conversation on one of them.
+///
+/// # Errors
+/// As [`conversation`].
+pub async fn conversation_over(
+    bases: &[&str],
+    session: &str,
+    model: &str,
+    steps: usize,
+    speaks: Speaks,
+) -> Result<Outcome, String> {
     let http = reqwest::Client::builder()
         .no_proxy()
         .build()
@@ -190,6 +205,7 @@ pub async fn conversation(
                 )
             }
         };
+        let base = bases[i % bases.len().max(1)];
         let mut request = http
             .post(format!("{base}{path}"))
             .header("x-api-key", "sk-demo")

@@ -338,13 +338,27 @@ async fn handle(
     let store = proxy.store.clone();
     let model = client.model.clone();
     let prepared = tokio::task::block_in_place(|| {
-        if slot.is_none() {
-            *slot = Some(Conversation::load(&store, &key, provider, &model)?);
+        // Twice at most: a conversation another proxy wrote to since this one loaded it is
+        // refused by the store before anything is written; it is loaded again, and the
+        // request goes on from what the store holds.
+        let mut attempt = 0;
+        loop {
+            if slot.is_none() {
+                *slot = Some(Conversation::load(&store, &key, provider, &model)?);
+            }
+            let conversation = slot.as_mut().expect("loaded above");
+            match conversation.prepare(provider, client.clone()) {
+                Ok(wire) => {
+                    conversation.observe_direct(&String::from_utf8_lossy(&body));
+                    return Ok(wire);
+                }
+                Err(Refusal::Store(_)) if attempt == 0 => {
+                    attempt += 1;
+                    *slot = None;
+                }
+                Err(r) => return Err(r),
+            }
         }
-        let conversation = slot.as_mut().expect("loaded above");
-        let wire = conversation.prepare(provider, client)?;
-        conversation.observe_direct(&String::from_utf8_lossy(&body));
-        Ok(wire)
     });
     let wire = match prepared {
         Ok(wire) => wire,

@@ -152,11 +152,22 @@ impl Store {
     }
 
     /// A sink appending to the conversation's log.
-    pub fn sink(&self, conversation: &str) -> Sink {
-        Sink {
+    ///
+    /// The sink writes at the end of the log as it finds it now and only there: a batch
+    /// another writer stored first makes its next append fail instead of landing after that
+    /// writer's (the crate's writer then refuses, typed), and it only ever cuts back bytes it
+    /// wrote itself.
+    ///
+    /// # Errors
+    /// A database fault reading the log's length.
+    pub fn sink(&self, conversation: &str) -> Result<Sink, StoreError> {
+        let len = Sink::len(&self.db(), conversation)?;
+        Ok(Sink {
             store: self.clone(),
             conversation: conversation.to_owned(),
-        }
+            len,
+            start: len,
+        })
     }
 }
 
@@ -185,6 +196,10 @@ pub fn now() -> u64 {
 pub struct Sink {
     store: Store,
     conversation: String,
+    /// Where this sink's next batch goes.
+    len: u64,
+    /// Where this sink started: it never cuts back before it.
+    start: u64,
 }
 
 fn io_err(e: rusqlite::Error) -> io::Error {
@@ -206,32 +221,60 @@ impl Sink {
 impl JsonlSink for Sink {
     fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
         let mut db = self.store.db();
-        let tx = db.transaction().map_err(io_err)?;
-        let offset = Sink::len(&tx, &self.conversation).map_err(io_err)?;
+        let tx = db
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(io_err)?;
+        let found = Sink::len(&tx, &self.conversation).map_err(io_err)?;
+        if found != self.len {
+            return Err(io::Error::other(format!(
+                "conversation {} is {found} bytes long, not {}: another writer stored a batch",
+                self.conversation, self.len
+            )));
+        }
         tx.execute(
             "INSERT INTO batches (conversation, offset, bytes, written_at) VALUES (?1, ?2, ?3, ?4)",
-            params![self.conversation, offset as i64, bytes, now() as i64],
+            params![self.conversation, self.len as i64, bytes, now() as i64],
         )
         .map_err(io_err)?;
-        tx.commit().map_err(io_err)
+        tx.commit().map_err(io_err)?;
+        self.len += bytes.len() as u64;
+        Ok(())
     }
 
+    /// Cuts back only this sink's own bytes (`[len, self.len)`), and only while nobody wrote
+    /// after them: a batch being stored whole or not at all, this undoes a batch the writer
+    /// gave up on, never another writer's.
     fn truncate(&mut self, len: u64) -> io::Result<()> {
+        let len = len.max(self.start);
+        if len >= self.len {
+            return Ok(());
+        }
         let mut db = self.store.db();
-        let tx = db.transaction().map_err(io_err)?;
+        let tx = db
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(io_err)?;
+        let found = Sink::len(&tx, &self.conversation).map_err(io_err)?;
+        if found != self.len {
+            return Err(io::Error::other(format!(
+                "conversation {} is {found} bytes long, not {}: another writer stored a batch after this one's",
+                self.conversation, self.len
+            )));
+        }
         tx.execute(
-            "DELETE FROM batches WHERE conversation = ?1 AND offset >= ?2",
-            params![self.conversation, len as i64],
+            "DELETE FROM batches WHERE conversation = ?1 AND offset >= ?2 AND offset < ?3",
+            params![self.conversation, len as i64, self.len as i64],
         )
         .map_err(io_err)?;
-        // A row that spans `len` keeps its bytes before it.
+        // A row of ours that spans `len` keeps its bytes before it.
         tx.execute(
             "UPDATE batches SET bytes = substr(bytes, 1, ?2 - offset)
              WHERE conversation = ?1 AND offset < ?2 AND offset + length(bytes) > ?2",
             params![self.conversation, len as i64],
         )
         .map_err(io_err)?;
-        tx.commit().map_err(io_err)
+        tx.commit().map_err(io_err)?;
+        self.len = len;
+        Ok(())
     }
 
     fn sync(&mut self) -> io::Result<()> {
@@ -256,14 +299,16 @@ mod tests {
     fn a_conversation_reads_back_byte_for_byte_and_a_stale_writer_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path().join("p.db")).unwrap();
-        let s = FileOptions::new().create_in(store.sink("c"), "c").unwrap();
+        let s = FileOptions::new()
+            .create_in(store.sink("c").unwrap(), "c")
+            .unwrap();
         s.append(Event::append(Message::user("u1", "hi"))).unwrap();
         let bytes = store.load("c").unwrap().unwrap();
         assert_eq!(bytes, s.to_jsonl().into_bytes());
         assert_eq!(store.load("other").unwrap(), None);
 
         let taken = FileOptions::new()
-            .open_in(&bytes, store.sink("c"))
+            .open_in(&bytes, store.sink("c").unwrap())
             .unwrap()
             .session;
         taken
@@ -291,9 +336,30 @@ mod tests {
             "a conversation held in memory is kept"
         );
 
-        let mut sink = store.sink("c");
-        sink.truncate(bytes.len() as u64 - 3).unwrap();
-        assert_eq!(store.load("c").unwrap().unwrap(), &bytes[..bytes.len() - 3]);
+        // A sink cuts back its own bytes only.
+        let mut sink = store.sink("c").unwrap();
+        let end = taken.to_jsonl().len() as u64;
+        sink.truncate(3).unwrap();
+        assert_eq!(store.load("c").unwrap().unwrap().len() as u64, end);
+        sink.append(b"x\n").unwrap();
+        sink.truncate(end).unwrap();
+        assert_eq!(
+            store.load("c").unwrap().unwrap().len() as u64,
+            end,
+            "its own batch"
+        );
+        sink.append(b"x\n").unwrap();
+        let mut other = store.sink("c").unwrap();
+        assert!(other.append(b"y\n").is_ok(), "at the end as it now is");
+        assert!(
+            sink.append(b"z\n").is_err(),
+            "behind another writer's batch"
+        );
+        assert!(
+            sink.truncate(end).is_err(),
+            "not under another writer's batch"
+        );
+        assert_eq!(store.load("c").unwrap().unwrap().len() as u64, end + 4);
         assert_eq!(
             store.delete_written_before(now() + 1, &|_| false).unwrap(),
             ["c"],

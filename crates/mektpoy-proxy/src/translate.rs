@@ -16,7 +16,7 @@ fn invalid(message: impl Into<String>) -> Invalid {
 }
 
 /// A client request, taken apart.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct ClientRequest {
     /// `model`.
     pub model: String,

@@ -85,3 +85,52 @@ async fn the_retention_limit_deletes_conversations_not_in_memory() {
     let store = mektpoy_proxy::Store::open(&path).unwrap();
     assert!(store.conversations().unwrap().is_empty());
 }
+
+/// Two proxies on one store, a load balancer that alternates between them: each takes the
+/// conversation over from what the store holds, nothing is refused, nothing interleaved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_proxies_on_one_store_take_a_conversation_over_from_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.db");
+    let a = Rig::start(&path).await.unwrap();
+    let b = Rig::start(&path).await.unwrap();
+    for model in ["claude-fable-5-1", "deepseek-flash"] {
+        let met = mektpoy_proxy::demo::conversation_over(
+            &[&a.url, &b.url],
+            &format!("shared-{model}"),
+            model,
+            16,
+            Speaks::Messages { stream: false },
+        )
+        .await
+        .unwrap();
+        assert_eq!(met.refused, 0, "{model}: {:?}", met.first_refusal);
+        assert!(
+            met.cached_bytes > 0,
+            "{model}: the cache kept across proxies"
+        );
+    }
+    let store = mektpoy_proxy::Store::open(&path).unwrap();
+    for key in store.conversations().unwrap() {
+        let bytes = store.load(&key).unwrap().unwrap();
+        let loaded = mektpoy::Session::load_bytes(&bytes).expect("one writer's log");
+        assert!(loaded.torn_tail.is_none());
+        // The surface is the client's history: after the compaction at step 13, the summary and
+        // steps 13 to 15, each once.
+        let users: Vec<String> = loaded
+            .session
+            .messages()
+            .iter()
+            .filter(|m| m.role() == mektpoy::vocab::Role::User)
+            .map(|m| m.text())
+            .collect();
+        assert_eq!(users.len(), 4, "{key}: {users:?}");
+        assert!(users[0].starts_with("Summary"), "{key}: {users:?}");
+        for (i, step) in (13..16).enumerate() {
+            assert!(
+                users[i + 1].starts_with(&format!("step {step}:")),
+                "{key}: {users:?}"
+            );
+        }
+    }
+}
