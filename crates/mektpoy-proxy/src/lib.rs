@@ -12,6 +12,7 @@
 pub mod conversation;
 pub mod conversation_state;
 pub mod demo;
+pub mod metrics;
 pub mod server;
 pub mod store;
 pub mod translate;
@@ -20,6 +21,8 @@ pub use server::{Proxy, Settings, router};
 pub use store::Store;
 
 /// Serves `proxy` on `listener` until `shutdown` resolves; requests in flight finish first.
+/// Needs tokio's multi-threaded runtime: the crate's work (the log, the store) runs in
+/// `block_in_place`.
 ///
 /// # Errors
 /// The listener's I/O fault.

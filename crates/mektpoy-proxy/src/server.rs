@@ -77,14 +77,17 @@ pub struct Proxy {
     /// requests of one conversation queue (each is a step of one loop; answering the second
     /// with a 409 would make a harness that retries on its own fail instead).
     conversations: Mutex<HashMap<String, (Slot, Instant)>>,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Proxy {
     /// A proxy over `store`.
     pub fn new(settings: Settings, store: Store) -> Arc<Self> {
+        let metrics = Arc::new(crate::metrics::Metrics::default());
         Arc::new(Proxy {
             settings,
-            store,
+            store: store.with_metrics(Arc::clone(&metrics)),
+            metrics,
             http: reqwest::Client::builder()
                 .no_proxy()
                 .build()
@@ -166,6 +169,15 @@ pub fn router(proxy: Arc<Proxy>) -> Router {
     let limit = proxy.settings.body_limit;
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/metrics",
+            get(|State(proxy): State<Arc<Proxy>>| async move {
+                (
+                    [("content-type", "text/plain; version=0.0.4")],
+                    proxy.metrics.render(proxy.sessions_in_memory()),
+                )
+            }),
+        )
         .route(
             "/v1/messages",
             post(|s, h, b| handle(Api::Messages, s, h, b)),
@@ -308,6 +320,18 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let metrics = Arc::clone(&proxy.metrics);
+    let response = answer(api, proxy, headers, body).await;
+    let name = match api {
+        Api::Messages => "messages",
+        Api::Chat => "chat",
+    };
+    metrics.request(name, response.status().as_u16());
+    response
+}
+
+async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) -> Response {
+    let started = Instant::now();
     let value: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
@@ -377,6 +401,7 @@ async fn handle(
             return api.refused(&r);
         }
     };
+    let added = started.elapsed();
     let upstream = match send(&proxy, api, &base, &headers, &wire).await {
         Ok(r) => r,
         Err(e) => {
@@ -388,6 +413,7 @@ async fn handle(
         }
     };
     let status = upstream.status();
+    proxy.metrics.upstream(status.as_u16());
     let mut out_headers = HeaderMap::new();
     for (k, v) in upstream.headers() {
         if !is_hop_by_hop(k.as_str()) && k != "content-length" {
@@ -403,10 +429,17 @@ async fn handle(
         // Upstream errors go back unchanged; the attempt stays logged, and the client's retry
         // is the loop's retry.
         let bytes = upstream.bytes().await.unwrap_or_default();
+        proxy.metrics.added.observe(added);
         return (status, out_headers, bytes).into_response();
     }
     if streamed {
-        let body = stream_back(slot, wire, StreamDecoder::new(api, provider), upstream);
+        let body = stream_back(
+            slot,
+            wire,
+            StreamDecoder::new(api, provider),
+            upstream,
+            (Arc::clone(&proxy.metrics), added),
+        );
         return (status, out_headers, body).into_response();
     }
     let bytes = match upstream.bytes().await {
@@ -420,10 +453,12 @@ async fn handle(
         }
     };
     let text = String::from_utf8_lossy(&bytes);
+    let logging = Instant::now();
     tokio::task::block_in_place(|| {
         let answer = api.decode(&text, provider);
-        log_answer(&mut slot, &wire, answer);
+        log_answer(&mut slot, &wire, answer, &proxy.metrics);
     });
+    proxy.metrics.added.observe(added + logging.elapsed());
     (status, out_headers, bytes).into_response()
 }
 
@@ -433,6 +468,7 @@ fn log_answer(
     slot: &mut OwnedMutexGuard<Option<Conversation>>,
     wire: &WireRequest,
     answer: Result<mektpoy::response::Answer, mektpoy::response::ResponseError>,
+    metrics: &crate::metrics::Metrics,
 ) {
     let Some(conversation) = slot.as_mut() else {
         return;
@@ -443,10 +479,16 @@ fn log_answer(
     }
     match answer {
         Ok(answer) => {
-            if let Some(usage) = &answer.usage
-                && let Err(e) = agent.observe_usage(usage)
-            {
-                tracing::warn!(error = %e, "meter usage");
+            if let Some(usage) = &answer.usage {
+                let route = format!("{}/{}", agent.route().provider, agent.route().model);
+                metrics.tokens(
+                    &route,
+                    usage.prompt_tokens,
+                    usage.cache_read_tokens.unwrap_or(0),
+                );
+                if let Err(e) = agent.observe_usage(usage) {
+                    tracing::warn!(error = %e, "meter usage");
+                }
             }
             if let Err(e) = agent.append(answer.message) {
                 tracing::warn!(error = %e, "answer not logged");
@@ -466,6 +508,7 @@ fn stream_back(
     wire: WireRequest,
     mut decoder: StreamDecoder,
     upstream: reqwest::Response,
+    (metrics, added): (Arc<crate::metrics::Metrics>, Duration),
 ) -> Body {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(16);
     tokio::spawn(async move {
@@ -498,7 +541,9 @@ fn stream_back(
             let _ = decoder.push_text(&String::from_utf8_lossy(&pending));
         }
         let answer = decoder.finish();
-        tokio::task::block_in_place(|| log_answer(&mut slot, &wire, answer));
+        let logging = Instant::now();
+        tokio::task::block_in_place(|| log_answer(&mut slot, &wire, answer, &metrics));
+        metrics.added.observe(added + logging.elapsed());
         drop(tx);
     });
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {

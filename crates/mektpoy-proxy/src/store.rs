@@ -21,6 +21,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 #[derive(Clone)]
 pub struct Store {
     db: Arc<Mutex<Connection>>,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -57,7 +58,15 @@ impl Store {
         )?;
         Ok(Store {
             db: Arc::new(Mutex::new(db)),
+            metrics: None,
         })
+    }
+
+    /// The same store, timing each batch it writes into `metrics`.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     fn db(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -207,19 +216,8 @@ fn io_err(e: rusqlite::Error) -> io::Error {
 }
 
 impl Sink {
-    fn len(db: &Connection, conversation: &str) -> rusqlite::Result<u64> {
-        db.prepare_cached(
-            "SELECT offset + length(bytes) FROM batches WHERE conversation = ?1
-             ORDER BY offset DESC LIMIT 1",
-        )?
-        .query_row(params![conversation], |r| r.get::<_, i64>(0))
-        .optional()
-        .map(|n| n.unwrap_or(0) as u64)
-    }
-}
-
-impl JsonlSink for Sink {
-    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+    /// One batch at the end this sink knows, in one transaction.
+    fn append_batch(&mut self, bytes: &[u8]) -> io::Result<()> {
         let mut db = self.store.db();
         let tx = db
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
@@ -239,6 +237,27 @@ impl JsonlSink for Sink {
         tx.commit().map_err(io_err)?;
         self.len += bytes.len() as u64;
         Ok(())
+    }
+
+    fn len(db: &Connection, conversation: &str) -> rusqlite::Result<u64> {
+        db.prepare_cached(
+            "SELECT offset + length(bytes) FROM batches WHERE conversation = ?1
+             ORDER BY offset DESC LIMIT 1",
+        )?
+        .query_row(params![conversation], |r| r.get::<_, i64>(0))
+        .optional()
+        .map(|n| n.unwrap_or(0) as u64)
+    }
+}
+
+impl JsonlSink for Sink {
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let started = std::time::Instant::now();
+        let written = self.append_batch(bytes);
+        if let Some(m) = &self.store.metrics {
+            m.store_write.observe(started.elapsed());
+        }
+        written
     }
 
     /// Cuts back only this sink's own bytes (`[len, self.len)`), and only while nobody wrote

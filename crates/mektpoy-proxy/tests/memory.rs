@@ -134,3 +134,35 @@ async fn two_proxies_on_one_store_take_a_conversation_over_from_each_other() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_requests_tokens_and_the_proxys_own_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let rig = Rig::start(&dir.path().join("m.db")).await.unwrap();
+    conversation(
+        &rig.url,
+        "m",
+        "claude-opus-5",
+        3,
+        Speaks::Messages { stream: true },
+    )
+    .await
+    .unwrap();
+    let text = reqwest::get(format!("{}/metrics", rig.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "mektpoy_proxy_requests_total{api=\"messages\",status=\"200\"} 3",
+        "mektpoy_proxy_upstream_responses_total{status=\"200\"} 3",
+        "mektpoy_proxy_sessions_in_memory 1",
+        "mektpoy_proxy_added_seconds_count 3",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+    }
+    assert!(text.contains("mektpoy_proxy_cached_tokens_total{route=\"anthropic/claude-opus-5\"}"));
+    assert!(text.contains("mektpoy_proxy_store_write_seconds_count"));
+    assert!(!text.contains("sk-demo"));
+}
