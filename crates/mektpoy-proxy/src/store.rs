@@ -222,13 +222,7 @@ impl Sink {
         let tx = db
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(io_err)?;
-        let found = Sink::len(&tx, &self.conversation).map_err(io_err)?;
-        if found != self.len {
-            return Err(io::Error::other(format!(
-                "conversation {} is {found} bytes long, not {}: another writer stored a batch",
-                self.conversation, self.len
-            )));
-        }
+        self.check_end(&tx)?;
         tx.execute(
             "INSERT INTO batches (conversation, offset, bytes, written_at) VALUES (?1, ?2, ?3, ?4)",
             params![self.conversation, self.len as i64, bytes, now() as i64],
@@ -237,6 +231,19 @@ impl Sink {
         tx.commit().map_err(io_err)?;
         self.len += bytes.len() as u64;
         Ok(())
+    }
+
+    /// Whether the log still ends where this sink's last batch did: another writer's batch
+    /// after it refuses the write.
+    fn check_end(&self, db: &Connection) -> io::Result<()> {
+        let found = Sink::len(db, &self.conversation).map_err(io_err)?;
+        if found == self.len {
+            return Ok(());
+        }
+        Err(io::Error::other(format!(
+            "conversation {} is {found} bytes long, not {}: another writer stored a batch",
+            self.conversation, self.len
+        )))
     }
 
     fn len(db: &Connection, conversation: &str) -> rusqlite::Result<u64> {
@@ -272,13 +279,7 @@ impl JsonlSink for Sink {
         let tx = db
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(io_err)?;
-        let found = Sink::len(&tx, &self.conversation).map_err(io_err)?;
-        if found != self.len {
-            return Err(io::Error::other(format!(
-                "conversation {} is {found} bytes long, not {}: another writer stored a batch after this one's",
-                self.conversation, self.len
-            )));
-        }
+        self.check_end(&tx)?;
         tx.execute(
             "DELETE FROM batches WHERE conversation = ?1 AND offset >= ?2 AND offset < ?3",
             params![self.conversation, len as i64, self.len as i64],

@@ -45,15 +45,7 @@ const OWN_KEYS: [&str; 5] = ["model", "system", "tools", "messages", "cache_cont
 /// an array, a message without a known role, a block without a `type`, a tool without a
 /// `name` or an object `input_schema`.
 pub fn read(body: &Value, provider: &str) -> Result<ClientRequest, Invalid> {
-    let object = body
-        .as_object()
-        .ok_or_else(|| invalid("the body is not a JSON object"))?;
-    let model = object
-        .get("model")
-        .and_then(Value::as_str)
-        .filter(|m| !m.is_empty())
-        .ok_or_else(|| invalid("model: Field required"))?
-        .to_owned();
+    let (object, model, tools, raw) = head(body, tool, |i| format!("tools.{i}"))?;
     let system = match object.get("system") {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s.clone(),
@@ -69,29 +61,12 @@ pub fn read(body: &Value, provider: &str) -> Result<ClientRequest, Invalid> {
         }
         Some(_) => return Err(invalid("system: a string or text blocks are expected")),
     };
-    let tools = match object.get("tools") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(tools)) => tools
-            .iter()
-            .enumerate()
-            .map(|(i, t)| tool(t).map_err(|e| invalid(format!("tools.{i}: {}", e.0))))
-            .collect::<Result<_, _>>()?,
-        Some(_) => return Err(invalid("tools: an array is expected")),
-    };
-    let raw = object
-        .get("messages")
-        .and_then(Value::as_array)
-        .ok_or_else(|| invalid("messages: an array is expected"))?;
     let mut messages = Vec::new();
     for (i, m) in raw.iter().enumerate() {
         let at = |e: Invalid| invalid(format!("messages.{i}: {}", e.0));
         message(m, i, provider, &model, &mut messages).map_err(at)?;
     }
-    let params = object
-        .iter()
-        .filter(|(k, _)| !OWN_KEYS.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    let params = params_of(object, &OWN_KEYS);
     Ok(ClientRequest {
         model,
         system,
@@ -236,28 +211,7 @@ const OWN_CHAT_KEYS: [&str; 3] = ["model", "tools", "messages"];
 /// conversation started (the crate keeps one system prompt; this release does not place a
 /// client's later instructions).
 pub fn read_chat(body: &Value, provider: &str) -> Result<ClientRequest, Invalid> {
-    let object = body
-        .as_object()
-        .ok_or_else(|| invalid("the body is not a JSON object"))?;
-    let model = object
-        .get("model")
-        .and_then(Value::as_str)
-        .filter(|m| !m.is_empty())
-        .ok_or_else(|| invalid("model: a string is required"))?
-        .to_owned();
-    let tools = match object.get("tools") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(tools)) => tools
-            .iter()
-            .enumerate()
-            .map(|(i, t)| chat_tool(t).map_err(|e| invalid(format!("tools[{i}]: {}", e.0))))
-            .collect::<Result<_, _>>()?,
-        Some(_) => return Err(invalid("tools: an array is expected")),
-    };
-    let raw = object
-        .get("messages")
-        .and_then(Value::as_array)
-        .ok_or_else(|| invalid("messages: an array is required"))?;
+    let (object, model, tools, raw) = head(body, chat_tool, |i| format!("tools[{i}]"))?;
     let mut system = Vec::new();
     let mut messages = Vec::new();
     for (i, m) in raw.iter().enumerate() {
@@ -314,11 +268,7 @@ pub fn read_chat(body: &Value, provider: &str) -> Result<ClientRequest, Invalid>
             None => return Err(at(invalid("role: a string is required"))),
         }
     }
-    let params = object
-        .iter()
-        .filter(|(k, _)| !OWN_CHAT_KEYS.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    let params = params_of(object, &OWN_CHAT_KEYS);
     Ok(ClientRequest {
         model,
         system: system.join("\n\n"),
@@ -375,6 +325,54 @@ fn chat_parts(content: Option<&Value>) -> Result<Vec<ContentBlock>, Invalid> {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(_) => Err(invalid("content: a string or an array is expected")),
     }
+}
+
+/// The body's object, its `model`, its `tools` read by `tool` (each error named by `at`), its
+/// `messages`: the part of a body both APIs share.
+type Head<'v> = (
+    &'v Map<String, Value>,
+    String,
+    Vec<ToolSchema>,
+    &'v Vec<Value>,
+);
+
+fn head<'v>(
+    body: &'v Value,
+    tool: impl Fn(&Value) -> Result<ToolSchema, Invalid>,
+    at: impl Fn(usize) -> String,
+) -> Result<Head<'v>, Invalid> {
+    let object = body
+        .as_object()
+        .ok_or_else(|| invalid("the body is not a JSON object"))?;
+    let model = object
+        .get("model")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| invalid("model: a non-empty string is required"))?
+        .to_owned();
+    let tools = match object.get("tools") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(tools)) => tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| tool(t).map_err(|e| invalid(format!("{}: {}", at(i), e.0))))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(invalid("tools: an array is expected")),
+    };
+    let messages = object
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or_else(|| invalid("messages: an array is required"))?;
+    Ok((object, model, tools, messages))
+}
+
+/// Every key but `own`, as the route's configuration.
+fn params_of(object: &Map<String, Value>, own: &[&str]) -> Map<String, Value> {
+    object
+        .iter()
+        .filter(|(k, _)| !own.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// Whether a client's message is one the log holds, as clients send echoed turns back:
