@@ -792,3 +792,71 @@ fn a_primed_meter_is_extended_not_a_first_request() {
     assert_eq!(fresh.change, Change::First);
     assert_eq!(fresh.to_string(), "request 0: the route's first request");
 }
+
+/// An assistant message of reasoning alone, unsigned: no Anthropic route can verify it, so the
+/// Messages serializer passes over it (decision 95) and the user turns around it merge.
+fn thinking_only(id: &str) -> Message {
+    Message::new(
+        id,
+        mektpoy::vocab::Role::Assistant,
+        vec![mektpoy::vocab::ContentBlock::Reasoning {
+            text: "hmm".into(),
+            extra: Default::default(),
+        }],
+        mektpoy::vocab::MessageSource::Model {
+            provider: "anthropic".into(),
+            model: "claude-opus-5".into(),
+        },
+    )
+}
+
+/// The `id`s of the user and assistant texts of wire message `index` of `body`, as sent.
+fn sent_texts(body: &str, index: usize) -> Vec<String> {
+    let body: Value = serde_json::from_str(body).unwrap();
+    body["messages"][index]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn a_miss_after_a_thinking_only_answer_names_the_message_the_serializer_sent_there() {
+    // Issue 20: the attribution grouped wire messages itself and counted the thinking-only
+    // answer as one, so it named `u2` (two wire messages off) for a compaction at `sum`.
+    let mut run = Run::new("anthropic", "claude-opus-5");
+    run.agent.set_tools(tools(&[("read", 1)])).unwrap();
+    let r = run.agent.user_turn([Message::user("u1", "first")]).unwrap();
+    run.send(&r.to_wire().unwrap(), &r);
+    run.agent.append(thinking_only("a1")).unwrap();
+    for turn in 2..=3 {
+        let user = Message::user(format!("u{turn}"), format!("question {turn}"));
+        let r = run.agent.user_turn([user]).unwrap();
+        run.send(&r.to_wire().unwrap(), &r);
+        let answer = Message::assistant(format!("a{turn}"), "ok", "anthropic", "claude-opus-5");
+        run.agent.append(answer).unwrap();
+    }
+    // Surface: prompt (0), u1 (1), a1 (2), u2 (3), a2 (4), u3 (5), a3 (6); sent as
+    // [u1 u2] [a2] [u3] [a3]. Replace u3..a3.
+    run.session()
+        .append(Event::replace(Message::user("sum", "summary"), 5, 6))
+        .unwrap();
+    let r = run.agent.user_turn([Message::user("u4", "go on")]).unwrap();
+    let wire = r.to_wire().unwrap();
+    let a = run.send(&wire, &r);
+    // What the serializer sent as wire message 2: the summary, then u4.
+    assert_eq!(sent_texts(wire.body(), 2), ["summary", "go on"]);
+    assert_eq!(sent_texts(wire.body(), 0), ["first", "question 2"]);
+    assert_eq!(
+        a.change,
+        Change::Message {
+            wire: 2,
+            wire_block: Some(0),
+            id: Some("sum".into()),
+            block: None,
+        },
+        "{a}"
+    );
+    assert_eq!(a.cause, Some(Cause::Compaction), "{a}");
+}
