@@ -860,3 +860,80 @@ fn a_miss_after_a_thinking_only_answer_names_the_message_the_serializer_sent_the
     );
     assert_eq!(a.cause, Some(Cause::Compaction), "{a}");
 }
+
+/// A signed answer of thinking alone, sent back until a rewrite moves the floor past it.
+fn signed_thinking_only(id: &str, model: &str) -> Message {
+    let mut extra = indexmap::IndexMap::new();
+    extra.insert("signature".to_owned(), json!(format!("sig-{id}")));
+    Message::new(
+        id,
+        mektpoy::vocab::Role::Assistant,
+        vec![mektpoy::vocab::ContentBlock::Reasoning {
+            text: "let me think".into(),
+            extra,
+        }],
+        mektpoy::vocab::MessageSource::Model {
+            provider: "anthropic".into(),
+            model: model.into(),
+        },
+    )
+}
+
+#[test]
+fn after_the_floor_leaves_a_thinking_only_answer_out_a_miss_names_the_message_sent_there() {
+    // Decision 95's case: on a route that binds thinking, a tool change moves the floor past a
+    // thinking-only answer, which then sends nothing; a later compaction is named at the
+    // wire message the serializer put the summary in.
+    let mut run = Run::new("anthropic", "claude-fable-5-2");
+    run.signed = true;
+    run.agent.set_tools(tools(&[("read", 1)])).unwrap();
+    let r = run.agent.user_turn([Message::user("u1", "first")]).unwrap();
+    run.send(&r.to_wire().unwrap(), &r);
+    run.agent
+        .append(signed_thinking_only("a1", "claude-fable-5-2"))
+        .unwrap();
+    run.turn = 1;
+    run.turn();
+    run.agent
+        .set_tools(tools(&[("read", 1), ("grep", 1)]))
+        .unwrap();
+    // Plain answers from here: the compaction finds no thinking after the floor to move it.
+    run.signed = false;
+    run.turn();
+    run.turn();
+    let ids: Vec<String> = run
+        .session()
+        .messages()
+        .iter()
+        .map(|m| m.id().to_owned())
+        .collect();
+    let at = |id: &str| ids.iter().position(|i| i == id).unwrap();
+    run.session()
+        .append(Event::replace(
+            Message::user("sum", "summary"),
+            at("u4"),
+            at("a4"),
+        ))
+        .unwrap();
+    let r = run.agent.user_turn([Message::user("u5", "go on")]).unwrap();
+    let wire = r.to_wire().unwrap();
+    let a = run.send(&wire, &r);
+    let body: Value = serde_json::from_str(wire.body()).unwrap();
+    let sent = body["messages"].as_array().unwrap();
+    let w = (0..sent.len())
+        .find(|&w| sent_texts(wire.body(), w).contains(&"summary".to_owned()))
+        .unwrap();
+    // u1 and u2 are one wire message: a1 sends nothing.
+    assert_eq!(sent_texts(wire.body(), 0), ["first", "question 2"]);
+    assert_eq!(
+        a.change,
+        Change::Message {
+            wire: w,
+            wire_block: Some(0),
+            id: Some("sum".into()),
+            block: None,
+        },
+        "{a}"
+    );
+    assert_eq!(a.cause, Some(Cause::Compaction), "{a}");
+}
