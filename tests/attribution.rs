@@ -792,3 +792,148 @@ fn a_primed_meter_is_extended_not_a_first_request() {
     assert_eq!(fresh.change, Change::First);
     assert_eq!(fresh.to_string(), "request 0: the route's first request");
 }
+
+/// An assistant message of reasoning alone, unsigned: no Anthropic route can verify it, so the
+/// Messages serializer passes over it (decision 95) and the user turns around it merge.
+fn thinking_only(id: &str) -> Message {
+    Message::new(
+        id,
+        mektpoy::vocab::Role::Assistant,
+        vec![mektpoy::vocab::ContentBlock::Reasoning {
+            text: "hmm".into(),
+            extra: Default::default(),
+        }],
+        mektpoy::vocab::MessageSource::Model {
+            provider: "anthropic".into(),
+            model: "claude-opus-5".into(),
+        },
+    )
+}
+
+/// The `id`s of the user and assistant texts of wire message `index` of `body`, as sent.
+fn sent_texts(body: &str, index: usize) -> Vec<String> {
+    let body: Value = serde_json::from_str(body).unwrap();
+    body["messages"][index]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn a_miss_after_a_thinking_only_answer_names_the_message_the_serializer_sent_there() {
+    // Issue 20: the attribution grouped wire messages itself and counted the thinking-only
+    // answer as one, so it named `u2` (two wire messages off) for a compaction at `sum`.
+    let mut run = Run::new("anthropic", "claude-opus-5");
+    run.agent.set_tools(tools(&[("read", 1)])).unwrap();
+    let r = run.agent.user_turn([Message::user("u1", "first")]).unwrap();
+    run.send(&r.to_wire().unwrap(), &r);
+    run.agent.append(thinking_only("a1")).unwrap();
+    for turn in 2..=3 {
+        let user = Message::user(format!("u{turn}"), format!("question {turn}"));
+        let r = run.agent.user_turn([user]).unwrap();
+        run.send(&r.to_wire().unwrap(), &r);
+        let answer = Message::assistant(format!("a{turn}"), "ok", "anthropic", "claude-opus-5");
+        run.agent.append(answer).unwrap();
+    }
+    // Surface: prompt (0), u1 (1), a1 (2), u2 (3), a2 (4), u3 (5), a3 (6); sent as
+    // [u1 u2] [a2] [u3] [a3]. Replace u3..a3.
+    run.session()
+        .append(Event::replace(Message::user("sum", "summary"), 5, 6))
+        .unwrap();
+    let r = run.agent.user_turn([Message::user("u4", "go on")]).unwrap();
+    let wire = r.to_wire().unwrap();
+    let a = run.send(&wire, &r);
+    // What the serializer sent as wire message 2: the summary, then u4.
+    assert_eq!(sent_texts(wire.body(), 2), ["summary", "go on"]);
+    assert_eq!(sent_texts(wire.body(), 0), ["first", "question 2"]);
+    assert_eq!(
+        a.change,
+        Change::Message {
+            wire: 2,
+            wire_block: Some(0),
+            id: Some("sum".into()),
+            block: None,
+        },
+        "{a}"
+    );
+    assert_eq!(a.cause, Some(Cause::Compaction), "{a}");
+}
+
+/// A signed answer of thinking alone, sent back until a rewrite moves the floor past it.
+fn signed_thinking_only(id: &str, model: &str) -> Message {
+    let mut extra = indexmap::IndexMap::new();
+    extra.insert("signature".to_owned(), json!(format!("sig-{id}")));
+    Message::new(
+        id,
+        mektpoy::vocab::Role::Assistant,
+        vec![mektpoy::vocab::ContentBlock::Reasoning {
+            text: "let me think".into(),
+            extra,
+        }],
+        mektpoy::vocab::MessageSource::Model {
+            provider: "anthropic".into(),
+            model: model.into(),
+        },
+    )
+}
+
+#[test]
+fn after_the_floor_leaves_a_thinking_only_answer_out_a_miss_names_the_message_sent_there() {
+    // Decision 95's case: on a route that binds thinking, a tool change moves the floor past a
+    // thinking-only answer, which then sends nothing; a later compaction is named at the
+    // wire message the serializer put the summary in.
+    let mut run = Run::new("anthropic", "claude-fable-5-2");
+    run.signed = true;
+    run.agent.set_tools(tools(&[("read", 1)])).unwrap();
+    let r = run.agent.user_turn([Message::user("u1", "first")]).unwrap();
+    run.send(&r.to_wire().unwrap(), &r);
+    run.agent
+        .append(signed_thinking_only("a1", "claude-fable-5-2"))
+        .unwrap();
+    run.turn = 1;
+    run.turn();
+    run.agent
+        .set_tools(tools(&[("read", 1), ("grep", 1)]))
+        .unwrap();
+    // Plain answers from here: the compaction finds no thinking after the floor to move it.
+    run.signed = false;
+    run.turn();
+    run.turn();
+    let ids: Vec<String> = run
+        .session()
+        .messages()
+        .iter()
+        .map(|m| m.id().to_owned())
+        .collect();
+    let at = |id: &str| ids.iter().position(|i| i == id).unwrap();
+    run.session()
+        .append(Event::replace(
+            Message::user("sum", "summary"),
+            at("u4"),
+            at("a4"),
+        ))
+        .unwrap();
+    let r = run.agent.user_turn([Message::user("u5", "go on")]).unwrap();
+    let wire = r.to_wire().unwrap();
+    let a = run.send(&wire, &r);
+    let body: Value = serde_json::from_str(wire.body()).unwrap();
+    let sent = body["messages"].as_array().unwrap();
+    let w = (0..sent.len())
+        .find(|&w| sent_texts(wire.body(), w).contains(&"summary".to_owned()))
+        .unwrap();
+    // u1 and u2 are one wire message: a1 sends nothing.
+    assert_eq!(sent_texts(wire.body(), 0), ["first", "question 2"]);
+    assert_eq!(
+        a.change,
+        Change::Message {
+            wire: w,
+            wire_block: Some(0),
+            id: Some("sum".into()),
+            block: None,
+        },
+        "{a}"
+    );
+    assert_eq!(a.cause, Some(Cause::Compaction), "{a}");
+}

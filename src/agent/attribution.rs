@@ -49,11 +49,9 @@ use std::fmt;
 use super::Request;
 use crate::event::{Rewrite, SeriesStart};
 use crate::meter::{Departure, Meter, MeterError, MeterRow, Segment, ToolChange};
-use crate::project::ProjectedMessages;
 use crate::response::{CacheDiagnostics, CacheMissKind};
-use crate::route::{Route, WireApi};
 use crate::vocab::{ContentBlock, Message, Role};
-use crate::wire::{WireRequest, is_bound_thinking};
+use crate::wire::{Carried, WireRequest, is_bound_thinking};
 
 /// The `anthropic-beta` value of Anthropic's cache diagnostics (the vendor's English page,
 /// read 2026-12-01; a later revision of the page marks the feature GA and the header no longer
@@ -541,6 +539,9 @@ struct Observed {
     request: Option<Request>,
     model: Option<String>,
     thinking_left_out: usize,
+    /// Which projected messages each of its wire messages carried, as its serializer's pass
+    /// recorded it (`None` for a body the serializer did not write).
+    carried: Option<Carried>,
 }
 
 /// Attributes the requests of one route, in sending order, and keeps the attributions for a
@@ -635,6 +636,7 @@ impl Attributor {
                 .map(|r| r.config.model.to_string())
                 .or_else(|| body_model(&wire.body)),
             thinking_left_out: wire.report.thinking_left_out,
+            carried: wire.segments.as_ref().map(|s| s.carried.clone()),
         });
         self.list.push(attribution);
     }
@@ -708,6 +710,7 @@ impl Attributor {
             request: None,
             model: None,
             thinking_left_out: 0,
+            carried: None,
         };
         let previous = self.previous.as_ref().unwrap_or(&unknown);
         let model = request
@@ -763,8 +766,8 @@ impl Attributor {
             Segment::Message { index: wire_index } => message_change(
                 &d,
                 *wire_index,
-                before,
-                request,
+                before.map(|b| (b, previous.carried.as_ref())),
+                request.map(|r| (r, wire.segments.as_deref().map(|s| &s.carried))),
                 series,
                 previous.thinking_left_out,
                 wire.report.thinking_left_out,
@@ -793,12 +796,28 @@ fn series_cause(start: Option<SeriesStart>, in_history: Option<bool>) -> Option<
     }
 }
 
-/// A departure in wire message `wire`: the logged message there and who changed it.
+/// Which projected messages a request's wire messages carry: as its serializer's pass
+/// recorded it, or, for a body the serializer did not write (a caller's own
+/// [`WireRequest::new`]), as a pass over the request from its first message records it now.
+/// Empty when the route refuses the request.
+fn grouping(request: &Request, carried: Option<&Carried>) -> Carried {
+    match carried {
+        Some(carried) => carried.clone(),
+        None => request
+            .to_wire()
+            .ok()
+            .and_then(|w| w.segments.map(|s| s.carried.clone()))
+            .unwrap_or_default(),
+    }
+}
+
+/// A departure in wire message `wire`: the logged message there and who changed it. Each
+/// request comes with what its wire messages carry, as the serializer grouped them.
 fn message_change(
     d: &Departure,
     wire: usize,
-    before: Option<&Request>,
-    now: Option<&Request>,
+    before: Option<(&Request, Option<&Carried>)>,
+    now: Option<(&Request, Option<&Carried>)>,
     series: Option<Cause>,
     thinking_before: usize,
     thinking_now: usize,
@@ -809,15 +828,12 @@ fn message_change(
         id: None,
         block: None,
     };
-    let (Some(before), Some(now)) = (before, now) else {
+    let (Some((before, carried_before)), Some((now, carried_now))) = (before, now) else {
         return (change, series.unwrap_or(Cause::Unexplained));
     };
     let (pb, pn) = (before.project(), now.project());
-    let (groups_before, groups_now) = (
-        wire_groups(&pb.messages, before.route()),
-        wire_groups(&pn.messages, now.route()),
-    );
-    let turn_of = |groups: &[Vec<usize>], i: usize| groups.iter().position(|g| g.contains(&i));
+    let (groups_before, groups_now) =
+        (grouping(before, carried_before), grouping(now, carried_now));
     // A system prompt node is the system prompt in the caller's terms, wherever it is sent.
     let name = |change: &mut Change, m: &Message, block: Option<usize>| {
         if m.is_prompt() {
@@ -833,7 +849,7 @@ fn message_change(
         .find(|&i| pb.messages.get(i) != pn.messages.get(i))
         .filter(|&i| i < pb.messages.len());
     if let Some(i) = first_diff
-        && (turn_of(&groups_now, i) == Some(wire) || turn_of(&groups_before, i) == Some(wire))
+        && (groups_now.wire_of(i) == Some(wire) || groups_before.wire_of(i) == Some(wire))
     {
         match (pb.messages.get(i), pn.messages.get(i)) {
             (Some(b), Some(n)) if b.id() == n.id() => {
@@ -850,8 +866,12 @@ fn message_change(
     }
     // 2. Thinking the floor now leaves out.
     if thinking_now > thinking_before {
-        let group = groups_now.get(wire).or_else(|| groups_before.get(wire));
-        let found = group.into_iter().flatten().find_map(|&i| {
+        let group = if wire < groups_now.turns() {
+            &groups_now
+        } else {
+            &groups_before
+        };
+        let found = group.messages_of(wire).find_map(|i| {
             let m = pn.messages.get(i)?;
             let block = (m.role() == Role::Assistant)
                 .then(|| m.content().iter().position(is_bound_thinking))??;
@@ -862,17 +882,24 @@ fn message_change(
         }
         return (change, Cause::ThinkingLeftOut);
     }
-    // 3. New content merged into the previous request's last wire turn.
-    if let (Some(g_now), Some(_)) = (groups_now.get(wire), groups_before.get(wire))
-        && wire + 1 == groups_before.len()
-        && let Some(&i) = g_now.iter().find(|&&i| i >= pb.messages.len())
-        && let Some(m) = pn.messages.get(i)
-    {
-        name(&mut change, m, Some(0));
-        return (change, series.unwrap_or(Cause::TurnMerged));
+    // 3. New content merged into the previous request's last wire turn: the new message
+    // the departing wire block was written from (or the turn's first new one).
+    if wire + 1 == groups_before.turns() && wire < groups_now.turns() {
+        let new = |i: &usize| *i >= pb.messages.len();
+        let found = d
+            .block
+            .and_then(|b| groups_now.block_of(wire, b))
+            .filter(|(i, _)| new(i))
+            .or_else(|| groups_now.messages_of(wire).find(new).map(|i| (i, 0)));
+        if let Some((i, block)) = found
+            && let Some(m) = pn.messages.get(i)
+        {
+            name(&mut change, m, Some(block));
+            return (change, series.unwrap_or(Cause::TurnMerged));
+        }
     }
     // 4. Name the wire message's first logged message; the cause is the series start's.
-    if let Some(&i) = groups_now.get(wire).and_then(|g| g.first())
+    if let Some(i) = groups_now.messages_of(wire).next()
         && let Some(m) = pn.messages.get(i)
     {
         name(&mut change, m, None);
@@ -884,73 +911,6 @@ fn message_change(
 fn first_block(a: &[ContentBlock], b: &[ContentBlock]) -> Option<usize> {
     let same = a.iter().zip(b).take_while(|(x, y)| x == y).count();
     (same < a.len().max(b.len())).then_some(same)
-}
-
-/// Which projected messages (their indices) each wire message carries, mirroring the
-/// serializers' grouping: on the Messages API, node 0 of an in-history route is `system`;
-/// consecutive user and tool-result content is one user turn and consecutive assistant
-/// messages one assistant turn; prompt updates and developer messages wait in a queue that
-/// goes out as one system message before the next assistant turn or at the end, right after
-/// a user turn. On chat routes the latest non-empty system node is message 0, other system
-/// nodes are not sent, and every other message is one wire message.
-fn wire_groups(messages: &ProjectedMessages<'_>, route: &Route) -> Vec<Vec<usize>> {
-    let mut groups: Vec<(Role, Vec<usize>)> = Vec::new();
-    if route.api == WireApi::OpenAiChat {
-        let prompt = messages
-            .iter()
-            .enumerate()
-            .rfind(|(_, m)| m.role() == Role::System)
-            .filter(|(_, m)| !m.text().is_empty());
-        if let Some((i, _)) = prompt {
-            groups.push((Role::System, vec![i]));
-        }
-        for (i, m) in messages.iter().enumerate() {
-            if m.role() != Role::System {
-                groups.push((m.role(), vec![i]));
-            }
-        }
-        return groups.into_iter().map(|(_, g)| g).collect();
-    }
-    let in_history = route.system_prompt_in_history();
-    let mut queue: Vec<usize> = Vec::new();
-    let flush = |groups: &mut Vec<(Role, Vec<usize>)>, queue: &mut Vec<usize>| {
-        if !queue.is_empty() && groups.last().is_some_and(|(r, _)| *r == Role::User) {
-            groups.push((Role::System, std::mem::take(queue)));
-        }
-    };
-    for (i, m) in messages.iter().enumerate() {
-        match m.role() {
-            Role::System if in_history && i == 0 => {}
-            Role::System if in_history => {
-                if !m.text().is_empty() {
-                    queue.push(i);
-                }
-            }
-            Role::System => {}
-            Role::Developer => {
-                let sends = m.content().iter().any(|b| match b {
-                    ContentBlock::Text { text } => !text.is_empty(),
-                    _ => true,
-                });
-                if sends {
-                    queue.push(i);
-                }
-            }
-            Role::User | Role::Tool => match groups.last_mut() {
-                Some((Role::User, g)) => g.push(i),
-                _ => groups.push((Role::User, vec![i])),
-            },
-            Role::Assistant => match groups.last_mut() {
-                Some((Role::Assistant, g)) => g.push(i),
-                _ => {
-                    flush(&mut groups, &mut queue);
-                    groups.push((Role::Assistant, vec![i]));
-                }
-            },
-        }
-    }
-    flush(&mut groups, &mut queue);
-    groups.into_iter().map(|(_, g)| g).collect()
 }
 
 /// One cause's totals in an [`AttributionReport`].

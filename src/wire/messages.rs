@@ -25,9 +25,9 @@ use super::canonical::{Canonical, CanonicalObject};
 use super::limits::{self, ByValue};
 use super::thinking::{self, Binding, THINKING_BINDING_BETA, Verdict};
 use super::{
-    BlockSpan, Body, Calls, MESSAGES_MAX_TOOL_NAME, MessageFault, Segments, TurnSpan, WireContext,
-    WireError, WireReport, WireRequest, block_type, check_system_without_history, check_tool_name,
-    checked_tools, latest_prompt, sorted_options, system_text, unsupported,
+    BlockSpan, Body, Calls, Carried, MESSAGES_MAX_TOOL_NAME, MessageFault, Segments, TurnSpan,
+    WireContext, WireError, WireReport, WireRequest, block_type, check_system_without_history,
+    check_tool_name, checked_tools, latest_prompt, sorted_options, system_text, unsupported,
 };
 #[cfg(doc)]
 use super::{ThinkingPlan, ToolLimit};
@@ -286,6 +286,15 @@ fn pass(
     if start.is_some() {
         let (fresh, fresh_next, _) = pass(config, projected, route, context, None, keep);
         debug_assert_eq!(fresh.as_ref().ok(), Some(&request), "resumed body departs");
+        debug_assert_eq!(
+            fresh
+                .as_ref()
+                .ok()
+                .and_then(|f| f.segments.as_deref())
+                .map(|s| &s.carried),
+            request.segments.as_deref().map(|s| &s.carried),
+            "resumed grouping departs"
+        );
         debug_assert_eq!(fresh_next, next, "resumed state departs");
     }
     (Ok(request), next, resumed_turns)
@@ -307,6 +316,8 @@ fn finish<'a>(
     prior: Option<&Resume>,
     keep: bool,
 ) -> Result<(WireRequest, Tail), WireError> {
+    let mut conversation = conversation;
+    let carried = std::mem::take(&mut conversation.carried);
     if !route.assistant_prefill()
         && let Some(turn) = conversation
             .turns
@@ -345,9 +356,6 @@ fn finish<'a>(
         .map(|t| WireTool::Declared(DeclaredTool::new(t, anthropic)))
         .chain(placeholder.then_some(WireTool::Placeholder(PLACEHOLDER_TOOL)))
         .collect();
-    // Only the debug builds' check marks the turns themselves.
-    #[cfg(debug_assertions)]
-    let mut conversation = conversation;
     #[cfg(debug_assertions)]
     let whole = prior.is_none().then(|| {
         if let Some((index, cache_control)) = &cache_mark {
@@ -414,6 +422,13 @@ fn finish<'a>(
         headers.push(("anthropic-beta".to_owned(), betas.join(",")));
     }
     let mut request = WireRequest::new(body, headers);
+    let mut segments = segments;
+    segments.carried = carried.clone();
+    debug_assert_eq!(
+        segments.carried.turns(),
+        segments.first + segments.messages.len(),
+        "the grouping counts other wire messages than the body holds"
+    );
     request.segments = Some(std::sync::Arc::new(segments));
     request.report = WireReport {
         thinking_left_out: conversation.stripped,
@@ -424,6 +439,7 @@ fn finish<'a>(
     let tail = Tail {
         roles: conversation.turns.iter().map(|t| t.role).collect(),
         boundary: conversation.boundary,
+        carried,
         ..tail
     };
     Ok((request, tail))
@@ -439,6 +455,8 @@ struct Tail {
     blocks: Vec<BlockSpan>,
     roles: Vec<TurnRole>,
     boundary: Option<Boundary>,
+    /// What every wire message of the request carries (the resumed prefix's included).
+    carried: Carried,
 }
 
 fn write_turns(turns: &[Turn<'_>]) -> Tail {
@@ -788,6 +806,8 @@ pub(crate) struct Resume {
     latest_prompt: Option<usize>,
     seen: HashSet<String>,
     state: Counts,
+    /// What the wire messages before the opening one carry.
+    carried: Carried,
     /// Names this point (see `Segments::resumed`): minted anew whenever a pass leaves it, so
     /// two requests share a token only when one resumed from the point the other left.
     /// Equality ignores it (`()` == `()`): a fresh pass leaves the same state.
@@ -857,6 +877,7 @@ impl Resume {
             latest_prompt: None,
             seen: HashSet::new(),
             state: Counts::default(),
+            carried: Carried::default(),
             token: std::sync::Arc::new(()),
         });
         let new = messages.iter().skip(start).take(boundary.index + 1 - start);
@@ -902,6 +923,8 @@ impl Resume {
             r.last_role = Some(tail.roles[boundary.turns - 1]);
         }
         r.state = boundary.state;
+        r.carried = tail.carried;
+        r.carried.truncate(r.turns.len());
         r.token = std::sync::Arc::new(());
         Some(r)
     }
@@ -1316,12 +1339,16 @@ struct Conversation<'a> {
     bound_sent: usize,
     /// Where the last assistant turn opened.
     boundary: Option<Boundary>,
+    /// Which messages and blocks each wire message carries, the resumed prefix's included.
+    carried: Carried,
 }
 
-/// A queued block and the message it came from (to name in a limit error).
+/// A queued block and the message it came from (to name in a limit error), with the
+/// message's index and the block's.
 struct Queued<'a> {
     block: Block<'a>,
     from: &'a str,
+    source: (usize, usize),
 }
 
 /// The state of the single pass over the messages.
@@ -1342,6 +1369,9 @@ struct Builder<'a, 'r> {
     index: usize,
     /// The state where the latest assistant turn opened.
     boundary: Option<Boundary>,
+    /// What each wire message carries, from the resumed prefix's on: the pass records its
+    /// own grouping as it makes it.
+    carried: Carried,
 }
 
 impl<'a> Conversation<'a> {
@@ -1391,6 +1421,7 @@ impl<'a> Conversation<'a> {
             prior_role: prior.and_then(|(r, _)| r.last_role),
             index: skip,
             boundary: None,
+            carried: prior.map(|(r, _)| r.carried.clone()).unwrap_or_default(),
         };
         for message in rest {
             match message.role() {
@@ -1400,6 +1431,7 @@ impl<'a> Conversation<'a> {
                         b.queue.push(Queued {
                             block: Block::Text(Cow::Owned(text)),
                             from: message.id(),
+                            source: (b.index, 0),
                         });
                     }
                 }
@@ -1408,7 +1440,11 @@ impl<'a> Conversation<'a> {
                 Role::User => {
                     b.calls.require_answered()?;
                     let content = text_blocks(message)?;
-                    b.push_user(message, content);
+                    let sources = message.content().iter().enumerate();
+                    let sources = sources.filter(
+                        |(_, c)| !matches!(c, ContentBlock::Text { text } if text.is_empty()),
+                    );
+                    b.push_user(message, content, sources.map(|(i, _)| i));
                 }
                 Role::Tool => {
                     let tool_use_id = b.calls.answer(message)?;
@@ -1417,7 +1453,7 @@ impl<'a> Conversation<'a> {
                         content: text_blocks(message)?,
                         is_error: message.is_error() == Some(true),
                     };
-                    b.push_user(message, vec![block]);
+                    b.push_user(message, vec![block], std::iter::once(0));
                 }
                 Role::Assistant => b.assistant(message)?,
             }
@@ -1450,6 +1486,7 @@ impl<'a> Conversation<'a> {
             stripped: b.stripped,
             bound_sent: b.bound_sent,
             boundary: b.boundary,
+            carried: b.carried,
         })
     }
 }
@@ -1459,20 +1496,34 @@ impl<'a> Builder<'a, '_> {
         self.turns.last().map(|t| t.role).or(self.prior_role)
     }
 
-    /// Appends `content` to the current user turn, or opens one for `message`.
-    fn push_user(&mut self, message: &'a Message, content: Vec<Block<'a>>) {
+    /// Appends `content` (written from the message's blocks `sources`) to the current user
+    /// turn, or opens one for `message`.
+    fn push_user(
+        &mut self,
+        message: &'a Message,
+        content: Vec<Block<'a>>,
+        sources: impl Iterator<Item = usize>,
+    ) {
         match self.turns.last_mut() {
             Some(turn) if turn.role == TurnRole::User => turn.content.extend(content),
-            _ => self
-                .turns
-                .push(Turn::new(TurnRole::User, content, message.id())),
+            _ => {
+                self.carried.open();
+                self.turns
+                    .push(Turn::new(TurnRole::User, content, message.id()));
+            }
+        }
+        self.carried.join(self.index);
+        for block in sources {
+            self.carried.block(self.index, block);
         }
     }
 
-    fn queue(&mut self, message: &'a Message, block: Block<'a>) {
+    /// Queues block `index` of `message`.
+    fn queue(&mut self, message: &'a Message, index: usize, block: Block<'a>) {
         self.queue.push(Queued {
             block,
             from: message.id(),
+            source: (self.index, index),
         });
     }
 
@@ -1480,10 +1531,10 @@ impl<'a> Builder<'a, '_> {
         for (index, block) in message.content().iter().enumerate() {
             match block {
                 ContentBlock::ToolAddition { tool_name } => {
-                    self.queue(message, Block::ToolAddition(tool_name));
+                    self.queue(message, index, Block::ToolAddition(tool_name));
                 }
                 ContentBlock::ToolRemoval { tool_name } => {
-                    self.queue(message, Block::ToolRemoval(tool_name));
+                    self.queue(message, index, Block::ToolRemoval(tool_name));
                 }
                 ContentBlock::InlineAddition(addition) => {
                     if !self.rules.inline {
@@ -1503,11 +1554,11 @@ impl<'a> Builder<'a, '_> {
                         Some(index),
                     )?;
                     limits::check_schema_root(definition, Some(message.id()), Some(index))?;
-                    self.queue(message, Block::ToolDefinition(definition));
+                    self.queue(message, index, Block::ToolDefinition(definition));
                 }
                 ContentBlock::Text { text } if text.is_empty() => {}
                 ContentBlock::Text { text } => {
-                    self.queue(message, Block::Text(Cow::Borrowed(text)))
+                    self.queue(message, index, Block::Text(Cow::Borrowed(text)))
                 }
                 other => {
                     return Err(WireError::message(
@@ -1584,11 +1635,15 @@ impl<'a> Builder<'a, '_> {
                     },
                 });
             }
+            self.carried.open();
             self.turns.push(Turn::new(
                 TurnRole::Assistant,
                 Vec::with_capacity(message.content().len()),
                 message.id(),
             ));
+        }
+        if !passed_over {
+            self.carried.join(self.index);
         }
         // Only the provider that produced a signature can check it.
         let verifiable = thinking::from_provider(message, self.rules.provider, self.rules.model);
@@ -1596,7 +1651,12 @@ impl<'a> Builder<'a, '_> {
         for (index, block) in message.content().iter().enumerate() {
             match block {
                 ContentBlock::Text { text } if text.is_empty() => {}
-                ContentBlock::Text { text } => content.push(Block::Text(Cow::Borrowed(text))),
+                ContentBlock::Text { text } => {
+                    if !passed_over {
+                        self.carried.block(self.index, index);
+                    }
+                    content.push(Block::Text(Cow::Borrowed(text)));
+                }
                 ContentBlock::Reasoning { text, extra } => {
                     if !(verifiable && thinking::is_signed(extra)) {
                         self.unverifiable += 1;
@@ -1607,6 +1667,9 @@ impl<'a> Builder<'a, '_> {
                         return Err(unsupported(message, index, block));
                     }
                     if self.keep_thinking(message, index)? {
+                        if !passed_over {
+                            self.carried.block(self.index, index);
+                        }
                         content.push(Block::Thinking { text, extra });
                     }
                 }
@@ -1617,6 +1680,9 @@ impl<'a> Builder<'a, '_> {
                 } => {
                     let input = arguments::input(arguments);
                     self.calls.call(message, id)?;
+                    if !passed_over {
+                        self.carried.block(self.index, index);
+                    }
                     content.push(Block::ToolUse { id, name, input });
                 }
                 ContentBlock::Other(value) => {
@@ -1628,6 +1694,9 @@ impl<'a> Builder<'a, '_> {
                         continue;
                     }
                     if self.keep_thinking(message, index)? {
+                        if !passed_over {
+                            self.carried.block(self.index, index);
+                        }
                         content.push(Block::RedactedThinking(fields));
                     }
                 }
@@ -1665,7 +1734,14 @@ impl<'a> Builder<'a, '_> {
         }
         let queued = std::mem::take(&mut self.queue);
         let mut content = Vec::with_capacity(queued.len());
-        for Queued { block, from } in queued {
+        self.carried.open();
+        for Queued {
+            block,
+            from,
+            source,
+        } in queued
+        {
+            self.carried.block(source.0, source.1);
             if self.rules.limited {
                 match &block {
                     Block::ToolDefinition(definition) => {

@@ -126,6 +126,116 @@ pub(crate) struct Segments {
     /// The token of the resume point this pass left for the next request of the route
     /// (`None` when it left none). Minted anew by every pass that leaves one.
     pub leaves: Option<std::sync::Arc<()>>,
+    /// Which projected messages and blocks every wire message of the body carries, the
+    /// resumed ones included: what the attribution names a departure by (decision 104).
+    pub carried: Carried,
+}
+
+/// The index of the first entry of `entries` (sorted by wire message) whose wire message is
+/// `wire` or later.
+fn first_at<T: Clone>(
+    entries: &imbl::Vector<T>,
+    wire_of: impl Fn(&T) -> usize,
+    wire: usize,
+) -> usize {
+    match entries.binary_search_by(|e| {
+        if wire_of(e) < wire {
+            std::cmp::Ordering::Less
+        } else {
+            std::cmp::Ordering::Greater
+        }
+    }) {
+        Ok(i) | Err(i) => i,
+    }
+}
+
+/// Which projected messages, and which of their content blocks, each wire message of a body
+/// carries, as the serializer's pass grouped them. The pass merges consecutive user content
+/// into one turn, passes over an assistant message that sends nothing (decision 95) and sends
+/// queued prompt updates and tool changes as one system message: a reader that grouped the
+/// messages itself would drift from the bytes, so the pass records what it did. Indices are
+/// into the request's projected messages; a message the body does not carry (a system node
+/// sent as `system`, an assistant message passed over) is in no entry.
+///
+/// Persistent (`imbl`): a resumed pass shares the entries of the prefix it resumed from and
+/// appends its own, O(new wire messages), as it does with the bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Carried {
+    /// The number of wire messages.
+    turns: usize,
+    /// `(wire message, projected message)` for each message a wire message carries, in wire
+    /// order (a message once per wire message).
+    messages: imbl::Vector<(usize, usize)>,
+    /// `(wire message, projected message, its content block)` for each wire content block,
+    /// in body order. A tool result's block is its message's block 0; on chat routes the
+    /// blocks are the text parts of a `content` array, as the meter counts them.
+    blocks: imbl::Vector<(usize, usize, usize)>,
+}
+
+impl Carried {
+    /// The number of wire messages.
+    pub(crate) fn turns(&self) -> usize {
+        self.turns
+    }
+
+    /// Opens the next wire message.
+    pub(crate) fn open(&mut self) {
+        self.turns += 1;
+    }
+
+    /// Projected message `message` joins the last wire message (once).
+    pub(crate) fn join(&mut self, message: usize) {
+        let wire = self.turns.saturating_sub(1);
+        if self.messages.last() != Some(&(wire, message)) {
+            self.messages.push_back((wire, message));
+        }
+    }
+
+    /// Block `block` of projected message `message` is the next block of the last wire
+    /// message (the message joins it too).
+    pub(crate) fn block(&mut self, message: usize, block: usize) {
+        self.join(message);
+        self.blocks
+            .push_back((self.turns.saturating_sub(1), message, block));
+    }
+
+    /// The entries of the first `turns` wire messages: what a resume point keeps. The
+    /// entries are in wire order, so only the last ones are dropped.
+    pub(crate) fn truncate(&mut self, turns: usize) {
+        while self.messages.back().is_some_and(|(w, _)| *w >= turns) {
+            self.messages.pop_back();
+        }
+        while self.blocks.back().is_some_and(|(w, _, _)| *w >= turns) {
+            self.blocks.pop_back();
+        }
+        self.turns = self.turns.min(turns);
+    }
+
+    /// The projected messages wire message `wire` carries, in order.
+    pub(crate) fn messages_of(&self, wire: usize) -> impl Iterator<Item = usize> + '_ {
+        let from = first_at(&self.messages, |(w, _)| *w, wire);
+        (from..self.messages.len())
+            .map_while(move |i| self.messages.get(i).filter(|(w, _)| *w == wire))
+            .map(|(_, m)| *m)
+    }
+
+    /// The wire message that carries projected message `message`, if any.
+    pub(crate) fn wire_of(&self, message: usize) -> Option<usize> {
+        self.messages
+            .iter()
+            .find(|(_, m)| *m == message)
+            .map(|(w, _)| *w)
+    }
+
+    /// The projected message and content block that block `block` of wire message `wire`
+    /// was written from.
+    pub(crate) fn block_of(&self, wire: usize, block: usize) -> Option<(usize, usize)> {
+        let from = first_at(&self.blocks, |(w, _, _)| *w, wire);
+        match self.blocks.get(from.checked_add(block)?) {
+            Some((w, m, b)) if *w == wire => Some((*m, *b)),
+            _ => None,
+        }
+    }
 }
 
 /// One wire message: its bytes `{"role":…,"content":[…]}` and its blocks (indexes over all

@@ -20,9 +20,9 @@ use serde_json::Value;
 
 use super::canonical::CanonicalObject;
 use super::{
-    BlockSpan, Body, CHAT_MAX_TOOL_NAME, Calls, MessageFault, Segments, TurnSpan, WireError,
-    WireRequest, check_system_without_history, checked_tools, sorted_options, system_text,
-    unsupported,
+    BlockSpan, Body, CHAT_MAX_TOOL_NAME, Calls, Carried, MessageFault, Segments, TurnSpan,
+    WireError, WireRequest, check_system_without_history, checked_tools, sorted_options,
+    system_text, unsupported,
 };
 use crate::event::Config;
 use crate::project::{HeldPrefix, ProjectedMessages, ProjectedToolUpdates};
@@ -104,6 +104,8 @@ pub(crate) struct Resume {
     system: Option<String>,
     /// Every tool call id of `messages`.
     seen: HashSet<String>,
+    /// What each of the kept wire messages carries.
+    carried: Carried,
     /// Names this point for the meter (see `Segments::resumed`): minted anew by every pass
     /// that leaves one. Equality ignores it (`()` == `()`).
     token: Arc<()>,
@@ -131,11 +133,13 @@ impl Resume {
     }
 }
 
-/// The wire messages a pass wrote itself, comma-joined, and how many content parts they hold.
+/// The wire messages a pass wrote itself, comma-joined, and how many content parts they hold;
+/// what every wire message of the request carries.
 struct Tail<'t> {
     bytes: &'t str,
     turns: usize,
     blocks: usize,
+    carried: Carried,
 }
 
 /// The serializer's pass, from the first message or from `resume`; `keep`: whether to build
@@ -231,6 +235,12 @@ fn resumed_pass(
         resumed: resume.as_ref().map(|r| Arc::clone(&r.token)),
         ..Segments::default()
     };
+    segments.carried = carried(
+        resume.as_ref(),
+        messages,
+        start,
+        latest.filter(|_| system.is_some()),
+    );
     let head = write_head(&config.model, options.clone(), &wire_tools, &mut segments);
     // A pass from the first message writes its wire messages straight into the body (and
     // copies them out only for a resume point); a resumed one writes its new ones apart (only
@@ -303,16 +313,62 @@ fn resumed_pass(
             bytes: &body[tail_at..body.len() - 2],
             turns: segments.messages.len(),
             blocks: segments.blocks.len(),
+            carried: segments.carried.clone(),
         };
-        next_resume(resume, messages, start, latest, system, &tail, new_ids)
+        next_resume(resume, messages, start, latest, system, tail, new_ids)
     });
     segments.leaves = next.as_ref().map(|r| Arc::clone(&r.token));
+    debug_assert_eq!(
+        segments.carried.turns(),
+        segments.first + segments.messages.len(),
+        "the chat grouping counts other wire messages than the body holds"
+    );
     let mut request = WireRequest::new(
         body,
         vec![("content-type".to_owned(), "application/json".to_owned())],
     );
     request.segments = Some(Arc::new(segments));
     (Ok(request), next, resumed_turns)
+}
+
+/// What each wire message of a chat request carries: the kept ones' (`resume`), then, from
+/// message `start` on, one wire message per message that is not a system node (the system
+/// message first, carrying the latest prompt `system`, on a pass from the first message).
+/// Its blocks are the text parts of a `content` array: a user or tool message's blocks, or
+/// an assistant message's text blocks, when there are two or more (one goes out as a string).
+fn carried(
+    resume: Option<&Resume>,
+    messages: &ProjectedMessages<'_>,
+    start: usize,
+    system: Option<usize>,
+) -> Carried {
+    let mut carried = match resume {
+        Some(r) => r.carried.clone(),
+        None => {
+            let mut carried = Carried::default();
+            if let Some(prompt) = system {
+                carried.open();
+                carried.join(prompt);
+            }
+            carried
+        }
+    };
+    for index in start..messages.len() {
+        let message = &messages[index];
+        if message.role() == Role::System {
+            continue;
+        }
+        carried.open();
+        carried.join(index);
+        let texts = message.content().iter().enumerate();
+        let texts = texts.filter(|(_, b)| matches!(b, ContentBlock::Text { .. }));
+        if texts.clone().nth(1).is_some() {
+            for (block, _) in texts {
+                carried.block(index, block);
+            }
+        }
+    }
+    carried
 }
 
 /// What the next request resumes from after a pass that started at message `start`
@@ -324,7 +380,7 @@ fn next_resume(
     start: usize,
     latest: Option<usize>,
     system: Option<String>,
-    tail: &Tail<'_>,
+    tail: Tail<'_>,
     new_ids: Vec<String>,
 ) -> Resume {
     let mut r = old.unwrap_or_else(|| Resume {
@@ -335,6 +391,7 @@ fn next_resume(
         latest_prompt: None,
         system: None,
         seen: HashSet::with_capacity(new_ids.len()),
+        carried: Carried::default(),
         token: Arc::new(()),
     });
     debug_assert!(start <= messages.len());
@@ -348,6 +405,7 @@ fn next_resume(
     r.latest_prompt = latest;
     r.system = system;
     r.seen.extend(new_ids);
+    r.carried = tail.carried;
     r.token = Arc::new(());
     r
 }

@@ -132,8 +132,138 @@ fn a_resumed_pass_passes_over_the_messages_a_fresh_pass_does() {
             .map(|m| m["role"].as_str().unwrap())
             .collect();
         assert!(roles.windows(2).all(|w| w[0] != w[1]), "{n}: {roles:?}");
+        let carried = &request.segments.as_deref().unwrap().carried;
+        check_carried(&body, carried, &messages[..n]);
+        for passed_over in [1, 5, 6, 9, 11].into_iter().filter(|&i| i < n) {
+            assert_eq!(carried.wire_of(passed_over), None, "{n}: {passed_over}");
+        }
         resumed += usize::from(from.is_some());
         resume = next;
     }
     assert!(resumed >= 3, "the passes resumed ({resumed})");
+}
+
+/// Checks what the serializer says each wire message of `body` carries: as many wire messages
+/// as the body has, each text block written from the block it names, each named message
+/// among the wire message's messages, and the messages of every wire message in order.
+fn check_carried(body: &Value, carried: &Carried, messages: &[Message]) {
+    let wire = body["messages"].as_array().unwrap();
+    assert_eq!(carried.turns(), wire.len(), "{body}");
+    for (w, message) in wire.iter().enumerate() {
+        let carries: Vec<usize> = carried.messages_of(w).collect();
+        assert!(
+            !carries.is_empty(),
+            "wire message {w} carries nothing: {body}"
+        );
+        assert!(carries.windows(2).all(|p| p[0] < p[1]), "{carries:?}");
+        let Some(blocks) = message["content"].as_array() else {
+            continue;
+        };
+        for (j, block) in blocks.iter().enumerate() {
+            let (m, b) = carried.block_of(w, j).unwrap();
+            assert!(carries.contains(&m), "{w}/{j}: {m} not in {carries:?}");
+            if block["type"] == "text" {
+                let ContentBlock::Text { text } = &messages[m].content()[b] else {
+                    panic!("{w}/{j}: block {b} of {} is not text", messages[m].id());
+                };
+                assert_eq!(block["text"].as_str(), Some(text.as_str()), "{w}/{j}");
+            }
+        }
+        assert_eq!(carried.block_of(w, blocks.len()), None);
+    }
+}
+
+/// Decision 104: the serializer's pass records which messages and blocks each wire message
+/// carries: a prompt update queued into a system message, a tool round, merged user turns,
+/// and on a chat route the system message and the text parts.
+#[test]
+fn the_pass_records_what_each_wire_message_carries() {
+    let config = Config::new("anthropic", "claude-test").with("max_tokens", json!(64));
+    let assistant = |id: &str, content| {
+        Message::new(
+            id,
+            Role::Assistant,
+            content,
+            MessageSource::Model {
+                provider: "anthropic".into(),
+                model: "claude-test".into(),
+            },
+        )
+    };
+    let call = ContentBlock::ToolCall {
+        id: "c1".into(),
+        name: "read".into(),
+        arguments: "{}".into(),
+    };
+    let messages = vec![
+        Message::system("s0", "be brief"),
+        Message::user("u1", "hi"),
+        assistant(
+            "a1",
+            vec![ContentBlock::text(""), ContentBlock::text("x"), call],
+        ),
+        Message::tool_result("t1", "c1", "file"),
+        Message::system("s1", "be briefer"),
+        Message::user("u2", "more"),
+        assistant("a2", vec![ContentBlock::text("ok")]),
+        Message::new(
+            "u3",
+            Role::User,
+            vec![ContentBlock::text("one"), ContentBlock::text("two")],
+            MessageSource::User,
+        ),
+    ];
+    let p = ProjectedToolUpdates::new(messages.clone()).with_tools(vec![otool("read")]);
+    let wire = serialize(&config, &p, &anthropic()).unwrap();
+    let body: Value = serde_json::from_str(&wire.body).unwrap();
+    let carried = &wire.segments.as_deref().unwrap().carried;
+    check_carried(&body, carried, &messages);
+    let groups: Vec<Vec<usize>> = (0..carried.turns())
+        .map(|w| carried.messages_of(w).collect())
+        .collect();
+    // s0 is `system`; t1 and u2 are one user turn; s1 waits for the next assistant turn.
+    assert_eq!(
+        groups,
+        [vec![1], vec![2], vec![3, 5], vec![4], vec![6], vec![7]]
+    );
+    assert_eq!(
+        carried.block_of(1, 1),
+        Some((2, 2)),
+        "the call after the empty text"
+    );
+    assert_eq!(carried.block_of(2, 0), Some((3, 0)), "the tool result");
+
+    // Chat: the system message carries the latest prompt; a message of two texts has parts.
+    let chat = crate::route_for("acme", "acme-1");
+    let config = Config::new("acme", "acme-1");
+    let chat_messages: Vec<Message> = messages
+        .iter()
+        .filter(|m| m.id() != "s1")
+        .cloned()
+        .collect();
+    let p = ProjectedToolUpdates::new(chat_messages.clone()).with_tools(vec![otool("read")]);
+    let wire = serialize(&config, &p, &chat).unwrap();
+    let body: Value = serde_json::from_str(&wire.body).unwrap();
+    let carried = &wire.segments.as_deref().unwrap().carried;
+    check_carried(&body, carried, &chat_messages);
+    let groups: Vec<Vec<usize>> = (0..carried.turns())
+        .map(|w| carried.messages_of(w).collect())
+        .collect();
+    assert_eq!(
+        groups,
+        (0..chat_messages.len())
+            .map(|i| vec![i])
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        carried.block_of(1, 0),
+        None,
+        "one text goes out as a string"
+    );
+    assert_eq!(
+        carried.block_of(2, 0),
+        Some((2, 0)),
+        "a1's two texts are parts"
+    );
+    assert_eq!(carried.block_of(2, 1), Some((2, 1)));
 }
