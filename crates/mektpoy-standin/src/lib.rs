@@ -3316,7 +3316,7 @@ mod tests {
     /// answered as the failed one would have been. A request the stand-in refuses is refused
     /// whatever the switch says.
     #[test]
-    fn standin_fails_on_request_with_the_vendors_server_error_and_keeps_its_state() {
+    fn standin_fails_a_request_with_the_vendors_server_error_and_keeps_its_state() {
         let long = |mut v: Value| {
             v["system"] = json!(long_system());
             v["cache_control"] = json!({"type": "ephemeral"});
