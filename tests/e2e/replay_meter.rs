@@ -99,8 +99,11 @@ fn routes() -> Vec<Route> {
     // on `anthropic/*` the meter assumes an unknown model's minimum cacheable length where
     // the stand-in knows the logged model's. The generic entries are checked under ids they
     // resolve to (`claude-nova-6`, `deepseek-x` of `unlisted_routes`). Left open (found
-    // here): on `anthropic/*` the demo-like log's replay also sends the recorded signed
-    // thinking after a `tools` list it was not produced with, which the stand-in refuses.
+    // here): on `anthropic/*` (no mode, binds thinking, the logged model's id) the replay
+    // rewrites `tools` at each tool change, where the recording route added the tool in
+    // history; the answer to that step was produced after the recorded `tools`, so sending
+    // its signed thinking after the rewritten list is refused. The log does not hold the
+    // recorded bytes, so the replay cannot tell such blocks apart.
     let generic = |r: &Route| r.model == ANY_MODEL;
     for route in catalog()
         .iter()
