@@ -395,6 +395,12 @@ impl Agent {
         self.run_tool_calls(None, &answer);
     }
 
+    /// Whether the loop takes a call of `name` (`AgentLoop::validate_tool_call`: before it
+    /// records a request, as the log's last header for its model has it).
+    pub fn takes_call(&self, name: &str) -> bool {
+        self.agent.validate_tool_call(name).is_ok()
+    }
+
     /// Checks the recorded `request` against the route's projection, prepares its wire
     /// request, sends it ([`exchange`](Self::exchange)) and checks what came back against the
     /// crate's `Meter` and against what the stand-in says it sent.

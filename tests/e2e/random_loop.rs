@@ -4,8 +4,8 @@
 //! prompt changes, compactions, tool calls, thinking-only answers, answers cut off mid-stream
 //! followed by a retry, provider errors (529 `overloaded_error`, 500 `api_error`) followed by a
 //! retry, kills and reopens of the session file (`Session::open`, the meter saved and
-//! restored; with a request in flight, between a failed request and its retry, or between
-//! steps), and a second loop on another Messages route (another model) over the same log,
+//! restored; with a request in flight, between a failed request and its retry, between a
+//! tool call and its result, or between steps), and a second loop on another Messages route (another model) over the same log,
 //! taking its own turns (decision 98). Any request the stand-in refuses, any step the crate
 //! refuses, a retry that sends other bytes, and a meter estimate other than the stand-in's
 //! reported cache read fail the test (the agent checks the meter on every request, on both
@@ -41,11 +41,22 @@ enum Op {
     /// The provider fails the step with this server error; the loop retries it, after a kill
     /// and a reopen when `kill`.
     Fail { status: u16, kill: bool },
-    /// The process dies and a new one reopens the session file; `in_flight`: with a request
-    /// whose answer was cut off, which the new process retries.
-    Kill { in_flight: bool },
+    /// The process dies and a new one reopens the session file.
+    Kill(KillAt),
     /// The loop on the other route takes a turn over the same log.
     Aux,
+}
+
+/// When the process dies.
+#[derive(Clone, Copy, Debug)]
+enum KillAt {
+    /// Between two steps.
+    Between,
+    /// With a request whose answer was cut off: the new process retries it.
+    InFlight,
+    /// After an answer calling a tool was logged, before its result: the new process checks
+    /// the call against the log, runs it and continues without a user message.
+    PendingCall,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -58,7 +69,12 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::CutRetry),
         1 => (prop_oneof![Just(529u16), Just(500u16)], any::<bool>())
             .prop_map(|(status, kill)| Op::Fail { status, kill }),
-        1 => any::<bool>().prop_map(|in_flight| Op::Kill { in_flight }),
+        1 => prop_oneof![
+            Just(KillAt::Between),
+            Just(KillAt::InFlight),
+            Just(KillAt::PendingCall)
+        ]
+        .prop_map(Op::Kill),
         1 => Just(Op::Aux),
     ]
 }
@@ -208,11 +224,34 @@ fn run(case: usize, route: &Route, ops: &[Op]) {
                 }
                 continue;
             }
-            Op::Kill { in_flight: false } => {
+            Op::Kill(KillAt::Between) => {
                 kill_and_reopen(&path, &mut agent, &mut aux);
                 continue;
             }
-            Op::Kill { in_flight: true } => {
+            Op::Kill(KillAt::PendingCall) => {
+                agent.die_before_results();
+                let user = agent.ends_with_assistant().then_some("go on");
+                agent
+                    .step(
+                        &system,
+                        &tools,
+                        user.or(Some("and then")),
+                        Reply::Call("read"),
+                    )
+                    .unwrap_or_else(|r| panic!("{key}: {ops:?}: refused: {r:?}"));
+                kill_and_reopen(&path, &mut agent, &mut aux);
+                assert!(
+                    agent.takes_call("read"),
+                    "{key}: the pending call, from the log"
+                );
+                assert!(!agent.takes_call("edit-x"), "{key}: a name never offered");
+                agent.run_pending_tool_calls(&tools);
+                agent
+                    .step(&system, &tools, None, Reply::Text)
+                    .unwrap_or_else(|r| panic!("{key}: {ops:?}: the continuation refused: {r:?}"));
+                continue;
+            }
+            Op::Kill(KillAt::InFlight) => {
                 agent.cut_off_next();
                 let user = agent.ends_with_assistant().then_some("go on");
                 match agent.try_step(&system, &tools, user.or(Some("and then")), Reply::Text) {
