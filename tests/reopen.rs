@@ -188,3 +188,103 @@ fn a_reopened_loop_compares_with_its_own_routes_last_request() {
         "signed thinking resent after a rewrite: {body}"
     );
 }
+
+/// A retry after a reopen sends the failed attempt's bytes when the steps since the log's
+/// latest header logged none (every turn's tools unchanged): the previous request is the last
+/// one answered, not the one that logged the header, whose end lies more than 20 blocks back
+/// and drew a lookback breakpoint the dead process never sent (found by the random loop).
+#[test]
+fn a_retry_after_a_reopen_compares_with_the_last_answered_request_not_the_last_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let session = Session::create(&path, "s").unwrap();
+    let mut agent = AgentLoop::new(session, route_for("anthropic", MODEL), config())
+        .with_system_prompt("Be careful.")
+        .with_tools([object_tool("read")]);
+    for i in 1..=12 {
+        let request = agent
+            .user_turn([Message::user(format!("u{i}"), "go on")])
+            .unwrap();
+        agent.observe(&request.to_wire().unwrap()).unwrap();
+        let answer = Message::assistant(format!("a{i}"), "ok", "anthropic", MODEL);
+        agent.append(answer).unwrap();
+    }
+    // The provider fails the 13th request (overloaded); the process dies before the retry.
+    let failed = agent
+        .user_turn([Message::user("u13", "and then")])
+        .unwrap()
+        .to_wire()
+        .unwrap();
+    assert_eq!(failed.body().matches(r#""cache_control""#).count(), 1);
+    assert_eq!(
+        headers(agent.session()).len(),
+        1,
+        "one header: tools never changed"
+    );
+    drop(agent);
+    let session = Session::open(&path).unwrap().session;
+    let mut agent = AgentLoop::new(session, route_for("anthropic", MODEL), config());
+    let retried = agent.retry().unwrap().to_wire().unwrap();
+    assert_eq!(retried.body(), failed.body(), "the retry's bytes");
+    // Moving on after the retry: the request extends the answered retry, one breakpoint.
+    agent
+        .append(Message::assistant("a13", "ok", "anthropic", MODEL))
+        .unwrap();
+    let next = agent
+        .user_turn([Message::user("u14", "more")])
+        .unwrap()
+        .to_wire()
+        .unwrap();
+    assert_eq!(next.body().matches(r#""cache_control""#).count(), 1);
+}
+
+/// A retry after a reopen on a route that binds thinking, after a rewrite moved the thinking
+/// floor: the previous request rebuilt from the log is serialized under the floor it was sent
+/// under (the earlier thinking-only answer left out, which merges the user turns around it),
+/// so it does not read as a rewrite, and the
+/// retry keeps the later answer's thinking as the failed attempt did (found by the random
+/// loop).
+#[test]
+fn a_retry_after_a_reopen_rebuilds_the_previous_request_under_its_thinking_floor() {
+    let fable = "claude-fable-5-2";
+    let config = Config::new("anthropic", fable).with("max_tokens", 256.into());
+    let route = route_for("anthropic", fable);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let session = Session::create(&path, "s").unwrap();
+    let mut agent = AgentLoop::new(session, route.clone(), config.clone())
+        .with_system_prompt("Be careful.")
+        .with_tools([object_tool("read")]);
+    agent.user_turn([Message::user("u1", "hi")]).unwrap();
+    // A thinking-only answer: left out, it sends nothing, and u1 and u2 go as one message.
+    let mut thinking_only = support::signed_answer("a1", fable);
+    let blocks = thinking_only.content()[..1].to_vec();
+    thinking_only = thinking_only.with_content(blocks);
+    agent.append(thinking_only).unwrap();
+    // A prompt change rewrites before a1's signed thinking: the floor moves here.
+    agent.set_system_prompt("Be brief.");
+    let second = agent.user_turn([Message::user("u2", "go on")]).unwrap();
+    assert!(second.rewrite.is_some());
+    assert!(!second.to_wire().unwrap().body().contains("sig-a1"));
+    agent.append(support::signed_answer("a2", fable)).unwrap();
+    // The third request fails; the process dies before the retry.
+    let failed = agent
+        .user_turn([Message::user("u3", "and then")])
+        .unwrap()
+        .to_wire()
+        .unwrap();
+    assert!(failed.body().contains("sig-a2"), "{}", failed.body());
+    drop(agent);
+    let session = Session::open(&path).unwrap().session;
+    let mut agent = AgentLoop::new(session, route, config);
+    let retried = agent.retry().unwrap();
+    assert_eq!(
+        retried.rewrite, None,
+        "nothing changed since the failed attempt"
+    );
+    assert_eq!(
+        retried.to_wire().unwrap().body(),
+        failed.body(),
+        "the retry's bytes"
+    );
+}

@@ -276,17 +276,24 @@ fn floor_ids_for(
 }
 
 /// The previous request of the route as the log before this batch rebuilds it: the log as it
-/// stood right after the batch of the latest header for this configuration's provider and
-/// model, so that neither the answers appended since (the lookback counts from that
-/// request's last block) nor another loop's later header (a log two routes share) is taken
-/// for it.
+/// stood right before the latest answer of this configuration's provider and model (the last
+/// request the provider accepted, as the loop's memory would hold it: a request left without
+/// an answer is dropped by the retry), else, before any answer, right after the batch of the
+/// latest header for them. So neither the answers appended since (the lookback counts from
+/// that request's last block), nor an older request that logged the latest header (headers
+/// are logged on changes only), nor another loop's later header (a log two routes share) is
+/// taken for it.
 fn previous_from_log(
     tx: &Transaction<'_>,
     route: &Route,
     kind: FoldKind,
     config: &crate::event::Config,
 ) -> Option<Fingerprint> {
-    let view = tx.view_after_header(&config.provider, &config.model, kind)?;
+    let key = key(route);
+    let at = (key.0.as_str(), key.1.as_str());
+    let (view, floor) = tx
+        .view_before_answer(&config.provider, &config.model, at, kind)
+        .or_else(|| tx.view_after_header(&config.provider, &config.model, at, kind))?;
     let (_, header) = view.header?;
     let projected = project_for(
         route,
@@ -295,13 +302,22 @@ fn previous_from_log(
         &view.tool_history,
         kind == FoldKind::ByValue,
     );
-    let wire = serialize_with(
-        &header.header.config,
-        &projected,
-        route,
-        &WireContext::default(),
-    )
-    .ok()?;
+    // The thinking floor that request was serialized under: the blocks it left out are not
+    // a difference (it left them out too).
+    let floor = floor.filter(|_| route.binds_thinking());
+    let before_floor = floor.map(|(f, _)| ids_before(tx, &view.messages, f));
+    let context = WireContext {
+        thinking: floor
+            .zip(before_floor.as_ref())
+            .map(|((_, rewrite), before_floor)| ThinkingPlan {
+                policy: tx.state().thinking_policy.unwrap_or_default(),
+                before_floor,
+                rewrite,
+            }),
+        floor_key: floor.map(|(f, _)| f.0),
+        ..WireContext::default()
+    };
+    let wire = serialize_with(&header.header.config, &projected, route, &context).ok()?;
     Fingerprint::of_request(&wire, None, 0)
 }
 

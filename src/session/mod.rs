@@ -780,6 +780,73 @@ impl Transaction<'_> {
         view_of(&self.before, &mut lock(self.derived), kind)
     }
 
+    /// A view of the committed log as it stood right before the latest answer of `provider`
+    /// and `model` (an assistant message from that model, a snapshot date aside, that a loop
+    /// stamped with its turn and step): what the request that answer answered sent, the
+    /// route's last request the provider accepted. Of the answers stamped with that step,
+    /// the first counts. Its `header` is the latest one for `provider` and `model` before
+    /// that answer. With it, the thinking floor of `route` (a route's provider and model) as
+    /// of that point, which the request was serialized under. `None` without such an answer
+    /// or header.
+    ///
+    /// A header is logged only when the request's configuration or tools change (or a series
+    /// starts), so the latest header's batch can be many requests old; a retry after a
+    /// reopen compared with it put a lookback breakpoint the dead process never sent. The
+    /// prefix is applied again on a fresh state, O(events before it): a recorder asks once
+    /// per route, on its first request.
+    pub fn view_before_answer(
+        &self,
+        provider: &str,
+        model: &str,
+        route: (&str, &str),
+        kind: FoldKind,
+    ) -> Option<(SessionView, Option<(Seq, Rewrite)>)> {
+        let events = &self.before.events;
+        let answer_of = |e: &Event| match e {
+            Event::Message(m)
+                if m.message.role() == crate::vocab::Role::Assistant
+                    && m.turn.is_some()
+                    && m.step.is_some() =>
+            {
+                match m.message.source() {
+                    crate::vocab::MessageSource::Model {
+                        provider: p,
+                        model: m2,
+                    } if p == provider && same_family(m2, model) => Some((m.turn, m.step)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let latest = events.iter().rposition(|e| answer_of(e).is_some())?;
+        let stamps = answer_of(&events[latest]);
+        let end = events
+            .iter()
+            .take(latest + 1)
+            .position(|e| answer_of(e) == stamps)?;
+        let header = events
+            .iter()
+            .take(end)
+            .enumerate()
+            .rev()
+            .find_map(|(i, e)| match e {
+                Event::Header(h)
+                    if h.header.config.provider == provider && h.header.config.model == model =>
+                {
+                    Some((i, Arc::clone(h)))
+                }
+                _ => None,
+            })?;
+        let mut state = LogState::default();
+        for (e, line) in events.iter().zip(self.before.lines.iter()).take(end) {
+            state.apply(e.clone(), line.clone());
+        }
+        let rules = lock(self.derived).rules;
+        let mut view = view_of(&state, &mut Derived::new(rules), kind);
+        view.header = Some((Seq(header.0 as u64), header.1));
+        Some((view, floor_of(&state, route)))
+    }
+
     /// A view of the committed log as it stood right after the batch that logged its latest
     /// header for `provider` and `model`: what that request sent, without the answers, tool
     /// results and other loops' requests appended since. `None` when no such header exists.
@@ -787,13 +854,15 @@ impl Transaction<'_> {
     /// The batch ends after the header's developer message and thinking floor (the recorder
     /// writes them after the header, in the same batch). When nothing follows it this is
     /// [`view_before`](Self::view_before); otherwise the prefix is applied again on a fresh
-    /// state, O(events before it): a recorder asks once per route, on its first request.
+    /// state, O(events before it): a recorder asks once per route, on its first request. With
+    /// it, the thinking floor of `route` as of that point.
     pub fn view_after_header(
         &self,
         provider: &str,
         model: &str,
+        route: (&str, &str),
         kind: FoldKind,
-    ) -> Option<SessionView> {
+    ) -> Option<(SessionView, Option<(Seq, Rewrite)>)> {
         let events = &self.before.events;
         let at = events.iter().rposition(|e| {
             matches!(e, Event::Header(h)
@@ -814,14 +883,15 @@ impl Transaction<'_> {
                 })
                 .count();
         if end == self.before.len() {
-            return Some(self.view_before(kind));
+            return Some((self.view_before(kind), floor_of(&self.before, route)));
         }
         let mut state = LogState::default();
         for (e, line) in events.iter().zip(self.before.lines.iter()).take(end) {
             state.apply(e.clone(), line.clone());
         }
         let rules = lock(self.derived).rules;
-        Some(view_of(&state, &mut Derived::new(rules), kind))
+        let view = view_of(&state, &mut Derived::new(rules), kind);
+        Some((view, floor_of(&state, route)))
     }
 
     /// The fold of `kind` as of the working copy (committed events from the cache, then the
@@ -855,6 +925,19 @@ impl Transaction<'_> {
         self.computed = Some(d);
         view
     }
+}
+
+/// Whether two model ids name the same model, a snapshot date aside (decision 102).
+fn same_family(a: &str, b: &str) -> bool {
+    crate::route::undated(a).unwrap_or(a) == crate::route::undated(b).unwrap_or(b)
+}
+
+/// The thinking floor of a route (its provider and model) in `state`.
+fn floor_of(state: &LogState, (provider, model): (&str, &str)) -> Option<(Seq, Rewrite)> {
+    state
+        .thinking_floors
+        .get(&(Arc::from(provider), Arc::from(model)))
+        .copied()
 }
 
 #[cfg(test)]

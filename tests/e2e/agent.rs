@@ -11,7 +11,7 @@ use mektpoy::{
     AgentLoop, Config, ContentBlock, Event, Message, Request, Route, Session, ToolSchema,
     WireRequest,
     agent::{Attribution, attribution::ask_cache_diagnostics},
-    meter::MeterRow,
+    meter::{Meter, MeterRow},
     project::{ProjectionPath, project_tool_updates, project_tool_updates_inline},
     response::{Answer, MessagesStream, ResponseError, StopReason, decode_messages},
     route_for,
@@ -20,6 +20,7 @@ use mektpoy::{
     wire::WireError,
 };
 use serde_json::{Value, json};
+use std::rc::Rc;
 
 use crate::standin::{self, Refused, Usage};
 
@@ -72,6 +73,14 @@ pub enum Unsent {
     },
     /// The stand-in refused the request.
     Refused(Refused),
+    /// The stand-in failed the request with a server error ([`Agent::fail_next`]): nothing
+    /// was appended, and the provider kept nothing of it.
+    Failed {
+        refused: Refused,
+        /// The crate's reading of the error body (`decode_messages`).
+        error: String,
+        wire: Box<WireRequest>,
+    },
     /// The stand-in accepted the request, but its response does not decode (a stream cut off):
     /// nothing was appended.
     Broken {
@@ -84,6 +93,8 @@ pub enum Unsent {
 /// How [`Agent::exchange`] fails.
 enum Failure {
     Refused(Refused),
+    /// A server error: the status and the crate's decoding of the error body.
+    Failed(Refused, String),
     Broken(ResponseError),
 }
 
@@ -93,8 +104,16 @@ type Exchanged = (Answer, MeterRow, standin::Response);
 
 /// One loop instance over one session, sending to the stand-in under its own key.
 pub struct Agent {
-    agent: AgentLoop,
+    /// Shared with the loops of other routes over the same log ([`Agent::beside`]).
+    agent: AgentLoop<Rc<Session>>,
+    /// The log the loop holds.
+    log: Rc<Session>,
     key: String,
+    /// Prefixes the ids of the messages this loop logs (another loop over the same log
+    /// names its own apart).
+    prefix: &'static str,
+    /// Ask the stand-in to fail the next request with this status (then cleared).
+    fail: Option<u16>,
     /// The scenario's step counter: names the step's messages (`u{n}`, `a{n}`, `t{n}`).
     n: u64,
     /// Ask the stand-in for a `redacted_thinking` block after each `thinking` block.
@@ -182,11 +201,25 @@ impl Agent {
     /// A loop over `session` (a file created with `Session::create`, or reopened), keyed
     /// `key` at the stand-in, with the config of [`new`](Self::new).
     pub fn over(key: &str, route: Route, session: Session) -> Self {
+        Agent::over_shared(key, route, Rc::new(session), "")
+    }
+
+    /// Another loop over this loop's log, on `route` (another model's), at the same stand-in
+    /// account (`key`: its cache is per model, its answers numbered once for both): what it
+    /// logs is named with `prefix`.
+    pub fn beside(&self, route: Route, prefix: &'static str) -> Self {
+        Agent::over_shared(&self.key, route, Rc::clone(&self.log), prefix)
+    }
+
+    fn over_shared(key: &str, route: Route, session: Rc<Session>, prefix: &'static str) -> Self {
         let config = Config::new(route.provider.clone(), route.model.clone())
             .with("max_tokens", json!(1024));
         Agent {
-            agent: AgentLoop::new(session, route, config),
+            agent: AgentLoop::new(Rc::clone(&session), route, config),
+            log: session,
             key: key.to_owned(),
+            prefix,
+            fail: None,
             n: 0,
             redacted: false,
             cut_off: false,
@@ -211,6 +244,30 @@ impl Agent {
         self.n = n;
         self.cold_meter = true;
         self
+    }
+
+    /// The loop of a process that restarted after step `n` with the meter the dead process
+    /// saved (`Meter::save`, `AgentLoop::with_meter`): its next row compares with the last
+    /// request the dead process sent, as the stand-in does.
+    pub fn resumed_with(mut self, n: u64, meter: &str) -> Self {
+        self.n = n;
+        let meter = Meter::restore(self.agent.route(), meter)
+            .unwrap_or_else(|e| panic!("{}: the saved meter: {e}", self.key));
+        let config = self.agent.config().clone();
+        let route = self.agent.route().clone();
+        let agent = AgentLoop::new(Rc::clone(&self.log), route, config).with_meter(meter);
+        self.agent = agent;
+        self
+    }
+
+    /// What a process saves before it dies: the step counter and the meter (`Meter::save`).
+    pub fn save(&self) -> (u64, String) {
+        (self.n, self.agent.meter().save())
+    }
+
+    /// The next request fails with this server error at the stand-in (test support).
+    pub fn fail_next(&mut self, status: u16) {
+        self.fail = Some(status);
     }
 
     /// Requests are streamed: the config carries `stream: true`, which the serializer sends.
@@ -299,7 +356,7 @@ impl Agent {
         let recorded = match user {
             Some(text) => self
                 .agent
-                .user_turn([Message::user(format!("u{turn}"), text)]),
+                .user_turn([Message::user(format!("{}u{turn}", self.prefix), text)]),
             None => self.agent.next_step(),
         };
         let key = &self.key;
@@ -336,6 +393,12 @@ impl Agent {
         let key = &self.key;
         let answer = last.unwrap_or_else(|| panic!("{key}: the log does not end with an answer"));
         self.run_tool_calls(None, &answer);
+    }
+
+    /// Whether the loop takes a call of `name` (`AgentLoop::validate_tool_call`: before it
+    /// records a request, as the log's last header for its model has it).
+    pub fn takes_call(&self, name: &str) -> bool {
+        self.agent.validate_tool_call(name).is_ok()
     }
 
     /// Checks the recorded `request` against the route's projection, prepares its wire
@@ -400,6 +463,13 @@ impl Agent {
         let (answer, row, response) = match self.exchange(&request, &wire, &asking) {
             Ok(exchanged) => exchanged,
             Err(Failure::Refused(refused)) => return Err(Unsent::Refused(refused)),
+            Err(Failure::Failed(refused, error)) => {
+                return Err(Unsent::Failed {
+                    refused,
+                    error,
+                    wire: Box::new(wire),
+                });
+            }
             Err(Failure::Broken(error)) => {
                 return Err(Unsent::Broken {
                     request: Box::new(request),
@@ -501,6 +571,9 @@ impl Agent {
         if std::mem::take(&mut self.cut_off) {
             switch(standin::CUT_OFF_HEADER, "true");
         }
+        if let Some(status) = self.fail.take() {
+            switch(standin::FAIL_HEADER, &status.to_string());
+        }
         asking
     }
 
@@ -519,13 +592,21 @@ impl Agent {
     ) -> Result<Exchanged, Failure> {
         let section = self.agent.route().deferred_section_bytes();
         let response = standin::post(&self.key, section, sent).map_err(Failure::Refused)?;
-        let (provider, id) = (self.agent.config().provider.clone(), format!("a{}", self.n));
+        let (provider, id) = (
+            self.agent.config().provider.clone(),
+            format!("{}a{}", self.prefix, self.n),
+        );
         let decoded = if response.is_event_stream() {
             let mut s = MessagesStream::new(&provider, Some(&id));
             s.push_text(&response.body).and_then(|()| s.finish())
         } else {
             decode_messages(&response.body, &provider, Some(&id))
         };
+        if response.status >= 500 {
+            let error = decoded.err().map_or(String::new(), |e| e.to_string());
+            let refused = Refused::new(response.status, response.body);
+            return Err(Failure::Failed(refused, error));
+        }
         if response.status != 200 {
             let message = decoded.err().map_or(response.body, |e| e.to_string());
             return Err(Failure::Refused(Refused::new(response.status, message)));
@@ -577,7 +658,7 @@ fn expect_answered(key: &str, turn: u64, unsent: Unsent) -> Refused {
     match unsent {
         Unsent::Crate { error, .. } => panic!("{key} step {turn}: to_wire refused: {error}"),
         Unsent::Broken { error, .. } => panic!("{key} step {turn}: the answer: {error}"),
-        Unsent::Refused(r) => r,
+        Unsent::Refused(r) | Unsent::Failed { refused: r, .. } => r,
     }
 }
 

@@ -83,7 +83,7 @@ fn change_waits_for_the_next_user_turn(key: &str, route: Route) {
                 key, agent, &prompt, &first, addition, binds,
             );
         }
-        Err(Unsent::Refused(r)) => refused(2)(r),
+        Err(Unsent::Refused(r) | Unsent::Failed { refused: r, .. }) => refused(2)(r),
         Err(Unsent::Broken { error, .. }) => panic!("{key} step 2: the answer: {error}"),
     };
     assert!(

@@ -23,10 +23,16 @@
 //!   route the report agrees with the prediction at every request.
 //! - `random_churn`: seeded random churn on every route: always accepted (the crate refuses the
 //!   prefill steps on Claude models), losses only where the spec allows them.
-//! - `random_loop`: random loops on every Messages route (churn, refused tools, compactions,
-//!   calls, thinking-only answers, cut-off answers and retries): nothing refused, meter exact.
+//! - `random_loop`: random loops on every Messages route and on unknown and dated ids (churn,
+//!   refused tools, compactions, calls, thinking-only answers, cut-off answers and retries,
+//!   529/500 provider errors and retries, kills and reopens of the session file, a second
+//!   loop on another model over the same log): nothing refused, retries byte-identical, meter
+//!   exact.
 //! - `replay_routes`: a log with churn, calls, a compaction and a thinking-only answer replayed
 //!   on every Messages route of the catalog and on unknown and dated ids: every body accepted.
+//! - `replay_meter`: a demo-like log and `replay_routes`' log replayed on every Messages route
+//!   (by-reference variants, unknown and dated ids too): each metered request's row equals
+//!   the stand-in's measured figures, and each route's printed totals its usage.
 //! - `resume`: kill and resume over server-sent events, with a request in flight (the stream
 //!   cut off) and between a tool call and its result.
 //! - `thinking_only`: an answer of thinking alone, then a rewrite that leaves its thinking out:
@@ -45,6 +51,7 @@ mod diagnostics;
 mod headless;
 mod random_churn;
 mod random_loop;
+mod replay_meter;
 mod replay_routes;
 mod resume;
 mod standin;

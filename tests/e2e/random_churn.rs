@@ -165,7 +165,7 @@ pub fn run(mut agent: Agent, seed: u64) -> Vec<Row> {
                 after_call = false;
                 continue;
             }
-            Err(Unsent::Refused(r)) => panic!(
+            Err(Unsent::Refused(r) | Unsent::Failed { refused: r, .. }) => panic!(
                 "{key} step {step}: refused ({}): {}; tools {tools:?}",
                 r.status, r.message
             ),

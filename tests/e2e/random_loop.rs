@@ -1,17 +1,24 @@
-//! Random agent loops on every Messages route against the stand-in (issue 20): tool churn
-//! (names and schemas the route must refuse when set, a schema property named
-//! `cache_control`, redefinitions of called tools), prompt changes, compactions, tool calls,
-//! thinking-only answers, and answers cut off mid-stream followed by a retry. Any request the
-//! stand-in refuses, any step the crate refuses, a retry that sends other bytes, and a meter
-//! estimate other than the stand-in's reported cache read fail the test (the agent checks
-//! the meter on every request).
+//! Random agent loops on every Messages route against the stand-in (issue 20), on the
+//! catalog's ids and on unknown and dated ones: tool churn (names and schemas the route must
+//! refuse when set, a schema property named `cache_control`, redefinitions of called tools),
+//! prompt changes, compactions, tool calls, thinking-only answers, answers cut off mid-stream
+//! followed by a retry, provider errors (529 `overloaded_error`, 500 `api_error`) followed by a
+//! retry, kills and reopens of the session file (`Session::open`, the meter saved and
+//! restored; with a request in flight, between a failed request and its retry, between a
+//! tool call and its result, or between steps), and a second loop on another Messages route (another model) over the same log,
+//! taking its own turns (decision 98). Any request the stand-in refuses, any step the crate
+//! refuses, a retry that sends other bytes, and a meter estimate other than the stand-in's
+//! reported cache read fail the test (the agent checks the meter on every request, on both
+//! loops); a stuck loop fails the test by the stand-in client's timeout.
 //!
 //! `cargo test --test e2e random_loop` runs a bounded number of cases;
-//! `RANDOM_LOOP_CASES=200 cargo test --release --test e2e random_loop_long -- --ignored` runs
-//! longer (figures in `docs/reliability.md`).
+//! `RANDOM_LOOP_CASES=1000 cargo test --test e2e -- --ignored random_loop` runs longer
+//! (200 cases without the variable; figures in `docs/reliability.md`).
+
+use std::path::Path;
 
 use mektpoy::route::{WireApi, catalog};
-use mektpoy::{Route, ToolSchema};
+use mektpoy::{Route, Session, ToolSchema, route_for};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -31,6 +38,25 @@ enum Op {
     ThinkingOnly,
     /// The answer is cut off mid-stream; the loop retries the step.
     CutRetry,
+    /// The provider fails the step with this server error; the loop retries it, after a kill
+    /// and a reopen when `kill`.
+    Fail { status: u16, kill: bool },
+    /// The process dies and a new one reopens the session file.
+    Kill(KillAt),
+    /// The loop on the other route takes a turn over the same log.
+    Aux,
+}
+
+/// When the process dies.
+#[derive(Clone, Copy, Debug)]
+enum KillAt {
+    /// Between two steps.
+    Between,
+    /// With a request whose answer was cut off: the new process retries it.
+    InFlight,
+    /// After an answer calling a tool was logged, before its result: the new process checks
+    /// the call against the log, runs it and continues without a user message.
+    PendingCall,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -41,6 +67,15 @@ fn op() -> impl Strategy<Value = Op> {
         2 => Just(Op::Call),
         1 => Just(Op::ThinkingOnly),
         1 => Just(Op::CutRetry),
+        1 => (prop_oneof![Just(529u16), Just(500u16)], any::<bool>())
+            .prop_map(|(status, kill)| Op::Fail { status, kill }),
+        1 => prop_oneof![
+            Just(KillAt::Between),
+            Just(KillAt::InFlight),
+            Just(KillAt::PendingCall)
+        ]
+        .prop_map(Op::Kill),
+        1 => Just(Op::Aux),
     ]
 }
 
@@ -73,9 +108,40 @@ fn routes() -> Vec<Route> {
     routes
 }
 
+/// The other loop's route: another vendor's model that does not bind thinking, so that its
+/// answers carry no signed thinking the main loop's model would have to leave out.
+fn aux_route(main: &Route) -> Route {
+    if main.provider == "deepseek" {
+        route_for("anthropic", "claude-opus-5")
+    } else {
+        route_for("deepseek", "deepseek-flash")
+    }
+}
+
+/// The process dies (its lock on the file goes with it, the saved step counters and meters
+/// survive) and a new one opens the file: the loops carry on over the reopened log.
+fn kill_and_reopen(path: &Path, agent: &mut Agent, aux: &mut Option<Agent>) {
+    let key = agent.key().to_owned();
+    let route = agent.route().clone();
+    let (n, meter) = agent.save();
+    let aux_saved = aux.take().map(|a| (a.route().clone(), a.save()));
+    // Nothing of the old process is left to hold the file.
+    *agent = Agent::new(&key, route.clone());
+    let session = Session::open(path)
+        .unwrap_or_else(|e| panic!("{key}: reopen: {e}"))
+        .session;
+    *agent = Agent::over(&key, route, session).resumed_with(n, &meter);
+    *aux = aux_saved.map(|(route, (n, meter))| agent.beside(route, "x").resumed_with(n, &meter));
+}
+
 fn run(case: usize, route: &Route, ops: &[Op]) {
     let key = format!("random-loop/{case}/{}", route.model);
-    let mut agent = Agent::new(&key, route.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("session.jsonl");
+    let session = Session::create(&path, &key).unwrap();
+    let mut agent = Agent::over(&key, route.clone(), session);
+    let mut aux: Option<Agent> = None;
+    let aux_tools = [pool(1)[0].clone(), pool(1)[2].clone()];
     let mut system = prompt("You are a headless agent.");
     let mut tools = vec![pool(1)[0].clone()];
     let mut redefined = 1;
@@ -128,6 +194,87 @@ fn run(case: usize, route: &Route, ops: &[Op]) {
                 }
                 continue;
             }
+            Op::Fail { status, kill } => {
+                agent.fail_next(*status);
+                let user = agent.ends_with_assistant().then_some("go on");
+                match agent.try_step(&system, &tools, user.or(Some("and then")), Reply::Text) {
+                    Err(Unsent::Failed {
+                        refused,
+                        error,
+                        wire,
+                    }) => {
+                        let kind = if *status == 529 {
+                            "overloaded_error"
+                        } else {
+                            "api_error"
+                        };
+                        assert_eq!(refused.status, *status, "{key}: {ops:?}");
+                        assert!(error.contains(kind), "{key}: the crate read {error:?}");
+                        if *kill {
+                            kill_and_reopen(&path, &mut agent, &mut aux);
+                        }
+                        let again = agent
+                            .retry(&system, &tools, Reply::Text)
+                            .unwrap_or_else(|r| panic!("{key}: {ops:?}: retry refused: {r:?}"));
+                        assert_eq!(again.wire.body(), wire.body(), "{key}: the retry's bytes");
+                        assert_eq!(again.wire.headers(), wire.headers(), "{key}");
+                    }
+                    Err(Unsent::Refused(r)) => panic!("{key}: {ops:?}: refused: {r:?}"),
+                    other => panic!("{key}: {ops:?}: the failure was not seen: {other:?}"),
+                }
+                continue;
+            }
+            Op::Kill(KillAt::Between) => {
+                kill_and_reopen(&path, &mut agent, &mut aux);
+                continue;
+            }
+            Op::Kill(KillAt::PendingCall) => {
+                agent.die_before_results();
+                let user = agent.ends_with_assistant().then_some("go on");
+                agent
+                    .step(
+                        &system,
+                        &tools,
+                        user.or(Some("and then")),
+                        Reply::Call("read"),
+                    )
+                    .unwrap_or_else(|r| panic!("{key}: {ops:?}: refused: {r:?}"));
+                kill_and_reopen(&path, &mut agent, &mut aux);
+                assert!(
+                    agent.takes_call("read"),
+                    "{key}: the pending call, from the log"
+                );
+                assert!(!agent.takes_call("edit-x"), "{key}: a name never offered");
+                agent.run_pending_tool_calls(&tools);
+                agent
+                    .step(&system, &tools, None, Reply::Text)
+                    .unwrap_or_else(|r| panic!("{key}: {ops:?}: the continuation refused: {r:?}"));
+                continue;
+            }
+            Op::Kill(KillAt::InFlight) => {
+                agent.cut_off_next();
+                let user = agent.ends_with_assistant().then_some("go on");
+                match agent.try_step(&system, &tools, user.or(Some("and then")), Reply::Text) {
+                    Err(Unsent::Broken { wire, .. }) => {
+                        kill_and_reopen(&path, &mut agent, &mut aux);
+                        let again = agent
+                            .retry(&system, &tools, Reply::Text)
+                            .unwrap_or_else(|r| panic!("{key}: {ops:?}: retry refused: {r:?}"));
+                        assert_eq!(again.wire.body(), wire.body(), "{key}: the retry's bytes");
+                        assert_eq!(again.wire.headers(), wire.headers(), "{key}");
+                    }
+                    Err(Unsent::Refused(r)) => panic!("{key}: {ops:?}: refused: {r:?}"),
+                    other => panic!("{key}: {ops:?}: the cut was not seen: {other:?}"),
+                }
+                continue;
+            }
+            Op::Aux => {
+                let other = aux.get_or_insert_with(|| agent.beside(aux_route(route), "x"));
+                other
+                    .step(&system, &aux_tools, Some("summarise"), Reply::Text)
+                    .unwrap_or_else(|r| panic!("{key}: {ops:?}: the other loop refused: {r:?}"));
+                continue;
+            }
         }
         let user = agent.ends_with_assistant().then_some("go on");
         agent
@@ -160,11 +307,11 @@ fn check(cases: u32, max_ops: usize) {
 
 #[test]
 fn random_loop() {
-    check(cases(24), 12);
+    check(cases(48), 12);
 }
 
 #[test]
-#[ignore = "long: RANDOM_LOOP_CASES=200 cargo test --release --test e2e random_loop_long -- --ignored"]
+#[ignore = "long: RANDOM_LOOP_CASES=1000 cargo test --test e2e -- --ignored random_loop"]
 fn random_loop_long() {
     check(cases(200), 30);
 }

@@ -24,8 +24,10 @@ fn routes() -> Vec<Route> {
 /// The stand-in session the log was recorded in: a replay's conversation carries its answers.
 const SOURCE: &str = "replay-routes/source";
 
-fn recorded() -> mektpoy::Session {
-    let mut agent = Agent::new(SOURCE, route_for("anthropic", "claude-fable-5-2"));
+/// The log the replays read, recorded against the stand-in in its session `source` (one
+/// per test: tests run in parallel).
+pub fn recorded(source: &str) -> mektpoy::Session {
+    let mut agent = Agent::new(source, route_for("anthropic", "claude-fable-5-2"));
     let read = tool_of("read", 1, false, arg_params());
     let shell = tool_of("shell", 1, false, arg_params());
     let grep = tool_of("grep", 1, false, arg_params());
@@ -63,7 +65,7 @@ fn recorded() -> mektpoy::Session {
 
 #[test]
 fn a_replay_on_every_route_sends_nothing_the_stand_in_refuses() {
-    let log = recorded();
+    let log = recorded(SOURCE);
     for route in routes() {
         let label = format!("{}/{}", route.provider, route.model);
         if route.model == ANY_MODEL && route.provider == "openai-compatible" {

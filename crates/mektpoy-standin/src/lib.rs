@@ -75,8 +75,11 @@
 //! top-level `cache_control`, the last block) from the model's minimum cacheable length, and a
 //! request reads the longest entry ending at one of the 20 blocks that end at one of its
 //! breakpoints — a request without any reads and writes nothing; on DeepSeek, the longest
-//! common prefix with any earlier request of the session, in 64-token units. Entries live as
-//! long as the session's state (the stand-in has no clock). Tokens are estimated as
+//! common prefix with any earlier request of the session, in 64-token units. A cache is per
+//! model (the cache-diagnostics page's `model_changed`: another model reads nothing), so
+//! loops of several models sharing one session (one account, one conversation log) each read
+//! only their own model's entries; the deferred section size is announced per model. Entries
+//! live as long as the session's state (the stand-in has no clock). Tokens are estimated as
 //! ⌈bytes / 4⌉. A refused request leaves the session's state unchanged (the provider caches
 //! nothing of it).
 //!
@@ -156,8 +159,13 @@
 //! [`TOTAL_BYTES_HEADER`] and [`CACHED_BYTES_HEADER`] (the exact reference §9 bytes behind
 //! the token counts) and [`CONTENT_HEADER`] (the answer's `content` as JSON, which a stream
 //! only spells out in pieces). Test switches in the request: [`REDACTED_HEADER`],
-//! [`TOOL_USE_HEADER`], and [`CUT_OFF_HEADER`], which cuts the response body off mid-way (a
-//! connection lost after the provider accepted the request: its state changes all the same).
+//! [`TOOL_USE_HEADER`], [`THINKING_ONLY_HEADER`], [`FORK_FROM_HEADER`], [`CUT_OFF_HEADER`],
+//! which cuts the response body off mid-way (a connection lost after the provider accepted the
+//! request: its state changes all the same), and [`FAIL_HEADER`] (`529` or `500`), which
+//! answers a request that passed every check with the vendor's server error —
+//! `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}` with status
+//! 529, or `api_error` with 500 — and changes no state (a retry of the same bytes is answered
+//! as the failed send would have been).
 //!
 //! # OpenAI-compatible chat completions
 //!
@@ -213,6 +221,12 @@ pub const CUT_OFF_HEADER: &str = "x-mektpoy-test-cut-off";
 /// named session produced (not its cache, nor the blocks it left out): another conversation
 /// that carries the same answers, as a replay of a log on another route is.
 pub const FORK_FROM_HEADER: &str = "x-mektpoy-test-fork-from";
+/// Test support: a request with this header set to `529` or `500` fails with that status and
+/// the vendor's error body (`overloaded_error` / `api_error`) after it was checked (a request
+/// the stand-in refuses is refused all the same), and changes no state: a provider that failed
+/// cached nothing of the request, so a retry of the same bytes is answered as the first send
+/// would have been.
+pub const FAIL_HEADER: &str = "x-mektpoy-test-fail";
 /// Response header: the request's reference §9 bytes.
 pub const TOTAL_BYTES_HEADER: &str = "x-standin-total-bytes";
 /// Response header: of those, the bytes read from the cache.
@@ -348,10 +362,13 @@ impl Response {
     }
 }
 
-/// Why a request is refused: the error message and, where the vendor documents one, its
-/// `error.details.error_code`.
+/// Why a request is refused: the HTTP status and `error.type` (a 400
+/// `invalid_request_error`, unless [`FAIL_HEADER`] asked for a server error), the error
+/// message and, where the vendor documents one, its `error.details.error_code`.
 #[derive(Debug)]
 struct Fault {
+    status: u16,
+    kind: &'static str,
     message: String,
     code: Option<&'static str>,
 }
@@ -359,8 +376,8 @@ struct Fault {
 impl Fault {
     fn coded(code: &'static str, message: String) -> Self {
         Fault {
-            message,
             code: Some(code),
+            ..message.into()
         }
     }
 }
@@ -368,10 +385,32 @@ impl Fault {
 impl From<String> for Fault {
     fn from(message: String) -> Self {
         Fault {
+            status: 400,
+            kind: "invalid_request_error",
             message,
             code: None,
         }
     }
+}
+
+/// The server error [`FAIL_HEADER`] asks for, if any: the vendor's errors page (read
+/// 2026-12-01) gives 500 `api_error` ("An unexpected error has occurred internal to
+/// Anthropic's systems") and 529 `overloaded_error` ("The API is temporarily overloaded"); the
+/// messages are the ones its error bodies carry.
+fn failure(headers: &Headers) -> Checked<Option<Fault>> {
+    let (kind, message) = match header(headers, FAIL_HEADER) {
+        None => return Ok(None),
+        Some("500") => ("api_error", "Internal server error"),
+        Some("529") => ("overloaded_error", "Overloaded"),
+        Some(other) => return Err(format!("test support: bad {FAIL_HEADER}: `{other}`").into()),
+    };
+    let status = if kind == "api_error" { 500 } else { 529 };
+    Ok(Some(Fault {
+        status,
+        kind,
+        message: message.to_owned(),
+        code: None,
+    }))
 }
 
 impl From<&str> for Fault {
@@ -396,9 +435,9 @@ struct Produced {
     before: Vec<String>,
 }
 
-/// Per-session state: the section size the session announced, the cache entries, and the
-/// thinking blocks produced and left out.
-struct SessionState {
+/// One model's cache in a session (a provider's cache is per model): the section size
+/// announced for it and its entries.
+struct ModelCache {
     section: u32,
     /// Claude models: the prefixes written at breakpoints (long enough), as bytes.
     entries: Vec<Vec<u8>>,
@@ -406,6 +445,12 @@ struct SessionState {
     prompts: Vec<Vec<u8>>,
     /// Whether the previous cached request carried a tool defined by value.
     previous_by_value: bool,
+}
+
+/// Per-session state: each model's cache, and the thinking blocks produced and left out.
+struct SessionState {
+    /// By model id, as the request names it.
+    caches: BTreeMap<String, ModelCache>,
     requests: u64,
     /// Thinking blocks produced so far (the signature's counter).
     blocks: u64,
@@ -493,7 +538,7 @@ fn serve_connection(stream: TcpStream) -> std::io::Result<()> {
         return chat::serve(stream, &request_line, &headers, &mut reader);
     }
     let answered = match http_request(&request_line, &headers, &mut reader) {
-        Ok(body) => answer(&headers, &body).map_err(|fault| (400, error_body(&fault))),
+        Ok(body) => answer(&headers, &body).map_err(|fault| (fault.status, error_body(&fault))),
         Err((status, message)) => Err((status, error_body(&message.into()))),
     };
     let mut stream = stream;
@@ -503,6 +548,8 @@ fn serve_connection(stream: TcpStream) -> std::io::Result<()> {
             let reason = match status {
                 404 => "Not Found",
                 411 => "Length Required",
+                500 => "Internal Server Error",
+                529 => "Site Overloaded",
                 _ => "Bad Request",
             };
             let reply = reply.to_string();
@@ -566,7 +613,7 @@ fn http_request(
 }
 
 fn error_body(fault: &Fault) -> Value {
-    let mut error = json!({"type": "invalid_request_error", "message": fault.message});
+    let mut error = json!({"type": fault.kind, "message": fault.message});
     if let Some(code) = fault.code {
         error["details"] = json!({"error_code": code});
     }
@@ -605,13 +652,12 @@ fn answer(headers: &Headers, body: &str) -> Checked<Answered> {
     let forked = header(headers, FORK_FROM_HEADER)
         .and_then(|from| sessions.get(from))
         .map(|s| (s.blocks, s.produced.clone(), s.answers.clone()));
+    let fail = failure(headers)?;
+    let known = sessions.contains_key(session);
     let state = sessions.entry(session.to_owned()).or_insert_with(|| {
         let (blocks, produced, answers) = forked.unwrap_or_default();
         SessionState {
-            section,
-            entries: Vec::new(),
-            prompts: Vec::new(),
-            previous_by_value: false,
+            caches: BTreeMap::new(),
             requests: 0,
             blocks,
             produced,
@@ -620,20 +666,34 @@ fn answer(headers: &Headers, body: &str) -> Checked<Answered> {
             fingerprints: HashMap::new(),
         }
     });
-    if state.section != section {
-        return Err(format!(
-            "test support: session {session} announced a deferred section of {} bytes, now {section}",
-            state.section
-        )
-        .into());
-    }
-    let thinking = match &conversation {
-        Some(c) => check_thinking(state, &betas, &v, c)?,
-        None => ThinkingVerdict::default(),
+    let announced = state.caches.get(model).map(|c| c.section);
+    let checked = (|| {
+        if let Some(announced) = announced.filter(|&a| a != section) {
+            return Err(format!(
+                "test support: session {session} announced a deferred section of {announced} bytes for {model}, now {section}"
+            )
+            .into());
+        }
+        let thinking = match &conversation {
+            Some(c) => check_thinking(state, &betas, &v, c)?,
+            None => ThinkingVerdict::default(),
+        };
+        let (bytes, units, ends) = cut(body, &v, section, &thinking.dropped)?;
+        let asking = asks_diagnostics(model, &betas, &v)?
+            .map(|previous_id| (previous_id, Fingerprint::of(&v, &betas, &bytes, &units)));
+        Ok((thinking, bytes, ends, asking))
+    })();
+    // A request refused, or failed by the test switch, leaves the session as it was.
+    let (thinking, bytes, ends, asking) = match (checked, fail) {
+        (Err(fault), _) | (Ok(_), Some(fault)) => {
+            if !known {
+                sessions.remove(session);
+            }
+            return Err(fault);
+        }
+        (Ok(checked), None) => checked,
     };
-    let (bytes, units, ends) = cut(body, &v, section, &thinking.dropped)?;
-    let asking = asks_diagnostics(model, &betas, &v)?
-        .map(|previous_id| (previous_id, Fingerprint::of(&v, &betas, &bytes, &units)));
+    let state = sessions.get_mut(session).expect("the session's state");
 
     // Accepted: from here on the session's state changes.
     let total = bytes.len() as u64;
@@ -643,18 +703,27 @@ fn answer(headers: &Headers, body: &str) -> Checked<Answered> {
     let immediate = v["tools"]
         .as_array()
         .is_some_and(|t| t.iter().any(|t| !is_deferred(t)));
-    let first_definition = by_value && !state.previous_by_value && !immediate;
-    state.previous_by_value = by_value;
+    let cache = state
+        .caches
+        .entry(model.to_owned())
+        .or_insert_with(|| ModelCache {
+            section,
+            entries: Vec::new(),
+            prompts: Vec::new(),
+            previous_by_value: false,
+        });
+    let first_definition = by_value && !cache.previous_by_value && !immediate;
+    cache.previous_by_value = by_value;
     let read = if is_anthropic(model) {
         claude_cache(
-            state,
+            cache,
             &bytes,
             &ends,
             v.get("cache_control").is_some(),
             model,
         )
     } else {
-        deepseek_cache(state, &bytes)
+        deepseek_cache(cache, &bytes)
     };
     let cached = if first_definition { 0 } else { read };
     state.requests += 1;
@@ -732,7 +801,7 @@ fn answer(headers: &Headers, body: &str) -> Checked<Answered> {
 /// the model's minimum cacheable length. An entry ends at a block; a read of a message's last
 /// block also covers its closing bytes. Returns the bytes read.
 fn claude_cache(
-    state: &mut SessionState,
+    state: &mut ModelCache,
     bytes: &[u8],
     ends: &[End],
     automatic: bool,
@@ -763,7 +832,7 @@ fn claude_cache(
 /// DeepSeek's cache (the 2024-08-02 announcement: "64 tokens as a storage unit"; its guide,
 /// read 2026-12-02, keeps every earlier prompt's prefix units): the longest common prefix with
 /// any earlier request, in whole units of 64 tokens (256 bytes at four bytes a token).
-fn deepseek_cache(state: &mut SessionState, bytes: &[u8]) -> u64 {
+fn deepseek_cache(state: &mut ModelCache, bytes: &[u8]) -> u64 {
     let common = state
         .prompts
         .iter()
@@ -3278,6 +3347,98 @@ mod tests {
             Some("tool_reference_unresolved")
         );
         assert_eq!(first.input_transformations, Vec::<Value>::new());
+    }
+
+    /// Over HTTP: the fail switch answers a checked request with the vendor's server error,
+    /// its status and its body, and changes nothing: the next send of the same bytes is
+    /// answered as the failed one would have been. A request the stand-in refuses is refused
+    /// whatever the switch says.
+    #[test]
+    fn standin_fails_a_request_with_the_vendors_server_error_and_keeps_its_state() {
+        let long = |mut v: Value| {
+            v["system"] = json!(long_system());
+            v["cache_control"] = json!({"type": "ephemeral"});
+            v["model"] = json!("claude-opus-5");
+            v
+        };
+        let one = wire(&long(body("a", "u")), &[]);
+        let two = wire(&long(body("a", "u a u")), &[]);
+        let failing =
+            |w: &mektpoy::WireRequest, status: &str| w.clone().with_header(FAIL_HEADER, status);
+        let session = "standin-fail";
+
+        let failed = post(session, 0, &failing(&one, "529")).unwrap();
+        assert_eq!(failed.status, 529);
+        assert_eq!(failed.content_type, "application/json");
+        assert_eq!(
+            serde_json::from_str::<Value>(&failed.body).unwrap(),
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+        );
+        assert_eq!(failed.bytes, None, "no figures for a failed request");
+        let first = send(session, 0, &one).unwrap();
+        assert_eq!((first.text.as_str(), first.usage.cached_bytes), ("ok 1", 0));
+
+        let failed = post(session, 0, &failing(&two, "500")).unwrap();
+        assert_eq!(failed.status, 500);
+        assert_eq!(
+            serde_json::from_str::<Value>(&failed.body).unwrap(),
+            json!({"type": "error", "error": {"type": "api_error", "message": "Internal server error"}})
+        );
+        let second = send(session, 0, &two).unwrap();
+        assert_eq!(second.text, "ok 2", "the failed request was not counted");
+        assert_eq!(
+            second.usage.cached_bytes, first.usage.total_bytes,
+            "the failed request wrote no entry"
+        );
+
+        let mut broken = long(body("a", "u"));
+        broken.as_object_mut().unwrap().remove("max_tokens");
+        let refused = send(session, 0, &failing(&wire(&broken, &[]), "529"));
+        let refused = refused.unwrap_err();
+        assert_eq!(refused.status, 400, "checked first: {}", refused.message);
+        let bad = send("standin-fail-bad", 0, &failing(&one, "503")).unwrap_err();
+        assert_eq!(bad.status, 400);
+        assert!(bad.message.contains("test support"), "{}", bad.message);
+        // A session first seen by a failed request does not exist after it.
+        post("standin-fail-new", 512, &failing(&one, "529")).unwrap();
+        let other_section = send("standin-fail-new", 0, &one).unwrap();
+        assert_eq!(other_section.text, "ok 1");
+    }
+
+    /// A cache is per model: in one session, a request to another model reads nothing the
+    /// first model's requests wrote, and each model announces its own deferred section size.
+    #[test]
+    fn standin_keeps_one_cache_per_model() {
+        let request = |model: &str, spec: &str| {
+            let mut v = body("a", spec);
+            v["model"] = json!(model);
+            v["system"] = json!(long_system());
+            v["cache_control"] = json!({"type": "ephemeral"});
+            v
+        };
+        let session = "standin-cache-per-model";
+        let first = exchange(session, &[], &request("claude-opus-5", "u")).unwrap();
+        let other = exchange(session, &[], &request("claude-nova-6", "u")).unwrap();
+        assert_eq!(cached(&other), 0, "another model reads nothing");
+        let again = exchange(session, &[], &request("claude-opus-5", "u a u")).unwrap();
+        assert_eq!(cached(&again), total(&first));
+        let deepseek = |spec: &str| {
+            let mut v = request("deepseek-flash", spec);
+            v.as_object_mut().unwrap().remove("cache_control");
+            v
+        };
+        let d1 = exchange(session, &[], &deepseek("u")).unwrap();
+        assert_eq!(cached(&d1), 0);
+        let mut h = headers(&[]);
+        h.push((SESSION_HEADER.to_owned(), session.to_owned()));
+        h.push((SECTION_HEADER.to_owned(), "512".to_owned()));
+        let resized = answer(&h, &request("claude-opus-5", "u a u a u").to_string());
+        assert!(
+            resized.is_err_and(|f| f.message.contains("test support")),
+            "one model, one section size"
+        );
+        let sized = answer(&h, &request("claude-haiku-5", "u").to_string());
+        assert!(sized.is_ok(), "another model announces its own");
     }
 
     /// Over HTTP on a binding model: the answer's content goes back as the assistant message;

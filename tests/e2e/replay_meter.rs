@@ -1,0 +1,212 @@
+//! The replay's meter against the stand-in's measured reads (issue 20: "the demo and the
+//! replay example print meter figures that match the stand-in's measured reads on every
+//! route"). A demo-like log (the demo's schedule: an MCP server connects, a plugin goes off
+//! and on, a tool gains a parameter, a compaction of the first turns, the MCP server
+//! reconnects with its tool listed first), recorded against the stand-in on Claude Fable 5.1
+//! (the demo's inline row, which signs its thinking), and `replay_routes`' log (calls, a
+//! thinking-only answer), are replayed on every Messages route of the catalog, the
+//! by-reference variant of each one with a mode that does not bind thinking (the demo's
+//! claude-opus-5 row, `--route provider/model:by-reference` in the replay example) and
+//! unknown and dated ids: what `examples/replay.rs` prints a row for. Each metered request's bytes go to the stand-in, in a conversation forked from the
+//! recording (it knows the answers' signed thinking), and its measured figures must equal the
+//! replay's row: total and cached bytes, and cached tokens; per route, the totals the example
+//! prints (input and cached tokens) equal the sums of the stand-in's usage.
+
+use mektpoy::agent::replay::{Replay, by_reference, route_name};
+use mektpoy::route::{ANY_MODEL, WireApi, catalog};
+use mektpoy::{Event, Message, Route, ToolSchema, route_for};
+use serde_json::json;
+
+use crate::agent::{Agent, Reply, prompt, unlisted_routes};
+use crate::replay_routes;
+use crate::standin;
+
+/// The stand-in session the demo-like log was recorded in.
+const DEMO: &str = "replay-meter/demo";
+
+fn tool(name: &str, description: &str, properties: serde_json::Value) -> ToolSchema {
+    ToolSchema::from_value(json!({
+        "name": name,
+        "description": description,
+        "parameters": {"type": "object", "properties": properties},
+    }))
+    .unwrap()
+}
+
+/// The demo's tools at `step` (`examples/demo.rs`, `tools_at`).
+fn tools_at(step: usize) -> Vec<ToolSchema> {
+    let query = json!({"query": {"type": "string"}});
+    let mut tools = vec![tool("read", "Read a file of the workspace", query.clone())];
+    tools.push(if step >= 9 {
+        tool(
+            "edit",
+            "Apply an edit to a file",
+            json!({"query": {"type": "string"}, "dry_run": {"type": "boolean"}}),
+        )
+    } else {
+        tool("edit", "Apply an edit to a file", query.clone())
+    });
+    if !(5..7).contains(&step) {
+        tools.push(tool("shell", "Run a shell command (plugin)", query.clone()));
+    }
+    if step >= 3 {
+        tools.push(tool(
+            "mcp_search",
+            "Search the web (an MCP server connected mid-session)",
+            query,
+        ));
+    }
+    if step >= 12 {
+        tools.rotate_right(1);
+    }
+    tools
+}
+
+/// The demo's 14 steps on `claude-fable-5-1`, answered by the stand-in.
+fn demo_like() -> mektpoy::Session {
+    let mut agent = Agent::new(DEMO, route_for("anthropic", "claude-fable-5-1"));
+    let system = prompt("You are a careful coding assistant.");
+    for step in 0..14 {
+        if step == 11 {
+            // The demo's compaction: the first four turns become one summary.
+            let summary = Message::user("summary", "Summary: we fixed the parser together.");
+            agent
+                .session()
+                .append(Event::replace(summary, 1, 8))
+                .unwrap();
+        }
+        agent
+            .step(
+                &system,
+                &tools_at(step),
+                Some(&format!("Step {step}: carry on.")),
+                Reply::Text,
+            )
+            .unwrap_or_else(|r| panic!("demo-like step {step}: refused: {r:?}"));
+    }
+    mektpoy::Session::load_bytes(agent.session().to_jsonl().as_bytes())
+        .unwrap()
+        .session
+}
+
+/// The Messages routes the replay example prints a row for, with each by-reference variant
+/// and unknown and dated ids.
+fn routes() -> Vec<Route> {
+    let mut routes = Vec::new();
+    // A provider's generic entry sends the logged model id (a Claude id, for these logs), so
+    // its row is not the generic entry's model: on `deepseek/*` a body DeepSeek would not
+    // take, which the stand-in (it models the cache by the body's model) meters as Claude's;
+    // on `anthropic/*` the meter assumes an unknown model's minimum cacheable length where
+    // the stand-in knows the logged model's. The generic entries are checked under ids they
+    // resolve to (`claude-nova-6`, `deepseek-x` of `unlisted_routes`). Left open (found
+    // here): on `anthropic/*` (no mode, binds thinking, the logged model's id) the replay
+    // rewrites `tools` at each tool change, where the recording route added the tool in
+    // history; the answer to that step was produced after the recorded `tools`, so sending
+    // its signed thinking after the rewritten list is refused. The log does not hold the
+    // recorded bytes, so the replay cannot tell such blocks apart.
+    let generic = |r: &Route| r.model == ANY_MODEL;
+    for route in catalog()
+        .iter()
+        .filter(|r| r.api == WireApi::Messages && !generic(r))
+    {
+        routes.push(route.clone());
+        // Not on a model that binds thinking: there the replay sends the recorded answers'
+        // signed thinking after a `tools` list they were not produced with, which the stand-in
+        // refuses (left open: the log does not say which variant recorded it).
+        if route.tool_update().is_some()
+            && !route.binds_thinking()
+            && let Some(variant) = by_reference(route).filter(|v| v != route)
+        {
+            routes.push(variant);
+        }
+    }
+    routes.extend(unlisted_routes());
+    routes
+}
+
+fn label(route: &Route) -> String {
+    route_name(route).unwrap_or_else(|| format!("{}/{}", route.provider, route.model))
+}
+
+/// Replays `log` on every route; each metered request goes to the stand-in (forked from
+/// `source`) and its figures must be the replay's.
+fn check(name: &str, log: &mektpoy::Session, source: &str) {
+    let tokens = |bytes: u64| bytes.div_ceil(4);
+    let (mut checked, mut read_somewhere) = (0, 0);
+    for route in routes() {
+        let label = label(&route);
+        let key = format!("replay-meter/{name}/{label}");
+        let mut measured = Vec::new();
+        let mut faults = Vec::new();
+        let replayed = Replay::new(route.clone())
+            .run_each(log, |request, wire| {
+                let Some(row) = &request.row else {
+                    // Not metered: a request the log holds no answer to (none here).
+                    faults.push(format!("seq {}: no meter row", request.seq));
+                    return;
+                };
+                let wire = wire.clone().with_header(standin::FORK_FROM_HEADER, source);
+                let response = match standin::post(&key, route.deferred_section_bytes(), &wire) {
+                    Ok(r) if r.status == 200 => r,
+                    Ok(r) => {
+                        faults.push(format!("seq {}: {}: {}", request.seq, r.status, r.body));
+                        return;
+                    }
+                    Err(e) => {
+                        faults.push(format!("seq {}: {}", request.seq, e.message));
+                        return;
+                    }
+                };
+                let (total, cached) = response.bytes.expect("the stand-in's byte headers");
+                let body: serde_json::Value = serde_json::from_str(&response.body).unwrap();
+                let usage = &body["usage"];
+                let read = usage["cache_read_input_tokens"].as_u64().unwrap();
+                let input = usage["input_tokens"].as_u64().unwrap();
+                if (row.total_bytes, row.cached_bytes) != (total, cached)
+                    || tokens(row.cached_bytes) != read
+                    || tokens(row.total_bytes) != input + read
+                {
+                    faults.push(format!(
+                        "seq {}: the replay's meter (total, cached) = ({}, {}) bytes, {} cached \
+                         tokens; the stand-in measured ({total}, {cached}) bytes, {read} cached \
+                         tokens of {}",
+                        request.seq,
+                        row.total_bytes,
+                        row.cached_bytes,
+                        tokens(row.cached_bytes),
+                        input + read
+                    ));
+                }
+                measured.push((input + read, read));
+            })
+            .unwrap_or_else(|e| panic!("{name} on {label}: {e}"));
+        assert!(faults.is_empty(), "{name} on {label}: {faults:#?}");
+        let report = replayed.report();
+        assert!(report.requests > 0, "{name} on {label}: nothing replayed");
+        assert_eq!(
+            report.requests,
+            measured.len(),
+            "{name} on {label}: every row measured"
+        );
+        let sum = |f: fn(&(u64, u64)) -> u64| measured.iter().map(f).sum::<u64>();
+        assert_eq!(
+            (report.total_tokens, report.cached_tokens),
+            (sum(|m| m.0), sum(|m| m.1)),
+            "{name} on {label}: the row the replay example prints (input, cached)"
+        );
+        checked += 1;
+        read_somewhere += usize::from(report.cached_tokens > 0);
+    }
+    assert!(checked >= 10, "{name}: {checked} routes");
+    assert!(
+        read_somewhere >= checked / 2,
+        "{name}: {read_somewhere} of {checked} routes read"
+    );
+}
+
+#[test]
+fn the_replays_meter_matches_the_stand_ins_measured_reads_on_every_messages_route() {
+    check("demo", &demo_like(), DEMO);
+    let source = "replay-meter/replay-routes-log";
+    check("replay-routes", &replay_routes::recorded(source), source);
+}
