@@ -299,3 +299,48 @@ fn the_database_stopped_then_started_mid_conversation_gives_a_503_then_goes_on()
         .count();
     assert_eq!(users, steps, "every user turn once");
 }
+
+/// On Postgres too: an idle conversation leaves memory and comes back from the database, and
+/// the retention limit deletes what is not held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_an_idle_conversation_comes_back_and_retention_deletes() {
+    let Some(pg) = support::cluster() else { return };
+    let settings = mektpoy_proxy::Settings {
+        idle: std::time::Duration::from_secs(3600),
+        max_sessions: 0,
+        retention: Some(std::time::Duration::ZERO),
+        ..Default::default()
+    };
+    let rig = Rig::start_on(Store::connect(&pg.url()).unwrap(), settings)
+        .await
+        .unwrap();
+    let fable = Speaks::Messages { stream: false };
+    let first = mektpoy_proxy::demo::conversation(&rig.url, "idle", "claude-fable-5-1", 4, fable)
+        .await
+        .unwrap();
+    assert_eq!(rig.proxy.evict_idle(), 1);
+    let again = mektpoy_proxy::demo::conversation(&rig.url, "idle", "claude-fable-5-1", 16, fable)
+        .await
+        .unwrap();
+    assert_eq!(
+        first.refused + again.refused,
+        0,
+        "{:?}",
+        again.first_refusal
+    );
+    assert!(again.cached_bytes > 0);
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert!(
+        rig.proxy.apply_retention().unwrap().is_empty(),
+        "held in memory: kept"
+    );
+    assert_eq!(rig.proxy.evict_idle(), 1);
+    assert_eq!(rig.proxy.apply_retention().unwrap().len(), 1);
+    assert!(
+        Store::connect(&pg.url())
+            .unwrap()
+            .conversations()
+            .unwrap()
+            .is_empty()
+    );
+}
