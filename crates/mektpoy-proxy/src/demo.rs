@@ -41,6 +41,17 @@ impl Rig {
     /// As [`start`](Self::start).
     pub async fn start_with(
         store: &std::path::Path,
+        settings: Settings,
+    ) -> Result<Self, Box<dyn std::error::Error>> {
+        Self::start_on(Store::open(store)?, settings).await
+    }
+
+    /// [`start_with`](Self::start_with) on a store already open (a Postgres one, say).
+    ///
+    /// # Errors
+    /// A port that cannot be bound.
+    pub async fn start_on(
+        store: Store,
         mut settings: Settings,
     ) -> Result<Self, Box<dyn std::error::Error>> {
         let standin = mektpoy_standin::start("127.0.0.1:0")?;
@@ -51,7 +62,7 @@ impl Rig {
         }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let proxy = Proxy::new(settings, Store::open(store)?);
+        let proxy = Proxy::new(settings, store);
         tokio::spawn(crate::serve(
             listener,
             Arc::clone(&proxy),

@@ -7,7 +7,7 @@
 //! ([`translate`]), logs what is new, and sends upstream the request the crate builds for the
 //! route: tool changes as developer messages where the route takes them, its own cache
 //! breakpoints, the sticky thinking policy. The answer goes back to the client byte for byte
-//! and, decoded, into the log ([`server`]). Logs live in SQLite ([`store`]).
+//! and, decoded, into the log ([`server`]). Logs live in SQLite or Postgres ([`store`]).
 
 pub mod conversation;
 pub mod conversation_state;

@@ -8,13 +8,13 @@ use mektpoy::agent::replay::Replay;
 use mektpoy_proxy::{Proxy, Settings, Store};
 
 const USAGE: &str =
-    "usage: mektpoy-proxy [--listen ADDR] [--upstream PROVIDER=URL]... [--store sqlite:PATH]
+    "usage: mektpoy-proxy [--listen ADDR] [--upstream PROVIDER=URL]... [--store STORE]
                      [--idle SECS] [--max-sessions N] [--retention DAYS]
        mektpoy-proxy demo       the stand-in as upstream, a scripted harness, direct against proxied
-       mektpoy-proxy report [--store sqlite:PATH]
+       mektpoy-proxy report [--store STORE]
                                 each stored conversation: its route and what the crate's meter
                                 reads of its log there (replayed), with each miss
-       mektpoy-proxy purge [--store sqlite:PATH] (--conversation KEY | --older-than DAYS | --all)
+       mektpoy-proxy purge [--store STORE] (--conversation KEY | --older-than DAYS | --all)
                                 deletes stored conversations (run it while no proxy holds them)
 
   --listen ADDR            where to listen (default 127.0.0.1:8787)
@@ -23,7 +23,9 @@ const USAGE: &str =
                            https://api.deepseek.com/anthropic); openai-compatible serves
                            POST /v1/chat/completions (default https://api.openai.com/v1;
                            DeepSeek's is https://api.deepseek.com)
-  --store sqlite:PATH      where conversations are kept (default sqlite:./mektpoy-proxy.db)
+  --store STORE            where conversations are kept: sqlite:PATH (default
+                           sqlite:./mektpoy-proxy.db) or postgres://USER@HOST:PORT/DB (several
+                           proxies on one database; the table is created on start)
   --idle SECS              a conversation idle this long leaves memory (default 600)
   --max-sessions N         at most N conversations in memory (default 10000)
   --retention DAYS         delete conversations not written for DAYS (default: keep)";
@@ -82,7 +84,7 @@ impl Options {
         let mut o = Options {
             settings: Settings::default(),
             listen: "127.0.0.1:8787".to_owned(),
-            store: "./mektpoy-proxy.db".to_owned(),
+            store: "sqlite:./mektpoy-proxy.db".to_owned(),
             conversation: None,
             older_than: None,
             all: false,
@@ -110,10 +112,16 @@ impl Options {
                     }
                     None => return Err(format!("--upstream {value}: PROVIDER=URL expected")),
                 },
-                "--store" => match value.strip_prefix("sqlite:") {
-                    Some(path) => o.store = path.to_owned(),
-                    None => return Err(format!("--store {value}: sqlite:PATH expected")),
-                },
+                "--store" => {
+                    let known = ["sqlite:", "postgres://", "postgresql://"];
+                    if !known.iter().any(|p| value.starts_with(p)) {
+                        return Err(format!(
+                            "--store {}: sqlite:PATH or postgres://USER@HOST:PORT/DB expected",
+                            mektpoy_proxy::store::redacted(&value)
+                        ));
+                    }
+                    o.store = value;
+                }
                 "--idle" => o.settings.idle = Duration::from_secs(number(&value)?),
                 "--max-sessions" => o.settings.max_sessions = number(&value)? as usize,
                 "--retention" => {
@@ -128,8 +136,14 @@ impl Options {
     }
 
     fn open_store(&self) -> Result<Store, Box<dyn std::error::Error>> {
-        Store::open(&self.store)
-            .map_err(|e| format!("cannot open the store {}: {e}", self.store).into())
+        // A Postgres store connects from a thread of its own: no runtime to block here.
+        Store::connect(&self.store).map_err(|e| {
+            format!(
+                "cannot open the store {}: {e}",
+                mektpoy_proxy::store::redacted(&self.store)
+            )
+            .into()
+        })
     }
 }
 

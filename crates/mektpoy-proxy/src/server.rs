@@ -392,7 +392,7 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
                 .is_some_and(|c| c.agent().session().is_empty());
             if empty {
                 // A conversation this request would have opened: left as it was, absent.
-                let _ = store.delete(&key);
+                let _ = tokio::task::block_in_place(|| store.delete(&key));
                 *slot = None;
             } else if matches!(r, Refusal::Store(_)) {
                 // Reloaded from the store next time: what is in memory may be ahead of it.
@@ -638,7 +638,7 @@ async fn export(
     if !id.starts_with(&format!("{scope}:")) {
         return error(StatusCode::NOT_FOUND, "not_found_error", "no such session");
     }
-    match proxy.store.load(&id) {
+    match tokio::task::block_in_place(|| proxy.store.load(&id)) {
         Ok(Some(bytes)) => (
             StatusCode::OK,
             [("content-type", "application/jsonl")],

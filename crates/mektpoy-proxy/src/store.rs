@@ -1,65 +1,136 @@
-//! The proxy's store: each conversation's log, as the crate writes it, in SQLite.
+//! The proxy's store: each conversation's log, as the crate writes it, in SQLite (the
+//! default, one file) or Postgres (several proxies on one database).
 //!
-//! One table of batches: `(conversation, offset, bytes)`, `offset` being where the batch
-//! starts in the conversation's JSONL. A batch is one row, written in one transaction, so a
-//! killed proxy leaves whole batches or none; the concatenation of a conversation's rows is
-//! byte for byte the crate's JSONL (`Session::to_jsonl`). One file, WAL, so readers (a report,
-//! an export) never wait on the writer.
+//! One table of batches: `(conversation, offset, bytes, written_at)`, `offset` being where the
+//! batch starts in the conversation's JSONL. A batch is one row, written in one transaction, so
+//! a killed proxy leaves whole batches or none; the concatenation of a conversation's rows is
+//! byte for byte the crate's JSONL (`Session::to_jsonl`).
 //!
 //! Each batch goes to the store before the answer is forwarded: the log never holds less than
-//! the client was told.
+//! the client was told. A sink writes only at the end it knows and cuts back only its own rows
+//! (decision 113); how each backend makes the check and the write one step is in its module.
 
 use std::io;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use mektpoy::store::JsonlSink;
-use rusqlite::{Connection, OptionalExtension, params};
 
-/// A store of conversation logs in one SQLite file.
+mod postgres;
+mod sqlite;
+
+pub use postgres::{POOL_SIZE, TIMEOUT};
+
+/// A store of conversation logs: one SQLite file or one Postgres database.
 #[derive(Clone)]
 pub struct Store {
-    db: Arc<Mutex<Connection>>,
+    backend: Backend,
     metrics: Option<Arc<crate::metrics::Metrics>>,
+}
+
+#[derive(Clone)]
+enum Backend {
+    Sqlite(sqlite::Db),
+    Postgres(postgres::Db),
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").finish_non_exhaustive()
+        let backend = match self.backend {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        };
+        f.debug_struct("Store")
+            .field("backend", &backend)
+            .finish_non_exhaustive()
     }
 }
 
 /// A store fault.
 #[derive(Debug, thiserror::Error)]
-#[error("store: {0}")]
-pub struct StoreError(#[from] rusqlite::Error);
+pub enum StoreError {
+    /// SQLite failed.
+    #[error("store: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// Postgres failed or could not be reached.
+    #[error("store: postgres: {}", chain(.0))]
+    Postgres(#[from] tokio_postgres::Error),
+    /// Postgres did not answer in time.
+    #[error("store: postgres did not answer within {} s", .0.as_secs())]
+    Timeout(Duration),
+    /// The store could not be set up (a `--store` the proxy does not read, a runtime).
+    #[error("store: {0}")]
+    Setup(String),
+}
+
+/// An error with its causes (`tokio-postgres` keeps the server's message in the source).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+/// The log no longer ends where a sink thinks: it ends at this offset (another writer stored
+/// a batch, or the conversation was deleted). Nothing was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Moved(u64);
+
+macro_rules! on_backend {
+    ($store:expr, $db:ident => $e:expr) => {
+        match &$store.backend {
+            Backend::Sqlite($db) => $e,
+            Backend::Postgres($db) => $e,
+        }
+    };
+}
 
 impl Store {
-    /// Opens (or creates) the store at `path`.
+    /// Opens (or creates) the SQLite store at `path`.
     ///
     /// # Errors
     /// The database could not be opened or its table created.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let db = Connection::open(path)?;
-        db.busy_timeout(Duration::from_secs(5))?;
-        db.pragma_update(None, "journal_mode", "WAL")?;
-        // A committed batch survives a killed process with NORMAL under WAL; FULL would also
-        // survive a power loss at the price of an fsync per batch.
-        db.pragma_update(None, "synchronous", "NORMAL")?;
-        db.execute_batch(
-            "CREATE TABLE IF NOT EXISTS batches (
-                conversation TEXT NOT NULL,
-                offset INTEGER NOT NULL,
-                bytes BLOB NOT NULL,
-                written_at INTEGER NOT NULL,
-                PRIMARY KEY (conversation, offset)
-            ) WITHOUT ROWID;",
-        )?;
         Ok(Store {
-            db: Arc::new(Mutex::new(db)),
+            backend: Backend::Sqlite(sqlite::Db::open(path.as_ref())?),
             metrics: None,
         })
+    }
+
+    /// Connects to the Postgres database at `url` (`postgres://user@host:port/db`) and creates
+    /// the table if it is missing.
+    ///
+    /// # Errors
+    /// A URL `tokio-postgres` does not read; the database unreachable (within [`TIMEOUT`]) or
+    /// refusing to create the table.
+    pub fn postgres(url: &str) -> Result<Self, StoreError> {
+        Ok(Store {
+            backend: Backend::Postgres(postgres::Db::connect(url)?),
+            metrics: None,
+        })
+    }
+
+    /// The store a `--store` value names: `sqlite:PATH`, or `postgres://...` /
+    /// `postgresql://...`.
+    ///
+    /// # Errors
+    /// Another form, or the store's own fault opening.
+    pub fn connect(spec: &str) -> Result<Self, StoreError> {
+        if let Some(path) = spec.strip_prefix("sqlite:") {
+            Store::open(path)
+        } else if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+            Store::postgres(spec)
+        } else {
+            Err(StoreError::Setup(format!(
+                "`{}`: sqlite:PATH or postgres://USER@HOST:PORT/DB expected",
+                redacted(spec)
+            )))
+        }
     }
 
     /// The same store, timing each batch it writes into `metrics`.
@@ -69,25 +140,12 @@ impl Store {
         self
     }
 
-    fn db(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.db.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// The conversation's log, as JSONL bytes; `None` when the store has none.
     ///
     /// # Errors
     /// A database fault.
     pub fn load(&self, conversation: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let db = self.db();
-        let mut stmt =
-            db.prepare_cached("SELECT bytes FROM batches WHERE conversation = ?1 ORDER BY offset")?;
-        let mut rows = stmt.query(params![conversation])?;
-        let mut out: Option<Vec<u8>> = None;
-        while let Some(row) = rows.next()? {
-            let bytes: Vec<u8> = row.get(0)?;
-            out.get_or_insert_with(Vec::new).extend_from_slice(&bytes);
-        }
-        Ok(out)
+        on_backend!(self, db => db.load(conversation))
     }
 
     /// The conversations the store holds.
@@ -95,11 +153,7 @@ impl Store {
     /// # Errors
     /// A database fault.
     pub fn conversations(&self) -> Result<Vec<String>, StoreError> {
-        let db = self.db();
-        let mut stmt =
-            db.prepare_cached("SELECT DISTINCT conversation FROM batches ORDER BY conversation")?;
-        let rows = stmt.query_map([], |r| r.get(0))?;
-        rows.collect::<Result<_, _>>().map_err(StoreError)
+        on_backend!(self, db => db.conversations())
     }
 
     /// Each conversation with its size and when it was last written.
@@ -107,25 +161,12 @@ impl Store {
     /// # Errors
     /// A database fault.
     pub fn summaries(&self) -> Result<Vec<Summary>, StoreError> {
-        let db = self.db();
-        let mut stmt = db.prepare_cached(
-            "SELECT conversation, count(*), sum(length(bytes)), max(written_at) FROM batches
-             GROUP BY conversation ORDER BY conversation",
-        )?;
-        let rows = stmt.query_map([], |r| {
-            Ok(Summary {
-                conversation: r.get(0)?,
-                batches: r.get::<_, i64>(1)? as u64,
-                bytes: r.get::<_, i64>(2)? as u64,
-                written_at: r.get::<_, i64>(3)? as u64,
-            })
-        })?;
-        rows.collect::<Result<_, _>>().map_err(StoreError)
+        on_backend!(self, db => db.summaries())
     }
 
     /// Deletes every conversation last written before `cutoff` (seconds since the Unix epoch)
     /// except those in `keep` (held in memory, still going on): the retention limit. The
-    /// conversations deleted.
+    /// conversations deleted (one written to since it was listed is kept).
     ///
     /// # Errors
     /// A database fault.
@@ -134,16 +175,18 @@ impl Store {
         cutoff: u64,
         keep: &dyn Fn(&str) -> bool,
     ) -> Result<Vec<String>, StoreError> {
-        let old: Vec<String> = self
-            .summaries()?
-            .into_iter()
-            .filter(|s| s.written_at < cutoff && !keep(&s.conversation))
-            .map(|s| s.conversation)
-            .collect();
-        for c in &old {
-            self.delete(c)?;
+        let mut deleted = Vec::new();
+        for s in self.summaries()? {
+            if s.written_at >= cutoff || keep(&s.conversation) {
+                continue;
+            }
+            let gone =
+                on_backend!(self, db => db.delete_if_written_before(&s.conversation, cutoff))?;
+            if gone {
+                deleted.push(s.conversation);
+            }
         }
-        Ok(old)
+        Ok(deleted)
     }
 
     /// Deletes the conversation's log.
@@ -151,13 +194,7 @@ impl Store {
     /// # Errors
     /// A database fault.
     pub fn delete(&self, conversation: &str) -> Result<(), StoreError> {
-        self.db()
-            .execute(
-                "DELETE FROM batches WHERE conversation = ?1",
-                params![conversation],
-            )
-            .map(drop)
-            .map_err(StoreError)
+        on_backend!(self, db => db.delete(conversation))
     }
 
     /// A sink appending to the conversation's log.
@@ -170,13 +207,31 @@ impl Store {
     /// # Errors
     /// A database fault reading the log's length.
     pub fn sink(&self, conversation: &str) -> Result<Sink, StoreError> {
-        let len = Sink::len(&self.db(), conversation)?;
+        let len = self.end(conversation)?;
         Ok(Sink {
             store: self.clone(),
             conversation: conversation.to_owned(),
             len,
             start: len,
         })
+    }
+
+    fn end(&self, conversation: &str) -> Result<u64, StoreError> {
+        on_backend!(self, db => db.end(conversation))
+    }
+}
+
+/// `spec` without a password (`postgres://user:secret@host` reads `postgres://user:***@host`).
+pub fn redacted(spec: &str) -> String {
+    let Some((scheme, rest)) = spec.split_once("://") else {
+        return spec.to_owned();
+    };
+    let Some((credentials, host)) = rest.split_once('@') else {
+        return spec.to_owned();
+    };
+    match credentials.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => spec.to_owned(),
     }
 }
 
@@ -211,49 +266,22 @@ pub struct Sink {
     start: u64,
 }
 
-fn io_err(e: rusqlite::Error) -> io::Error {
-    io::Error::other(e)
-}
-
 impl Sink {
     /// One batch at the end this sink knows, in one transaction.
     fn append_batch(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let mut db = self.store.db();
-        let tx = db
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(io_err)?;
-        self.check_end(&tx)?;
-        tx.execute(
-            "INSERT INTO batches (conversation, offset, bytes, written_at) VALUES (?1, ?2, ?3, ?4)",
-            params![self.conversation, self.len as i64, bytes, now() as i64],
-        )
-        .map_err(io_err)?;
-        tx.commit().map_err(io_err)?;
-        self.len += bytes.len() as u64;
-        Ok(())
-    }
-
-    /// Whether the log still ends where this sink's last batch did: another writer's batch
-    /// after it refuses the write.
-    fn check_end(&self, db: &Connection) -> io::Result<()> {
-        let found = Sink::len(db, &self.conversation).map_err(io_err)?;
-        if found == self.len {
-            return Ok(());
+        let c = &self.conversation;
+        let appended = on_backend!(self.store, db => db.append(c, self.len, bytes, now()))
+            .map_err(io::Error::other)?;
+        match appended {
+            Ok(()) => {
+                self.len += bytes.len() as u64;
+                Ok(())
+            }
+            Err(Moved(found)) => Err(io::Error::other(format!(
+                "conversation {c} is {found} bytes long, not {}: another writer stored a batch",
+                self.len
+            ))),
         }
-        Err(io::Error::other(format!(
-            "conversation {} is {found} bytes long, not {}: another writer stored a batch",
-            self.conversation, self.len
-        )))
-    }
-
-    fn len(db: &Connection, conversation: &str) -> rusqlite::Result<u64> {
-        db.prepare_cached(
-            "SELECT offset + length(bytes) FROM batches WHERE conversation = ?1
-             ORDER BY offset DESC LIMIT 1",
-        )?
-        .query_row(params![conversation], |r| r.get::<_, i64>(0))
-        .optional()
-        .map(|n| n.unwrap_or(0) as u64)
     }
 }
 
@@ -275,26 +303,19 @@ impl JsonlSink for Sink {
         if len >= self.len {
             return Ok(());
         }
-        let mut db = self.store.db();
-        let tx = db
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(io_err)?;
-        self.check_end(&tx)?;
-        tx.execute(
-            "DELETE FROM batches WHERE conversation = ?1 AND offset >= ?2 AND offset < ?3",
-            params![self.conversation, len as i64, self.len as i64],
-        )
-        .map_err(io_err)?;
-        // A row of ours that spans `len` keeps its bytes before it.
-        tx.execute(
-            "UPDATE batches SET bytes = substr(bytes, 1, ?2 - offset)
-             WHERE conversation = ?1 AND offset < ?2 AND offset + length(bytes) > ?2",
-            params![self.conversation, len as i64],
-        )
-        .map_err(io_err)?;
-        tx.commit().map_err(io_err)?;
-        self.len = len;
-        Ok(())
+        let c = &self.conversation;
+        let cut =
+            on_backend!(self.store, db => db.cut(c, self.len, len)).map_err(io::Error::other)?;
+        match cut {
+            Ok(()) => {
+                self.len = len;
+                Ok(())
+            }
+            Err(Moved(found)) => Err(io::Error::other(format!(
+                "conversation {c} is {found} bytes long, not {}: another writer stored a batch after this one's",
+                self.len
+            ))),
+        }
     }
 
     fn sync(&mut self) -> io::Result<()> {
@@ -304,8 +325,10 @@ impl JsonlSink for Sink {
     /// The writer compares it with what it wrote itself: another proxy that wrote to the
     /// conversation makes this one refuse, typed, instead of interleaving batches.
     fn current_len(&mut self) -> io::Result<Option<u64>> {
-        let db = self.store.db();
-        Sink::len(&db, &self.conversation).map(Some).map_err(io_err)
+        self.store
+            .end(&self.conversation)
+            .map(Some)
+            .map_err(io::Error::other)
     }
 }
 

@@ -2,6 +2,8 @@
 //! cut off mid-stream, and hostile bodies. The conversation goes on every time: nothing
 //! refused, nothing lost, duplicated or half-written in the log.
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
@@ -16,12 +18,12 @@ struct ProxyProcess {
 }
 
 impl ProxyProcess {
-    fn start(store: &std::path::Path, upstream: &str) -> Self {
+    /// `store` is a `--store` value: `sqlite:PATH` or `postgres://...`.
+    fn start(store: &str, upstream: &str) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mektpoy-proxy"))
             .args(["--listen", "127.0.0.1:0", "--upstream"])
             .arg(format!("anthropic={upstream}"))
-            .arg("--store")
-            .arg(format!("sqlite:{}", store.display()))
+            .args(["--store", store])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -98,13 +100,11 @@ fn content(response: &ureq::http::Response<ureq::Body>) -> Value {
 }
 
 /// `trials` kills, each mid-stream at a different step, then the same conversation goes on
-/// through a restarted proxy on the same store.
-fn kill_and_go_on(trials: usize) {
+/// through a restarted proxy on the same store (`sqlite:PATH` or `postgres://...`).
+fn kill_and_go_on(trials: usize, store: &str) {
     let standin = format!("http://{}", mektpoy_standin::start("127.0.0.1:0").unwrap());
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("proxy.db");
     let session = format!("kill-{}", std::process::id());
-    let mut proxy = ProxyProcess::start(&store, &standin);
+    let mut proxy = ProxyProcess::start(store, &standin);
     let mut history: Vec<Value> = Vec::new();
     let mut cached_after_restart = 0;
     for step in 0..trials * 2 {
@@ -120,7 +120,7 @@ fn kill_and_go_on(trials: usize) {
             let mut first = String::new();
             reader.read_line(&mut first).unwrap();
             proxy.kill();
-            proxy = ProxyProcess::start(&store, &standin);
+            proxy = ProxyProcess::start(store, &standin);
             // The client retries the request whose answer it did not get whole.
         }
         let response = post(&proxy.url, &session, &body(&history, tools, false), &[]);
@@ -146,14 +146,10 @@ fn kill_and_go_on(trials: usize) {
 
     // The log: whole batches only, every message once, and it reads back.
     proxy.kill();
-    let db = rusqlite::Connection::open(&store).unwrap();
-    let bytes: Vec<u8> = db
-        .prepare("SELECT bytes FROM batches ORDER BY conversation, offset")
-        .unwrap()
-        .query_map([], |r| r.get::<_, Vec<u8>>(0))
-        .unwrap()
-        .flat_map(Result::unwrap)
-        .collect();
+    let stored = mektpoy_proxy::Store::connect(store).unwrap();
+    let keys = stored.conversations().unwrap();
+    assert_eq!(keys.len(), 1, "one conversation: {keys:?}");
+    let bytes = stored.load(&keys[0]).unwrap().unwrap();
     let loaded = Session::load_bytes(&bytes).expect("the stored log loads");
     assert!(loaded.torn_tail.is_none(), "no half-written batch");
     let users = loaded
@@ -165,23 +161,44 @@ fn kill_and_go_on(trials: usize) {
     assert_eq!(users, trials * 2, "every user turn once");
 }
 
+fn sqlite(dir: &tempfile::TempDir) -> String {
+    format!("sqlite:{}", dir.path().join("proxy.db").display())
+}
+
 #[test]
 fn a_proxy_killed_mid_stream_restarts_and_the_conversation_goes_on() {
-    kill_and_go_on(3);
+    let dir = tempfile::tempdir().unwrap();
+    kill_and_go_on(3, &sqlite(&dir));
+}
+
+/// The same on Postgres (a throwaway cluster; see `support`).
+#[test]
+fn a_proxy_killed_mid_stream_restarts_on_the_same_postgres_and_goes_on() {
+    let Some(pg) = support::cluster() else { return };
+    kill_and_go_on(3, &pg.url());
 }
 
 /// The long run: `cargo test -p mektpoy-proxy --test faults -- --ignored`.
 #[test]
 #[ignore]
 fn fifty_kills_mid_stream() {
-    kill_and_go_on(50);
+    let dir = tempfile::tempdir().unwrap();
+    kill_and_go_on(50, &sqlite(&dir));
+}
+
+/// The long run on Postgres.
+#[test]
+#[ignore]
+fn fifty_kills_mid_stream_on_postgres() {
+    let Some(pg) = support::cluster() else { return };
+    kill_and_go_on(50, &pg.url());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_cut_off_mid_stream_logs_no_half_answer_and_a_retry_goes_on() {
     let standin = format!("http://{}", mektpoy_standin::start("127.0.0.1:0").unwrap());
     let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("p.db");
+    let store = format!("sqlite:{}", dir.path().join("p.db").display());
     let url = tokio::task::spawn_blocking(move || {
         let proxy = ProxyProcess::start(&store, &standin);
         let history = vec![json!({"role": "user", "content": "hi"})];
@@ -211,7 +228,10 @@ async fn an_upstream_cut_off_mid_stream_logs_no_half_answer_and_a_retry_goes_on(
 fn hostile_bodies_get_the_providers_error_shape_and_change_nothing() {
     let standin = format!("http://{}", mektpoy_standin::start("127.0.0.1:0").unwrap());
     let dir = tempfile::tempdir().unwrap();
-    let proxy = ProxyProcess::start(&dir.path().join("p.db"), &standin);
+    let proxy = ProxyProcess::start(
+        &format!("sqlite:{}", dir.path().join("p.db").display()),
+        &standin,
+    );
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .proxy(None)
