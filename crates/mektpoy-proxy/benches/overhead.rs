@@ -71,6 +71,25 @@ async fn conversation(base: &str, session: &str, shape: &Shape) -> (Vec<Duration
     (latencies, largest)
 }
 
+/// The proxy's own time so far, from its `/metrics`: (sum in seconds, count).
+async fn own_time(proxy: &str) -> (f64, f64) {
+    let text = reqwest::get(format!("{proxy}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let read = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (
+        read("mektpoy_proxy_added_seconds_sum"),
+        read("mektpoy_proxy_added_seconds_count"),
+    )
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i]
@@ -119,12 +138,15 @@ async fn main() {
         },
     ];
     println!(
-        "| bodies | requests | largest body | direct p50 / p99 / p99.9 (ms) | proxied p50 / p99 / p99.9 (ms) | added p50 / p99 (ms) |"
+        "| bodies | requests | largest body | direct p50 / p99 / p99.9 (ms) | proxied p50 / p99 / p99.9 (ms) | added p50 / p99 (ms) | the proxy's own time, mean (ms) |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for (n, shape) in shapes.iter().enumerate() {
         let (mut direct, _) = conversation(&standin, &format!("direct-{n}"), shape).await;
+        let before = own_time(&proxy_url).await;
         let (mut proxied, largest) = conversation(&proxy_url, &format!("proxied-{n}"), shape).await;
+        let after = own_time(&proxy_url).await;
+        let own = (after.0 - before.0) / (after.1 - before.1).max(1.0);
         let first_ten: Duration = proxied[..10.min(proxied.len())].iter().sum();
         let last_ten: Duration = proxied[proxied.len().saturating_sub(10)..].iter().sum();
         let direct_first: Duration = direct[..10.min(direct.len())].iter().sum();
@@ -133,7 +155,7 @@ async fn main() {
         proxied.sort();
         let added = |p| percentile(&proxied, p).saturating_sub(percentile(&direct, p));
         println!(
-            "| {} | {} | {} KB | {} / {} / {} | {} / {} / {} | {} / {} |",
+            "| {} | {} | {} KB | {} / {} / {} | {} / {} / {} | {} / {} | {:.3} |",
             shape.name,
             shape.requests,
             largest / 1024,
@@ -145,9 +167,10 @@ async fn main() {
             ms(percentile(&proxied, 0.999)),
             ms(added(0.5)),
             ms(added(0.99)),
+            own * 1e3,
         );
         println!(
-            "|  added, mean of the first 10 requests / the last 10 | | | | | {} / {} |",
+            "|  added, mean of the first 10 requests / the last 10 | | | | | {} / {} | |",
             ms(first_ten.saturating_sub(direct_first) / 10),
             ms(last_ten.saturating_sub(direct_last) / 10),
         );

@@ -18,6 +18,7 @@ use crate::translate::{self, ClientRequest, Invalid, Plan};
 pub struct Conversation {
     agent: AgentLoop,
     direct: Meter,
+    memo: translate::Memo,
 }
 
 /// What the proxy kept cached for a conversation, beside what the client's own bodies would
@@ -92,7 +93,16 @@ impl Conversation {
         let route = route_for(provider, model);
         let direct = direct_meter(&route);
         let agent = new_loop(session, route, Config::new(provider, model));
-        Ok(Conversation { agent, direct })
+        Ok(Conversation {
+            agent,
+            direct,
+            memo: translate::Memo::default(),
+        })
+    }
+
+    /// The answers read from this conversation's last request, for reading the next one.
+    pub fn memo(&mut self) -> &mut translate::Memo {
+        &mut self.memo
     }
 
     /// The loop.
@@ -138,6 +148,7 @@ impl Conversation {
         provider: &str,
         client: ClientRequest,
     ) -> Result<WireRequest, Refusal> {
+        self.memo.rotate();
         if client.messages.is_empty() {
             return Err(Refusal::Invalid(
                 "messages: at least one message is required".into(),

@@ -217,10 +217,15 @@ impl Api {
         }
     }
 
-    fn read(self, body: &Value, provider: &str) -> Result<translate::ClientRequest, Refusal> {
+    fn read(
+        self,
+        body: &Value,
+        provider: &str,
+        memo: &mut translate::Memo,
+    ) -> Result<translate::ClientRequest, Refusal> {
         match self {
-            Api::Messages => translate::read(body, provider),
-            Api::Chat => translate::read_chat(body, provider),
+            Api::Messages => translate::read(body, provider, memo),
+            Api::Chat => translate::read_chat(body, provider, memo),
         }
         .map_err(Refusal::from)
     }
@@ -342,12 +347,26 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
             );
         }
     };
-    let model = value["model"].as_str().unwrap_or_default();
-    let provider = api.provider(model);
-    let client = match api.read(&value, provider) {
-        Ok(c) => c,
-        Err(r) => return api.refused(&r),
+    // What every body needs before it names a conversation; the rest is read under the
+    // conversation's lock, where earlier answers are remembered.
+    let model = match value.get("model").and_then(Value::as_str) {
+        Some(m) if !m.is_empty() => m.to_owned(),
+        _ => {
+            return api.refused(&Refusal::Invalid(
+                "model: a non-empty string is required".into(),
+            ));
+        }
     };
+    if value
+        .get("messages")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty)
+    {
+        return api.refused(&Refusal::Invalid(
+            "messages: at least one message is required".into(),
+        ));
+    }
+    let provider = api.provider(&model);
     let Some(base) = proxy.settings.upstreams.get(provider).cloned() else {
         return api.error(
             StatusCode::BAD_GATEWAY,
@@ -360,7 +379,6 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
     let key = conversation_key(&headers, &value);
     let mut slot = proxy.slot(&key).lock_owned().await;
     let store = proxy.store.clone();
-    let model = client.model.clone();
     let prepared = tokio::task::block_in_place(|| {
         // Twice at most: a conversation another proxy wrote to since this one loaded it is
         // refused by the store before anything is written; it is loaded again, and the
@@ -371,11 +389,9 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
                 *slot = Some(Conversation::load(&store, &key, provider, &model)?);
             }
             let conversation = slot.as_mut().expect("loaded above");
-            match conversation.prepare(provider, client.clone()) {
-                Ok(wire) => {
-                    conversation.observe_direct(&String::from_utf8_lossy(&body));
-                    return Ok(wire);
-                }
+            let client = api.read(&value, provider, conversation.memo())?;
+            match conversation.prepare(provider, client) {
+                Ok(wire) => return Ok(wire),
                 Err(Refusal::Store(_)) if attempt == 0 => {
                     attempt += 1;
                     *slot = None;
@@ -401,8 +417,30 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
             return api.refused(&r);
         }
     };
-    let added = started.elapsed();
-    let upstream = match send(&proxy, api, &base, &headers, &wire).await {
+    let mut added = started.elapsed();
+    // The request goes out first; the counterfactual (the client's own body metered as the
+    // provider would have cached it) is computed while the provider works.
+    let mut in_flight = AbortOnDrop(tokio::spawn(
+        upstream_request(&proxy, api, &base, &headers, &wire).send(),
+    ));
+    let metering = Instant::now();
+    tokio::task::block_in_place(|| {
+        if let Some(conversation) = slot.as_mut() {
+            conversation.observe_direct(&String::from_utf8_lossy(&body));
+        }
+    });
+    added += metering.elapsed();
+    let sent = match (&mut in_flight.0).await {
+        Ok(sent) => sent,
+        Err(e) => {
+            return api.error(
+                StatusCode::BAD_GATEWAY,
+                "api_error",
+                &format!("mektpoy-proxy: the upstream request failed: {e}"),
+            );
+        }
+    };
+    let upstream = match sent {
         Ok(r) => r,
         Err(e) => {
             return api.error(
@@ -460,6 +498,16 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
     });
     proxy.metrics.added.observe(added + logging.elapsed());
     (status, out_headers, bytes).into_response()
+}
+
+/// A spawned upstream request that a client gone takes with it: the handler's future is
+/// dropped when the client disconnects, and so is the request it was waiting on.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Logs an accepted request's answer: metered, then appended. An answer the crate cannot
@@ -567,15 +615,15 @@ fn is_hop_by_hop(name: &str) -> bool {
     )
 }
 
-/// POSTs the crate's body upstream with the client's headers (credentials, version, betas)
+/// The crate's body as a POST upstream with the client's headers (credentials, version, betas)
 /// and the crate's own (its betas joined to the client's).
-async fn send(
+fn upstream_request(
     proxy: &Proxy,
     api: Api,
     base: &str,
     client: &HeaderMap,
     wire: &WireRequest,
-) -> Result<reqwest::Response, reqwest::Error> {
+) -> reqwest::RequestBuilder {
     let mut headers = reqwest::header::HeaderMap::new();
     for (k, v) in client {
         let name = k.as_str();
@@ -622,8 +670,6 @@ async fn send(
         .post(format!("{}{}", base.trim_end_matches('/'), api.path()))
         .headers(headers)
         .body(wire.body().to_owned())
-        .send()
-        .await
 }
 
 /// `GET /mektpoy/sessions/{id}/log.jsonl`: the conversation's log, byte for byte the crate's

@@ -44,7 +44,7 @@ const OWN_KEYS: [&str; 5] = ["model", "system", "tools", "messages", "cache_cont
 /// [`Invalid`] for a body of another shape: not an object, no string `model`, `messages` not
 /// an array, a message without a known role, a block without a `type`, a tool without a
 /// `name` or an object `input_schema`.
-pub fn read(body: &Value, provider: &str) -> Result<ClientRequest, Invalid> {
+pub fn read(body: &Value, provider: &str, memo: &mut Memo) -> Result<ClientRequest, Invalid> {
     let (object, model, tools, raw) = head(body, tool, |i| format!("tools.{i}"))?;
     let system = match object.get("system") {
         None | Some(Value::Null) => String::new(),
@@ -64,7 +64,7 @@ pub fn read(body: &Value, provider: &str) -> Result<ClientRequest, Invalid> {
     let mut messages = Vec::new();
     for (i, m) in raw.iter().enumerate() {
         let at = |e: Invalid| invalid(format!("messages.{i}: {}", e.0));
-        message(m, i, provider, &model, &mut messages).map_err(at)?;
+        message(m, i, provider, &model, &mut messages, memo).map_err(at)?;
     }
     let params = params_of(object, &OWN_KEYS);
     Ok(ClientRequest {
@@ -109,6 +109,7 @@ fn message(
     provider: &str,
     model: &str,
     out: &mut Vec<Message>,
+    memo: &mut Memo,
 ) -> Result<(), Invalid> {
     let id = |part: usize| format!("client-{index}-{part}");
     let blocks: Vec<Value> = match m.get("content") {
@@ -137,14 +138,17 @@ fn message(
         Some("assistant") => {
             // The crate's own decoder reads an answer's blocks (thinking and its signature,
             // tool calls and their exact arguments): an echoed answer reads as the answer.
-            let response = json!({
-                "id": id(0), "type": "message", "role": "assistant", "model": model,
-                "content": blocks, "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": 0, "output_tokens": 0},
-            });
-            let answer = decode_messages(&response.to_string(), provider, Some(&id(0)))
-                .map_err(|e| invalid(e.to_string()))?;
-            out.push(answer.message);
+            let message = memo.get_or_read(m, || {
+                let response = json!({
+                    "id": id(0), "type": "message", "role": "assistant", "model": model,
+                    "content": blocks, "stop_reason": null, "stop_sequence": null,
+                    "usage": {"input_tokens": 0, "output_tokens": 0},
+                });
+                decode_messages(&response.to_string(), provider, Some(&id(0)))
+                    .map(|answer| answer.message)
+                    .map_err(|e| invalid(e.to_string()))
+            })?;
+            out.push(message);
             Ok(())
         }
         Some(other) => Err(invalid(format!(
@@ -210,7 +214,7 @@ const OWN_CHAT_KEYS: [&str; 3] = ["model", "tools", "messages"];
 /// [`Invalid`] for a body of another shape, and for a `system` / `developer` message after the
 /// conversation started (the crate keeps one system prompt; this release does not place a
 /// client's later instructions).
-pub fn read_chat(body: &Value, provider: &str) -> Result<ClientRequest, Invalid> {
+pub fn read_chat(body: &Value, provider: &str, memo: &mut Memo) -> Result<ClientRequest, Invalid> {
     let (object, model, tools, raw) = head(body, chat_tool, |i| format!("tools[{i}]"))?;
     let mut system = Vec::new();
     let mut messages = Vec::new();
@@ -232,18 +236,23 @@ pub fn read_chat(body: &Value, provider: &str) -> Result<ClientRequest, Invalid>
                 messages.push(Message::new(id, Role::User, content, MessageSource::User));
             }
             Some("assistant") => {
-                let mut message = m.clone();
-                if let Some(o) = message.as_object_mut() {
-                    o.remove("cache_control");
-                }
-                let response = json!({
-                    "id": id, "object": "chat.completion", "created": 0, "model": model,
-                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-                });
-                let answer = decode_chat(&response.to_string(), provider, Some(&id))
-                    .map_err(|e| at(invalid(e.to_string())))?;
-                messages.push(answer.message);
+                let read = memo
+                    .get_or_read(m, || {
+                        let mut message = m.clone();
+                        if let Some(o) = message.as_object_mut() {
+                            o.remove("cache_control");
+                        }
+                        let response = json!({
+                            "id": id, "object": "chat.completion", "created": 0, "model": model,
+                            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                        });
+                        decode_chat(&response.to_string(), provider, Some(&id))
+                            .map(|answer| answer.message)
+                            .map_err(|e| invalid(e.to_string()))
+                    })
+                    .map_err(at)?;
+                messages.push(read);
             }
             Some("tool") => {
                 let call = m
@@ -387,32 +396,107 @@ pub fn same_message(client: &Message, logged: &Message) -> bool {
     {
         return false;
     }
-    let a = comparable(client.content());
-    let b = comparable(logged.content());
-    a == b
+    let mut a = comparable(client.content());
+    let mut b = comparable(logged.content());
+    loop {
+        match (a.next(), b.next()) {
+            (None, None) => return true,
+            (Some(x), Some(y)) if same_block(x, y) => {}
+            _ => return false,
+        }
+    }
 }
 
-/// The blocks a client keeps stable, normalized: text trimmed, arguments parsed; thinking
-/// (which clients drop or keep at will) left out.
-fn comparable(blocks: &[ContentBlock]) -> Vec<Value> {
-    blocks
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text { text } => Some(json!(["text", text.trim()])),
-            ContentBlock::Reasoning { .. } => None,
+/// The blocks a client keeps stable: thinking (which clients drop or keep at will) left out.
+fn comparable(blocks: &[ContentBlock]) -> impl Iterator<Item = &ContentBlock> {
+    blocks.iter().filter(|b| match b {
+        ContentBlock::Reasoning { .. } => false,
+        ContentBlock::Other(o) => o.type_name() != "redacted_thinking",
+        _ => true,
+    })
+}
+
+/// Text trimmed; tool-call arguments as JSON values when their spelling differs.
+fn same_block(a: &ContentBlock, b: &ContentBlock) -> bool {
+    match (a, b) {
+        (ContentBlock::Text { text: x }, ContentBlock::Text { text: y }) => x.trim() == y.trim(),
+        (
             ContentBlock::ToolCall {
-                id,
-                name,
-                arguments,
-            } => {
-                let args = serde_json::from_str::<Value>(arguments)
-                    .unwrap_or_else(|_| Value::String(arguments.clone()));
-                Some(json!(["call", id, name, args]))
+                id: i,
+                name: n,
+                arguments: x,
+            },
+            ContentBlock::ToolCall {
+                id: j,
+                name: m,
+                arguments: y,
+            },
+        ) => {
+            i == j
+                && n == m
+                && (x == y
+                    || matches!(
+                        (serde_json::from_str::<Value>(x), serde_json::from_str::<Value>(y)),
+                        (Ok(p), Ok(q)) if p == q
+                    ))
+        }
+        (x, y) => x == y,
+    }
+}
+
+/// Assistant messages already read, by a hash of their JSON: a harness re-sends every earlier
+/// answer on every request, and reading one goes through the crate's decoder.
+#[derive(Debug, Default)]
+pub struct Memo {
+    read: std::collections::HashMap<u64, Message>,
+    used: std::collections::HashMap<u64, Message>,
+}
+
+impl Memo {
+    /// Keeps only what the last request used: the memo holds one history, not every one.
+    pub fn rotate(&mut self) {
+        self.read = std::mem::take(&mut self.used);
+    }
+
+    fn get_or_read(
+        &mut self,
+        raw: &Value,
+        read: impl FnOnce() -> Result<Message, Invalid>,
+    ) -> Result<Message, Invalid> {
+        use std::hash::Hasher as _;
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        hash_value(raw, &mut h);
+        let key = h.finish();
+        let message = match self.read.get(&key) {
+            Some(m) => m.clone(),
+            None => read()?,
+        };
+        self.used.insert(key, message.clone());
+        Ok(message)
+    }
+}
+
+fn hash_value(v: &Value, h: &mut impl std::hash::Hasher) {
+    use std::hash::Hash as _;
+    match v {
+        Value::Null => h.write_u8(0),
+        Value::Bool(b) => (1u8, *b).hash(h),
+        Value::Number(n) => (2u8, n.as_u64(), n.as_i64(), n.as_f64().map(f64::to_bits)).hash(h),
+        Value::String(s) => (3u8, s).hash(h),
+        Value::Array(a) => {
+            (4u8, a.len()).hash(h);
+            for x in a {
+                hash_value(x, h);
             }
-            ContentBlock::Other(o) if o.type_name() == "redacted_thinking" => None,
-            other => serde_json::to_value(other).ok(),
-        })
-        .collect()
+        }
+        Value::Object(o) => {
+            (5u8, o.len()).hash(h);
+            for (k, x) in o {
+                k.hash(h);
+                hash_value(x, h);
+            }
+        }
+    }
 }
 
 /// What a client request does to the log's conversation.
@@ -488,7 +572,7 @@ mod tests {
             {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "ok"}, {"type": "tool_use", "id": "c1", "name": "read", "input": {"p": 1}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "done"}, {"type": "text", "text": "next", "cache_control": {"type": "ephemeral"}}]},
         ]));
-        let r = read(&b, "anthropic").unwrap();
+        let r = read(&b, "anthropic", &mut Memo::default()).unwrap();
         assert_eq!(r.model, "claude-opus-5");
         assert_eq!(r.system, "Be brief.");
         assert_eq!(r.tools.len(), 1);
@@ -510,7 +594,10 @@ mod tests {
             json!({"model": "m", "messages": [], "tools": [{"name": "t"}]}),
             json!({"model": "m", "messages": [], "tools": [{"type": "web_search_20250305", "name": "w"}]}),
         ] {
-            assert!(read(&bad, "anthropic").is_err(), "{bad}");
+            assert!(
+                read(&bad, "anthropic", &mut Memo::default()).is_err(),
+                "{bad}"
+            );
         }
     }
 
@@ -519,12 +606,14 @@ mod tests {
         let logged = read(
             &body(json!([{"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "ok"}, {"type": "tool_use", "id": "c1", "name": "read", "input": {"a": 1, "b": 2}}]}])),
             "anthropic",
+            &mut Memo::default(),
         )
         .unwrap()
         .messages;
         let echoed = read(
             &body(json!([{"role": "assistant", "content": [{"type": "text", "text": "ok\n"}, {"type": "tool_use", "id": "c1", "name": "read", "input": {"b": 2, "a": 1}}]}])),
             "anthropic",
+            &mut Memo::default(),
         )
         .unwrap()
         .messages;
@@ -532,6 +621,7 @@ mod tests {
         let edited = read(
             &body(json!([{"role": "assistant", "content": [{"type": "text", "text": "OK"}]}])),
             "anthropic",
+            &mut Memo::default(),
         )
         .unwrap()
         .messages;
