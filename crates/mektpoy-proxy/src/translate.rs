@@ -629,6 +629,30 @@ mod tests {
     }
 
     #[test]
+    fn the_memo_serves_an_unchanged_answer_and_reads_a_changed_one() {
+        let answer = |text: &str| {
+            body(json!([
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": text}]},
+                {"role": "user", "content": "next"},
+            ]))
+        };
+        let mut memo = Memo::default();
+        let first = read(&answer("ok"), "anthropic", &mut memo).unwrap().messages;
+        memo.rotate();
+        let again = read(&answer("ok"), "anthropic", &mut memo).unwrap().messages;
+        assert!(first[1].ptr_eq(&again[1]), "served from the memo");
+        memo.rotate();
+        let edited = read(&answer("edited"), "anthropic", &mut memo).unwrap().messages;
+        assert_eq!(edited[1].text(), "edited");
+        memo.rotate();
+        assert!(memo.read.len() == 1, "the memo holds the last history only");
+        let fresh = read(&answer("ok"), "anthropic", &mut memo).unwrap().messages;
+        assert!(!first[1].ptr_eq(&fresh[1]), "read again once forgotten");
+        assert!(same_message(&fresh[1], &first[1]));
+    }
+
+    #[test]
     fn the_plan_extends_retries_or_replaces() {
         let m = |spec: &str| -> Vec<Message> {
             spec.split_whitespace()
