@@ -638,16 +638,24 @@ mod tests {
             ]))
         };
         let mut memo = Memo::default();
-        let first = read(&answer("ok"), "anthropic", &mut memo).unwrap().messages;
+        let first = read(&answer("ok"), "anthropic", &mut memo)
+            .unwrap()
+            .messages;
         memo.rotate();
-        let again = read(&answer("ok"), "anthropic", &mut memo).unwrap().messages;
+        let again = read(&answer("ok"), "anthropic", &mut memo)
+            .unwrap()
+            .messages;
         assert!(first[1].ptr_eq(&again[1]), "served from the memo");
         memo.rotate();
-        let edited = read(&answer("edited"), "anthropic", &mut memo).unwrap().messages;
+        let edited = read(&answer("edited"), "anthropic", &mut memo)
+            .unwrap()
+            .messages;
         assert_eq!(edited[1].text(), "edited");
         memo.rotate();
         assert!(memo.read.len() == 1, "the memo holds the last history only");
-        let fresh = read(&answer("ok"), "anthropic", &mut memo).unwrap().messages;
+        let fresh = read(&answer("ok"), "anthropic", &mut memo)
+            .unwrap()
+            .messages;
         assert!(!first[1].ptr_eq(&fresh[1]), "read again once forgotten");
         assert!(same_message(&fresh[1], &first[1]));
     }

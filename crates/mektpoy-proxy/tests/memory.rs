@@ -166,3 +166,50 @@ async fn metrics_count_requests_tokens_and_the_proxys_own_time() {
     assert!(text.contains("mektpoy_proxy_store_write_seconds_count"));
     assert!(!text.contains("sk-demo"));
 }
+
+/// Two requests of one conversation at once queue (decision 111): both are answered, one
+/// after the other, and the log holds both turns in the order the proxy took them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_requests_of_one_conversation_at_once_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let rig = Rig::start(&dir.path().join("q.db")).await.unwrap();
+    let send = |text: &'static str| {
+        let url = rig.url.clone();
+        async move {
+            let body = serde_json::json!({"model": "claude-opus-5", "max_tokens": 16,
+                "messages": [{"role": "user", "content": text}]});
+            reqwest::Client::new()
+                .post(format!("{url}/v1/messages"))
+                .header("x-api-key", "sk-demo")
+                .header("anthropic-version", "2023-06-01")
+                .header("content-type", "application/json")
+                .header("x-mektpoy-session", "queue")
+                .header("x-mektpoy-test-session", "queue")
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    let (a, b) = tokio::join!(send("first"), send("second"));
+    assert!(a.is_success() && b.is_success(), "{a} {b}");
+    let store = mektpoy_proxy::Store::open(dir.path().join("q.db")).unwrap();
+    let key = store.conversations().unwrap().remove(0);
+    let log = mektpoy::Session::load_bytes(&store.load(&key).unwrap().unwrap())
+        .unwrap()
+        .session;
+    let roles: Vec<_> = log.messages().iter().map(|m| m.role()).collect();
+    use mektpoy::vocab::Role::{Assistant, User};
+    // Each request was a whole step: its user turn, then its answer, before the other's.
+    assert_eq!(
+        roles,
+        [User, Assistant],
+        "the second replaced the first: {roles:?}"
+    );
+    assert!(
+        log.len() > 4,
+        "both requests were logged: {} events",
+        log.len()
+    );
+}
