@@ -62,18 +62,127 @@ pub fn read(body: &Value, provider: &str, memo: &mut Memo) -> Result<ClientReque
         Some(_) => return Err(invalid("system: a string or text blocks are expected")),
     };
     let mut messages = Vec::new();
+    let mut changes = ClientChanges::new(&tools);
     for (i, m) in raw.iter().enumerate() {
         let at = |e: Invalid| invalid(format!("messages.{i}: {}", e.0));
-        message(m, i, provider, &model, &mut messages, memo).map_err(at)?;
+        if m.get("role").and_then(Value::as_str) == Some("system") {
+            changes.apply(m).map_err(at)?;
+        } else {
+            message(m, i, provider, &model, &mut messages, memo).map_err(at)?;
+        }
     }
     let params = params_of(object, &OWN_KEYS);
     Ok(ClientRequest {
         model,
         system,
-        tools,
+        tools: changes.effective(tools),
         messages,
         params,
     })
+}
+
+/// A client that already announces its tool changes in history (`system` messages holding
+/// `tool_addition` / `tool_removal` blocks, by reference or with a definition by value):
+/// its `tools` are the declarations, and what it offers now is those changes applied in
+/// order. The proxy takes that as the effective tools and logs the changes its own way, so
+/// they are not sent twice.
+struct ClientChanges {
+    /// Declared names, offered or not, in order.
+    offered: Vec<(String, bool)>,
+    /// Tools defined by value in history, in order.
+    defined: Vec<ToolSchema>,
+    seen: bool,
+}
+
+impl ClientChanges {
+    fn new(tools: &[ToolSchema]) -> Self {
+        ClientChanges {
+            offered: tools
+                .iter()
+                .map(|t| (t.name().to_owned(), !t.defer_loading()))
+                .collect(),
+            defined: Vec::new(),
+            seen: false,
+        }
+    }
+
+    fn apply(&mut self, m: &Value) -> Result<(), Invalid> {
+        let blocks = m
+            .get("content")
+            .and_then(Value::as_array)
+            .ok_or_else(|| invalid("content: a system message holds tool-change blocks"))?;
+        for (j, b) in blocks.iter().enumerate() {
+            let at = |e: &str| invalid(format!("content.{j}: {e}"));
+            let add = match b.get("type").and_then(Value::as_str) {
+                Some("tool_addition") => true,
+                Some("tool_removal") => false,
+                _ => {
+                    return Err(at(
+                        "mektpoy-proxy takes tool_addition and tool_removal blocks in a system message, nothing else",
+                    ));
+                }
+            };
+            self.seen = true;
+            match b.pointer("/tool/type").and_then(Value::as_str) {
+                Some("tool_reference") => {
+                    let name = b
+                        .pointer("/tool/name")
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| at("tool.name: Field required"))?;
+                    match self.offered.iter_mut().find(|(n, _)| n == name) {
+                        Some((_, on)) => *on = add,
+                        None => match self.defined.iter().position(|t| t.name() == name) {
+                            Some(i) if !add => {
+                                self.defined.remove(i);
+                            }
+                            Some(_) => {}
+                            None => return Err(at(&format!("`{name}` names no declared tool"))),
+                        },
+                    }
+                }
+                Some("tool_definition") if add => {
+                    let definition = b
+                        .pointer("/tool/definition")
+                        .ok_or_else(|| at("tool.definition: Field required"))?;
+                    let schema = tool(&without_cache_control(definition))
+                        .map_err(|e| at(&e.0))?
+                        .with_defer_loading(false);
+                    self.defined.retain(|t| t.name() != schema.name());
+                    if let Some((_, on)) = self.offered.iter_mut().find(|(n, _)| n == schema.name())
+                    {
+                        // A declared tool redefined in history: the new definition is offered.
+                        *on = false;
+                    }
+                    self.defined.push(schema);
+                }
+                _ => {
+                    return Err(at(
+                        "tool: a tool_reference, or for an addition a tool_definition",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The tools in force after the client's changes: the declarations still offered (or
+    /// still deferred), then the definitions given in history.
+    fn effective(self, tools: Vec<ToolSchema>) -> Vec<ToolSchema> {
+        if !self.seen {
+            return tools;
+        }
+        let mut out: Vec<ToolSchema> = tools
+            .into_iter()
+            .filter_map(|t| match self.offered.iter().find(|(n, _)| n == t.name()) {
+                Some((_, true)) => Some(t.with_defer_loading(false)),
+                Some((_, false)) if t.defer_loading() => Some(t),
+                _ => None,
+            })
+            .filter(|t| !self.defined.iter().any(|d| d.name() == t.name()))
+            .collect();
+        out.extend(self.defined);
+        out
+    }
 }
 
 /// A Messages-API tool as the crate's schema: `name`, `description`, `input_schema` as the
@@ -626,6 +735,47 @@ mod tests {
         .unwrap()
         .messages;
         assert!(!same_message(&edited[0], &logged[0]));
+    }
+
+    #[test]
+    fn a_clients_own_tool_changes_become_the_effective_tools_and_are_not_sent_twice() {
+        let mut b = body(json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "system", "content": [
+                {"type": "tool_addition", "tool": {"type": "tool_reference", "name": "search"}},
+                {"type": "tool_removal", "tool": {"type": "tool_reference", "name": "read"}},
+                {"type": "tool_addition", "tool": {"type": "tool_definition", "definition": {"name": "lint", "description": "Lint", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}}}},
+            ]},
+            {"role": "user", "content": "go on"},
+        ]));
+        b["tools"] = json!([
+            {"name": "read", "description": "Read", "input_schema": {"type": "object"}},
+            {"name": "search", "description": "Search", "input_schema": {"type": "object"}, "defer_loading": true},
+            {"name": "later", "description": "Later", "input_schema": {"type": "object"}, "defer_loading": true},
+        ]);
+        let r = read(&b, "anthropic", &mut Memo::default()).unwrap();
+        let tools: Vec<(&str, bool)> = r
+            .tools
+            .iter()
+            .map(|t| (t.name(), t.defer_loading()))
+            .collect();
+        assert_eq!(tools, [("search", false), ("later", true), ("lint", false)]);
+        assert!(
+            r.tools[2].extra().is_empty(),
+            "the client's breakpoint left out"
+        );
+        let roles: Vec<_> = r.messages.iter().map(Message::role).collect();
+        assert_eq!(
+            roles,
+            [Role::User, Role::Assistant, Role::User],
+            "no change message doubled"
+        );
+
+        b["messages"][2]["content"] = json!([{"type": "text", "text": "be brief"}]);
+        assert!(read(&b, "anthropic", &mut Memo::default()).is_err());
+        b["messages"][2]["content"] = json!([{"type": "tool_addition", "tool": {"type": "tool_reference", "name": "nowhere"}}]);
+        assert!(read(&b, "anthropic", &mut Memo::default()).is_err());
     }
 
     #[test]

@@ -96,3 +96,56 @@ async fn a_harness_keeps_its_cache_through_the_proxy_and_is_never_refused() {
         );
     }
 }
+
+/// A client that already announces its tool changes in history (the vendor's beta) is
+/// understood: the proxy sends the changes once, its own way, and the stand-in accepts them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_sending_its_own_tool_changes_is_not_doubled() {
+    let dir = tempfile::tempdir().unwrap();
+    let rig = Rig::start(&dir.path().join("own.db")).await.unwrap();
+    let tools = serde_json::json!([
+        {"name": "read", "description": "Read", "input_schema": {"type": "object"}},
+        {"name": "search", "description": "Search", "input_schema": {"type": "object"}, "defer_loading": true},
+    ]);
+    let post = |messages: Value| {
+        let body = serde_json::json!({"model": "claude-opus-5", "max_tokens": 16,
+            "system": format!("Be brief. {}", "rule ".repeat(2000)), "tools": tools, "messages": messages});
+        let url = rig.url.clone();
+        async move {
+            let r = reqwest::Client::new()
+                .post(format!("{url}/v1/messages"))
+                .header("x-api-key", "sk-demo")
+                .header("anthropic-version", "2023-06-01")
+                .header("anthropic-beta", "mid-conversation-tool-changes-2026-07-01")
+                .header("content-type", "application/json")
+                .header("x-mektpoy-session", "own-changes")
+                .header("x-mektpoy-test-session", "own-changes")
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+            let status = r.status();
+            let cached: u64 = r
+                .headers()
+                .get("x-standin-cached-bytes")
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(0);
+            let v: Value = r.json().await.unwrap();
+            (status, cached, v)
+        }
+    };
+    let first = vec![serde_json::json!({"role": "user", "content": "hi"})];
+    let (status, _, answer) = post(Value::Array(first.clone())).await;
+    assert!(status.is_success(), "{answer}");
+    let mut second = first;
+    second.push(serde_json::json!({"role": "assistant", "content": answer["content"]}));
+    second.push(serde_json::json!({"role": "system", "content": [
+        {"type": "tool_addition", "tool": {"type": "tool_reference", "name": "search"}}]}));
+    second.push(serde_json::json!({"role": "user", "content": "search now"}));
+    let (status, cached, answer) = post(Value::Array(second)).await;
+    assert!(status.is_success(), "{answer}");
+    assert!(
+        cached > 0,
+        "the prefix kept: the change went in history once"
+    );
+}
