@@ -926,3 +926,97 @@ proptest::proptest! {
         proptest::prop_assert_eq!(replayed.attributions(), direct.agent.attributions());
     }
 }
+
+/// Decision 108: on a route that binds thinking, a replay sends the log's signed thinking and
+/// `redacted_thinking` back only when told it is the route that recorded the log; elsewhere
+/// (another route, or none named) every body leaves them out, and the replayed log keeps each
+/// block where it was, unsigned.
+#[test]
+fn a_replay_sends_the_logs_signed_thinking_back_only_on_the_recording_route() {
+    let route = route_for("anthropic", "claude-fable-5-1");
+    let config = Config::new("anthropic", "claude-fable-5-1").with("max_tokens", 1024.into());
+    let mut agent = AgentLoop::new(Session::new("t"), route.clone(), config)
+        .with_system_prompt(prompt(1))
+        .with_tools([tool("read", query())]);
+    for turn in 0..3 {
+        if turn == 2 {
+            agent
+                .set_tools([tool("read", query()), tool("grep", query())])
+                .unwrap();
+        }
+        let q = agent
+            .user_turn([Message::user(format!("u{turn}"), "Go on.")])
+            .unwrap();
+        agent.observe(&q.to_wire().unwrap()).unwrap();
+        let mut a = answer(&format!("a{turn}"), None);
+        let mut content = a.content().to_vec();
+        content.insert(
+            1,
+            ContentBlock::other(json!({"type": "redacted_thinking", "data": format!("d{turn}")}))
+                .unwrap(),
+        );
+        a = a.with_content(content);
+        agent.append(a).unwrap();
+    }
+    let log = reload(agent.session());
+    let bodies = |replay: Replay| {
+        let mut bodies = Vec::new();
+        let replayed = replay
+            .run_each(&log, |_, wire| bodies.push(wire.body().to_owned()))
+            .unwrap();
+        (bodies, replayed)
+    };
+    let sends_thinking = |b: &str| b.contains("sig-a0") || b.contains("redacted_thinking");
+    // On its own route, told so: the recording, thinking and all.
+    let (own, _) = bodies(Replay::new(route.clone()).recorded_on(route.clone()));
+    assert!(own.iter().skip(1).all(|b| sends_thinking(b)), "{own:#?}");
+    let by_reference = mektpoy::agent::replay::by_reference(&route).unwrap();
+    for (label, replay) in [
+        ("no recording route", Replay::new(route.clone())),
+        (
+            "the by-reference variant",
+            Replay::new(by_reference.clone()).recorded_on(route.clone()),
+        ),
+        (
+            "anthropic/*",
+            Replay::new(
+                mektpoy::route::catalog()
+                    .iter()
+                    .find(|r| r.provider == "anthropic" && r.model == "*")
+                    .unwrap()
+                    .clone(),
+            )
+            .recorded_on(route.clone()),
+        ),
+    ] {
+        let (sent, replayed) = bodies(replay);
+        assert_eq!(sent.len(), 3, "{label}");
+        assert!(
+            sent.iter()
+                .all(|b| !b.contains("signature") && !b.contains("redacted_thinking")),
+            "{label}: {sent:#?}"
+        );
+        // The replayed answers keep their reasoning blocks, unsigned, at the same indexes.
+        let a0 = replayed
+            .session
+            .messages()
+            .iter()
+            .find(|m| m.id() == "a0")
+            .unwrap()
+            .clone();
+        assert!(
+            matches!(&a0.content()[0], ContentBlock::Reasoning { extra, .. } if !extra.contains_key("signature")),
+            "{label}: {a0:?}"
+        );
+        assert!(
+            matches!(&a0.content()[1], ContentBlock::Reasoning { text, .. } if text.is_empty()),
+            "{label}: {a0:?}"
+        );
+    }
+    // A route that does not bind thinking sends it back whatever the recording route.
+    let (plain, _) = bodies(Replay::new(route_for("anthropic", "claude-opus-5")));
+    assert!(
+        plain.iter().skip(1).all(|b| sends_thinking(b)),
+        "{plain:#?}"
+    );
+}
