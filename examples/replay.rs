@@ -16,6 +16,11 @@
 //! catalog's. `--check` replays the log on one route (`--route`, else the name in the log's
 //! sibling `.route` file, which the demo writes) and exits 1 unless the replayed meter equals
 //! the saved one (`Meter::save`), row for row.
+//!
+//! A log's sibling `.route` file also says which route recorded it (`Replay::recorded_on`):
+//! on a route that binds thinking, only that route sends the log's signed thinking back; any
+//! other leaves it out, since it was bound to bytes that route does not send (decision 108).
+//! A log without one is taken as recorded on no route the replay knows.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -46,6 +51,30 @@ fn mode(route: &Route) -> &'static str {
 fn label(route: &Route) -> String {
     let name = route_name(route).unwrap_or_else(|| format!("{}/{}", route.provider, route.model));
     format!("{name} ({})", mode(route))
+}
+
+/// The route that recorded `log`, named in its sibling `.route` file (the demo writes one);
+/// `None` without that file.
+fn recorded_on(log: &Path) -> Result<Option<Route>, String> {
+    let file = log.with_extension("route");
+    let Ok(name) = std::fs::read_to_string(&file) else {
+        return Ok(None);
+    };
+    route_by_name(name.trim()).map(Some).ok_or(format!(
+        "{}: unknown route `{}`",
+        file.display(),
+        name.trim()
+    ))
+}
+
+/// A replay on `route` of `log`, told the route that recorded it when its `.route` file
+/// names one.
+fn replay_of(route: &Route, log: &Path) -> Result<Replay, String> {
+    let replay = Replay::new(route.clone());
+    Ok(match recorded_on(log)? {
+        Some(recording) => replay.recorded_on(recording),
+        None => replay,
+    })
 }
 
 fn load(path: &Path) -> Result<Session, String> {
@@ -127,7 +156,7 @@ fn table(args: &Args) -> Result<ExitCode, String> {
         );
         let mut rewrites = Vec::new();
         for route in &routes {
-            match Replay::new(route.clone()).run(&log) {
+            match replay_of(route, path)?.run(&log) {
                 Ok(replayed) => {
                     let rep = replayed.report();
                     let cost = rep.cost.map_or("-".to_owned(), |c| format!("${c:.4}"));
@@ -197,7 +226,7 @@ fn check(args: &Args, saved: &Path) -> Result<ExitCode, String> {
     let text = std::fs::read_to_string(saved).map_err(|e| format!("{}: {e}", saved.display()))?;
     let expected =
         Meter::restore(&route, text.trim_end()).map_err(|e| format!("{}: {e}", saved.display()))?;
-    let replayed = Replay::new(route.clone())
+    let replayed = replay_of(&route, log)?
         .run(&load(log)?)
         .map_err(|e| format!("{}: {e}", log.display()))?;
     let rows = replayed.meter.rows();

@@ -54,11 +54,38 @@ fn routes() -> Vec<(&'static str, Route)> {
     ]
 }
 
+thread_local! {
+    /// Whether [`answer`] signs its thinking (a direct recording that stands for a replay on
+    /// another route that binds thinking does not: decision 108).
+    static SIGNED: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// `f` with [`answer`]'s thinking unsigned: what a replay on a route that binds thinking,
+/// other than the recording route, copies the log's answers as (decision 108).
+fn unsigned<T>(f: impl FnOnce() -> T) -> T {
+    SIGNED.with(|s| s.set(false));
+    let out = f();
+    SIGNED.with(|s| s.set(true));
+    out
+}
+
+/// A direct recording on `to` standing for a replay there of a log recorded on `from`: its
+/// answers' thinking unsigned when `to` binds thinking and is not `from` (decision 108).
+fn standing_for<T>(from: &Route, to: &Route, f: impl FnOnce() -> T) -> T {
+    if to.binds_thinking() && from != to {
+        unsigned(f)
+    } else {
+        f()
+    }
+}
+
 /// An answer with signed thinking, the same on every route (another provider's reasoning is
 /// left out by the serializer, which the replay must reproduce too).
 fn answer(id: &str, call: Option<&str>) -> Message {
     let mut extra = indexmap::IndexMap::new();
-    extra.insert("signature".to_owned(), json!(format!("sig-{id}")));
+    if SIGNED.with(std::cell::Cell::get) {
+        extra.insert("signature".to_owned(), json!(format!("sig-{id}")));
+    }
     let mut content = vec![
         ContentBlock::Reasoning {
             text: "Check the failing test first.".into(),
@@ -231,12 +258,15 @@ fn reload(session: &Session) -> Session {
 }
 
 /// The bodies a replay hands out: every request, and the metered ones.
+/// `log`, recorded on `recorded_on`, replayed on `route`.
 fn replay(
     log: &Session,
     route: &Route,
+    recorded_on: &Route,
 ) -> (mektpoy::agent::replay::Replayed, Vec<String>, Vec<String>) {
     let (mut all, mut metered) = (Vec::new(), Vec::new());
     let replayed = Replay::new(route.clone())
+        .recorded_on(recorded_on.clone())
         .run_each(log, |request, wire| {
             all.push(wire.body().to_owned());
             if request.row.is_some() {
@@ -252,7 +282,7 @@ fn on_its_own_route_the_replay_reproduces_the_log_the_bodies_and_the_meter() {
     for (label, route) in routes() {
         let recorded = record(&route);
         let log = reload(recorded.agent.session());
-        let (replayed, all, metered) = replay(&log, &route);
+        let (replayed, all, metered) = replay(&log, &route, &route);
         assert_eq!(
             replayed.session.to_jsonl(),
             log.to_jsonl(),
@@ -320,10 +350,19 @@ fn on_another_route_the_replay_is_what_recording_there_would_have_sent() {
             (label, route, r)
         })
         .collect();
-    for (from, _, source) in &recorded {
+    for (from, source_route, source) in &recorded {
         let log = reload(source.agent.session());
         for (to, route, direct) in &recorded {
-            let (replayed, all, metered) = replay(&log, route);
+            let (replayed, all, metered) = replay(&log, route, source_route);
+            // On a route that binds thinking, another route's log goes back without its
+            // signed thinking (decision 108): recording there with such answers.
+            let unsigned_direct;
+            let direct = if route.binds_thinking() && route != source_route {
+                unsigned_direct = standing_for(source_route, route, || record(route));
+                &unsigned_direct
+            } else {
+                direct
+            };
             assert_eq!(all, direct.sent, "{from} replayed on {to}: every request");
             assert_eq!(metered, direct.metered, "{from} replayed on {to}: metered");
             assert_eq!(
@@ -548,7 +587,7 @@ fn a_loop_resumed_by_another_process_replays_as_it_ran() {
             .any(|e| matches!(e, Event::Header(h) if h.reason == mektpoy::event::Reason::Resume)),
         "the second process logged a resume header"
     );
-    let (replayed, all, _) = replay(&log, &route);
+    let (replayed, all, _) = replay(&log, &route, &route);
     assert_eq!(replayed.session.to_jsonl(), log.to_jsonl());
     assert_eq!(all, sent);
     assert_eq!(replayed.meter.rows(), agent.meter().rows());
@@ -593,7 +632,7 @@ fn answers_appended_without_stamps_still_show_each_request() {
     raw(&agent, answer("a4", None));
 
     let log = reload(agent.session());
-    let (replayed, all, metered) = replay(&log, &route);
+    let (replayed, all, metered) = replay(&log, &route, &route);
     assert_eq!(
         all, sent,
         "the two steps that logged nothing, and no request for the summary"
@@ -860,7 +899,7 @@ proptest::proptest! {
         let (label, route) = routes().swap_remove(route);
         let recorded = run_ops(&route, &ops);
         let log = reload(recorded.agent.session());
-        let (replayed, all, metered) = replay(&log, &route);
+        let (replayed, all, metered) = replay(&log, &route, &route);
         proptest::prop_assert_eq!(replayed.session.to_jsonl(), log.to_jsonl(), "{}", label);
         proptest::prop_assert_eq!(all, recorded.sent);
         proptest::prop_assert_eq!(metered, recorded.metered);
@@ -879,11 +918,105 @@ proptest::proptest! {
     ) {
         let routes = routes();
         let log = reload(run_ops(&routes[from].1, &ops).agent.session());
-        let direct = run_ops(&routes[to].1, &ops);
-        let (replayed, all, metered) = replay(&log, &routes[to].1);
+        let direct = standing_for(&routes[from].1, &routes[to].1, || run_ops(&routes[to].1, &ops));
+        let (replayed, all, metered) = replay(&log, &routes[to].1, &routes[from].1);
         proptest::prop_assert_eq!(all, direct.sent, "{} on {}", routes[from].0, routes[to].0);
         proptest::prop_assert_eq!(metered, direct.metered);
         proptest::prop_assert_eq!(figures(&replayed.meter), figures(direct.agent.meter()));
         proptest::prop_assert_eq!(replayed.attributions(), direct.agent.attributions());
     }
+}
+
+/// Decision 108: on a route that binds thinking, a replay sends the log's signed thinking and
+/// `redacted_thinking` back only when told it is the route that recorded the log; elsewhere
+/// (another route, or none named) every body leaves them out, and the replayed log keeps each
+/// block where it was, unsigned.
+#[test]
+fn a_replay_sends_the_logs_signed_thinking_back_only_on_the_recording_route() {
+    let route = route_for("anthropic", "claude-fable-5-1");
+    let config = Config::new("anthropic", "claude-fable-5-1").with("max_tokens", 1024.into());
+    let mut agent = AgentLoop::new(Session::new("t"), route.clone(), config)
+        .with_system_prompt(prompt(1))
+        .with_tools([tool("read", query())]);
+    for turn in 0..3 {
+        if turn == 2 {
+            agent
+                .set_tools([tool("read", query()), tool("grep", query())])
+                .unwrap();
+        }
+        let q = agent
+            .user_turn([Message::user(format!("u{turn}"), "Go on.")])
+            .unwrap();
+        agent.observe(&q.to_wire().unwrap()).unwrap();
+        let mut a = answer(&format!("a{turn}"), None);
+        let mut content = a.content().to_vec();
+        content.insert(
+            1,
+            ContentBlock::other(json!({"type": "redacted_thinking", "data": format!("d{turn}")}))
+                .unwrap(),
+        );
+        a = a.with_content(content);
+        agent.append(a).unwrap();
+    }
+    let log = reload(agent.session());
+    let bodies = |replay: Replay| {
+        let mut bodies = Vec::new();
+        let replayed = replay
+            .run_each(&log, |_, wire| bodies.push(wire.body().to_owned()))
+            .unwrap();
+        (bodies, replayed)
+    };
+    let sends_thinking = |b: &str| b.contains("sig-a0") || b.contains("redacted_thinking");
+    // On its own route, told so: the recording, thinking and all.
+    let (own, _) = bodies(Replay::new(route.clone()).recorded_on(route.clone()));
+    assert!(own.iter().skip(1).all(|b| sends_thinking(b)), "{own:#?}");
+    let by_reference = mektpoy::agent::replay::by_reference(&route).unwrap();
+    for (label, replay) in [
+        ("no recording route", Replay::new(route.clone())),
+        (
+            "the by-reference variant",
+            Replay::new(by_reference.clone()).recorded_on(route.clone()),
+        ),
+        (
+            "anthropic/*",
+            Replay::new(
+                mektpoy::route::catalog()
+                    .iter()
+                    .find(|r| r.provider == "anthropic" && r.model == "*")
+                    .unwrap()
+                    .clone(),
+            )
+            .recorded_on(route.clone()),
+        ),
+    ] {
+        let (sent, replayed) = bodies(replay);
+        assert_eq!(sent.len(), 3, "{label}");
+        assert!(
+            sent.iter()
+                .all(|b| !b.contains("signature") && !b.contains("redacted_thinking")),
+            "{label}: {sent:#?}"
+        );
+        // The replayed answers keep their reasoning blocks, unsigned, at the same indexes.
+        let a0 = replayed
+            .session
+            .messages()
+            .iter()
+            .find(|m| m.id() == "a0")
+            .unwrap()
+            .clone();
+        assert!(
+            matches!(&a0.content()[0], ContentBlock::Reasoning { extra, .. } if !extra.contains_key("signature")),
+            "{label}: {a0:?}"
+        );
+        assert!(
+            matches!(&a0.content()[1], ContentBlock::Reasoning { text, .. } if text.is_empty()),
+            "{label}: {a0:?}"
+        );
+    }
+    // A route that does not bind thinking sends it back whatever the recording route.
+    let (plain, _) = bodies(Replay::new(route_for("anthropic", "claude-opus-5")));
+    assert!(
+        plain.iter().skip(1).all(|b| sends_thinking(b)),
+        "{plain:#?}"
+    );
 }

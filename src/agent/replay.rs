@@ -15,7 +15,10 @@
 //! changed in the caller's terms, and whether the caller or a rule of the crate made it).
 //!
 //! On the route a log was recorded for, the replay reproduces the log event for event and
-//! every request byte for byte, so its meter equals the loop's. What the log does not record
+//! every request byte for byte, so its meter equals the loop's. The log does not name that
+//! route: on a route that binds thinking, the replay sends the log's signed thinking back only
+//! when told it is the recording route ([`Replay::recorded_on`], decision 108), since a block
+//! is bound to the bytes the recording sent before it. What the log does not record
 //! (a retry that logged nothing, a new series asked for where a replace or a replaced prompt
 //! also explains one) is inferred as decision 74 says.
 //!
@@ -59,8 +62,8 @@ use crate::event::{
 use crate::meter::{Meter, MeterError, MeterReport, MeterRow, Price};
 use crate::route::{ANY_MODEL, Route, catalog};
 use crate::session::{AppendError, Session};
-use crate::vocab::{List, Message, MessageSource, Role, Seq, ToolSchema};
-use crate::wire::{WireError, WireRequest};
+use crate::vocab::{ContentBlock, List, Message, MessageSource, Role, Seq, ToolSchema};
+use crate::wire::{WireError, WireRequest, is_bound_thinking};
 
 /// The suffix of a [`route_name`] that names a catalog route's by-reference variant.
 pub const BY_REFERENCE: &str = ":by-reference";
@@ -129,6 +132,7 @@ pub fn route_by_name(name: &str) -> Option<Route> {
 pub struct Replay {
     route: Route,
     price: Option<Price>,
+    recorded_on: Option<Route>,
 }
 
 /// One request of the replay.
@@ -340,7 +344,28 @@ impl Replay {
     /// A replay on `route`, metered at its catalog price ([`Price::for_route`]) when it has one.
     pub fn new(route: Route) -> Self {
         let price = Price::for_route(&route);
-        Replay { route, price }
+        Replay {
+            route,
+            price,
+            recorded_on: None,
+        }
+    }
+
+    /// The same replay of logs recorded on `route` (decision 108). A signed thinking block
+    /// is bound to the bytes its model was sent before it, and the log holds neither those
+    /// bytes nor the route that sent them: only on the route that recorded the log does the
+    /// replay send what the recording sent, byte for byte. So on a route that binds thinking
+    /// ([`Route::binds_thinking`]) the replay sends the log's signed thinking back only when
+    /// it is that route; elsewhere, and when the recording route is not given, every signed
+    /// reasoning block of the log's messages is copied unsigned and each `redacted_thinking`
+    /// block as an empty unsigned reasoning block, which the serializer leaves out as
+    /// unverifiable reasoning (the vendor accepts earlier turns without their thinking). Routes
+    /// that do not bind thinking send it back as the provider rule says, whatever the
+    /// recording route.
+    #[must_use]
+    pub fn recorded_on(mut self, route: Route) -> Self {
+        self.recorded_on = Some(route);
+        self
     }
 
     /// The same replay metered at `price`.
@@ -379,8 +404,12 @@ impl Replay {
         }
         let events = log.events();
         let ids = Arc::new(Mutex::new(Ids::new(log.id(), &events)));
+        // Decision 108: the log's signed thinking goes back only where its binding is the
+        // recording's.
+        let unsign = self.route.binds_thinking() && self.recorded_on.as_ref() != Some(&self.route);
         let mut run = Run {
             route: &self.route,
+            unsign,
             events,
             target: Session::new(log.id()),
             recorder: None,
@@ -535,6 +564,8 @@ struct Batch<'e> {
 
 struct Run<'r, F> {
     route: &'r Route,
+    /// Whether the log's signed thinking is copied unsigned (decision 108).
+    unsign: bool,
     events: List<Event>,
     target: Session,
     recorder: Option<Recorder>,
@@ -563,6 +594,35 @@ struct Run<'r, F> {
     previous_total: Option<u64>,
     requests: Vec<ReplayedRequest>,
     each: F,
+}
+
+/// `message` with its bound thinking made unverifiable (decision 108): each signed reasoning
+/// block without its `signature`, each `redacted_thinking` block an empty unsigned reasoning
+/// block (so block indexes stay). The message itself when it holds none.
+fn unsigned(message: &Message) -> Message {
+    if !message.content().iter().any(is_bound_thinking) {
+        return message.clone();
+    }
+    let content = message
+        .content()
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Reasoning { text, extra } if is_bound_thinking(block) => {
+                let mut extra = extra.clone();
+                extra.shift_remove("signature");
+                ContentBlock::Reasoning {
+                    text: text.clone(),
+                    extra,
+                }
+            }
+            b if is_bound_thinking(b) => ContentBlock::Reasoning {
+                text: String::new(),
+                extra: Default::default(),
+            },
+            b => b.clone(),
+        })
+        .collect();
+    message.with_content(content)
 }
 
 fn apply(surface: &mut Vec<Key>, op: SurfaceOp, key: Key) {
@@ -990,6 +1050,9 @@ impl<F: FnMut(&ReplayedRequest, &WireRequest)> Run<'_, F> {
         let (copy, key) = match &event {
             Event::Message(m) => {
                 let mut m = m.clone();
+                if self.unsign {
+                    m.message = unsigned(&m.message);
+                }
                 if let Some(SurfaceOp::Replace { start, end }) = m.surface_op {
                     m.surface_op = Some(self.translate(seq, start, end)?);
                 }

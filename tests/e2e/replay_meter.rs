@@ -1,16 +1,21 @@
 //! The replay's meter against the stand-in's measured reads (issue 20: "the demo and the
 //! replay example print meter figures that match the stand-in's measured reads on every
-//! route"). A demo-like log (the demo's schedule: an MCP server connects, a plugin goes off
-//! and on, a tool gains a parameter, a compaction of the first turns, the MCP server
-//! reconnects with its tool listed first), recorded against the stand-in on Claude Fable 5.1
-//! (the demo's inline row, which signs its thinking), and `replay_routes`' log (calls, a
-//! thinking-only answer), are replayed on every Messages route of the catalog, the
-//! by-reference variant of each one with a mode that does not bind thinking (the demo's
-//! claude-opus-5 row, `--route provider/model:by-reference` in the replay example) and
-//! unknown and dated ids: what `examples/replay.rs` prints a row for. Each metered request's bytes go to the stand-in, in a conversation forked from the
-//! recording (it knows the answers' signed thinking), and its measured figures must equal the
-//! replay's row: total and cached bytes, and cached tokens; per route, the totals the example
-//! prints (input and cached tokens) equal the sums of the stand-in's usage.
+//! route", and "no `anthropic/*` row of the replay has a body the stand-in refuses"). A
+//! demo-like log (the demo's schedule: an MCP server connects, a plugin goes off and on, a
+//! tool gains a parameter, a compaction of the first turns, the MCP server reconnects with its
+//! tool listed first), recorded against the stand-in on Claude Fable 5.1 (the demo's inline
+//! row, which signs its thinking), and `replay_routes`' log (calls, a thinking-only answer),
+//! are replayed on every Messages route of the catalog, `anthropic/*`, the by-reference
+//! variant of each one with a mode (the demo's claude-opus-5 row, `--route
+//! provider/model:by-reference` in the replay example; Fable 5.1's binds thinking) and unknown
+//! and dated ids: what `examples/replay.rs` prints a row for. Each replay is told the route
+//! that recorded the log (`Replay::recorded_on`, decision 108). Each request's bytes go to the
+//! stand-in, in a conversation forked from the recording (it knows the answers' signed
+//! thinking, and refuses a block sent after bytes it was not produced with), and any refusal
+//! fails; its measured figures must equal the replay's row: total and cached bytes, and cached
+//! tokens; per route, the totals the example prints (input and cached tokens) equal the sums of
+//! the stand-in's usage (not on `anthropic/*`, whose meter assumes an unknown model's minimum
+//! cacheable length where the stand-in knows the logged model's).
 
 use mektpoy::agent::replay::{Replay, by_reference, route_name};
 use mektpoy::route::{ANY_MODEL, WireApi, catalog};
@@ -90,37 +95,35 @@ fn demo_like() -> mektpoy::Session {
 }
 
 /// The Messages routes the replay example prints a row for, with each by-reference variant
-/// and unknown and dated ids.
-fn routes() -> Vec<Route> {
+/// and unknown and dated ids, each with whether its meter is checked against the stand-in's
+/// reads (every body is sent, and any refusal fails, on all of them).
+fn routes() -> Vec<(Route, bool)> {
     let mut routes = Vec::new();
-    // A provider's generic entry sends the logged model id (a Claude id, for these logs), so
-    // its row is not the generic entry's model: on `deepseek/*` a body DeepSeek would not
-    // take, which the stand-in (it models the cache by the body's model) meters as Claude's;
-    // on `anthropic/*` the meter assumes an unknown model's minimum cacheable length where
-    // the stand-in knows the logged model's. The generic entries are checked under ids they
-    // resolve to (`claude-nova-6`, `deepseek-x` of `unlisted_routes`). Left open (found
-    // here): on `anthropic/*` (no mode, binds thinking, the logged model's id) the replay
-    // rewrites `tools` at each tool change, where the recording route added the tool in
-    // history; the answer to that step was produced after the recorded `tools`, so sending
-    // its signed thinking after the rewritten list is refused. The log does not hold the
-    // recorded bytes, so the replay cannot tell such blocks apart.
-    let generic = |r: &Route| r.model == ANY_MODEL;
-    for route in catalog()
-        .iter()
-        .filter(|r| r.api == WireApi::Messages && !generic(r))
-    {
-        routes.push(route.clone());
-        // Not on a model that binds thinking: there the replay sends the recorded answers'
-        // signed thinking after a `tools` list they were not produced with, which the stand-in
-        // refuses (left open: the log does not say which variant recorded it).
+    for route in catalog().iter().filter(|r| r.api == WireApi::Messages) {
+        // A provider's generic entry sends the logged model id (a Claude id, for these logs),
+        // so its row is not the generic entry's model: on `deepseek/*` a body DeepSeek would
+        // not take, which the stand-in (it models the cache by the body's model) meters as
+        // Claude's, so it is left out; on `anthropic/*` the meter assumes an unknown model's
+        // minimum cacheable length where the stand-in knows the logged model's, so only its
+        // bodies are checked (no signed thinking sent after a `tools` list it was not produced
+        // with: decision 108). The generic entries' meters are checked under ids they resolve
+        // to (`claude-nova-6`, `deepseek-x` of `unlisted_routes`).
+        if route.model == ANY_MODEL {
+            if route.provider == "anthropic" {
+                routes.push((route.clone(), false));
+            }
+            continue;
+        }
+        routes.push((route.clone(), true));
+        // Models that bind thinking too: the replay sends the recorded answers' signed
+        // thinking only on the recording route (decision 108).
         if route.tool_update().is_some()
-            && !route.binds_thinking()
             && let Some(variant) = by_reference(route).filter(|v| v != route)
         {
-            routes.push(variant);
+            routes.push((variant, true));
         }
     }
-    routes.extend(unlisted_routes());
+    routes.extend(unlisted_routes().into_iter().map(|r| (r, true)));
     routes
 }
 
@@ -130,15 +133,16 @@ fn label(route: &Route) -> String {
 
 /// Replays `log` on every route; each metered request goes to the stand-in (forked from
 /// `source`) and its figures must be the replay's.
-fn check(name: &str, log: &mektpoy::Session, source: &str) {
+fn check(name: &str, log: &mektpoy::Session, source: &str, recorded_on: Route) {
     let tokens = |bytes: u64| bytes.div_ceil(4);
-    let (mut checked, mut read_somewhere) = (0, 0);
-    for route in routes() {
+    let (mut checked, mut read_somewhere, mut binding) = (0, 0, 0);
+    for (route, metered) in routes() {
         let label = label(&route);
         let key = format!("replay-meter/{name}/{label}");
         let mut measured = Vec::new();
         let mut faults = Vec::new();
         let replayed = Replay::new(route.clone())
+            .recorded_on(recorded_on.clone())
             .run_each(log, |request, wire| {
                 let Some(row) = &request.row else {
                     // Not metered: a request the log holds no answer to (none here).
@@ -162,9 +166,10 @@ fn check(name: &str, log: &mektpoy::Session, source: &str) {
                 let usage = &body["usage"];
                 let read = usage["cache_read_input_tokens"].as_u64().unwrap();
                 let input = usage["input_tokens"].as_u64().unwrap();
-                if (row.total_bytes, row.cached_bytes) != (total, cached)
-                    || tokens(row.cached_bytes) != read
-                    || tokens(row.total_bytes) != input + read
+                if metered
+                    && ((row.total_bytes, row.cached_bytes) != (total, cached)
+                        || tokens(row.cached_bytes) != read
+                        || tokens(row.total_bytes) != input + read)
                 {
                     faults.push(format!(
                         "seq {}: the replay's meter (total, cached) = ({}, {}) bytes, {} cached \
@@ -181,6 +186,10 @@ fn check(name: &str, log: &mektpoy::Session, source: &str) {
             })
             .unwrap_or_else(|e| panic!("{name} on {label}: {e}"));
         assert!(faults.is_empty(), "{name} on {label}: {faults:#?}");
+        binding += usize::from(route.binds_thinking() && route != recorded_on);
+        if !metered {
+            continue;
+        }
         let report = replayed.report();
         assert!(report.requests > 0, "{name} on {label}: nothing replayed");
         assert_eq!(
@@ -198,6 +207,9 @@ fn check(name: &str, log: &mektpoy::Session, source: &str) {
         read_somewhere += usize::from(report.cached_tokens > 0);
     }
     assert!(checked >= 10, "{name}: {checked} routes");
+    // `anthropic/*`, the by-reference variant of each model that binds thinking, and the
+    // other binding models: each sent only what the stand-in accepts.
+    assert!(binding >= 3, "{name}: {binding} routes that bind thinking");
     assert!(
         read_somewhere >= checked / 2,
         "{name}: {read_somewhere} of {checked} routes read"
@@ -206,7 +218,13 @@ fn check(name: &str, log: &mektpoy::Session, source: &str) {
 
 #[test]
 fn the_replays_meter_matches_the_stand_ins_measured_reads_on_every_messages_route() {
-    check("demo", &demo_like(), DEMO);
+    let fable = |model: &str| route_for("anthropic", model);
+    check("demo", &demo_like(), DEMO, fable("claude-fable-5-1"));
     let source = "replay-meter/replay-routes-log";
-    check("replay-routes", &replay_routes::recorded(source), source);
+    check(
+        "replay-routes",
+        &replay_routes::recorded(source),
+        source,
+        fable("claude-fable-5-2"),
+    );
 }

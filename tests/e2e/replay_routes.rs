@@ -78,6 +78,7 @@ fn a_replay_on_every_route_sends_nothing_the_stand_in_refuses() {
         let key = format!("replay-routes/{label}");
         let mut refused = Vec::new();
         Replay::new(route.clone())
+            .recorded_on(route_for("anthropic", "claude-fable-5-2"))
             .run_each(&log, |request, wire| {
                 let wire = wire.clone().with_header(standin::FORK_FROM_HEADER, SOURCE);
                 if let Err(e) = standin::post(&key, route.deferred_section_bytes(), &wire)

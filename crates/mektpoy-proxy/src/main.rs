@@ -166,6 +166,7 @@ async fn serve(o: Options) -> Outcome {
 
 /// Each stored conversation replayed on the route of its last request: the crate's meter
 /// reading of its log (the provider's measured figures live in a running proxy's report).
+/// The proxy recorded it there, so the log's signed thinking goes back (decision 108).
 fn report(o: &Options) -> Outcome {
     let store = o.open_store()?;
     for summary in store.summaries()? {
@@ -192,7 +193,7 @@ fn report(o: &Options) -> Outcome {
         };
         let config = &header.header.config;
         let route = mektpoy::route_for(&config.provider, &config.model);
-        match Replay::new(route).run(&session) {
+        match Replay::new(route.clone()).recorded_on(route).run(&session) {
             Ok(replayed) => {
                 let r = replayed.report();
                 let pct = |n: u64| {
