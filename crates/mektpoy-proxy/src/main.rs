@@ -10,6 +10,7 @@ use mektpoy_proxy::{Proxy, Settings, Store};
 const USAGE: &str =
     "usage: mektpoy-proxy [--listen ADDR] [--upstream PROVIDER=URL]... [--store STORE]
                      [--idle SECS] [--max-sessions N] [--retention DAYS]
+                     [--shutdown-grace SECS]
        mektpoy-proxy demo       the stand-in as upstream, a scripted harness, direct against proxied
        mektpoy-proxy report [--store STORE]
                                 each stored conversation: its route and what the crate's meter
@@ -28,7 +29,9 @@ const USAGE: &str =
                            proxies on one database; the table is created on start)
   --idle SECS              a conversation idle this long leaves memory (default 600)
   --max-sessions N         at most N conversations in memory (default 10000)
-  --retention DAYS         delete conversations not written for DAYS (default: keep)";
+  --retention DAYS         delete conversations not written for DAYS (default: keep)
+  --shutdown-grace SECS    on SIGTERM or Ctrl-C, how long requests in flight (streams
+                           included) may take to finish before the proxy exits (default 30)";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -127,6 +130,9 @@ impl Options {
                 "--retention" => {
                     o.settings.retention = Some(Duration::from_secs(number(&value)? * 86_400));
                 }
+                "--shutdown-grace" => {
+                    o.settings.shutdown_grace = Duration::from_secs(number(&value)?);
+                }
                 "--conversation" => o.conversation = Some(value),
                 "--older-than" => o.older_than = Some(number(&value)?),
                 _ => return Err(format!("unexpected argument `{flag}`")),
@@ -149,6 +155,7 @@ impl Options {
 
 async fn serve(o: Options) -> Outcome {
     let store = o.open_store()?;
+    // Listened for before the address is printed: a script may signal as soon as it reads it.
     let listener = tokio::net::TcpListener::bind(&o.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", o.listen))?;
@@ -157,11 +164,25 @@ async fn serve(o: Options) -> Outcome {
         "mektpoy-proxy listening on http://{}",
         listener.local_addr()?
     );
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+    let shutdown = shutdown_signal()?;
     mektpoy_proxy::serve(listener, Proxy::new(o.settings, store), shutdown).await?;
     Ok(())
+}
+
+/// Ctrl-C, or SIGTERM on Unix (what `kill`, systemd and container runtimes send): the proxy
+/// stops accepting, finishes the requests in flight (`--shutdown-grace`) and exits 0.
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    #[cfg(unix)]
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    Ok(async move {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }
 
 /// Each stored conversation replayed on the route of its last request: the crate's meter
