@@ -206,19 +206,20 @@ fn memory() -> (f64, f64) {
     (read("VmHWM:"), read("VmRSS:"))
 }
 
-async fn start_proxy(standin: &str, store: Store) -> String {
+async fn start_proxy(standin: &str, store: Store) -> (String, Arc<Proxy>) {
     let mut settings = Settings::default();
     settings
         .upstreams
         .insert("anthropic".to_owned(), standin.to_owned());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
+    let proxy = Proxy::new(settings, store);
     tokio::spawn(mektpoy_proxy::serve(
         listener,
-        Proxy::new(settings, store),
+        Arc::clone(&proxy),
         std::future::pending(),
     ));
-    url
+    (url, proxy)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -252,8 +253,8 @@ async fn main() {
             format!("sqlite:{}", dir.path().join("load.db").display()),
         ),
     };
-    let a = start_proxy(&standin, Store::connect(&spec).unwrap()).await;
-    let b = start_proxy(&standin, Store::connect(&spec).unwrap()).await;
+    let (a, proxy_a) = start_proxy(&standin, Store::connect(&spec).unwrap()).await;
+    let (b, proxy_b) = start_proxy(&standin, Store::connect(&spec).unwrap()).await;
     let http = reqwest::Client::builder()
         .no_proxy()
         .pool_max_idle_per_host(usize::MAX)
@@ -267,7 +268,7 @@ async fn main() {
     let (mut direct, direct_wall, direct_failed) =
         load(&http, vec![standin.clone()], false, "direct", n).await;
     direct.sort();
-    let (direct_hwm, _) = memory();
+    let (direct_hwm, direct_rss) = memory();
     println!(
         "| | requests | failed conversations | p50 / p99 / p99.9 (ms) | added p50 / p99 / p99.9 (ms) | throughput (req/s) | the proxies' own time, mean (ms) |"
     );
@@ -281,6 +282,7 @@ async fn main() {
         ms(percentile(&direct, 0.999)),
         direct.len() as f64 / direct_wall.as_secs_f64(),
     );
+    println!("|  then: VmHWM {direct_hwm:.1} MiB, VmRSS {direct_rss:.1} MiB | | | | | | |");
     let mut failures = vec![("direct", direct_failed)];
     for (name, sticky) in [
         ("two proxies, requests alternating", false),
@@ -308,13 +310,14 @@ async fn main() {
             own * 1e3,
         );
         failures.push((name, failed));
+        let (hwm, rss) = memory();
+        println!(
+            "|  then: VmHWM {hwm:.1} MiB, VmRSS {rss:.1} MiB, conversations in memory {} + {} | | | | | | |",
+            proxy_a.sessions_in_memory(),
+            proxy_b.sessions_in_memory()
+        );
     }
-    let (proxied_hwm, proxied_rss) = memory();
-    println!(
-        "peak RSS of the process (VmHWM): {start_hwm:.1} MiB at start, {direct_hwm:.1} MiB \
-         after the direct run, {proxied_hwm:.1} MiB after the proxied runs (VmRSS then \
-         {proxied_rss:.1} MiB)"
-    );
+    println!("peak RSS of the process (VmHWM) at start: {start_hwm:.1} MiB");
     for (name, failed) in &failures {
         if let Some(first) = failed.first() {
             println!(
