@@ -337,3 +337,42 @@ fn usage(problem: &str) -> ExitCode {
     eprintln!("mektpoy-proxy: {problem}\n{USAGE}");
     ExitCode::from(2)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_lines() {
+        assert_eq!(config_line("  # a comment"), Ok(None));
+        assert_eq!(config_line("   "), Ok(None));
+        assert_eq!(
+            config_line("upstream = anthropic=http://127.0.0.1:1"),
+            Ok(Some(("upstream", "anthropic=http://127.0.0.1:1")))
+        );
+        assert_eq!(
+            config_line(r#"store = "sqlite:/tmp/a b.db""#),
+            Ok(Some(("store", "sqlite:/tmp/a b.db")))
+        );
+        assert_eq!(config_line("idle=5"), Ok(Some(("idle", "5"))));
+        assert!(config_line("listen").is_err());
+        assert!(config_line("config = other.conf").is_err());
+        assert!(config_line("all = true").is_err());
+    }
+
+    #[test]
+    fn the_flags_win_over_the_file_and_numbers_do_not_overflow() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.conf");
+        std::fs::write(&path, "idle = 5\nmax-sessions = 7\nretention = 2\n").unwrap();
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let path = path.display().to_string();
+        let o = Options::parse(args(&["--idle", "9", "--config", &path])).unwrap();
+        assert_eq!(o.settings.idle, Duration::from_secs(9));
+        assert_eq!(o.settings.max_sessions, 7);
+        assert_eq!(o.settings.retention, Some(Duration::from_secs(2 * 86_400)));
+        let huge = u64::MAX.to_string();
+        assert!(Options::parse(args(&["--retention", &huge])).is_err());
+        assert!(Options::parse(args(&["--config"])).is_err());
+    }
+}

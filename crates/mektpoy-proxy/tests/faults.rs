@@ -23,10 +23,16 @@ struct ProxyProcess {
 impl ProxyProcess {
     /// `store` is a `--store` value: `sqlite:PATH` or `postgres://...`.
     fn start(store: &str, upstream: &str) -> Self {
+        Self::start_with(store, upstream, &[])
+    }
+
+    /// The same with more flags.
+    fn start_with(store: &str, upstream: &str, extra: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mektpoy-proxy"))
             .args(["--listen", "127.0.0.1:0", "--upstream"])
             .arg(format!("anthropic={upstream}"))
             .args(["--store", store])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -385,4 +391,48 @@ fn sigterm_mid_stream_finishes_the_stream_logs_it_and_exits_0() {
         Some(&mektpoy::vocab::Role::Assistant),
         "the streamed answer is logged: {roles:?}"
     );
+}
+
+/// A stream slower than `--shutdown-grace`: the proxy exits 0 when the grace period is over,
+/// the client sees the cut, and the log keeps no half answer.
+#[test]
+fn sigterm_waits_at_most_the_shutdown_grace() {
+    let standin = mektpoy_standin::start("127.0.0.1:0").unwrap().to_string();
+    let upstream = slow_relay(standin, Duration::from_millis(400));
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(&dir);
+    let mut proxy = ProxyProcess::start_with(&store, &upstream, &["--shutdown-grace", "1"]);
+    let history = vec![json!({"role": "user", "content": "a very slow answer"})];
+    let response = post(&proxy.url, "grace", &body(&history, 2, true), &[]);
+    assert_eq!(response.status(), 200);
+    let mut reader = BufReader::new(response.into_body().into_reader());
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
+    let signalled = Instant::now();
+    proxy.terminate();
+    let status = proxy.child.wait().unwrap();
+    let waited = signalled.elapsed();
+    assert!(status.success(), "exit status {status:?}");
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(4),
+        "exited after {waited:?}"
+    );
+    let mut rest = String::new();
+    let _ = reader.read_to_string(&mut rest);
+    assert!(!rest.contains("message_stop"), "the client sees the cut");
+
+    let stored = mektpoy_proxy::Store::connect(&store).unwrap();
+    for key in stored.conversations().unwrap() {
+        let bytes = stored.load(&key).unwrap().unwrap();
+        let loaded = Session::load_bytes(&bytes).expect("the stored log loads");
+        assert!(loaded.torn_tail.is_none(), "no half-written batch");
+        assert!(
+            loaded
+                .session
+                .messages()
+                .iter()
+                .all(|m| m.role() != mektpoy::vocab::Role::Assistant),
+            "no half answer logged"
+        );
+    }
 }
