@@ -8,7 +8,7 @@
 //!
 //! `cargo bench -p mektpoy-proxy --bench load` (figures in `docs/benchmarks.md`);
 //! `-- --conversations N` (default 1,000), `-- --quick` for N = 50, `-- --sqlite` to use
-//! SQLite even where Postgres is found.
+//! SQLite even where Postgres is found, `-- --no-long` to leave out the long conversation.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -327,6 +327,9 @@ async fn main() {
         }
     }
 
+    if args.iter().any(|a| a == "--no-long") {
+        return;
+    }
     // One long conversation, alone, through one proxy (it stays in that proxy's memory).
     let direct_long = long_conversation(&http, &standin, "long-direct", false).await;
     let proxied_long = long_conversation(&http, &a, "long-proxied", true).await;
