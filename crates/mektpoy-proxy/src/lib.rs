@@ -20,9 +20,10 @@ pub mod translate;
 pub use server::{Proxy, Settings, router};
 pub use store::Store;
 
-/// Serves `proxy` on `listener` until `shutdown` resolves; requests in flight finish first.
-/// Needs tokio's multi-threaded runtime: the crate's work (the log, the store) runs in
-/// `block_in_place`.
+/// Serves `proxy` on `listener` until `shutdown` resolves; then it stops accepting and lets
+/// the requests in flight finish, answers being streamed back included (sent whole and
+/// logged), for at most [`Settings::shutdown_grace`]. Needs tokio's multi-threaded runtime:
+/// the crate's work (the log, the store) runs in `block_in_place`.
 ///
 /// # Errors
 /// The listener's I/O fault.
@@ -59,9 +60,42 @@ pub async fn serve(
             }
         }
     });
-    let served = axum::serve(listener, router(proxy))
-        .with_graceful_shutdown(shutdown)
-        .await;
+    // The grace period runs from the signal.
+    let grace = proxy.settings().shutdown_grace;
+    let (fired, deadline) = tokio::sync::watch::channel(None);
+    let signal = async move {
+        shutdown.await;
+        tracing::info!("shutting down: no new connections, finishing the requests in flight");
+        let _ = fired.send(Some(tokio::time::Instant::now() + grace));
+    };
+    let expired = |mut deadline: tokio::sync::watch::Receiver<Option<tokio::time::Instant>>| async move {
+        let at = match deadline.wait_for(Option::is_some).await {
+            Ok(at) => *at,
+            Err(_) => None,
+        };
+        match at {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    };
+    use std::future::IntoFuture as _;
+    let server = axum::serve(listener, router(std::sync::Arc::clone(&proxy)))
+        .with_graceful_shutdown(signal)
+        .into_future();
+    let served = tokio::select! {
+        served = server => served,
+        () = expired(deadline.clone()) => {
+            tracing::warn!(?grace, "shutdown grace period over: connections still open are cut");
+            Ok(())
+        }
+    };
+    // The connections are closed; a stream's task may still be logging its answer.
+    tokio::select! {
+        () = proxy.streams_finished() => {}
+        () = expired(deadline) => {
+            tracing::warn!(?grace, "shutdown grace period over: answers not yet logged are lost");
+        }
+    }
     housekeeping.abort();
     served
 }

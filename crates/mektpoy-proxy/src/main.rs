@@ -10,11 +10,12 @@ use mektpoy_proxy::{Proxy, Settings, Store};
 const USAGE: &str =
     "usage: mektpoy-proxy [--listen ADDR] [--upstream PROVIDER=URL]... [--store STORE]
                      [--idle SECS] [--max-sessions N] [--retention DAYS]
+                     [--shutdown-grace SECS] [--config PATH]
        mektpoy-proxy demo       the stand-in as upstream, a scripted harness, direct against proxied
-       mektpoy-proxy report [--store STORE]
+       mektpoy-proxy report [--store STORE] [--config PATH]
                                 each stored conversation: its route and what the crate's meter
                                 reads of its log there (replayed), with each miss
-       mektpoy-proxy purge [--store STORE] (--conversation KEY | --older-than DAYS | --all)
+       mektpoy-proxy purge [--store STORE] [--config PATH] (--conversation KEY | --older-than DAYS | --all)
                                 deletes stored conversations (run it while no proxy holds them)
 
   --listen ADDR            where to listen (default 127.0.0.1:8787)
@@ -28,7 +29,12 @@ const USAGE: &str =
                            proxies on one database; the table is created on start)
   --idle SECS              a conversation idle this long leaves memory (default 600)
   --max-sessions N         at most N conversations in memory (default 10000)
-  --retention DAYS         delete conversations not written for DAYS (default: keep)";
+  --retention DAYS         delete conversations not written for DAYS (default: keep)
+  --shutdown-grace SECS    on SIGTERM or Ctrl-C, how long requests in flight (streams
+                           included) may take to finish before the proxy exits (default 30)
+  --config PATH            settings from a file: one `KEY = VALUE` a line, KEY a flag above
+                           without its dashes (`upstream` repeatable), `#` comments; the
+                           flags given win over the file";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -80,6 +86,8 @@ struct Options {
 }
 
 impl Options {
+    /// The flags, over the `--config` file's settings when one is named (wherever it is
+    /// named: a flag always wins).
     fn parse(args: Vec<String>) -> Result<Self, String> {
         let mut o = Options {
             settings: Settings::default(),
@@ -89,6 +97,8 @@ impl Options {
             older_than: None,
             all: false,
         };
+        let mut flags = Vec::new();
+        let mut config = None;
         let mut args = args.into_iter();
         while let Some(flag) = args.next() {
             if flag == "--all" {
@@ -98,41 +108,78 @@ impl Options {
             let Some(value) = args.next() else {
                 return Err(format!("{flag} needs a value"));
             };
-            let number = |v: &str| -> Result<u64, String> {
-                v.parse()
-                    .map_err(|_| format!("{flag} {v}: a number expected"))
-            };
-            match flag.as_str() {
-                "--listen" => o.listen = value,
-                "--upstream" => match value.split_once('=') {
-                    Some((provider, url)) => {
-                        o.settings
-                            .upstreams
-                            .insert(provider.to_owned(), url.to_owned());
-                    }
-                    None => return Err(format!("--upstream {value}: PROVIDER=URL expected")),
-                },
-                "--store" => {
-                    let known = ["sqlite:", "postgres://", "postgresql://"];
-                    if !known.iter().any(|p| value.starts_with(p)) {
-                        return Err(format!(
-                            "--store {}: sqlite:PATH or postgres://USER@HOST:PORT/DB expected",
-                            mektpoy_proxy::store::redacted(&value)
-                        ));
-                    }
-                    o.store = value;
-                }
-                "--idle" => o.settings.idle = Duration::from_secs(number(&value)?),
-                "--max-sessions" => o.settings.max_sessions = number(&value)? as usize,
-                "--retention" => {
-                    o.settings.retention = Some(Duration::from_secs(number(&value)? * 86_400));
-                }
-                "--conversation" => o.conversation = Some(value),
-                "--older-than" => o.older_than = Some(number(&value)?),
-                _ => return Err(format!("unexpected argument `{flag}`")),
+            if flag == "--config" {
+                config = Some(value);
+            } else {
+                flags.push((flag, value));
             }
         }
+        if let Some(path) = config {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("--config {path}: cannot read it: {e}"))?;
+            for (n, line) in text.lines().enumerate() {
+                let Some((key, value)) =
+                    config_line(line).map_err(|problem| format!("{path}:{}: {problem}", n + 1))?
+                else {
+                    continue;
+                };
+                o.apply(&format!("--{key}"), value.to_owned())
+                    .map_err(|problem| format!("{path}:{}: {problem}", n + 1))?;
+            }
+        }
+        for (flag, value) in flags {
+            o.apply(&flag, value)?;
+        }
         Ok(o)
+    }
+
+    /// One flag and its value.
+    fn apply(&mut self, flag: &str, value: String) -> Result<(), String> {
+        let o = self;
+        let number = |v: &str| -> Result<u64, String> {
+            v.parse()
+                .map_err(|_| format!("{flag} {v}: a number expected"))
+        };
+        match flag {
+            "--listen" => o.listen = value,
+            "--upstream" => match value.split_once('=') {
+                Some((provider, url)) => {
+                    o.settings
+                        .upstreams
+                        .insert(provider.to_owned(), url.to_owned());
+                }
+                None => return Err(format!("--upstream {value}: PROVIDER=URL expected")),
+            },
+            "--store" => {
+                let known = ["sqlite:", "postgres://", "postgresql://"];
+                if !known.iter().any(|p| value.starts_with(p)) {
+                    return Err(format!(
+                        "--store {}: sqlite:PATH or postgres://USER@HOST:PORT/DB expected",
+                        mektpoy_proxy::store::redacted(&value)
+                    ));
+                }
+                o.store = value;
+            }
+            "--idle" => o.settings.idle = Duration::from_secs(number(&value)?),
+            "--max-sessions" => {
+                o.settings.max_sessions = usize::try_from(number(&value)?)
+                    .map_err(|_| format!("{flag} {value}: too large"))?;
+            }
+            "--retention" => {
+                let days = number(&value)?;
+                let secs = days
+                    .checked_mul(86_400)
+                    .ok_or_else(|| format!("{flag} {value}: too large"))?;
+                o.settings.retention = Some(Duration::from_secs(secs));
+            }
+            "--shutdown-grace" => {
+                o.settings.shutdown_grace = Duration::from_secs(number(&value)?);
+            }
+            "--conversation" => o.conversation = Some(value),
+            "--older-than" => o.older_than = Some(number(&value)?),
+            _ => return Err(format!("unexpected argument `{flag}`")),
+        }
+        Ok(())
     }
 
     fn open_store(&self) -> Result<Store, Box<dyn std::error::Error>> {
@@ -149,6 +196,7 @@ impl Options {
 
 async fn serve(o: Options) -> Outcome {
     let store = o.open_store()?;
+    // Listened for before the address is printed: a script may signal as soon as it reads it.
     let listener = tokio::net::TcpListener::bind(&o.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", o.listen))?;
@@ -157,11 +205,50 @@ async fn serve(o: Options) -> Outcome {
         "mektpoy-proxy listening on http://{}",
         listener.local_addr()?
     );
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+    let shutdown = shutdown_signal()?;
     mektpoy_proxy::serve(listener, Proxy::new(o.settings, store), shutdown).await?;
     Ok(())
+}
+
+/// A line of a `--config` file: `KEY = VALUE` (a flag's name without its dashes, and its
+/// value, optionally in double quotes), a blank line or a `#` comment (`None`).
+fn config_line(line: &str) -> Result<Option<(&str, &str)>, String> {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return Ok(None);
+    }
+    let Some((key, value)) = line.split_once('=') else {
+        return Err(format!("`{line}`: KEY = VALUE expected"));
+    };
+    let (key, value) = (key.trim(), value.trim());
+    let value = value
+        .strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .unwrap_or(value);
+    match key {
+        "listen" | "upstream" | "store" | "idle" | "max-sessions" | "retention"
+        | "shutdown-grace" => Ok(Some((key, value))),
+        _ => Err(format!(
+            "unknown key `{key}` (listen, upstream, store, idle, max-sessions, retention, \
+             shutdown-grace)"
+        )),
+    }
+}
+
+/// Ctrl-C, or SIGTERM on Unix (what `kill`, systemd and container runtimes send): the proxy
+/// stops accepting, finishes the requests in flight (`--shutdown-grace`) and exits 0.
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    #[cfg(unix)]
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    Ok(async move {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }
 
 /// Each stored conversation replayed on the route of its last request: the crate's meter
@@ -250,4 +337,43 @@ fn purge(o: &Options) -> Outcome {
 fn usage(problem: &str) -> ExitCode {
     eprintln!("mektpoy-proxy: {problem}\n{USAGE}");
     ExitCode::from(2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_lines() {
+        assert_eq!(config_line("  # a comment"), Ok(None));
+        assert_eq!(config_line("   "), Ok(None));
+        assert_eq!(
+            config_line("upstream = anthropic=http://127.0.0.1:1"),
+            Ok(Some(("upstream", "anthropic=http://127.0.0.1:1")))
+        );
+        assert_eq!(
+            config_line(r#"store = "sqlite:/tmp/a b.db""#),
+            Ok(Some(("store", "sqlite:/tmp/a b.db")))
+        );
+        assert_eq!(config_line("idle=5"), Ok(Some(("idle", "5"))));
+        assert!(config_line("listen").is_err());
+        assert!(config_line("config = other.conf").is_err());
+        assert!(config_line("all = true").is_err());
+    }
+
+    #[test]
+    fn the_flags_win_over_the_file_and_numbers_do_not_overflow() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.conf");
+        std::fs::write(&path, "idle = 5\nmax-sessions = 7\nretention = 2\n").unwrap();
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let path = path.display().to_string();
+        let o = Options::parse(args(&["--idle", "9", "--config", &path])).unwrap();
+        assert_eq!(o.settings.idle, Duration::from_secs(9));
+        assert_eq!(o.settings.max_sessions, 7);
+        assert_eq!(o.settings.retention, Some(Duration::from_secs(2 * 86_400)));
+        let huge = u64::MAX.to_string();
+        assert!(Options::parse(args(&["--retention", &huge])).is_err());
+        assert!(Options::parse(args(&["--config"])).is_err());
+    }
 }

@@ -38,6 +38,9 @@ pub struct Settings {
     pub max_sessions: usize,
     /// Conversations not written for this long are deleted from the store (`None`: kept).
     pub retention: Option<Duration>,
+    /// On shutdown, how long requests in flight (streams included) may take to finish before
+    /// the proxy exits anyway.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for Settings {
@@ -61,6 +64,7 @@ impl Default for Settings {
             idle: Duration::from_secs(600),
             max_sessions: 10_000,
             retention: None,
+            shutdown_grace: Duration::from_secs(30),
         }
     }
 }
@@ -78,6 +82,8 @@ pub struct Proxy {
     /// with a 409 would make a harness that retries on its own fail instead).
     conversations: Mutex<HashMap<String, (Slot, Instant)>>,
     metrics: Arc<crate::metrics::Metrics>,
+    /// The tasks streaming answers back (and logging them): a shutdown waits for them.
+    streams: tokio_util::task::TaskTracker,
 }
 
 impl Proxy {
@@ -93,7 +99,15 @@ impl Proxy {
                 .build()
                 .expect("a TLS client with the built-in roots"),
             conversations: Mutex::new(HashMap::new()),
+            streams: tokio_util::task::TaskTracker::new(),
         })
+    }
+
+    /// Waits until every answer being streamed back has been sent and logged; no new stream
+    /// starts once this is called.
+    pub async fn streams_finished(&self) {
+        self.streams.close();
+        self.streams.wait().await;
     }
 
     fn slot(&self, key: &str) -> Slot {
@@ -477,6 +491,7 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
             StreamDecoder::new(api, provider),
             upstream,
             (Arc::clone(&proxy.metrics), added),
+            &proxy.streams,
         );
         return (status, out_headers, body).into_response();
     }
@@ -557,9 +572,11 @@ fn stream_back(
     mut decoder: StreamDecoder,
     upstream: reqwest::Response,
     (metrics, added): (Arc<crate::metrics::Metrics>, Duration),
+    streams: &tokio_util::task::TaskTracker,
 ) -> Body {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(16);
-    tokio::spawn(async move {
+    // Tracked: a shutdown waits for the answer to reach the client and the log.
+    streams.spawn(async move {
         let mut pending: Vec<u8> = Vec::new();
         let mut fault = None;
         let mut chunks = upstream.bytes_stream();

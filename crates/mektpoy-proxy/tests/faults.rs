@@ -1,11 +1,14 @@
-//! Faults: a proxy killed mid-stream (SIGKILL) and restarted on the same store, an upstream
-//! cut off mid-stream, and hostile bodies. The conversation goes on every time: nothing
-//! refused, nothing lost, duplicated or half-written in the log.
+//! Faults: a proxy killed mid-stream (SIGKILL) and restarted on the same store, a proxy
+//! stopped mid-stream (SIGTERM: the stream finishes first), an upstream cut off mid-stream, and
+//! hostile bodies. The conversation goes on every time: nothing refused, nothing lost,
+//! duplicated or half-written in the log.
 
 mod support;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use mektpoy::Session;
 use mektpoy_standin::{CACHED_BYTES_HEADER, CONTENT_HEADER, CUT_OFF_HEADER, SESSION_HEADER};
@@ -20,10 +23,16 @@ struct ProxyProcess {
 impl ProxyProcess {
     /// `store` is a `--store` value: `sqlite:PATH` or `postgres://...`.
     fn start(store: &str, upstream: &str) -> Self {
+        Self::start_with(store, upstream, &[])
+    }
+
+    /// The same with more flags.
+    fn start_with(store: &str, upstream: &str, extra: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mektpoy-proxy"))
             .args(["--listen", "127.0.0.1:0", "--upstream"])
             .arg(format!("anthropic={upstream}"))
             .args(["--store", store])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -39,6 +48,15 @@ impl ProxyProcess {
             .expect("the address line")
             .to_owned();
         ProxyProcess { child, url }
+    }
+
+    /// SIGTERM (`kill -TERM`), without waiting.
+    fn terminate(&self) {
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success());
     }
 
     /// SIGKILL: no shutdown, no flush.
@@ -273,4 +291,148 @@ fn hostile_bodies_get_the_providers_error_shape_and_change_nothing() {
         .query_row("SELECT count(*) FROM batches", [], |r| r.get(0))
         .unwrap();
     assert_eq!(rows, 0);
+}
+
+/// A slow upstream: each request goes to `upstream` (`host:port` of the stand-in, which closes
+/// every connection after its answer), and the answer comes back one line every `pause`.
+fn slow_relay(upstream: String, pause: Duration) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(mut client) = client else { continue };
+            let upstream = upstream.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(client.try_clone().unwrap());
+                let mut request = Vec::new();
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    request.extend_from_slice(line.as_bytes());
+                    let lower = line.to_ascii_lowercase();
+                    if let Some(v) = lower.strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap();
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0; length];
+                reader.read_exact(&mut body).unwrap();
+                request.extend_from_slice(&body);
+                let mut up = TcpStream::connect(&upstream).unwrap();
+                up.write_all(&request).unwrap();
+                let mut answer = Vec::new();
+                up.read_to_end(&mut answer).unwrap();
+                for line in answer.split_inclusive(|&b| b == b'\n') {
+                    if client
+                        .write_all(line)
+                        .and_then(|()| client.flush())
+                        .is_err()
+                    {
+                        return;
+                    }
+                    std::thread::sleep(pause);
+                }
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// SIGTERM while an answer is being streamed from a slow upstream: the proxy stops accepting,
+/// the client gets the whole stream, the answer is logged, and the proxy exits 0.
+#[test]
+fn sigterm_mid_stream_finishes_the_stream_logs_it_and_exits_0() {
+    let standin = mektpoy_standin::start("127.0.0.1:0").unwrap().to_string();
+    let upstream = slow_relay(standin, Duration::from_millis(40));
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(&dir);
+    let mut proxy = ProxyProcess::start(&store, &upstream);
+    let history = vec![json!({"role": "user", "content": "a slow answer, please"})];
+    let response = post(&proxy.url, "term", &body(&history, 2, true), &[]);
+    assert_eq!(response.status(), 200);
+    let mut reader = BufReader::new(response.into_body().into_reader());
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
+    let signalled = Instant::now();
+    proxy.terminate();
+    // No new connections once the signal is taken, while the stream goes on.
+    std::thread::sleep(Duration::from_millis(300));
+    let address = proxy.url.trim_start_matches("http://").to_owned();
+    assert!(
+        TcpStream::connect(&address).is_err(),
+        "the proxy stops accepting"
+    );
+    let mut rest = String::new();
+    reader
+        .read_to_string(&mut rest)
+        .expect("the stream is not cut");
+    assert!(
+        signalled.elapsed() > Duration::from_millis(400),
+        "the stream was still going when the signal came"
+    );
+    assert!(rest.contains("message_stop"), "the whole stream: {rest}");
+    let status = proxy.child.wait().unwrap();
+    assert!(status.success(), "exit status {status:?}");
+
+    let stored = mektpoy_proxy::Store::connect(&store).unwrap();
+    let keys = stored.conversations().unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let bytes = stored.load(&keys[0]).unwrap().unwrap();
+    let loaded = Session::load_bytes(&bytes).expect("the stored log loads");
+    assert!(loaded.torn_tail.is_none());
+    let roles: Vec<_> = loaded.session.messages().iter().map(|m| m.role()).collect();
+    assert_eq!(
+        roles.last(),
+        Some(&mektpoy::vocab::Role::Assistant),
+        "the streamed answer is logged: {roles:?}"
+    );
+}
+
+/// A stream slower than `--shutdown-grace`: the proxy exits 0 when the grace period is over,
+/// the client sees the cut, and the log keeps no half answer.
+#[test]
+fn sigterm_waits_at_most_the_shutdown_grace() {
+    let standin = mektpoy_standin::start("127.0.0.1:0").unwrap().to_string();
+    let upstream = slow_relay(standin, Duration::from_millis(400));
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(&dir);
+    let mut proxy = ProxyProcess::start_with(&store, &upstream, &["--shutdown-grace", "1"]);
+    let history = vec![json!({"role": "user", "content": "a very slow answer"})];
+    let response = post(&proxy.url, "grace", &body(&history, 2, true), &[]);
+    assert_eq!(response.status(), 200);
+    let mut reader = BufReader::new(response.into_body().into_reader());
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
+    let signalled = Instant::now();
+    proxy.terminate();
+    let status = proxy.child.wait().unwrap();
+    let waited = signalled.elapsed();
+    assert!(status.success(), "exit status {status:?}");
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(4),
+        "exited after {waited:?}"
+    );
+    let mut rest = String::new();
+    let _ = reader.read_to_string(&mut rest);
+    assert!(!rest.contains("message_stop"), "the client sees the cut");
+
+    let stored = mektpoy_proxy::Store::connect(&store).unwrap();
+    for key in stored.conversations().unwrap() {
+        let bytes = stored.load(&key).unwrap().unwrap();
+        let loaded = Session::load_bytes(&bytes).expect("the stored log loads");
+        assert!(loaded.torn_tail.is_none(), "no half-written batch");
+        assert!(
+            loaded
+                .session
+                .messages()
+                .iter()
+                .all(|m| m.role() != mektpoy::vocab::Role::Assistant),
+            "no half answer logged"
+        );
+    }
 }

@@ -1,0 +1,351 @@
+//! The proxy under load: N concurrent conversations × 20 requests through two proxies sharing
+//! one store (Postgres when its binaries are found: a throwaway cluster, as the tests make;
+//! else one SQLite file), each conversation's requests alternating between the two proxies,
+//! against the in-process stand-in; then the same load sent to the stand-in directly. Then one
+//! long conversation (1,000 requests) through one proxy and directly, to compare the cost of
+//! a request early and late in a conversation. Tiny bodies. Percentiles need every sample,
+//! so this bench has its own harness.
+//!
+//! `cargo bench -p mektpoy-proxy --bench load` (figures in `docs/benchmarks.md`);
+//! `-- --conversations N` (default 1,000), `-- --quick` for N = 50, `-- --sqlite` to use
+//! SQLite even where Postgres is found, `-- --no-long` to leave out the long conversation.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mektpoy_proxy::{Proxy, Settings, Store};
+use serde_json::{Value, json};
+
+const REQUESTS: usize = 20;
+const LONG: usize = 1_000;
+
+fn body(history: &[Value], step: usize) -> (String, Value) {
+    let turn = json!({"role": "user", "content": format!("step {step} xxxxxxxx")});
+    let mut messages = history.to_vec();
+    messages.push(turn.clone());
+    let body = json!({"model": "claude-opus-5", "max_tokens": 64, "system": "You are a coding agent.",
+        "tools": [{"name": "tool_0", "description": "dddddddd",
+            "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}],
+        "messages": messages});
+    (body.to_string(), turn)
+}
+
+/// One request; its latency, or what went wrong.
+async fn send(
+    http: &reqwest::Client,
+    base: &str,
+    session: &str,
+    body: String,
+) -> Result<(Duration, Value), String> {
+    let started = Instant::now();
+    let response = http
+        .post(format!("{base}/v1/messages"))
+        .header("x-api-key", "sk-bench")
+        .header("anthropic-version", "2023-06-01")
+        .header("content-type", "application/json")
+        .header("x-mektpoy-session", session)
+        .header("x-mektpoy-test-session", session)
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = response.status();
+    let text = response.text().await.map_err(|e| e.to_string())?;
+    let elapsed = started.elapsed();
+    if !status.is_success() {
+        return Err(format!("{status}: {text}"));
+    }
+    let v: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    Ok((elapsed, v))
+}
+
+/// One conversation of `requests` requests, request `step` sent to
+/// `bases[(first + step * stride) % bases.len()]`: each request's latency, or the first failure.
+async fn conversation(
+    http: reqwest::Client,
+    bases: Arc<Vec<String>>,
+    session: String,
+    (first, stride): (usize, usize),
+    requests: usize,
+) -> Result<Vec<Duration>, String> {
+    let mut history = Vec::new();
+    let mut latencies = Vec::with_capacity(requests);
+    for step in 0..requests {
+        let (b, turn) = body(&history, step);
+        let base = &bases[(first + step * stride) % bases.len()];
+        let (elapsed, v) = send(&http, base, &session, b).await?;
+        latencies.push(elapsed);
+        history.push(turn);
+        history.push(json!({"role": "assistant", "content": v["content"]}));
+    }
+    Ok(latencies)
+}
+
+/// `n` concurrent conversations, each alternating between `bases` or (`sticky`) staying on
+/// one: every latency, the wall time, the failures.
+async fn load(
+    http: &reqwest::Client,
+    bases: Vec<String>,
+    sticky: bool,
+    prefix: &str,
+    n: usize,
+) -> (Vec<Duration>, Duration, Vec<String>) {
+    let bases = Arc::new(bases);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            tokio::spawn(conversation(
+                http.clone(),
+                Arc::clone(&bases),
+                format!("{prefix}-{i}"),
+                (i, usize::from(!sticky)),
+                REQUESTS,
+            ))
+        })
+        .collect();
+    let mut all = Vec::with_capacity(n * REQUESTS);
+    let mut failures = Vec::new();
+    for task in tasks {
+        match task.await {
+            Ok(Ok(latencies)) => all.extend(latencies),
+            Ok(Err(e)) => failures.push(e),
+            Err(e) => failures.push(e.to_string()),
+        }
+    }
+    (all, started.elapsed(), failures)
+}
+
+/// The proxy's own time so far, from its `/metrics`: (sum in seconds, count).
+async fn own_time(proxy: &str) -> (f64, f64) {
+    let text = reqwest::get(format!("{proxy}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let read = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (
+        read("mektpoy_proxy_added_seconds_sum"),
+        read("mektpoy_proxy_added_seconds_count"),
+    )
+}
+
+/// One long conversation against `base`: the mean latency of requests 1–10 and of the last ten,
+/// and (through a proxy) the proxy's own mean time over the same requests.
+async fn long_conversation(
+    http: &reqwest::Client,
+    base: &str,
+    session: &str,
+    proxy: bool,
+) -> [(Duration, f64); 2] {
+    let mut history = Vec::new();
+    let windows = [0..10, LONG - 10..LONG];
+    let mut out = [(Duration::ZERO, 0.0); 2];
+    for step in 0..LONG {
+        let window = windows.iter().position(|w| w.contains(&step));
+        let before = match window {
+            Some(_) if proxy && windows.iter().any(|w| w.start == step) => {
+                Some(own_time(base).await)
+            }
+            _ => None,
+        };
+        let (b, turn) = body(&history, step);
+        let (elapsed, v) = send(http, base, session, b).await.unwrap();
+        history.push(turn);
+        history.push(json!({"role": "assistant", "content": v["content"]}));
+        if let Some(w) = window {
+            out[w].0 += elapsed / 10;
+            if let Some(before) = before {
+                out[w].1 = -before.0;
+            }
+            if proxy && windows[w].end == step + 1 {
+                let after = own_time(base).await;
+                out[w].1 = (out[w].1 + after.0) / 10.0;
+            }
+        }
+    }
+    out
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64() * 1e3)
+}
+
+/// `VmHWM` (peak resident set) and `VmRSS` of this process, in MiB.
+fn memory() -> (f64, f64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let read = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(key)?
+                    .trim()
+                    .strip_suffix("kB")?
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
+            .unwrap_or(0.0)
+            / 1024.0
+    };
+    (read("VmHWM:"), read("VmRSS:"))
+}
+
+async fn start_proxy(standin: &str, store: Store) -> (String, Arc<Proxy>) {
+    let mut settings = Settings::default();
+    settings
+        .upstreams
+        .insert("anthropic".to_owned(), standin.to_owned());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let proxy = Proxy::new(settings, store);
+    tokio::spawn(mektpoy_proxy::serve(
+        listener,
+        Arc::clone(&proxy),
+        std::future::pending(),
+    ));
+    (url, proxy)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--list") {
+        return;
+    }
+    let mut n = 1_000;
+    if args.iter().any(|a| a == "--quick") {
+        n = 50;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--conversations") {
+        n = args
+            .get(i + 1)
+            .and_then(|v| v.parse().ok())
+            .expect("--conversations N");
+    }
+    let (start_hwm, _) = memory();
+    let standin = format!("http://{}", mektpoy_standin::start("127.0.0.1:0").unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = if args.iter().any(|a| a == "--sqlite") {
+        None
+    } else {
+        support::cluster()
+    };
+    let (kind, spec) = match &cluster {
+        Some(pg) => ("Postgres (a throwaway cluster, fsync off)", pg.url()),
+        None => (
+            "SQLite (one file)",
+            format!("sqlite:{}", dir.path().join("load.db").display()),
+        ),
+    };
+    let (a, proxy_a) = start_proxy(&standin, Store::connect(&spec).unwrap()).await;
+    let (b, proxy_b) = start_proxy(&standin, Store::connect(&spec).unwrap()).await;
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(usize::MAX)
+        .build()
+        .unwrap();
+
+    println!(
+        "{n} concurrent conversations x {REQUESTS} requests, tiny bodies; two proxies on one \
+         store: {kind}"
+    );
+    let (mut direct, direct_wall, direct_failed) =
+        load(&http, vec![standin.clone()], false, "direct", n).await;
+    direct.sort();
+    let (direct_hwm, direct_rss) = memory();
+    println!(
+        "| | requests | failed conversations | p50 / p99 / p99.9 (ms) | added p50 / p99 / p99.9 (ms) | throughput (req/s) | the proxies' own time, mean (ms) |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| direct | {} | {} | {} / {} / {} | | {:.0} | |",
+        direct.len(),
+        direct_failed.len(),
+        ms(percentile(&direct, 0.5)),
+        ms(percentile(&direct, 0.99)),
+        ms(percentile(&direct, 0.999)),
+        direct.len() as f64 / direct_wall.as_secs_f64(),
+    );
+    println!("|  then: VmHWM {direct_hwm:.1} MiB, VmRSS {direct_rss:.1} MiB | | | | | | |");
+    let mut failures = vec![("direct", direct_failed)];
+    for (name, sticky) in [
+        ("two proxies, requests alternating", false),
+        ("two proxies, each conversation on one", true),
+    ] {
+        let before = (own_time(&a).await, own_time(&b).await);
+        let (mut proxied, wall, failed) =
+            load(&http, vec![a.clone(), b.clone()], sticky, name, n).await;
+        let after = (own_time(&a).await, own_time(&b).await);
+        let own = ((after.0.0 - before.0.0) + (after.1.0 - before.1.0))
+            / ((after.0.1 - before.0.1) + (after.1.1 - before.1.1)).max(1.0);
+        proxied.sort();
+        let added = |p| percentile(&proxied, p).saturating_sub(percentile(&direct, p));
+        println!(
+            "| {name} | {} | {} | {} / {} / {} | {} / {} / {} | {:.0} | {:.3} |",
+            proxied.len(),
+            failed.len(),
+            ms(percentile(&proxied, 0.5)),
+            ms(percentile(&proxied, 0.99)),
+            ms(percentile(&proxied, 0.999)),
+            ms(added(0.5)),
+            ms(added(0.99)),
+            ms(added(0.999)),
+            proxied.len() as f64 / wall.as_secs_f64(),
+            own * 1e3,
+        );
+        failures.push((name, failed));
+        let (hwm, rss) = memory();
+        println!(
+            "|  then: VmHWM {hwm:.1} MiB, VmRSS {rss:.1} MiB, conversations in memory {} + {} | | | | | | |",
+            proxy_a.sessions_in_memory(),
+            proxy_b.sessions_in_memory()
+        );
+    }
+    println!("peak RSS of the process (VmHWM) at start: {start_hwm:.1} MiB");
+    for (name, failed) in &failures {
+        if let Some(first) = failed.first() {
+            println!(
+                "{name}: {} conversations failed, the first: {first}",
+                failed.len()
+            );
+        }
+    }
+
+    if args.iter().any(|a| a == "--no-long") {
+        return;
+    }
+    // One long conversation, alone, through one proxy (it stays in that proxy's memory).
+    let direct_long = long_conversation(&http, &standin, "long-direct", false).await;
+    let proxied_long = long_conversation(&http, &a, "long-proxied", true).await;
+    println!("one conversation of {LONG} requests, through one proxy, no other load:");
+    println!(
+        "| requests | direct, mean (ms) | proxied, mean (ms) | added, mean (ms) | the proxy's own time, mean (ms) |"
+    );
+    println!("|---|---|---|---|---|");
+    for (w, name) in ["1-10", &format!("{}-{LONG}", LONG - 9)].iter().enumerate() {
+        println!(
+            "| {name} | {} | {} | {} | {:.3} |",
+            ms(direct_long[w].0),
+            ms(proxied_long[w].0),
+            ms(proxied_long[w].0.saturating_sub(direct_long[w].0)),
+            proxied_long[w].1 * 1e3,
+        );
+    }
+    drop(cluster);
+}
