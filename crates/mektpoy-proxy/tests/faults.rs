@@ -7,71 +7,12 @@ mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mektpoy::Session;
 use mektpoy_standin::{CACHED_BYTES_HEADER, CONTENT_HEADER, CUT_OFF_HEADER, SESSION_HEADER};
 use serde_json::{Value, json};
-
-/// The proxy as a program, on `store`, upstream the stand-in at `upstream`.
-struct ProxyProcess {
-    child: Child,
-    url: String,
-}
-
-impl ProxyProcess {
-    /// `store` is a `--store` value: `sqlite:PATH` or `postgres://...`.
-    fn start(store: &str, upstream: &str) -> Self {
-        Self::start_with(store, upstream, &[])
-    }
-
-    /// The same with more flags.
-    fn start_with(store: &str, upstream: &str, extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mektpoy-proxy"))
-            .args(["--listen", "127.0.0.1:0", "--upstream"])
-            .arg(format!("anthropic={upstream}"))
-            .args(["--store", store])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the proxy binary starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line
-            .trim()
-            .rsplit(' ')
-            .next()
-            .expect("the address line")
-            .to_owned();
-        ProxyProcess { child, url }
-    }
-
-    /// SIGTERM (`kill -TERM`), without waiting.
-    fn terminate(&self) {
-        let sent = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(sent.success());
-    }
-
-    /// SIGKILL: no shutdown, no flush.
-    fn kill(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for ProxyProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use support::ProxyProcess;
 
 fn body(history: &[Value], tools: usize, stream: bool) -> Value {
     let tools: Vec<Value> = (0..tools)

@@ -5,9 +5,6 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-
 use mektpoy::session::FileOptions;
 use mektpoy::store::JsonlSink;
 use mektpoy::{Event, Message};
@@ -15,6 +12,7 @@ use mektpoy_proxy::Store;
 use mektpoy_proxy::demo::{Rig, Speaks};
 use mektpoy_proxy::store::now;
 use serde_json::{Value, json};
+use support::ProxyProcess;
 
 /// The store's contract, the same on both backends: a conversation reads back byte for byte,
 /// a stale writer is refused, a sink cuts back only its own rows, retention keeps what is held.
@@ -185,43 +183,6 @@ async fn two_proxies_on_one_postgres_take_a_conversation_over_from_each_other() 
                 "{key}: {users:?}"
             );
         }
-    }
-}
-
-/// The proxy as a program on `store`, upstream the stand-in at `upstream`.
-pub struct ProxyProcess {
-    child: Child,
-    url: String,
-}
-
-impl ProxyProcess {
-    fn start(store: &str, upstream: &str) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mektpoy-proxy"))
-            .args(["--listen", "127.0.0.1:0", "--upstream"])
-            .arg(format!("anthropic={upstream}"))
-            .args(["--store", store])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the proxy binary starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line
-            .trim()
-            .rsplit(' ')
-            .next()
-            .expect("the address line")
-            .to_owned();
-        ProxyProcess { child, url }
-    }
-}
-
-impl Drop for ProxyProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

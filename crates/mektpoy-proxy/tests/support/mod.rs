@@ -9,6 +9,7 @@
 
 #![allow(dead_code)]
 
+use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -230,4 +231,65 @@ fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// The proxy as a program, on `store`, upstream the stand-in at `upstream`.
+pub struct ProxyProcess {
+    /// The process.
+    pub child: std::process::Child,
+    /// Its base URL, from the address line it prints first.
+    pub url: String,
+}
+
+impl ProxyProcess {
+    /// `store` is a `--store` value: `sqlite:PATH` or `postgres://...`.
+    pub fn start(store: &str, upstream: &str) -> Self {
+        Self::start_with(store, upstream, &[])
+    }
+
+    /// The same with more flags.
+    pub fn start_with(store: &str, upstream: &str, extra: &[&str]) -> Self {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mektpoy-proxy"))
+            .args(["--listen", "127.0.0.1:0", "--upstream"])
+            .arg(format!("anthropic={upstream}"))
+            .args(["--store", store])
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the proxy binary starts");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .trim()
+            .rsplit(' ')
+            .next()
+            .expect("the address line")
+            .to_owned();
+        ProxyProcess { child, url }
+    }
+
+    /// SIGTERM (`kill -TERM`), without waiting.
+    pub fn terminate(&self) {
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success());
+    }
+
+    /// SIGKILL: no shutdown, no flush.
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for ProxyProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
