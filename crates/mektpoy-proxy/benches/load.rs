@@ -13,6 +13,9 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+mod common;
+
+use common::{ms, own_time, percentile};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -118,25 +121,6 @@ async fn load(
     (all, started.elapsed(), failures)
 }
 
-/// The proxy's own time so far, from its `/metrics`: (sum in seconds, count).
-async fn own_time(proxy: &str) -> (f64, f64) {
-    let text = reqwest::get(format!("{proxy}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let read = |name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (
-        read("mektpoy_proxy_added_seconds_sum"),
-        read("mektpoy_proxy_added_seconds_count"),
-    )
-}
-
 /// One long conversation against `base`: the mean latency of requests 1–10 and of the last ten,
 /// and (through a proxy) the proxy's own mean time over the same requests.
 async fn long_conversation(
@@ -172,18 +156,6 @@ async fn long_conversation(
         }
     }
     out
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.3}", d.as_secs_f64() * 1e3)
 }
 
 /// `VmHWM` (peak resident set) and `VmRSS` of this process, in MiB.

@@ -5,6 +5,9 @@
 //! `cargo bench -p mektpoy-proxy --bench overhead` (figures in `docs/benchmarks.md`);
 //! `-- --quick` for a short run.
 
+mod common;
+
+use common::{ms, own_time, percentile};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -69,34 +72,6 @@ async fn conversation(base: &str, session: &str, shape: &Shape) -> (Vec<Duration
         history.push(json!({"role": "assistant", "content": v["content"]}));
     }
     (latencies, largest)
-}
-
-/// The proxy's own time so far, from its `/metrics`: (sum in seconds, count).
-async fn own_time(proxy: &str) -> (f64, f64) {
-    let text = reqwest::get(format!("{proxy}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let read = |name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (
-        read("mektpoy_proxy_added_seconds_sum"),
-        read("mektpoy_proxy_added_seconds_count"),
-    )
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.3}", d.as_secs_f64() * 1e3)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

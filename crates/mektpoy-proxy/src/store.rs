@@ -9,6 +9,7 @@
 //! Each batch goes to the store before the answer is forwarded: the log never holds less than
 //! the client was told. A sink writes only at the end it knows and cuts back only its own rows
 //! (decision 113); how each backend makes the check and the write one step is in its module.
+//! The contract both backends keep is one test, run on each: `tests/postgres.rs`.
 
 use std::io;
 use std::path::Path;
@@ -329,85 +330,5 @@ impl JsonlSink for Sink {
             .end(&self.conversation)
             .map(Some)
             .map_err(io::Error::other)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use mektpoy::session::FileOptions;
-    use mektpoy::{Event, Message};
-
-    #[test]
-    fn a_conversation_reads_back_byte_for_byte_and_a_stale_writer_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path().join("p.db")).unwrap();
-        let s = FileOptions::new()
-            .create_in(store.sink("c").unwrap(), "c")
-            .unwrap();
-        s.append(Event::append(Message::user("u1", "hi"))).unwrap();
-        let bytes = store.load("c").unwrap().unwrap();
-        assert_eq!(bytes, s.to_jsonl().into_bytes());
-        assert_eq!(store.load("other").unwrap(), None);
-
-        let taken = FileOptions::new()
-            .open_in(&bytes, store.sink("c").unwrap())
-            .unwrap()
-            .session;
-        taken
-            .append(Event::append(Message::user("u2", "mine")))
-            .unwrap();
-        assert!(
-            s.append(Event::append(Message::user("u3", "stale")))
-                .is_err()
-        );
-        let reopened = Store::open(dir.path().join("p.db")).unwrap();
-        assert_eq!(
-            reopened.load("c").unwrap().unwrap(),
-            taken.to_jsonl().into_bytes()
-        );
-        assert_eq!(reopened.conversations().unwrap(), ["c"]);
-        let summary = &reopened.summaries().unwrap()[0];
-        assert_eq!(summary.batches, 3);
-        assert_eq!(summary.bytes, taken.to_jsonl().len() as u64);
-        assert!(summary.written_at + 60 > now());
-        assert!(
-            reopened
-                .delete_written_before(now() + 1, &|c| c == "c")
-                .unwrap()
-                .is_empty(),
-            "a conversation held in memory is kept"
-        );
-
-        // A sink cuts back its own bytes only.
-        let mut sink = store.sink("c").unwrap();
-        let end = taken.to_jsonl().len() as u64;
-        sink.truncate(3).unwrap();
-        assert_eq!(store.load("c").unwrap().unwrap().len() as u64, end);
-        sink.append(b"x\n").unwrap();
-        sink.truncate(end).unwrap();
-        assert_eq!(
-            store.load("c").unwrap().unwrap().len() as u64,
-            end,
-            "its own batch"
-        );
-        sink.append(b"x\n").unwrap();
-        let mut other = store.sink("c").unwrap();
-        assert!(other.append(b"y\n").is_ok(), "at the end as it now is");
-        assert!(
-            sink.append(b"z\n").is_err(),
-            "behind another writer's batch"
-        );
-        assert!(
-            sink.truncate(end).is_err(),
-            "not under another writer's batch"
-        );
-        assert_eq!(store.load("c").unwrap().unwrap().len() as u64, end + 4);
-        assert_eq!(
-            store.delete_written_before(now() + 1, &|_| false).unwrap(),
-            ["c"],
-            "the retention limit deletes what is idle"
-        );
-        assert_eq!(store.load("c").unwrap(), None);
     }
 }

@@ -143,47 +143,7 @@ async fn two_proxies_on_one_postgres_take_a_conversation_over_from_each_other() 
     let b = Rig::start_on(Store::connect(&url).unwrap(), Default::default())
         .await
         .unwrap();
-    for model in ["claude-fable-5-1", "deepseek-flash"] {
-        let met = mektpoy_proxy::demo::conversation_over(
-            &[&a.url, &b.url],
-            &format!("shared-{model}"),
-            model,
-            16,
-            Speaks::Messages { stream: false },
-        )
-        .await
-        .unwrap();
-        assert_eq!(met.refused, 0, "{model}: {:?}", met.first_refusal);
-        assert!(
-            met.cached_bytes > 0,
-            "{model}: the cache kept across proxies"
-        );
-    }
-    let store = Store::connect(&url).unwrap();
-    let keys = store.conversations().unwrap();
-    assert_eq!(keys.len(), 2, "{keys:?}");
-    for key in keys {
-        let bytes = store.load(&key).unwrap().unwrap();
-        let loaded = mektpoy::Session::load_bytes(&bytes).expect("one writer's log");
-        assert!(loaded.torn_tail.is_none());
-        // The surface is the client's history: after the compaction at step 13, the summary and
-        // steps 13 to 15, each once.
-        let users: Vec<String> = loaded
-            .session
-            .messages()
-            .iter()
-            .filter(|m| m.role() == mektpoy::vocab::Role::User)
-            .map(|m| m.text())
-            .collect();
-        assert_eq!(users.len(), 4, "{key}: {users:?}");
-        assert!(users[0].starts_with("Summary"), "{key}: {users:?}");
-        for (i, step) in (13..16).enumerate() {
-            assert!(
-                users[i + 1].starts_with(&format!("step {step}:")),
-                "{key}: {users:?}"
-            );
-        }
-    }
+    support::alternate_over(&a, &b, &Store::connect(&url).unwrap()).await;
 }
 
 fn post(url: &str, history: &[Value], step: usize) -> (u16, Value) {

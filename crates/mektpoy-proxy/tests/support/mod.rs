@@ -293,3 +293,54 @@ impl Drop for ProxyProcess {
         let _ = self.child.wait();
     }
 }
+
+/// Two proxies on one store behind a load balancer that alternates between them: a
+/// conversation on a model that binds thinking and one on an addition-only route, each taken
+/// over from what the store holds at every request. Nothing is refused, the cache is kept, and
+/// each stored log is one writer's: the client's history, each turn once.
+pub async fn alternate_over(
+    a: &mektpoy_proxy::demo::Rig,
+    b: &mektpoy_proxy::demo::Rig,
+    store: &mektpoy_proxy::Store,
+) {
+    for model in ["claude-fable-5-1", "deepseek-flash"] {
+        let met = mektpoy_proxy::demo::conversation_over(
+            &[&a.url, &b.url],
+            &format!("shared-{model}"),
+            model,
+            16,
+            mektpoy_proxy::demo::Speaks::Messages { stream: false },
+        )
+        .await
+        .unwrap();
+        assert_eq!(met.refused, 0, "{model}: {:?}", met.first_refusal);
+        assert!(
+            met.cached_bytes > 0,
+            "{model}: the cache kept across proxies"
+        );
+    }
+    let keys = store.conversations().unwrap();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    for key in keys {
+        let bytes = store.load(&key).unwrap().unwrap();
+        let loaded = mektpoy::Session::load_bytes(&bytes).expect("one writer's log");
+        assert!(loaded.torn_tail.is_none());
+        // The surface is the client's history: after the compaction at step 13, the summary and
+        // steps 13 to 15, each once.
+        let users: Vec<String> = loaded
+            .session
+            .messages()
+            .iter()
+            .filter(|m| m.role() == mektpoy::vocab::Role::User)
+            .map(|m| m.text())
+            .collect();
+        assert_eq!(users.len(), 4, "{key}: {users:?}");
+        assert!(users[0].starts_with("Summary"), "{key}: {users:?}");
+        for (i, step) in (13..16).enumerate() {
+            assert!(
+                users[i + 1].starts_with(&format!("step {step}:")),
+                "{key}: {users:?}"
+            );
+        }
+    }
+}
