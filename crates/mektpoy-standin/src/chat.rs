@@ -732,27 +732,21 @@ pub(crate) fn serve(
     } else {
         ("application/json", answered.body.to_string())
     };
-    let mut head = format!(
+    let head = format!(
         "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\nx-request-id: req_standin_{:016x}\r\n{TOTAL_BYTES_HEADER}: {}\r\n{CACHED_BYTES_HEADER}: {}\r\n{CONTENT_HEADER}: {}\r\nconnection: close\r\n",
         answered.seed,
         answered.total,
         answered.cached,
         answered.message()
     );
-    let body = match answered.cut {
-        true => &body[..Rng(answered.seed).cut_point(&body)],
-        false => &body[..],
-    };
-    if answered.stream {
-        head.push_str("cache-control: no-cache\r\n\r\n");
-    } else if !answered.cut {
-        let _ = write!(head, "content-length: {}\r\n\r\n", body.len());
-    } else {
-        head.push_str("\r\n");
-    }
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(body.as_bytes())?;
-    stream.flush()
+    crate::write_answer(
+        &mut stream,
+        head,
+        &body,
+        answered.stream,
+        answered.cut,
+        answered.seed,
+    )
 }
 
 #[cfg(test)]

@@ -566,19 +566,38 @@ fn serve_connection(stream: TcpStream) -> std::io::Result<()> {
     } else {
         ("application/json", answered.body.to_string())
     };
-    let mut head = format!(
+    let head = format!(
         "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\nrequest-id: req_standin_{:016x}\r\n{TOTAL_BYTES_HEADER}: {}\r\n{CACHED_BYTES_HEADER}: {}\r\n{CONTENT_HEADER}: {}\r\nconnection: close\r\n",
         answered.seed, answered.total, answered.cached, answered.body["content"]
     );
-    // A stream's body ends with the connection, as does a body cut off; a JSON body says its
-    // length.
-    let body = match answered.cut {
-        true => &body[..Rng(answered.seed).cut_point(&body)],
-        false => &body[..],
+    write_answer(
+        &mut stream,
+        head,
+        &body,
+        answered.stream,
+        answered.cut,
+        answered.seed,
+    )
+}
+
+/// An accepted answer after its `head` (the status line and headers so far). A stream's body
+/// ends with the connection, as does a body cut off ([`CUT_OFF_HEADER`], at a point drawn from
+/// `seed`); a JSON body says its length.
+pub(crate) fn write_answer(
+    stream: &mut TcpStream,
+    mut head: String,
+    body: &str,
+    streamed: bool,
+    cut: bool,
+    seed: u64,
+) -> std::io::Result<()> {
+    let body = match cut {
+        true => &body[..Rng(seed).cut_point(body)],
+        false => body,
     };
-    if answered.stream {
+    if streamed {
         head.push_str("cache-control: no-cache\r\n\r\n");
-    } else if !answered.cut {
+    } else if !cut {
         let _ = write!(head, "content-length: {}\r\n\r\n", body.len());
     } else {
         head.push_str("\r\n");
