@@ -86,6 +86,8 @@ impl Price {
     /// use mektpoy::{route_for, meter::Price};
     /// let p = Price::for_route(&route_for("anthropic", "claude-opus-5-5")).unwrap();
     /// assert_eq!((p.input_per_mtok, p.cache_read_per_mtok), (4.0, 0.2));
+    /// let sonnet = Price::for_route(&route_for("anthropic", "claude-sonnet-5-5")).unwrap();
+    /// assert_eq!(sonnet.cache_read_per_mtok, 0.1, "since 2026-10-07");
     /// assert!(Price::for_route(&route_for("deepseek", "deepseek-flash")).is_none());
     /// ```
     pub fn for_route(route: &Route) -> Option<Price> {
@@ -93,7 +95,7 @@ impl Price {
             return None;
         }
         // (input, cache read) in USD per million tokens. Cache reads are 0.1× input on most
-        // models, 0.025× on Fable 5.1 / Mythos 5.1 and 0.05× on Opus 5.5.
+        // models, 0.025× on Fable 5.1 / Mythos 5.1 and 0.05× on Opus 5.5 and Sonnet 5.5.
         let (input, read, page) = match &*route.model {
             "claude-fable-5-1" | "claude-mythos-5-1" => (10.0, 0.25, ANTHROPIC_PRICING_DOC),
             "claude-fable-5" | "claude-mythos-5" => (10.0, 1.0, ANTHROPIC_PRICING_DOC),
@@ -103,19 +105,25 @@ impl Price {
                 0.2,
                 "https://platform.claude.com/docs/en/models/opus-5-5/overview",
             ),
-            "claude-sonnet-5-5" => (
-                2.0,
-                0.2,
-                "https://platform.claude.com/docs/en/models/sonnet-5-5/overview",
-            ),
+            // Cache reads cut from $0.20 to $0.10 (0.05x) on 2026-10-07. The stored copies of
+            // the vendor's pages read on 2026-12-06 do not show the row (the pricing page's copy
+            // stops before it; the model page's translated copies still say $0.20, from before
+            // the cut); the figure is the one every tracker re-reading the live pricing page
+            // reports from 2026-10-09 on, and the issue that asked for it (decision 132).
+            "claude-sonnet-5-5" => (2.0, 0.1, ANTHROPIC_PRICING_DOC),
             _ => return None,
+        };
+        let read_on = if route.model == "claude-sonnet-5-5" {
+            "2026-12-06"
+        } else {
+            "2026-12-01"
         };
         Some(Price {
             input_per_mtok: input,
             cache_read_per_mtok: read,
             cache_write_multiplier: 1.25,
             currency: "USD".into(),
-            source: format!("{page}, read 2026-12-01").into(),
+            source: format!("{page}, read {read_on}").into(),
         })
     }
 }

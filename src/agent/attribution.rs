@@ -35,8 +35,9 @@
 //!   prediction follows the prefix's order (tools, `system`, messages) with the model first,
 //!   so a request that changes both the tools and `system` is where it may be wrong: a
 //!   prediction that disagrees is reported as such, never hidden. The opt-in (the
-//!   `diagnostics` object and the `cache-diagnosis-2026-04-07` beta) is not sent by the
-//!   serializers: [`ask_cache_diagnostics`] adds it to the copy that goes out.
+//!   `diagnostics` object; generally available since 2026-09-23, the
+//!   `cache-diagnosis-2026-04-07` beta no longer needed) is not sent by the serializers:
+//!   [`ask_cache_diagnostics`] adds it to the copy that goes out.
 //! - OpenAI documents `prompt_cache_diagnostics` for the Responses API only
 //!   (<https://developers.openai.com/api/docs/guides/prompt-caching/diagnostics>, read
 //!   2026-12-01). This crate sends chat completions, which carry none, so no mapping to
@@ -53,20 +54,25 @@ use crate::response::{CacheDiagnostics, CacheMissKind};
 use crate::vocab::{ContentBlock, Message, Role};
 use crate::wire::{Carried, WireRequest, is_bound_thinking};
 
-/// The `anthropic-beta` value of Anthropic's cache diagnostics (the vendor's English page,
-/// read 2026-12-01; a later revision of the page marks the feature GA and the header no longer
-/// needed, and sending it stays harmless there).
+/// The `anthropic-beta` value Anthropic's cache diagnostics needed while they were in beta.
+/// The vendor's release notes of 2026-09-23 say the feature is out of beta on the Claude API
+/// and no longer requires the header
+/// (<https://platform.claude.com/docs/en/release-notes/overview>, read 2026-12-06; the
+/// feature page's translated copies carry `status: ga` and describe the opt-in as the
+/// `diagnostics` object alone). [`ask_cache_diagnostics`] no longer sends it; a caller that
+/// still does is not refused.
 pub const CACHE_DIAGNOSIS_BETA: &str = "cache-diagnosis-2026-04-07";
 
 /// `wire` as it goes out when it asks Anthropic's cache diagnostics to compare it with the
 /// request whose response had the id `previous_message_id` (the previous answer's
 /// [`response_id`](crate::response::Answer::response_id); `None` on the first request, to opt
 /// in with nothing to compare): the body gains `"diagnostics":{"previous_message_id":..}` as
-/// its last key (an existing `diagnostics` is replaced in place; every other byte is kept) and
-/// `anthropic-beta` gains [`CACHE_DIAGNOSIS_BETA`]. The serializers do not send the opt-in
-/// (the id changes with every request, and nothing in a log needs it), so a loop sends this
-/// copy and observes `wire` itself: [`AgentLoop::observe`](super::AgentLoop::observe) names
-/// the departure in the caller's terms only for the body it recorded. The response's
+/// its last key (an existing `diagnostics` is replaced in place; every other byte is kept);
+/// the headers are kept as they are (the feature is generally available since 2026-09-23 and
+/// needs no beta: see [`CACHE_DIAGNOSIS_BETA`]). The serializers do not send the opt-in (the
+/// id changes with every request, and nothing in a log needs it), so a loop sends this copy
+/// and observes `wire` itself: [`AgentLoop::observe`](super::AgentLoop::observe) names the
+/// departure in the caller's terms only for the body it recorded. The response's
 /// [`Answer::diagnostics`](crate::response::Answer::diagnostics) then goes to
 /// [`Attribution::check`]. Vendor page:
 /// <https://platform.claude.com/docs/en/build-with-claude/cache-diagnostics>, read 2026-12-01
@@ -74,26 +80,23 @@ pub const CACHE_DIAGNOSIS_BETA: &str = "cache-diagnosis-2026-04-07";
 ///
 /// ```
 /// use mektpoy::WireRequest;
-/// use mektpoy::agent::attribution::{CACHE_DIAGNOSIS_BETA, ask_cache_diagnostics};
+/// use mektpoy::agent::attribution::ask_cache_diagnostics;
 /// let wire = WireRequest::new(r#"{"model":"claude-opus-5","messages":[]}"#, vec![]);
 /// let sent = ask_cache_diagnostics(&wire, Some("msg_01"))?;
 /// assert_eq!(
 ///     sent.body(),
 ///     r#"{"model":"claude-opus-5","messages":[],"diagnostics":{"previous_message_id":"msg_01"}}"#
 /// );
-/// assert_eq!(sent.header("anthropic-beta"), Some(CACHE_DIAGNOSIS_BETA));
+/// // Generally available: no beta header is added.
+/// assert_eq!(sent.header("anthropic-beta"), None);
 /// let first = ask_cache_diagnostics(&wire, None)?;
 /// assert!(first.body().ends_with(r#""diagnostics":{"previous_message_id":null}}"#));
-/// // Asked again: the object is replaced in place, the beta joins the others once.
-/// let both = format!("inline-tools-2026-09-15,{CACHE_DIAGNOSIS_BETA}");
-/// let beta = WireRequest::new(sent.body(), vec![("anthropic-beta".into(), both)]);
+/// // Asked again: the object is replaced in place, the other headers are kept.
+/// let inline = ("anthropic-beta".to_owned(), "inline-tools-2026-09-15".to_owned());
+/// let beta = WireRequest::new(sent.body(), vec![inline]);
 /// let again = ask_cache_diagnostics(&beta, Some("msg_02"))?;
 /// assert_eq!(again.body(), sent.body().replace("msg_01", "msg_02"));
 /// assert_eq!(again.headers(), beta.headers());
-/// let inline = ("anthropic-beta".to_owned(), "inline-tools-2026-09-15".to_owned());
-/// let merged = ask_cache_diagnostics(&WireRequest::new(wire.body(), vec![inline]), None)?;
-/// let expected = "inline-tools-2026-09-15,cache-diagnosis-2026-04-07";
-/// assert_eq!(merged.header("anthropic-beta"), Some(expected));
 /// assert!(ask_cache_diagnostics(&WireRequest::new("[]", vec![]), None).is_err());
 /// # Ok::<(), mektpoy::meter::MeterError>(())
 /// ```
@@ -114,20 +117,6 @@ pub fn ask_cache_diagnostics(
     sent.body = serde_json::to_string(&body).map_err(MeterError::Body)?;
     // The serializer's notes describe the old bytes.
     sent.segments = None;
-    match sent
-        .headers
-        .iter_mut()
-        .find(|(name, _)| name.eq_ignore_ascii_case("anthropic-beta"))
-    {
-        Some((_, value)) if value.split(',').any(|b| b.trim() == CACHE_DIAGNOSIS_BETA) => {}
-        Some((_, value)) => {
-            value.push(',');
-            value.push_str(CACHE_DIAGNOSIS_BETA);
-        }
-        None => sent
-            .headers
-            .push(("anthropic-beta".to_owned(), CACHE_DIAGNOSIS_BETA.to_owned())),
-    }
     Ok(sent)
 }
 

@@ -221,7 +221,8 @@ impl fmt::Display for StopReason {
     }
 }
 
-/// Anthropic's cache diagnostics (beta `cache-diagnosis-2026-04-07`): why the prompt cache could
+/// Anthropic's cache diagnostics (generally available since 2026-09-23, before that the beta
+/// `cache-diagnosis-2026-04-07`): why the prompt cache could
 /// not reuse the prefix of the request named by `diagnostics.previous_message_id`. This is the
 /// provider's own answer to the question this crate exists for, so it is kept typed.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -70,18 +70,31 @@ pub fn conversation_key(headers: &HeaderMap, body: &Value) -> String {
     format!("{scope}:{id}")
 }
 
-/// 16 bytes of SHA-256 of the caller's API key (`x-api-key`, else `authorization`), hex.
+/// 16 bytes of SHA-256 of the caller's API key: `x-api-key`, else `authorization` without its
+/// `Bearer ` scheme. Anthropic's SDKs send the key as `x-api-key` up to their 2026-10-21 majors
+/// and as `Authorization: Bearer` from them on (Python 2.0.0, TypeScript 1.0.0), and the
+/// vendor reads `x-api-key` when both come: one key is one scope whichever header carries it,
+/// so a harness that upgrades its SDK keeps its conversations.
 pub fn key_hash(headers: &HeaderMap) -> String {
     let key = headers
         .get("x-api-key")
-        .or_else(|| headers.get("authorization"))
         .map(|v| v.as_bytes())
+        .or_else(|| headers.get("authorization").map(|v| bearer(v.as_bytes())))
         .unwrap_or_default();
     scope(key)
 }
 
-/// The scope of the conversations of a caller whose key header is `key` (`x-api-key`'s value,
-/// or `authorization`'s whole value): what their conversation keys start with.
+/// The credentials of an `authorization` value: what follows a `Bearer` scheme (any case), or
+/// the whole value when it names no such scheme.
+fn bearer(value: &[u8]) -> &[u8] {
+    match value.split_at_checked(7) {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case(b"bearer ") => rest.trim_ascii(),
+        _ => value,
+    }
+}
+
+/// The scope of the conversations of a caller whose API key is `key` (see [`key_hash`]): what
+/// their conversation keys start with.
 pub fn scope(key: &[u8]) -> String {
     hex(&Sha256::digest(key)[..16])
 }
@@ -178,6 +191,20 @@ mod tests {
         );
         assert_ne!(mine, theirs);
         assert!(!mine.contains("sk-mine"));
+        // The same key as a bearer token (Anthropic's SDKs from their 2026-10-21 majors on)
+        // is the same caller; without a scheme the whole value is the key.
+        for value in ["Bearer sk-mine", "bearer  sk-mine"] {
+            let bearer = headers(&[("authorization", value), ("x-mektpoy-session", "s")]);
+            assert_eq!(conversation_key(&bearer, &body), mine, "{value}");
+        }
+        let bare = headers(&[("authorization", "sk-mine"), ("x-mektpoy-session", "s")]);
+        assert_eq!(conversation_key(&bare, &body), mine);
+        let both = headers(&[
+            ("x-api-key", "sk-mine"),
+            ("authorization", "Bearer sk-theirs"),
+            ("x-mektpoy-session", "s"),
+        ]);
+        assert_eq!(conversation_key(&both, &body), mine, "x-api-key wins");
         let long = "x".repeat(10_000);
         assert!(conversation_key(&headers(&[("x-mektpoy-session", &long)]), &body).len() < 128);
     }

@@ -129,13 +129,14 @@
 //! `beta_diagnostics_param.py`, `beta_cache_miss_model_changed.py`,
 //! `beta_cache_miss_messages_changed.py`, `beta_cache_miss_previous_message_not_found.py`, and
 //! the `diagnostics` field of the beta message, "Present (possibly null) whenever the caller
-//! supplied `diagnostics` on the request"). A request opts in with the `diagnostics` object and
-//! the [`DIAGNOSIS_BETA`] beta, on a Claude model ("Claude API only"; the field is ignored on the
-//! DeepSeek models, whose field table was not read for it): without either, the response has
-//! no `diagnostics` field ("The request did not include `diagnostics`, or the beta header was
-//! missing"). The translated pages of a later revision mark the feature GA and the beta header
-//! no longer needed; the stand-in keeps to the English page, so a client that sends both works
-//! under either. Each opted-in accepted request leaves a fingerprint under its response `id`
+//! supplied `diagnostics` on the request"). A request opts in with the `diagnostics` object on
+//! a Claude model ("Claude API only"; the field is ignored on the DeepSeek models, whose field
+//! table was not read for it): without it, the response has no `diagnostics` field. The beta
+//! header [`DIAGNOSIS_BETA`] is no longer needed: the vendor's release notes of 2026-09-23 say
+//! cache diagnostics are out of beta on the Claude API and no longer require it
+//! (<https://platform.claude.com/docs/en/release-notes/overview>, read 2026-12-06; the page's
+//! translated copies carry `status: ga`), and a request that still sends it is answered the
+//! same. Each opted-in accepted request leaves a fingerprint under its response `id`
 //! (hashes and sizes of its parts, as the vendor's holds "only hashes and token-count
 //! estimates"). `diagnostics.previous_message_id`: `null` (the first turn) answers
 //! `diagnostics: null`; an id this session did not answer with a fingerprint answers
@@ -698,7 +699,7 @@ fn answer(headers: &Headers, body: &str) -> Checked<Answered> {
             None => ThinkingVerdict::default(),
         };
         let (bytes, units, ends) = cut(body, &v, section, &thinking.dropped)?;
-        let asking = asks_diagnostics(model, &betas, &v)?
+        let asking = asks_diagnostics(model, &v)?
             .map(|previous_id| (previous_id, Fingerprint::of(&v, &betas, &bytes, &units)));
         Ok((thinking, bytes, ends, asking))
     })();
@@ -937,7 +938,8 @@ pub fn kept_by(body: &str, total: u64) -> u64 {
     kept(v["model"].as_str().unwrap_or_default(), total)
 }
 
-/// The beta that turns cache diagnostics on.
+/// The beta that turned cache diagnostics on while they were in beta: accepted, no longer
+/// needed (generally available since 2026-09-23).
 pub const DIAGNOSIS_BETA: &str = "cache-diagnosis-2026-04-07";
 /// The vendor's refusal of a `previous_message_id` that is not a response id (wording quoted
 /// from the vendor's answers in public code: a transcript repair tool's doc comment and a
@@ -954,18 +956,14 @@ const PROMPT_PARAMETERS: [&str; 5] = [
     "output_format",
 ];
 
-/// Whether the request opts in to cache diagnostics (a Claude model, the `diagnostics` object
-/// and the beta): `Some(previous_message_id)`, `None` when it does not; a malformed
+/// Whether the request opts in to cache diagnostics (a Claude model and the `diagnostics`
+/// object; the beta is no longer needed): `Some(previous_message_id)`, `None` when it does not; a malformed
 /// `diagnostics` object is refused.
-fn asks_diagnostics(
-    model: &str,
-    betas: &HashSet<&str>,
-    v: &Value,
-) -> Checked<Option<Option<String>>> {
+fn asks_diagnostics(model: &str, v: &Value) -> Checked<Option<Option<String>>> {
     let Some(diagnostics) = v.get("diagnostics") else {
         return Ok(None);
     };
-    if !is_anthropic(model) || !betas.contains(DIAGNOSIS_BETA) {
+    if !is_anthropic(model) {
         return Ok(None);
     }
     let fields = diagnostics
@@ -1001,7 +999,12 @@ impl Fingerprint {
         for key in PROMPT_PARAMETERS {
             canonical(v.get(key).unwrap_or(&Value::Null), &mut parameters);
         }
-        let mut betas: Vec<&str> = betas.iter().copied().collect();
+        // The diagnostics' own (no longer needed) beta changes nothing of the prompt.
+        let mut betas: Vec<&str> = betas
+            .iter()
+            .copied()
+            .filter(|b| *b != DIAGNOSIS_BETA)
+            .collect();
         betas.sort_unstable();
         parameters.push_str(&betas.join(","));
         Fingerprint {
@@ -1463,6 +1466,59 @@ fn role(m: &Value) -> Option<&str> {
     m.get("role").and_then(Value::as_str)
 }
 
+/// The API versions the vendor lists (<https://platform.claude.com/docs/en/api/versioning>,
+/// read 2026-12-06): `2023-01-01`, `2023-06-01` and `2026-10-21`.
+const API_VERSIONS: [&str; 3] = ["2023-01-01", "2023-06-01", "2026-10-21"];
+
+/// What `anthropic-version: 2026-10-21` refuses on the Claude API (the versioning page and its
+/// migration guide, <https://platform.claude.com/docs/en/api/migration-2026-10-21>, read
+/// 2026-12-06): the `temperature`, `top_p` and `top_k` parameters, whatever their value; a
+/// `document` block directly in an assistant message; a `text` block with a non-empty
+/// `citations` array in a user message, directly or inside a `search_result` block. The
+/// official SDKs' new majors (Python 2.x, TypeScript 1.x) send this version by default. The
+/// wording of the sampling refusal is the one quoted from the vendor's answers in public
+/// write-ups ("temperature: Extra inputs are not permitted"); the other two are the stand-in's.
+fn check_api_version(version: &str, v: &Value) -> Checked {
+    if !API_VERSIONS.contains(&version) {
+        return Err(format!("anthropic-version: unknown version `{version}`").into());
+    }
+    if version != "2026-10-21" {
+        return Ok(());
+    }
+    for key in ["temperature", "top_p", "top_k"] {
+        if v.get(key).is_some() {
+            return Err(format!("{key}: Extra inputs are not permitted").into());
+        }
+    }
+    let cited =
+        |b: &Value| b["type"] == "text" && b["citations"].as_array().is_some_and(|c| !c.is_empty());
+    for (i, m) in v["messages"].as_array().into_iter().flatten().enumerate() {
+        for (j, b) in m["content"].as_array().into_iter().flatten().enumerate() {
+            let at = format!("messages.{i}.content.{j}");
+            match role(m) {
+                Some("assistant") if b["type"] == "document" => {
+                    return Err(format!(
+                        "{at}: document blocks are not allowed in assistant messages"
+                    )
+                    .into());
+                }
+                Some("user")
+                    if cited(b)
+                        || (b["type"] == "search_result"
+                            && b["content"].as_array().into_iter().flatten().any(cited)) =>
+                {
+                    return Err(format!(
+                        "{at}: text blocks with citations are not allowed in user messages"
+                    )
+                    .into());
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What any Messages-API request must be.
 fn check_shape(headers: &Headers, v: &Value) -> Checked {
     if header(headers, "anthropic-version").is_none() {
@@ -1477,6 +1533,9 @@ fn check_shape(headers: &Headers, v: &Value) -> Checked {
         .filter(|m| !m.is_empty())
         .ok_or("model: a non-empty string is required")?;
     let anthropic = is_anthropic(model);
+    if anthropic {
+        check_api_version(header(headers, "anthropic-version").unwrap_or_default(), v)?;
+    }
     if v.get("max_tokens")
         .and_then(Value::as_u64)
         .is_none_or(|n| n == 0)
@@ -1529,8 +1588,9 @@ fn check_shape(headers: &Headers, v: &Value) -> Checked {
             .get("type")
             .and_then(Value::as_str)
             .ok_or("thinking.type: Field required")?;
-        if !matches!(ty, "adaptive" | "enabled" | "disabled") {
-            return Err(format!("thinking.type: Input tag '{ty}' does not match any of the expected tags: 'adaptive', 'enabled', 'disabled'").into());
+        // `between_tools`: Sonnet 5.5's lowest setting (its "what's new" page, read 2026-12-06).
+        if !matches!(ty, "adaptive" | "enabled" | "disabled" | "between_tools") {
+            return Err(format!("thinking.type: Input tag '{ty}' does not match any of the expected tags: 'adaptive', 'enabled', 'disabled', 'between_tools'").into());
         }
     }
     let mut names = HashSet::new();
@@ -2539,6 +2599,73 @@ mod tests {
         }
     }
 
+    /// `anthropic-version: 2026-10-21` refuses the sampling parameters, documents in assistant
+    /// messages and cited text in user messages; `2023-06-01` takes them; an unknown version
+    /// is refused; DeepSeek's endpoint is not held to the Claude API's versions.
+    #[test]
+    fn standin_applies_the_rules_of_the_api_version_sent() {
+        let on = |version: &str, model: &str, edit: &dyn Fn(&mut Value)| {
+            let mut v = body("a", "u");
+            v["model"] = json!(model);
+            edit(&mut v);
+            let mut h = headers(&[BETA]);
+            h[1].1 = version.to_owned();
+            exchange_with("standin-version", h, &v).err()
+        };
+        let nothing = |_: &mut Value| {};
+        let temperature = |v: &mut Value| v["temperature"] = json!(1.0);
+        let top_k = |v: &mut Value| v["top_k"] = json!(5);
+        let document = |v: &mut Value| {
+            v["messages"] = json!([
+                {"role": "user", "content": "read"},
+                {"role": "assistant", "content": [{"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "d"}}]},
+                {"role": "user", "content": "go on"},
+            ]);
+        };
+        let cited = |v: &mut Value| {
+            v["messages"] = json!([{"role": "user", "content": [
+                {"type": "text", "text": "q", "citations": [{"type": "char_location", "cited_text": "c", "document_index": 0, "start_char_index": 0, "end_char_index": 1}]},
+            ]}]);
+        };
+        let search = |v: &mut Value| {
+            v["messages"] = json!([{"role": "user", "content": [
+                {"type": "search_result", "source": "s", "title": "t", "content": [
+                    {"type": "text", "text": "r", "citations": [{"type": "char_location"}]},
+                ]},
+            ]}]);
+        };
+        let uncited = |v: &mut Value| {
+            v["messages"] = json!([{"role": "user", "content": [{"type": "text", "text": "q", "citations": []}]}]);
+        };
+        let new = "2026-10-21";
+        for (edit, name) in [
+            (&temperature as &dyn Fn(&mut Value), "temperature"),
+            (&top_k, "top_k"),
+            (&document, "a document in an assistant message"),
+            (&cited, "cited text in a user message"),
+            (&search, "cited text in a search result"),
+        ] {
+            assert!(on(new, "claude-opus-5", edit).is_some(), "{name} on {new}");
+            assert_eq!(
+                on("2023-06-01", "claude-opus-5", edit),
+                None,
+                "{name} on 2023-06-01"
+            );
+            assert_eq!(on(new, "deepseek-flash", edit), None, "{name} on DeepSeek");
+        }
+        assert_eq!(
+            on(new, "claude-opus-5", &temperature).as_deref(),
+            Some("temperature: Extra inputs are not permitted")
+        );
+        assert_eq!(on(new, "claude-opus-5", &nothing), None);
+        assert_eq!(
+            on(new, "claude-opus-5", &uncited),
+            None,
+            "an empty list cites nothing"
+        );
+        assert!(on("2099-01-01", "claude-opus-5", &nothing).is_some());
+    }
+
     /// What any Messages-API request must be.
     #[test]
     fn standin_refuses_bodies_the_messages_api_does_not_take() {
@@ -3185,8 +3312,8 @@ mod tests {
         })
     }
 
-    /// The cache diagnostics (vendor page read 2026-12-01): only for a Claude request with the
-    /// `diagnostics` object and the beta; `null` on the first turn and when nothing diverged;
+    /// The cache diagnostics (vendor page read 2026-12-01, GA since 2026-09-23): only for a
+    /// Claude request with the `diagnostics` object, beta or not; `null` on the first turn and when nothing diverged;
     /// the earliest divergence (the model, then the prompt prefix in its order: tools,
     /// system; the other prompt-affecting parameters; messages) against the request the id
     /// names, with the tokens of that request from the first differing part on.
@@ -3208,8 +3335,13 @@ mod tests {
             Some(Value::Null),
             "the first turn compares nothing"
         );
+        // Generally available since 2026-09-23: the object alone opts in.
         let mut without_beta = diagnosed(&system, "a b", &u0, id(&first));
-        assert_eq!(d(&exchange(session, &[], &without_beta).unwrap()), None);
+        assert_eq!(
+            d(&exchange(session, &[], &without_beta).unwrap()),
+            Some(Value::Null),
+            "no beta needed"
+        );
         without_beta["model"] = json!("deepseek-v4-pro");
         assert_eq!(
             d(&exchange(session, &[DIAGNOSIS_BETA], &without_beta).unwrap()),
@@ -3297,7 +3429,9 @@ mod tests {
         extra["diagnostics"]["other"] = json!(1);
         assert!(exchange(session, &[DIAGNOSIS_BETA], &extra).is_err());
         // A request that did not opt in left no fingerprint to compare with.
-        let plain = exchange(session, &[], &diagnosed(&system, "a b", &turn, Value::Null)).unwrap();
+        let mut not_asking = diagnosed(&system, "a b", &turn, Value::Null);
+        not_asking.as_object_mut().unwrap().remove("diagnostics");
+        let plain = exchange(session, &[DIAGNOSIS_BETA], &not_asking).unwrap();
         let after = ask(&diagnosed(&system, "a b", &turn, id(&plain)));
         assert_eq!(
             reason(&after),
