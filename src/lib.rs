@@ -70,6 +70,7 @@ pub mod agent;
 pub mod error;
 pub mod event;
 pub mod history;
+pub mod manual;
 pub mod meter;
 pub mod notice;
 pub mod project;
