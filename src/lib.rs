@@ -25,12 +25,32 @@
 //! | [`meter`] | the prefix-cache [`Meter`] |
 //! | [`agent`] | [`AgentLoop`] and the [`Request`] it hands back; the `Recorder` for replays |
 //! | [`error`] | the crate-wide [`Error`] and [`Result`] |
+//! | [`manual`] | no code: the reference, the design decisions and the departures |
 //!
 //! The root re-exports what a loop calls; everything else lives at one module path.
 //!
-//! The crate's reference defines its terms (surface, series, effective, offered, declared)
-//! once and states each rule with the test that holds it:
-//! [docs/reference.md](https://github.com/mektpoy/mektpoy/blob/main/docs/reference.md).
+//! # Terms
+//!
+//! The nouns the documentation uses, each in one sentence (the [reference's
+//! terms](manual::reference#terms) give every one of them and the rules that use them):
+//!
+//! - **Effective tools**: the tools the loop really offers the model at a step. A request
+//!   header in the log records them, never what a provider was sent.
+//! - **Surface**: the model-visible history, the messages a request carries. Compaction and
+//!   rewinds *replace* part of it; the log keeps everything.
+//! - **Request series**: a run of requests meant to share one cached prefix. A new series is a
+//!   rewrite by design (a new model, a compaction the caller asked for).
+//! - **Declared**: the tools of the series' first request plus every tool added in the series,
+//!   removed ones included. On a route with a mode the request's tool list declares them all,
+//!   so a later change goes into the history and never rewrites the head of the prefix.
+//! - **Offered**: the declared tools the model may call at a given point of the history, once
+//!   the tool-change messages before that point are applied.
+//! - **Mode**: how a [`Route`] takes tool changes in the history: in-history (additions and
+//!   removals), addition-only, or none (every change goes to the tool list).
+//!
+//! The [`manual`] holds the reference (every rule with the test that holds it), the design
+//! decisions and the departures; rustdoc across the crate links to them as "reference §n" and
+//! "decision N".
 //!
 //! What you will **not** find here: async, an HTTP client, a provider SDK. The crate builds
 //! requests; the agent loop sends them. The only I/O is JSONL persistence ([`store`]).
