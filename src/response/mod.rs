@@ -21,8 +21,8 @@
 //! | Responses `reasoning` | [`ContentBlock::Reasoning`], summary as text, `id`, `summary`, `encrypted_content` (every field but `type`) in `extra` |
 //!
 //! Everything is pure: bodies and events go in as text, an [`Answer`] comes out. The streams
-//! ([`MessagesStream`], [`ChatStream`], [`ResponsesStream`]) are push-based accumulators the caller feeds from
-//! whatever transport it has.
+//! ([`MessagesStream`], [`ChatStream`], [`ResponsesStream`]) are push-based accumulators the
+//! caller feeds from whatever transport it has.
 //!
 //! # Vendor pages
 //!
