@@ -187,7 +187,8 @@
 //! `POST /v1/responses`, in [`responses`] (vendor pages read 2026-12-06, cited there). It
 //! refuses, in OpenAI's error shape, an input item of a type the API does not list, a
 //! `function_call_output` without its call and a call without its output, a reasoning item
-//! without `encrypted_content` or an `item_reference` (404: the stand-in keeps no item), a
+//! without `encrypted_content` or an `item_reference` (404: the stand-in keeps no item) or
+//! whose `encrypted_content` is not the one the stand-in gave that item (400), a
 //! `previous_response_id` (it keeps no response), tools that are not valid flat functions, and
 //! an `additional_tools` item on a model before `gpt-5.4`, from another role than `developer`
 //! or between a call and its output; it answers a `response` object, or its semantic events

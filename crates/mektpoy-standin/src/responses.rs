@@ -48,7 +48,10 @@
 //! whose output never comes ([`NO_TOOL_OUTPUT`]); a `reasoning` item without
 //! `encrypted_content` (404, [`ITEM_NOT_FOUND`]: the stand-in keeps no item, so its `id` names
 //! nothing; under `store: false` the vendor's sentence about persistence follows), and an
-//! `item_reference` (the same); a `previous_response_id` (the stand-in keeps no response:
+//! `item_reference` (the same); a reasoning item whose `encrypted_content` is not the one the
+//! stand-in gave that item id ([`encrypted`]; the vendor's 400 `invalid_encrypted_content`, "The
+//! encrypted content for item ... could not be verified.", quoted in `openai/codex#8145` and
+//! `smallmain/vscode-unify-chat-provider#178`); a `previous_response_id` (the stand-in keeps no response:
 //! [`PREVIOUS_NOT_FOUND`]); a tool that is not a flat function (`{"type":"function","name",
 //! "parameters"}`) or `tool_search`, a function name outside `^[a-zA-Z0-9_-]{1,64}$`,
 //! `parameters` that is not an object or whose `type` is not `object`, a name declared twice;
@@ -236,6 +239,13 @@ fn check_tools(v: &Value) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// The `encrypted_content` the stand-in gives reasoning item `id`: checked statelessly when it
+/// comes back, so a blob altered or moved to another item is refused as the vendor refuses
+/// one it cannot verify.
+pub fn encrypted(id: &str) -> String {
+    format!("enc_standin_{:016x}", fnv(FNV_START, id.as_bytes()))
+}
+
 /// The item `id` the vendor's not-found refusal names, and the refusal.
 fn not_found(item: &Value, store: bool) -> Refusal {
     let id = item.get("id").and_then(Value::as_str).unwrap_or_default();
@@ -345,9 +355,21 @@ fn check_input(v: &Value, model: &str) -> Result<(), Refusal> {
                     return Err(missing(at("output")));
                 }
             }
-            "reasoning" if !item.get("encrypted_content").is_some_and(Value::is_string) => {
-                return Err(not_found(item, store));
-            }
+            "reasoning" => match item.get("encrypted_content") {
+                Some(Value::String(blob)) => {
+                    let id = item.get("id").and_then(Value::as_str).unwrap_or_default();
+                    if *blob != encrypted(id) {
+                        return Err(Refusal::new(
+                            format!(
+                                "The encrypted content for item {id} could not be verified. Reason: Encrypted content could not be decrypted or parsed."
+                            ),
+                            None,
+                            Some("invalid_encrypted_content"),
+                        ));
+                    }
+                }
+                _ => return Err(not_found(item, store)),
+            },
             "item_reference" => return Err(not_found(item, store)),
             "additional_tools" => {
                 if !takes_additional_tools(model) {
@@ -537,7 +559,7 @@ fn answer(headers: &Headers, body: &str) -> Result<Answered, Refusal> {
             "id": format!("rs_standin_{n:04}"),
             "type": "reasoning",
             "summary": [{"type": "summary_text", "text": format!("Thinking {n}.")}],
-            "encrypted_content": format!("enc_standin_{seed:016x}")
+            "encrypted_content": encrypted(&format!("rs_standin_{n:04}"))
         }));
     }
     output.push(json!({
@@ -760,10 +782,10 @@ mod tests {
         json!({"type": "additional_tools", "role": "developer", "tools": tools})
     }
 
-    fn reasoning(encrypted: bool) -> Value {
+    fn reasoning(with_state: bool) -> Value {
         let mut item = json!({"type": "reasoning", "id": "rs_1", "summary": []});
-        if encrypted {
-            item["encrypted_content"] = json!("enc");
+        if with_state {
+            item["encrypted_content"] = json!(encrypted("rs_1"));
         }
         item
     }
@@ -825,6 +847,18 @@ mod tests {
             ("arguments that are not a string", gpt(&[user("u"), json!({"type": "function_call", "call_id": "c1", "name": "a", "arguments": {}}), output("c1")]),
                 Some((400, "Invalid type for 'input[1].arguments': expected a string", Some("input[1].arguments")))),
             ("reasoning sent back with its state", gpt(&[user("u"), reasoning(true), json!({"type": "message", "role": "assistant", "content": "ok"}), user("v")]), None),
+            ("reasoning with another item's state", gpt(&[user("u"), {
+                let mut moved = reasoning(true);
+                moved["encrypted_content"] = json!(encrypted("rs_2"));
+                moved
+            }, user("v")]),
+                Some((400, "The encrypted content for item rs_1 could not be verified.", None))),
+            ("reasoning with a state not the stand-in's", gpt(&[user("u"), {
+                let mut forged = reasoning(true);
+                forged["encrypted_content"] = json!("gAAAA==");
+                forged
+            }, user("v")]),
+                Some((400, "The encrypted content for item rs_1 could not be verified.", None))),
             ("reasoning without its state under store: false", gpt(&[user("u"), reasoning(false), user("v")]),
                 Some((404, "Item with id 'rs_1' not found. Items are not persisted when `store` is set to false.", Some("input")))),
             ("reasoning without its state, stored", stored, Some((404, "Item with id 'rs_1' not found.", Some("input")))),
@@ -974,12 +1008,7 @@ mod tests {
         let json_answer = answer(&h, &v.to_string()).unwrap();
         let output = &json_answer.body["output"];
         assert_eq!(output[0]["type"], "reasoning");
-        assert!(
-            output[0]["encrypted_content"]
-                .as_str()
-                .unwrap()
-                .starts_with("enc_standin_")
-        );
+        assert_eq!(output[0]["encrypted_content"], encrypted("rs_standin_0001"));
         assert_eq!(output[2]["call_id"], "call_standin_0001");
         let decoded =
             mektpoy::response::decode_responses(&json_answer.body.to_string(), "openai", None)
