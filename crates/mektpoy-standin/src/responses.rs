@@ -1103,4 +1103,73 @@ mod tests {
             "the cut-off request was answered"
         );
     }
+
+    /// The way back over HTTP, with the items built in the test the way a Responses serializer
+    /// must build them from the log: a decoded reasoning block goes back as a `reasoning` item
+    /// (`type` and its `extra` fields), a tool call as a `function_call` with its output after
+    /// it. The stand-in verifies the blob, and the first prompt is read from the cache.
+    #[test]
+    fn responses_over_http_takes_a_decoded_answer_back() {
+        use mektpoy::vocab::ContentBlock;
+        let h = vec![("content-type".to_owned(), "application/json".to_owned())];
+        let mut called = h.clone();
+        called.push((TOOL_USE_HEADER.to_owned(), "read".to_owned()));
+        let developer =
+            json!({"type": "message", "role": "developer", "content": "Be brief. ".repeat(500)});
+        let mut first = body("gpt-5.5", &[tool("read")], &[developer.clone(), user("u")]);
+        first["include"] = json!(["reasoning.encrypted_content"]);
+        first["prompt_cache_key"] = json!("session-1");
+        let reply = post("responses-http-back", &first.to_string(), &called);
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let (total, _) = reply.bytes.unwrap();
+        let answer = mektpoy::response::decode_responses(&reply.body, "openai", None).unwrap();
+        let mut input = vec![developer, user("u")];
+        let mut call_id = String::new();
+        for block in answer.message.content() {
+            match block {
+                ContentBlock::Reasoning { extra, .. } => {
+                    let mut item = serde_json::Map::new();
+                    item.insert("type".to_owned(), json!("reasoning"));
+                    item.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+                    input.push(Value::Object(item));
+                }
+                ContentBlock::Text { text } => {
+                    input.push(json!({"type": "message", "role": "assistant", "content": text}))
+                }
+                ContentBlock::ToolCall {
+                    id,
+                    name,
+                    arguments,
+                } => {
+                    call_id = id.clone();
+                    input.push(json!({"type": "function_call", "call_id": id, "name": name, "arguments": arguments}));
+                }
+                other => panic!("unexpected block {other:?}"),
+            }
+        }
+        input.push(json!({"type": "function_call_output", "call_id": call_id, "output": "done"}));
+        let mut second = body("gpt-5.5", &[tool("read")], &input);
+        second["include"] = json!(["reasoning.encrypted_content"]);
+        second["prompt_cache_key"] = json!("session-1");
+        let next = post("responses-http-back", &second.to_string(), &h);
+        assert_eq!(next.status, 200, "{}", next.body);
+        assert_eq!(
+            next.bytes.unwrap().1,
+            total / 512 * 512,
+            "the first prompt, in 128-token steps"
+        );
+        let usage = mektpoy::response::decode_responses(&next.body, "openai", None)
+            .unwrap()
+            .usage
+            .unwrap();
+        assert_eq!(usage.cache_read_tokens, Some(total / 512 * 128));
+        // The same items with the blob of another item: refused.
+        let mut moved = second.clone();
+        let at = input.iter().position(|i| i["type"] == "reasoning").unwrap();
+        moved["input"][at]["encrypted_content"] = json!(encrypted("rs_other"));
+        assert_eq!(
+            post("responses-http-back", &moved.to_string(), &h).status,
+            400
+        );
+    }
 }
