@@ -49,7 +49,10 @@
 //! block): the API takes its output items back as input items, and a built-in tool's item
 //! dropped from the log would make the next request differ from the conversation. Not kept:
 //! the `id` of message and `function_call` items (under `store: false` nothing is persisted;
-//! an id sent back names an item the server cannot find) and their `status`.
+//! an id sent back names an item the server cannot find) and their `status`; and, a known
+//! gap, a message's `phase` (`commentary` / `final_answer`), which the OpenAPI document's
+//! `MessagePhase` says to "preserve and resend" on gpt-5.3-codex and later ("dropping it can
+//! degrade performance"): a text block has no place for it yet.
 //!
 //! **The stream.** An item is what its `response.output_item.done` says; an item the stream
 //! never closed is rebuilt from its `added` item and its deltas. When no item event came at
