@@ -15,10 +15,14 @@
 //! | chat `reasoning_content` (DeepSeek) | [`ContentBlock::Reasoning`] without a signature |
 //! | chat `content` | [`ContentBlock::Text`] |
 //! | chat `tool_calls[]` | [`ContentBlock::ToolCall`], `arguments` = `function.arguments` as received |
+//! | Responses `message` `output_text` parts | [`ContentBlock::Text`] |
+//! | Responses `refusal` parts, any other output item type | kept verbatim as unknown blocks |
+//! | Responses `function_call` | [`ContentBlock::ToolCall`], `id` = `call_id`, `arguments` as received |
+//! | Responses `reasoning` | [`ContentBlock::Reasoning`], summary as text, `id`, `summary`, `encrypted_content` (every field but `type`) in `extra` |
 //!
 //! Everything is pure: bodies and events go in as text, an [`Answer`] comes out. The streams
-//! ([`MessagesStream`], [`ChatStream`]) are push-based accumulators the caller feeds from
-//! whatever transport it has.
+//! ([`MessagesStream`], [`ChatStream`], [`ResponsesStream`]) are push-based accumulators the
+//! caller feeds from whatever transport it has.
 //!
 //! # Vendor pages
 //!
@@ -49,6 +53,11 @@
 //!   `stream_options.include_usage`, `prompt_tokens_details.cached_tokens`):
 //!   <https://platform.openai.com/docs/api-reference/chat>, read in copies of the reference
 //!   text (the page itself was not stored).
+//! - OpenAI's Responses API, read 2026-12-06: the response object, output items, streaming
+//!   events and error event in the reference's generated types, the streaming guide
+//!   (<https://developers.openai.com/api/docs/guides/streaming-responses>) and the
+//!   prompt-caching guide (<https://developers.openai.com/api/docs/guides/prompt-caching>);
+//!   the `responses` module says which page gave what.
 //!
 //! The usage arithmetic per vendor is on [`Usage`]; `docs/responses.md` has the whole design.
 
@@ -62,11 +71,13 @@ use crate::wire::{ArgumentsFault, arguments_fault};
 
 mod chat;
 mod messages;
+mod responses;
 mod sse;
 mod usage;
 
 pub use chat::{ChatStream, decode_chat};
 pub use messages::{MessagesStream, decode_messages};
+pub use responses::{ResponsesStream, decode_responses};
 pub use usage::{CacheCreation, Usage};
 
 /// A decoded answer: the assistant message to append to the log and what the response said
@@ -156,7 +167,8 @@ pub enum StopReason {
     ToolUse,
     /// Messages `pause_turn`: a long turn was paused; send the answer back to continue.
     PauseTurn,
-    /// Messages `refusal`.
+    /// Messages `refusal`; also a complete Responses answer without a function call that holds
+    /// a `refusal` content part.
     Refusal,
     /// Messages `model_context_window_exceeded`.
     ModelContextWindowExceeded,
@@ -164,10 +176,20 @@ pub enum StopReason {
     Stop,
     /// Chat `length`: the token limit was reached.
     Length,
-    /// Chat `tool_calls`: the model called tools.
+    /// Chat `tool_calls`: the model called tools. Also a Responses answer that is complete and
+    /// holds a `function_call` item.
     ToolCalls,
     /// Chat `content_filter`: content was omitted by a filter.
     ContentFilter,
+    /// Responses `status: "completed"`, with neither a function call nor a refusal.
+    Completed,
+    /// Responses `status: "incomplete"`, with `incomplete_details.reason` (the API names
+    /// `max_output_tokens` and `content_filter`). It takes precedence over tool calls: a call
+    /// cut off is not a call to run blindly.
+    Incomplete {
+        /// `incomplete_details.reason`, when given.
+        reason: Option<String>,
+    },
     /// Any other value, kept as sent.
     Other(String),
 }
@@ -210,6 +232,8 @@ impl StopReason {
             StopReason::Length => "length",
             StopReason::ToolCalls => "tool_calls",
             StopReason::ContentFilter => "content_filter",
+            StopReason::Completed => "completed",
+            StopReason::Incomplete { .. } => "incomplete",
             StopReason::Other(s) => s,
         }
     }
@@ -448,8 +472,9 @@ impl ResponseError {
     }
 }
 
-/// `{"type","message"}`: the error object both APIs nest under `error`.
-#[derive(Deserialize)]
+/// `{"type","message"}`: the error object the APIs nest under `error` (the Responses API's
+/// failed response and `error` event name a `code` instead of a `type`).
+#[derive(Clone, Debug, Deserialize)]
 struct ProviderError {
     #[serde(rename = "type", default)]
     error_type: Option<String>,

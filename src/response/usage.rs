@@ -12,6 +12,10 @@
 //!   nothing reports tokens written to a cache.
 //! - DeepSeek chat (<https://api-docs.deepseek.com/guides/kv_cache>): `prompt_cache_hit_tokens`
 //!   and `prompt_cache_miss_tokens`, which add up to `prompt_tokens`.
+//! - OpenAI Responses (read 2026-12-06; the API reference's `ResponseUsage`, and
+//!   <https://developers.openai.com/api/docs/guides/prompt-caching>): `input_tokens`
+//!   **includes** `input_tokens_details.cached_tokens`; `cache_write_tokens` on GPT-5.6 and
+//!   later.
 
 use serde::Deserialize;
 
@@ -27,6 +31,7 @@ use super::ResponseError;
 /// | Messages | `input_tokens + cache_read_input_tokens + cache_creation_input_tokens` | `cache_read_input_tokens` | `cache_creation_input_tokens` |
 /// | OpenAI chat | `prompt_tokens` | `prompt_tokens_details.cached_tokens` | — |
 /// | DeepSeek chat | `prompt_tokens` (else hit + miss) | `prompt_cache_hit_tokens` | — |
+/// | OpenAI Responses | `input_tokens` | `input_tokens_details.cached_tokens` | `input_tokens_details.cache_write_tokens` (GPT-5.6 and later) |
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Usage {
@@ -34,13 +39,15 @@ pub struct Usage {
     pub prompt_tokens: u64,
     /// Of those, the tokens read from the provider's cache.
     pub cache_read_tokens: Option<u64>,
-    /// Of those, the tokens written to the provider's cache (Messages API only).
+    /// Of those, the tokens written to the provider's cache (Messages API; Responses API on
+    /// GPT-5.6 and later).
     pub cache_write_tokens: Option<u64>,
     /// The tokens of the answer (reasoning included).
     pub output_tokens: u64,
     /// The written tokens by cache lifetime (Messages `usage.cache_creation`).
     pub cache_creation: Option<CacheCreation>,
-    /// Of the output, the reasoning tokens (chat `completion_tokens_details.reasoning_tokens`).
+    /// Of the output, the reasoning tokens (chat `completion_tokens_details.reasoning_tokens`,
+    /// Responses `output_tokens_details.reasoning_tokens`).
     pub reasoning_tokens: Option<u64>,
 }
 
@@ -117,6 +124,52 @@ impl MessagesUsage {
             output_tokens: required(self.output_tokens, "output_tokens")?,
             cache_creation: self.cache_creation,
             reasoning_tokens: None,
+        })
+    }
+}
+
+/// Responses `usage` as sent: `input_tokens` includes the cached tokens (as chat's
+/// `prompt_tokens` does); `input_tokens_details.cache_write_tokens` is reported on GPT-5.6 and
+/// later (the prompt-caching guide: "OpenAI reports writes in cache_write_tokens and reads in
+/// cached_tokens"). The guide does not say in so many words that `input_tokens` includes the
+/// written tokens; they are read as included, like the cached ones (the safe side: the
+/// uncached figure can only come out smaller, never above the prompt).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub(super) struct ResponsesUsage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    input_tokens_details: Option<InputDetails>,
+    #[serde(default)]
+    output_tokens_details: Option<CompletionDetails>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+struct InputDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+    #[serde(default)]
+    cache_write_tokens: Option<u64>,
+}
+
+impl ResponsesUsage {
+    pub(super) fn normalize(&self, context: &str) -> Result<Usage, ResponseError> {
+        let required = |value: Option<u64>, name: &str| {
+            value.ok_or_else(|| ResponseError::malformed(context, format!("usage needs `{name}`")))
+        };
+        let details = self.input_tokens_details.as_ref();
+        Ok(Usage {
+            prompt_tokens: required(self.input_tokens, "input_tokens")?,
+            cache_read_tokens: details.and_then(|d| d.cached_tokens),
+            cache_write_tokens: details.and_then(|d| d.cache_write_tokens),
+            output_tokens: required(self.output_tokens, "output_tokens")?,
+            cache_creation: None,
+            reasoning_tokens: self
+                .output_tokens_details
+                .as_ref()
+                .and_then(|d| d.reasoning_tokens),
         })
     }
 }

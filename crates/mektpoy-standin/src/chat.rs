@@ -99,7 +99,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::TcpStream;
 use std::sync::{Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -136,7 +136,7 @@ pub(crate) fn is_chat(request_line: &str) -> bool {
 
 /// Whose rules and wording apply: DeepSeek's on `deepseek-*` models, OpenAI's otherwise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Vendor {
+pub(crate) enum Vendor {
     DeepSeek,
     OpenAi,
 }
@@ -165,22 +165,31 @@ impl Vendor {
     }
 }
 
-/// A refusal in OpenAI's error shape.
+/// A refusal in OpenAI's error shape (the Responses path, [`crate::responses`], answers in it
+/// too).
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Refusal {
-    status: u16,
-    message: String,
-    param: Option<String>,
-    code: Option<String>,
+pub(crate) struct Refusal {
+    pub(crate) status: u16,
+    pub(crate) message: String,
+    pub(crate) param: Option<String>,
+    pub(crate) code: Option<String>,
+    /// The error `type`: `invalid_request_error` but for the server errors of
+    /// [`crate::FAIL_HEADER`] on the Responses path.
+    pub(crate) kind: &'static str,
 }
 
 impl Refusal {
-    fn new(message: impl Into<String>, param: Option<String>, code: Option<&str>) -> Self {
+    pub(crate) fn new(
+        message: impl Into<String>,
+        param: Option<String>,
+        code: Option<&str>,
+    ) -> Self {
         Refusal {
             status: 400,
             message: message.into(),
             param,
             code: code.map(str::to_owned),
+            kind: "invalid_request_error",
         }
     }
 
@@ -194,17 +203,17 @@ impl Refusal {
         self
     }
 
-    fn body(&self) -> Value {
+    pub(crate) fn body(&self) -> Value {
         json!({"error": {
             "message": self.message,
-            "type": "invalid_request_error",
+            "type": self.kind,
             "param": self.param,
             "code": self.code,
         }})
     }
 }
 
-fn missing(param: String) -> Refusal {
+pub(crate) fn missing(param: String) -> Refusal {
     Refusal::new(
         format!("Missing required parameter: '{param}'."),
         Some(param),
@@ -225,14 +234,14 @@ fn kind(v: &Value) -> &'static str {
 }
 
 /// A value as OpenAI's errors quote it: a string in single quotes, anything else as JSON.
-fn quoted(v: &Value) -> String {
+pub(crate) fn quoted(v: &Value) -> String {
     match v {
         Value::String(s) => format!("'{s}'"),
         other => other.to_string(),
     }
 }
 
-fn wrong_type(param: String, expected: &str, got: &Value) -> Refusal {
+pub(crate) fn wrong_type(param: String, expected: &str, got: &Value) -> Refusal {
     Refusal::new(
         format!(
             "Invalid type for '{param}': expected {expected}, but got {} instead.",
@@ -244,7 +253,7 @@ fn wrong_type(param: String, expected: &str, got: &Value) -> Refusal {
 }
 
 /// A function name the vendors take: `^[a-zA-Z0-9_-]{1,64}$`.
-fn check_name(param: String, name: &Value) -> Result<(), Refusal> {
+pub(crate) fn check_name(param: String, name: &Value) -> Result<(), Refusal> {
     let Some(name) = name.as_str() else {
         return Err(wrong_type(param, "a string", name));
     };
@@ -512,7 +521,7 @@ fn prompt_bytes(body: &str) -> Vec<u8> {
 
 /// What `vendor` reads of `bytes` from the session's earlier prompts: the longest common
 /// prefix in whole units (DeepSeek 64 tokens; OpenAI 128 tokens from 1,024), four bytes a token.
-fn cached_bytes(prompts: &[Vec<u8>], bytes: &[u8], vendor: Vendor) -> u64 {
+pub(crate) fn cached_bytes(prompts: &[Vec<u8>], bytes: &[u8], vendor: Vendor) -> u64 {
     let common = prompts
         .iter()
         .map(|p| p.iter().zip(bytes).take_while(|(a, b)| a == b).count())
@@ -693,64 +702,84 @@ fn sse(answered: &Answered) -> String {
     text
 }
 
-/// Answers one request on a chat path (the connection's request line and headers read).
-pub(crate) fn serve(
+/// An accepted answer on an OpenAI path, ready to send: its body text and the test figures.
+pub(crate) struct Reply {
+    pub(crate) text: String,
+    pub(crate) stream: bool,
+    pub(crate) total: u64,
+    pub(crate) cached: u64,
+    /// [`CONTENT_HEADER`]'s value.
+    pub(crate) content: Value,
+    pub(crate) cut: bool,
+    pub(crate) seed: u64,
+}
+
+/// Answers one request on an OpenAI path (the connection's request line and headers read):
+/// `answer` turns the body into a [`Reply`] or a [`Refusal`].
+pub(crate) fn serve_with(
     mut stream: TcpStream,
     request_line: &str,
     headers: &Headers,
     reader: &mut impl Read,
+    answer: impl FnOnce(&str) -> Result<Reply, Refusal>,
 ) -> std::io::Result<()> {
-    let answered = match http_request(request_line, headers, reader) {
-        Ok(body) => answer(headers, &body),
+    let replied = match http_request(request_line, headers, reader) {
+        Ok(body) => answer(&body),
         Err((status, message)) => Err(Refusal {
             status,
-            message,
-            param: None,
-            code: None,
+            ..Refusal::new(message, None, None)
         }),
     };
-    let answered = match answered {
-        Ok(answered) => answered,
+    let reply = match replied {
+        Ok(reply) => reply,
         Err(refusal) => {
-            let reason = match refusal.status {
-                404 => "Not Found",
-                411 => "Length Required",
-                _ => "Bad Request",
-            };
-            let reply = refusal.body().to_string();
-            write!(
-                stream,
-                "HTTP/1.1 {} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
-                refusal.status,
-                reply.len()
-            )?;
-            return stream.flush();
+            return crate::write_error(&mut stream, refusal.status, &refusal.body());
         }
     };
-    let (content_type, body) = if answered.stream {
-        ("text/event-stream; charset=utf-8", sse(&answered))
-    } else {
-        ("application/json", answered.body.to_string())
+    let content_type = match reply.stream {
+        true => "text/event-stream; charset=utf-8",
+        false => "application/json",
     };
     let head = format!(
         "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\nx-request-id: req_standin_{:016x}\r\n{TOTAL_BYTES_HEADER}: {}\r\n{CACHED_BYTES_HEADER}: {}\r\n{CONTENT_HEADER}: {}\r\nconnection: close\r\n",
-        answered.seed,
-        answered.total,
-        answered.cached,
-        answered.message()
+        reply.seed, reply.total, reply.cached, reply.content
     );
     crate::write_answer(
         &mut stream,
         head,
-        &body,
-        answered.stream,
-        answered.cut,
-        answered.seed,
+        &reply.text,
+        reply.stream,
+        reply.cut,
+        reply.seed,
     )
 }
 
+/// Answers one request on a chat path (the connection's request line and headers read).
+pub(crate) fn serve(
+    stream: TcpStream,
+    request_line: &str,
+    headers: &Headers,
+    reader: &mut impl Read,
+) -> std::io::Result<()> {
+    serve_with(stream, request_line, headers, reader, |body| {
+        let answered = answer(headers, body)?;
+        Ok(Reply {
+            text: match answered.stream {
+                true => sse(&answered),
+                false => answered.body.to_string(),
+            },
+            stream: answered.stream,
+            total: answered.total,
+            cached: answered.cached,
+            content: answered.message().clone(),
+            cut: answered.cut,
+            seed: answered.seed,
+        })
+    })
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::client;
 
@@ -793,6 +822,33 @@ mod tests {
 
     fn verdict(v: &Value) -> Result<Answered, Refusal> {
         answer(&headers("chat-verdicts"), &v.to_string())
+    }
+
+    /// Checks one verdict against the refusal expected (status, the message's start, `param`),
+    /// or its acceptance; a refusal must be in OpenAI's error shape.
+    pub(crate) fn assert_verdict<T: std::fmt::Debug>(
+        case: &str,
+        got: Result<T, Refusal>,
+        expected: Option<(u16, &str, Option<&str>)>,
+    ) {
+        match (got, expected) {
+            (Ok(_), None) => {}
+            (Err(got), Some((status, message, param))) => {
+                assert_eq!(got.status, status, "{case}");
+                assert!(
+                    got.message.starts_with(message),
+                    "{case}: refused with `{}`, expected `{message}`",
+                    got.message
+                );
+                assert_eq!(got.param.as_deref(), param, "{case}");
+                let error = got.body();
+                let mut keys: Vec<&String> = error["error"].as_object().unwrap().keys().collect();
+                keys.sort();
+                assert_eq!(keys, ["code", "message", "param", "type"], "{case}");
+                assert_eq!(error["error"]["type"], "invalid_request_error", "{case}");
+            }
+            (got, expected) => panic!("{case}: got {got:?}, expected refusal {expected:?}"),
+        }
     }
 
     /// (case, body, refusal: the message's start or a part of it, and `param`)
@@ -867,25 +923,7 @@ mod tests {
                 Some(("Invalid 'tools': the function name 'a' is declared more than once.", Some("tools[2].function.name")))),
         ];
         for (case, v, refusal) in rows {
-            match (verdict(&v), refusal) {
-                (Ok(_), None) => {}
-                (Err(got), Some((message, param))) => {
-                    assert_eq!(got.status, 400, "{case}");
-                    assert!(
-                        got.message.starts_with(message),
-                        "{case}: refused with `{}`, expected `{message}`",
-                        got.message
-                    );
-                    assert_eq!(got.param.as_deref(), param, "{case}");
-                    let error = got.body();
-                    let mut keys: Vec<&String> =
-                        error["error"].as_object().unwrap().keys().collect();
-                    keys.sort();
-                    assert_eq!(keys, ["code", "message", "param", "type"], "{case}");
-                    assert_eq!(error["error"]["type"], "invalid_request_error", "{case}");
-                }
-                (got, expected) => panic!("{case}: got {got:?}, expected refusal {expected:?}"),
-            }
+            assert_verdict(case, verdict(&v), refusal.map(|(m, p)| (400, m, p)));
         }
         let broken = answer(&headers("chat-verdicts"), "{").unwrap_err();
         assert_eq!(

@@ -23,9 +23,9 @@ pub fn post(
     post_to("/v1/messages", session, section_bytes, body, headers)
 }
 
-/// [`post`] to another path of the stand-in (a chat path, [`crate::chat::PATHS`]). A chat
-/// answer's [`CONTENT_HEADER`] is its assistant message, the one element of
-/// [`Response::content`].
+/// [`post`] to another path of the stand-in (a chat path, [`crate::chat::PATHS`], or
+/// [`crate::responses::PATH`]). A chat answer's [`CONTENT_HEADER`] is its assistant message,
+/// the one element of [`Response::content`]; a Responses answer's is its `output` items.
 pub fn post_to(
     path: &str,
     session: &str,

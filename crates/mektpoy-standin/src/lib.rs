@@ -182,6 +182,21 @@
 //! [`CUT_OFF_HEADER`]; [`CONTENT_HEADER`] holds the assistant message). Cached input follows
 //! DeepSeek's 64-token units on `deepseek-*` models and OpenAI's rule (from 1,024 tokens, in
 //! 128-token steps) on the others, over the session's earlier chat prompts.
+//!
+//! # OpenAI's Responses API
+//!
+//! `POST /v1/responses`, in [`responses`] (vendor pages read 2026-12-06, cited there). It
+//! refuses, in OpenAI's error shape, an input item of a type the API does not list, a
+//! `function_call_output` without its call and a call without its output, a reasoning item
+//! without `encrypted_content` or an `item_reference` (404: the stand-in keeps no item) or
+//! whose `encrypted_content` is not the one the stand-in gave that item (400), a
+//! `previous_response_id` (it keeps no response), tools that are not valid flat functions, and
+//! an `additional_tools` item on a model before `gpt-5.4`, from another role than `developer`
+//! or between a call and its output; it answers a `response` object, or its semantic events
+//! (`response.created` ... `response.completed`), with the test headers and switches of the
+//! chat path plus [`FAIL_HEADER`] (OpenAI's 500 `server_error` and 503 overload). Cached input
+//! follows OpenAI's rule over the earlier prompts of the same session, model and
+//! `prompt_cache_key`, reported in `usage.input_tokens_details.cached_tokens`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -538,6 +553,9 @@ fn serve_connection(stream: TcpStream) -> std::io::Result<()> {
     if chat::is_chat(&request_line) {
         return chat::serve(stream, &request_line, &headers, &mut reader);
     }
+    if responses::is_responses(&request_line) {
+        return responses::serve(stream, &request_line, &headers, &mut reader);
+    }
     let answered = match http_request(&request_line, &headers, &mut reader) {
         Ok(body) => answer(&headers, &body).map_err(|fault| (fault.status, error_body(&fault))),
         Err((status, message)) => Err((status, error_body(&message.into()))),
@@ -545,22 +563,7 @@ fn serve_connection(stream: TcpStream) -> std::io::Result<()> {
     let mut stream = stream;
     let answered = match answered {
         Ok(answered) => answered,
-        Err((status, reply)) => {
-            let reason = match status {
-                404 => "Not Found",
-                411 => "Length Required",
-                500 => "Internal Server Error",
-                529 => "Site Overloaded",
-                _ => "Bad Request",
-            };
-            let reply = reply.to_string();
-            write!(
-                stream,
-                "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
-                reply.len()
-            )?;
-            return stream.flush();
-        }
+        Err((status, reply)) => return write_error(&mut stream, status, &reply),
     };
     let (content_type, body) = if answered.stream {
         ("text/event-stream; charset=utf-8", sse(&answered))
@@ -579,6 +582,29 @@ fn serve_connection(stream: TcpStream) -> std::io::Result<()> {
         answered.cut,
         answered.seed,
     )
+}
+
+/// A refused or failed request's JSON error body, with its status (every path's errors).
+pub(crate) fn write_error(
+    stream: &mut TcpStream,
+    status: u16,
+    reply: &Value,
+) -> std::io::Result<()> {
+    let reason = match status {
+        404 => "Not Found",
+        411 => "Length Required",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        529 => "Site Overloaded",
+        _ => "Bad Request",
+    };
+    let reply = reply.to_string();
+    write!(
+        stream,
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+        reply.len()
+    )?;
+    stream.flush()
 }
 
 /// An accepted answer after its `head` (the status line and headers so far). A stream's body
@@ -617,7 +643,8 @@ fn http_request(
 ) -> Result<String, (u16, String)> {
     let mut parts = request_line.split_whitespace();
     let (method, path) = (parts.next(), parts.next());
-    let known = path.is_some_and(|p| p == "/v1/messages" || chat::PATHS.contains(&p));
+    let known = path
+        .is_some_and(|p| p == "/v1/messages" || chat::PATHS.contains(&p) || p == responses::PATH);
     if method != Some("POST") || !known {
         return Err((404, format!("no route for `{}`", request_line.trim_end())));
     }
@@ -2252,6 +2279,7 @@ fn dropped(k: usize, j: usize) -> Value {
 pub mod chat;
 #[cfg(any(test, feature = "client"))]
 pub mod client;
+pub mod responses;
 
 #[cfg(test)]
 mod tests {
