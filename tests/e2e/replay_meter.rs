@@ -14,8 +14,8 @@
 //! thinking, and refuses a block sent after bytes it was not produced with), and any refusal
 //! fails; its measured figures must equal the replay's row: total and cached bytes, and cached
 //! tokens; per route, the totals the example prints (input and cached tokens) equal the sums of
-//! the stand-in's usage (not on `anthropic/*`, whose meter assumes an unknown model's minimum
-//! cacheable length where the stand-in knows the logged model's).
+//! the stand-in's usage, `anthropic/*` included (its meter takes the logged model's cache
+//! facts, decision 105).
 
 use mektpoy::agent::replay::{Replay, by_reference, route_name};
 use mektpoy::route::{ANY_MODEL, WireApi, catalog};
@@ -103,14 +103,14 @@ fn routes() -> Vec<(Route, bool)> {
         // A provider's generic entry sends the logged model id (a Claude id, for these logs),
         // so its row is not the generic entry's model: on `deepseek/*` a body DeepSeek would
         // not take, which the stand-in (it models the cache by the body's model) meters as
-        // Claude's, so it is left out; on `anthropic/*` the meter assumes an unknown model's
-        // minimum cacheable length where the stand-in knows the logged model's, so only its
-        // bodies are checked (no signed thinking sent after a `tools` list it was not produced
-        // with: decision 108). The generic entries' meters are checked under ids they resolve
-        // to (`claude-nova-6`, `deepseek-x` of `unlisted_routes`).
+        // Claude's, so it is left out; on `anthropic/*` the meter takes the cache facts of the
+        // logged model (decision 105), so its figures are the stand-in's and are checked like
+        // the others, and its bodies send no signed thinking after a `tools` list it was not
+        // produced with (decision 108). The generic entries' meters are checked under unknown
+        // ids too (`claude-nova-6`, `deepseek-x` of `unlisted_routes`).
         if route.model == ANY_MODEL {
             if route.provider == "anthropic" {
-                routes.push((route.clone(), false));
+                routes.push((route.clone(), true));
             }
             continue;
         }
