@@ -1225,6 +1225,12 @@ impl Meter {
         Ok(row)
     }
 
+    /// The previous request's cut (for the invariant test of decision 106).
+    #[cfg(test)]
+    pub(crate) fn previous_bytes(&self) -> Option<&[u8]> {
+        self.previous.as_ref().map(|p| p.bytes.as_slice())
+    }
+
     /// Notes what the next request of the loop proves its kept wire messages by.
     fn remember(&mut self, wire: &WireRequest) {
         if let Some(p) = self.previous.as_mut() {

@@ -1,5 +1,8 @@
 //! Random agent loops on every Messages route against the stand-in (issue 20), on the
-//! catalog's ids and on unknown and dated ones: tool churn (names and schemas the route must
+//! catalog's ids and on unknown and dated ones, and on OpenAI-compatible chat routes (the
+//! catalog's generic one under an OpenAI id, DeepSeek's chat endpoint under its ids and an
+//! unknown one; there the operations that apply: no thinking, names over 64 characters
+//! refused, 500 / 503 server errors): tool churn (names and schemas the route must
 //! refuse when set, a schema property named `cache_control`, redefinitions of called tools),
 //! prompt changes, compactions, tool calls, thinking-only answers, answers cut off mid-stream
 //! followed by a retry, provider errors (529 `overloaded_error`, 500 `api_error`) followed by a
@@ -11,7 +14,8 @@
 //! reported cache read fail the test (the agent checks the meter on every request, on both
 //! loops); a stuck loop fails the test by the stand-in client's timeout.
 //!
-//! `cargo test --test e2e random_loop` runs a bounded number of cases;
+//! `cargo test --test e2e random_loop` runs a bounded number of cases (and as many again on the
+//! chat routes alone);
 //! `RANDOM_LOOP_CASES=1000 cargo test --test e2e -- --ignored random_loop` runs longer
 //! (200 cases without the variable; figures in `docs/reliability.md`).
 

@@ -67,6 +67,8 @@
 //! stand-in's own). The wordings not quoted above (invalid types, an unknown role, a missing
 //! content, a duplicate name) follow OpenAI's patterns but were not read in a vendor answer. A
 //! refusal is a JSON error body whatever `stream` says, and leaves the session's cache unchanged.
+//! With [`FAIL_HEADER`] (`500` or `503`) a request that passes every check is answered with
+//! the vendor's server error instead, in the same shape, and changes nothing either.
 //!
 //! # What it answers
 //!

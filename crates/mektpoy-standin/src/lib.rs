@@ -178,9 +178,10 @@
 //! answers a `chat.completion` body, or `chat.completion.chunk` events ending `data: [DONE]`
 //! (the usage chunk with `stream_options.include_usage`), with the same test headers and
 //! switches as here where they apply ([`SESSION_HEADER`], [`TOOL_USE_HEADER`],
-//! [`CUT_OFF_HEADER`]; [`CONTENT_HEADER`] holds the assistant message). Cached input follows
-//! DeepSeek's 64-token units on `deepseek-*` models and OpenAI's rule (from 1,024 tokens, in
-//! 128-token steps) on the others, over the session's earlier chat prompts.
+//! [`CUT_OFF_HEADER`], and [`FAIL_HEADER`] with `500` or `503`, each vendor's server errors;
+//! [`CONTENT_HEADER`] holds the assistant message). Cached input follows DeepSeek's 64-token
+//! units on `deepseek-*` models and OpenAI's rule (from 1,024 tokens, in 128-token steps) on
+//! the others, over the session's earlier chat prompts to the same model.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
