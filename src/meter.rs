@@ -2139,6 +2139,15 @@ mod tests {
                 r#"{"text":"a \"cache_control\":{ in a string"}"#,
                 r#"{"text":"a \"cache_control\":{ in a string"}"#,
             ),
+            // A schema's property of that name is prompt; the tool's own breakpoint is not.
+            (
+                r#"{"name":"m","input_schema":{"properties":{"cache_control":{"type":"string"}}},"cache_control":{"type":"ephemeral"}}"#,
+                r#"{"name":"m","input_schema":{"properties":{"cache_control":{"type":"string"}}}}"#,
+            ),
+            (
+                r#"{"input_schema":{"properties":{"cache_control":{"type":"object","properties":{}}}}}"#,
+                r#"{"input_schema":{"properties":{"cache_control":{"type":"object","properties":{}}}}}"#,
+            ),
         ] {
             assert_eq!(without_markers(marked), plain);
         }
