@@ -8,7 +8,8 @@
 //! followed by a retry, provider errors (529 `overloaded_error`, 500 `api_error`) followed by a
 //! retry, kills and reopens of the session file (`Session::open`, the meter saved and
 //! restored; with a request in flight, between a failed request and its retry, between a
-//! tool call and its result, or between steps), and a second loop on another Messages route (another model) over the same log,
+//! tool call and its result, or between steps), and a second loop on another route (another
+//! model; from a chat route, the other vendor's chat or a Messages route) over the same log,
 //! taking its own turns (decision 98). Any request the stand-in refuses, any step the crate
 //! refuses, a retry that sends other bytes, and a meter estimate other than the stand-in's
 //! reported cache read fail the test (the agent checks the meter on every request, on both
