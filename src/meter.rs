@@ -35,7 +35,7 @@ use serde_json::value::RawValue;
 
 use crate::event::SeriesStart;
 use crate::response::Usage;
-use crate::route::Route;
+use crate::route::{Route, WireApi};
 use crate::wire::{WireRequest, without_markers};
 
 mod cache;
@@ -389,6 +389,10 @@ pub struct Meter {
     previous: Option<Previous>,
     /// The provider's cache entries, by the route's vendor rule.
     cache: Cache,
+    /// Whether the route's wire marks breakpoints with `cache_control` (the Messages API),
+    /// which the meter leaves out of the prompt; on OpenAI-compatible chat there are none, and
+    /// a tool's schema property of that name is prompt like any other.
+    markers: bool,
     /// The measured prompt tokens and bytes of the request before the latest one, when it
     /// was measured: the rate [`MeterRow::expected_read_tokens`] converts at.
     rate_before: Option<Rate>,
@@ -660,6 +664,8 @@ struct Cut {
     by_value: bool,
     /// Whether `tools` holds a tool without `defer_loading`.
     immediate_tool: bool,
+    /// Whether the wire has `cache_control` markers to leave out ([`Meter::markers`]).
+    markers: bool,
 }
 
 /// Which way the segment path metered a request (the unit tests check that the cheap one is
@@ -716,15 +722,19 @@ impl Cut {
         let before = self.counted.last().copied().unwrap_or_default();
         let blocks = blocks.unwrap_or_default();
         let marked = |&(s, e): &(usize, usize)| text.get(s..e).is_some_and(|b| b.contains(MARKER));
-        let block_mark = blocks.iter().any(marked);
-        let stripped = without_markers(text);
+        let block_mark = self.markers && blocks.iter().any(marked);
+        let stripped = self.unmarked(text);
         let at = self.bytes.len();
-        let bounds = message_bounds(text, stripped.len(), blocks);
+        let bounds = if self.markers {
+            message_bounds(text, stripped.len(), blocks)
+        } else {
+            message_bounds(text, text.len(), &[])
+        };
         self.blocks += blocks.len();
         self.counted.push(Counted {
             blocks: before.blocks + blocks.len(),
             bounds: before.bounds + bounds.len(),
-            asks: before.asks + usize::from(text.contains(MARKER)),
+            asks: before.asks + usize::from(self.markers && text.contains(MARKER)),
             block_marks: before.block_marks + usize::from(block_mark),
             by_value: before.by_value + usize::from(text.contains(BY_VALUE)),
         });
@@ -734,6 +744,16 @@ impl Cut {
             ..b
         }));
         self.push(Segment::Message { index }, stripped.as_bytes());
+    }
+
+    /// `text` with its markers left out, where the wire has markers: on chat a key named
+    /// `cache_control` is a schema's property, part of the prompt.
+    fn unmarked<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        if self.markers {
+            without_markers(text)
+        } else {
+            text.into()
+        }
     }
 }
 
@@ -1076,6 +1096,7 @@ impl Meter {
             price: None,
             previous: None,
             cache: Cache::for_route(route),
+            markers: route.api == WireApi::Messages,
             rate_before: None,
             rows: Vec::new(),
             departures: Vec::new(),
@@ -1110,7 +1131,7 @@ impl Meter {
             let text = m.get();
             cut.push_message(index, text, content_ranges(text).as_deref());
         }
-        cut.top_level = parsed.cache_control.is_some();
+        cut.top_level = self.markers && parsed.cache_control.is_some();
         // Inside JSON strings quotes are escaped: this can only be a block's type.
         cut.by_value = body.contains(BY_VALUE);
         Ok(cut)
@@ -1129,11 +1150,12 @@ impl Meter {
             top_level: false,
             by_value: false,
             immediate_tool: false,
+            markers: self.markers,
         };
         let mut deferred = false;
         for (index, tool) in body_tools.iter().enumerate() {
             let flags: ToolFlags = serde_json::from_str(tool.get()).map_err(MeterError::Body)?;
-            let text = without_markers(tool.get());
+            let text = cut.unmarked(tool.get());
             let name = flags.name();
             cut.tools.push(ToolEntry {
                 name: name.clone(),
@@ -1211,6 +1233,12 @@ impl Meter {
         Ok(row)
     }
 
+    /// The previous request's cut (for the invariant test of decision 106).
+    #[cfg(test)]
+    pub(crate) fn previous_bytes(&self) -> Option<&[u8]> {
+        self.previous.as_ref().map(|p| p.bytes.as_slice())
+    }
+
     /// Notes what the next request of the loop proves its kept wire messages by.
     fn remember(&mut self, wire: &WireRequest) {
         if let Some(p) = self.previous.as_mut() {
@@ -1273,6 +1301,7 @@ impl Meter {
             top_level: false,
             by_value: false,
             immediate_tool: false,
+            markers: self.markers,
         };
         for (j, t) in segs.messages.iter().enumerate() {
             let text = body
@@ -2118,9 +2147,38 @@ mod tests {
                 r#"{"text":"a \"cache_control\":{ in a string"}"#,
                 r#"{"text":"a \"cache_control\":{ in a string"}"#,
             ),
+            // A schema's property of that name is prompt; the tool's own breakpoint is not.
+            (
+                r#"{"name":"m","input_schema":{"properties":{"cache_control":{"type":"string"}}},"cache_control":{"type":"ephemeral"}}"#,
+                r#"{"name":"m","input_schema":{"properties":{"cache_control":{"type":"string"}}}}"#,
+            ),
+            (
+                r#"{"input_schema":{"properties":{"cache_control":{"type":"object","properties":{}}}}}"#,
+                r#"{"input_schema":{"properties":{"cache_control":{"type":"object","properties":{}}}}}"#,
+            ),
         ] {
             assert_eq!(without_markers(marked), plain);
         }
+    }
+
+    /// Chat has no markers: a tool whose schema has a property named `cache_control` is
+    /// metered whole, as the vendor counts it (the random loop's first chat finding: the meter
+    /// left the property out, 52 bytes short of the stand-in's prompt).
+    #[test]
+    fn a_chat_schema_property_named_cache_control_is_prompt() {
+        let tool = r#"{"type":"function","function":{"name":"marked","parameters":{"type":"object","properties":{"cache_control":{"type":"string","description":"v1"}}}}}"#;
+        let body = format!(
+            r#"{{"model":"gpt-5.5","messages":[{{"role":"user","content":"hi"}}],"tools":[{tool}]}}"#
+        );
+        let user = r#"{"role":"user","content":"hi"}"#;
+        let route = crate::route_for("openai-compatible", "gpt-5.5");
+        let row = Meter::new(&route).observe(&body, None).unwrap();
+        assert_eq!(row.total_bytes, (tool.len() + user.len()) as u64);
+        let deepseek = Route::builder("deepseek", "deepseek-v4-pro", WireApi::OpenAiChat)
+            .build()
+            .unwrap();
+        let row = Meter::new(&deepseek).observe(&body, None).unwrap();
+        assert_eq!(row.total_bytes, (tool.len() + user.len()) as u64);
     }
 
     #[test]

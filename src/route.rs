@@ -324,6 +324,56 @@ impl Route {
         self.caps.cache_block_tokens
     }
 
+    /// The route whose cache facts a meter applies to the requests this route sends with
+    /// model id `model` (decision 105): this route, unless it is a generic entry (model
+    /// [`ANY_MODEL`]) and the catalog knows `model` — under this route's provider (a dated
+    /// Anthropic id by its family, as [`route_for`] resolves it), or, on the generic
+    /// OpenAI-compatible chat route, as a DeepSeek model — in which case this route with that
+    /// entry's provider, model and cache facts (automatic caching, minimum cacheable length,
+    /// cache block). A generic entry sends the caller's model id, and the provider caches by
+    /// that model's rules, not by the most restrictive ones the generic entry assumes for
+    /// what it sends (those stay for what it refuses). DeepSeek's context caching is "enabled
+    /// by default for all users" of its API, chat completions included
+    /// (<https://api-docs.deepseek.com/guides/kv_cache>, read 2026-12-06). Everything else
+    /// (wire API, mode, refusals) stays this route's.
+    ///
+    /// ```
+    /// use mektpoy::route_for;
+    /// let generic = route_for("anthropic", "claude-nova-6"); // the generic entry
+    /// let facts = generic.metered_for("claude-fable-5-1-20261001");
+    /// assert_eq!(facts.model, "claude-fable-5-1");
+    /// assert_eq!(facts.min_cache_tokens(), 512);
+    /// assert_eq!(generic.metered_for("claude-nova-6").min_cache_tokens(), 1024);
+    /// let chat = route_for("openai-compatible", "deepseek-v4-pro");
+    /// assert_eq!(chat.metered_for("deepseek-v4-pro").provider, "deepseek");
+    /// ```
+    pub fn metered_for(&self, model: &str) -> Route {
+        if self.model != ANY_MODEL {
+            return self.clone();
+        }
+        let known = |provider: &str| {
+            let entry = route_for(provider, model);
+            (entry.model != ANY_MODEL && entry.provider == provider).then_some(entry)
+        };
+        let entry = match known(&self.provider) {
+            Some(entry) => Some(entry),
+            None if self.provider == OPENAI_COMPATIBLE && self.api == WireApi::OpenAiChat => {
+                known("deepseek")
+            }
+            None => None,
+        };
+        let Some(entry) = entry else {
+            return self.clone();
+        };
+        let mut facts = self.clone();
+        facts.provider = entry.provider;
+        facts.model = entry.model;
+        facts.caps.auto_cache = entry.caps.auto_cache;
+        facts.caps.min_cache_tokens = entry.caps.min_cache_tokens;
+        facts.caps.cache_block_tokens = entry.caps.cache_block_tokens;
+        facts
+    }
+
     /// What the tool-update mode and prompts in history rest on.
     pub fn evidence(&self) -> &Evidence {
         &self.evidence

@@ -399,6 +399,15 @@ impl Memory {
         }
     }
 
+    /// The route's accepted previous request (for tests).
+    #[cfg(test)]
+    pub fn accepted(&self, route: &Route) -> Option<&Remembered> {
+        self.accepted
+            .iter()
+            .find(|(r, _)| r == route)
+            .map(|(_, m)| m)
+    }
+
     /// The route's latest prepared request, pending or accepted (for tests).
     #[cfg(test)]
     pub fn latest(&self, route: &Route) -> Option<&Remembered> {

@@ -88,6 +88,61 @@ fn answer(n: usize, thinking: bool, calls: u8, provider: &str, model: &str) -> V
     out
 }
 
+/// Applies action `a` (the `n`th) to `agent`: the request it records, if it records one
+/// (`answered`: whether the loop's last request was answered).
+fn record(
+    agent: &mut AgentLoop,
+    a: &Action,
+    n: usize,
+    answered: bool,
+    provider: &str,
+    model: &str,
+) -> Option<Result<crate::Request, String>> {
+    let request = match a {
+        Action::User(text) if answered => agent.user_turn([Message::user(format!("u{n}"), text)]),
+        Action::Answer { thinking, calls } if !answered || n.is_multiple_of(2) => {
+            for m in answer(n, *thinking, *calls, provider, model) {
+                agent.append(m).expect("append");
+            }
+            agent.next_step()
+        }
+        Action::Tools(mask) => {
+            let tools: Vec<ToolSchema> = (0..6)
+                .filter(|i| *i == 0 || mask & (1 << i) != 0)
+                .map(tool)
+                .collect();
+            agent.set_tools(tools).unwrap();
+            return None;
+        }
+        Action::Compact(from) => {
+            let len = agent.session().surface().len();
+            let start = usize::from(*from).min(len.saturating_sub(1));
+            if len == 0 {
+                return None;
+            }
+            let summary = Message::user(format!("sum{n}"), "summary");
+            let op = SurfaceOp::Replace {
+                start,
+                end: len - 1,
+            };
+            let event = Event::Message(MessageEvent::new(summary, Some(op)));
+            agent.session().append(event).ok()?;
+            agent.next_step()
+        }
+        Action::Prompt(k) => {
+            agent.set_system_prompt(format!("Be brief, variant {k}."));
+            return None;
+        }
+        Action::NewSeries => {
+            agent.new_series();
+            return None;
+        }
+        Action::Retry => agent.retry(),
+        _ => return None,
+    };
+    Some(request.map_err(|e| e.to_string()))
+}
+
 /// Runs `actions` on `route`'s loop; returns each recorded request's bytes (or refusal) and
 /// the number of requests whose route memory held a prefix to resume from.
 fn run(
@@ -113,51 +168,8 @@ fn run(
     let mut answered = true;
     for a in actions {
         n += 1;
-        let request = match a {
-            Action::User(text) if answered => {
-                agent.user_turn([Message::user(format!("u{n}"), text)])
-            }
-            Action::Answer { thinking, calls } if !answered || n % 2 == 0 => {
-                for m in answer(n, *thinking, *calls, provider, model) {
-                    agent.append(m).expect("append");
-                }
-                agent.next_step()
-            }
-            Action::Tools(mask) => {
-                let tools: Vec<ToolSchema> = (0..6)
-                    .filter(|i| *i == 0 || mask & (1 << i) != 0)
-                    .map(tool)
-                    .collect();
-                agent.set_tools(tools).unwrap();
-                continue;
-            }
-            Action::Compact(from) => {
-                let len = agent.session().surface().len();
-                let start = usize::from(*from).min(len.saturating_sub(1));
-                if len == 0 {
-                    continue;
-                }
-                let summary = Message::user(format!("sum{n}"), "summary");
-                let op = SurfaceOp::Replace {
-                    start,
-                    end: len - 1,
-                };
-                let event = Event::Message(MessageEvent::new(summary, Some(op)));
-                if agent.session().append(event).is_err() {
-                    continue;
-                }
-                agent.next_step()
-            }
-            Action::Prompt(k) => {
-                agent.set_system_prompt(format!("Be brief, variant {k}."));
-                continue;
-            }
-            Action::NewSeries => {
-                agent.new_series();
-                continue;
-            }
-            Action::Retry => agent.retry(),
-            _ => continue,
+        let Some(request) = record(&mut agent, a, n, answered, provider, model) else {
+            continue;
         };
         let request = request.expect("record");
         answered = false;
@@ -254,5 +266,86 @@ proptest! {
         let (fresh, none) = run(provider, model, policy, &actions, false);
         prop_assert_eq!(none, 0);
         prop_assert_eq!(incremental, fresh);
+    }
+}
+
+/// Decision 106: the recorder's and the meter's copies of the route's previous request stay
+/// the request the provider last accepted. Over random loops (tool churn, compactions, prompt
+/// changes, new series, thinking, failed attempts and their retries) on Messages and chat
+/// routes, each time a new step is recorded, the recorder's rewrite-check fingerprint of its
+/// accepted previous request reads as the fingerprint of the last body the loop observed (the
+/// last one the provider accepted: an attempt followed by a retry is never observed), each
+/// extending the other; and the meter's previous cut is that body's cut.
+fn copies_stay_in_step(provider: &str, model: &str, actions: &[Action]) -> Result<(), String> {
+    let route = route_for(provider, model);
+    let config = Config::new(provider, model).with("max_tokens", 256.into());
+    let mut agent = AgentLoop::new(Session::new("s"), route.clone(), config)
+        .with_system_prompt("Be brief.")
+        .with_tools([tool(0), tool(1)]);
+    let mut observed: Option<String> = None;
+    let mut unobserved: Option<crate::WireRequest> = None;
+    let mut n = 0;
+    let mut answered = true;
+    for (k, a) in actions.iter().enumerate() {
+        n += 1;
+        let Some(request) = record(&mut agent, a, n, answered, provider, model) else {
+            continue;
+        };
+        let request = request.map_err(|e| format!("record: {e}"))?;
+        let retry = matches!(a, Action::Retry);
+        if !retry {
+            // The loop moved on: the request before was accepted (observed just below).
+            if let Some(wire) = unobserved.take() {
+                observed = Some(wire.body().to_owned());
+                agent.observe(&wire).map_err(|e| format!("observe: {e}"))?;
+            }
+            if let Some(body) = &observed {
+                if route.api == crate::route::WireApi::Messages {
+                    let of_body = crate::wire::Fingerprint::of(body).ok_or("not a body")?;
+                    let kept = agent
+                        .recorder
+                        .accepted_fingerprint(&route)
+                        .ok_or(format!("action {k}: no accepted fingerprint"))?;
+                    if kept.rewrite_since(&of_body).is_some()
+                        || of_body.rewrite_since(kept).is_some()
+                        || kept.blocks != of_body.blocks
+                    {
+                        return Err(format!(
+                            "action {k}: the recorder's previous request departs"
+                        ));
+                    }
+                }
+                let cut = agent.meter.prefix_bytes(body).map_err(|e| e.to_string())?;
+                if agent.meter.previous_bytes() != Some(&cut[..]) {
+                    return Err(format!("action {k}: the meter's previous cut departs"));
+                }
+            }
+        }
+        answered = false;
+        // Sent; accepted unless the next action retries it (then it failed and is dropped).
+        unobserved = request.to_wire().ok();
+        if let Action::Answer { .. } | Action::User(_) = a {
+            answered = matches!(a, Action::User(_));
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn the_recorders_and_the_meters_copies_are_the_last_accepted_request(
+        actions in proptest::collection::vec(action(), 1..40),
+        route in 0usize..5,
+    ) {
+        let (provider, model) = [
+            ("deepseek", "deepseek-flash"),
+            ("anthropic", "claude-opus-5-5"),
+            ("anthropic", "claude-opus-5"),
+            ("anthropic", "claude-fable-5-2"),
+            ("openai-compatible", "any"),
+        ][route];
+        prop_assert_eq!(copies_stay_in_step(provider, model, &actions), Ok(()));
     }
 }

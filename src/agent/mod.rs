@@ -366,7 +366,8 @@ impl<S: Borrow<Session>> AgentLoop<S> {
             .latest
             .map(|(_, m)| m.text())
             .unwrap_or_default();
-        let mut meter = Meter::new(&route);
+        // Decision 105: a generic entry meters by the cache facts of the model it sends.
+        let mut meter = Meter::new(&route.metered_for(&config.model));
         if let Some(price) = Price::for_route(&route) {
             meter = meter.with_price(price);
         }

@@ -297,6 +297,13 @@ impl Recorder {
         self.resume = resume;
     }
 
+    /// The fingerprint of the route's accepted previous request: what rewrite detection
+    /// compares the next request with (for the invariant test of decision 106).
+    #[cfg(test)]
+    pub(crate) fn accepted_fingerprint(&self, route: &Route) -> Option<&crate::wire::Fingerprint> {
+        self.memory.accepted(route)?.fingerprint.as_ref()
+    }
+
     /// The number of messages the serializer would resume after on `route`, if any.
     #[cfg(test)]
     pub(super) fn resumable_messages(&self, route: &Route) -> Option<usize> {

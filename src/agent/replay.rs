@@ -174,6 +174,7 @@ pub struct Replayed {
     pub meter: Meter,
     /// Every recorded request, in order, answered or not.
     pub requests: Vec<ReplayedRequest>,
+    /// The route whose cache facts the meter applied ([`Replay::metered_route`]).
     route: Route,
     attributor: Attributor,
 }
@@ -380,6 +381,20 @@ impl Replay {
         &self.route
     }
 
+    /// The route whose cache facts the replay's meter applies ([`Route::metered_for`],
+    /// decision 105): on a generic entry, which sends the logged model id, that of the log's
+    /// first header; else the replayed route.
+    pub fn metered_route(&self, log: &Session) -> Route {
+        let first = log.events().iter().find_map(|e| match e {
+            Event::Header(h) => Some(h.header.config.model.clone()),
+            _ => None,
+        });
+        match first {
+            Some(model) => self.route.metered_for(&model),
+            None => self.route.clone(),
+        }
+    }
+
     /// Replays `log` (reference §4, decision 74).
     ///
     /// # Errors
@@ -398,7 +413,8 @@ impl Replay {
         log: &Session,
         each: impl FnMut(&ReplayedRequest, &WireRequest),
     ) -> Result<Replayed, ReplayError> {
-        let mut meter = Meter::new(&self.route);
+        let metered = self.metered_route(log);
+        let mut meter = Meter::new(&metered);
         if let Some(price) = &self.price {
             meter = meter.with_price(price.clone());
         }
@@ -436,7 +452,7 @@ impl Replay {
             session: run.target,
             meter: run.meter,
             requests: run.requests,
-            route: self.route.clone(),
+            route: metered,
             attributor: run.attributor,
         })
     }

@@ -321,9 +321,12 @@ fn marker_at(block: &str) -> Option<usize> {
     (!value.contains(['{', '}'])).then_some(at)
 }
 
-/// `text` without its `"cache_control":{...}` entries (and the comma that joins each to its
+/// `text` without its `"cache_control":{...}` breakpoints (and the comma that joins each to its
 /// neighbour): a cache breakpoint is not part of the prompt. A quote inside a JSON string is
-/// escaped, so the unescaped key can only be a key; its value is a flat object.
+/// escaped, so the unescaped key can only be a key. A breakpoint's value is the vendor's flat
+/// `{"type":"ephemeral"}` (with an optional `ttl`: `route::ANTHROPIC_PROMPT_CACHING_DOC`,
+/// read 2026-12-06); a key of that name with another value (a tool schema's property, a
+/// model's tool input) is prompt and stays.
 pub(crate) fn without_markers(text: &str) -> Cow<'_, str> {
     const KEY: &str = "\"cache_control\":{";
     if !text.contains(KEY) {
@@ -334,6 +337,13 @@ pub(crate) fn without_markers(text: &str) -> Cow<'_, str> {
     while let Some(i) = rest.find(KEY) {
         let after = &rest[i + KEY.len()..];
         let Some(j) = after.find('}') else { break };
+        if after[..j].contains('{') || !after[..j].contains(r#""type":"ephemeral""#) {
+            // Not a breakpoint: keep the key and look on after it.
+            let kept = i + KEY.len();
+            out.push_str(&rest[..kept]);
+            rest = &rest[kept..];
+            continue;
+        }
         let tail = &after[j + 1..];
         if rest[..i].ends_with(',') {
             // `,"cache_control":{...}`: the entry and the comma before it.

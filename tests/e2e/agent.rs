@@ -13,7 +13,10 @@ use mektpoy::{
     agent::{Attribution, attribution::ask_cache_diagnostics},
     meter::{Meter, MeterRow},
     project::{ProjectionPath, project_tool_updates, project_tool_updates_inline},
-    response::{Answer, MessagesStream, ResponseError, StopReason, decode_messages},
+    response::{
+        Answer, ChatStream, MessagesStream, ResponseError, StopReason, decode_chat, decode_messages,
+    },
+    route::WireApi,
     route_for,
     session::SurfaceNode,
     vocab::Role,
@@ -494,25 +497,38 @@ impl Agent {
             );
         }
         let tokens = |bytes: u64| bytes.div_ceil(4);
-        let usage = answer.usage.expect("a Messages answer has usage");
+        let usage = answer.usage.expect("an answer has usage");
+        // Chat completions report no cache writes (reference §9 on each vendor's usage).
+        let chat = self.agent.route().api == WireApi::OpenAiChat;
+        let written = (!chat).then_some(0);
         assert_eq!(
             (
                 usage.prompt_tokens,
                 usage.cache_read_tokens,
                 usage.cache_write_tokens
             ),
-            (tokens(row.total_bytes), Some(tokens(cached_bytes)), Some(0)),
+            (tokens(row.total_bytes), Some(tokens(cached_bytes)), written),
             "{key} step {turn}: usage"
         );
-        // The answer is the stand-in's, block for block; a scripted call came from it.
+        // The answer is the stand-in's, block for block (on chat: its text, then each call);
+        // a scripted call came from it.
         let blocks = answer.message.content();
-        assert_eq!(blocks.len(), response.content.len(), "{key} step {turn}");
+        let sent_blocks = if chat {
+            let message = &response.content[0];
+            let calls = message["tool_calls"].as_array().map_or(0, Vec::len);
+            usize::from(message["content"].as_str().is_some_and(|t| !t.is_empty())) + calls
+        } else {
+            response.content.len()
+        };
+        assert_eq!(blocks.len(), sent_blocks, "{key} step {turn}");
         let called = blocks
             .iter()
             .any(|b| matches!(b, ContentBlock::ToolCall { .. }));
-        let (expected, stop) = match reply {
-            Reply::Call(_) => (true, StopReason::ToolUse),
-            Reply::Text | Reply::ThinkingOnly => (false, StopReason::EndTurn),
+        let (expected, stop) = match (reply, chat) {
+            (Reply::Call(_), false) => (true, StopReason::ToolUse),
+            (Reply::Call(_), true) => (true, StopReason::ToolCalls),
+            (Reply::Text | Reply::ThinkingOnly, false) => (false, StopReason::EndTurn),
+            (Reply::Text | Reply::ThinkingOnly, true) => (false, StopReason::Stop),
         };
         assert_eq!(called, expected, "{key} step {turn}: a tool call");
         assert_eq!(answer.stop_reason, Some(stop), "{key} step {turn}");
@@ -591,16 +607,34 @@ impl Agent {
         sent: &WireRequest,
     ) -> Result<Exchanged, Failure> {
         let section = self.agent.route().deferred_section_bytes();
-        let response = standin::post(&self.key, section, sent).map_err(Failure::Refused)?;
+        let chat = self.agent.route().api == WireApi::OpenAiChat;
+        let response = if chat {
+            // DeepSeek's base URL has no `/v1`; OpenAI's has.
+            let path = if self.agent.config().model.starts_with("deepseek-") {
+                standin::chat::PATHS[1]
+            } else {
+                standin::chat::PATHS[0]
+            };
+            standin::client::post_to(path, &self.key, section, sent.body(), sent.headers())
+        } else {
+            standin::post(&self.key, section, sent)
+        }
+        .map_err(Failure::Refused)?;
         let (provider, id) = (
             self.agent.config().provider.clone(),
             format!("{}a{}", self.prefix, self.n),
         );
-        let decoded = if response.is_event_stream() {
-            let mut s = MessagesStream::new(&provider, Some(&id));
-            s.push_text(&response.body).and_then(|()| s.finish())
-        } else {
-            decode_messages(&response.body, &provider, Some(&id))
+        let decoded = match (chat, response.is_event_stream()) {
+            (false, true) => {
+                let mut s = MessagesStream::new(&provider, Some(&id));
+                s.push_text(&response.body).and_then(|()| s.finish())
+            }
+            (false, false) => decode_messages(&response.body, &provider, Some(&id)),
+            (true, true) => {
+                let mut s = ChatStream::new(&provider, Some(&id));
+                s.push_text(&response.body).and_then(|()| s.finish())
+            }
+            (true, false) => decode_chat(&response.body, &provider, Some(&id)),
         };
         if response.status >= 500 {
             let error = decoded.err().map_or(String::new(), |e| e.to_string());
@@ -611,7 +645,7 @@ impl Agent {
             let message = decoded.err().map_or(response.body, |e| e.to_string());
             return Err(Failure::Refused(Refused::new(response.status, message)));
         }
-        let row = self.agent.observe(wire).expect("a Messages body");
+        let row = self.agent.observe(wire).expect("a request body");
         let answer = decoded.map_err(Failure::Broken)?;
         self.agent.append(answer.message.clone()).unwrap();
         if self.results {
@@ -737,4 +771,25 @@ pub fn unlisted_routes() -> Vec<Route> {
         route
     })
     .collect()
+}
+
+/// OpenAI-compatible chat routes (the catalog has one, the generic `openai-compatible/*`):
+/// that entry under an OpenAI id it does not list, and DeepSeek's chat endpoint as a caller
+/// builds it (provider `deepseek`, the catalog's ids and an unknown one), which the stand-in
+/// answers by DeepSeek's rules and the meter models by DeepSeek's cache.
+pub fn chat_routes() -> Vec<Route> {
+    let mut generic = route_for("openai-compatible", "gpt-5.5");
+    assert_eq!(generic.api, WireApi::OpenAiChat);
+    generic.model = "gpt-5.5".into();
+    let deepseek = |model: &'static str| {
+        Route::builder("deepseek", model, WireApi::OpenAiChat)
+            .build()
+            .unwrap()
+    };
+    vec![
+        generic,
+        deepseek("deepseek-v4-pro"),
+        deepseek("deepseek-flash"),
+        deepseek("deepseek-x"),
+    ]
 }

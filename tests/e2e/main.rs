@@ -23,8 +23,8 @@
 //!   route the report agrees with the prediction at every request.
 //! - `random_churn`: seeded random churn on every route: always accepted (the crate refuses the
 //!   prefill steps on Claude models), losses only where the spec allows them.
-//! - `random_loop`: random loops on every Messages route and on unknown and dated ids (churn,
-//!   refused tools, compactions, calls, thinking-only answers, cut-off answers and retries,
+//! - `random_loop`: random loops on every Messages route, on unknown and dated ids and on
+//!   OpenAI-compatible chat routes (OpenAI's, DeepSeek's chat endpoint) (churn, refused tools, compactions, calls, thinking-only answers, cut-off answers and retries,
 //!   529/500 provider errors and retries, kills and reopens of the session file, a second
 //!   loop on another model over the same log): nothing refused, retries byte-identical, meter
 //!   exact.

@@ -1,17 +1,22 @@
 //! Random agent loops on every Messages route against the stand-in (issue 20), on the
-//! catalog's ids and on unknown and dated ones: tool churn (names and schemas the route must
+//! catalog's ids and on unknown and dated ones, and on OpenAI-compatible chat routes (the
+//! catalog's generic one under an OpenAI id, DeepSeek's chat endpoint under its ids and an
+//! unknown one; there the operations that apply: no thinking, names over 64 characters
+//! refused, 500 / 503 server errors): tool churn (names and schemas the route must
 //! refuse when set, a schema property named `cache_control`, redefinitions of called tools),
 //! prompt changes, compactions, tool calls, thinking-only answers, answers cut off mid-stream
 //! followed by a retry, provider errors (529 `overloaded_error`, 500 `api_error`) followed by a
 //! retry, kills and reopens of the session file (`Session::open`, the meter saved and
 //! restored; with a request in flight, between a failed request and its retry, between a
-//! tool call and its result, or between steps), and a second loop on another Messages route (another model) over the same log,
+//! tool call and its result, or between steps), and a second loop on another route (another
+//! model; from a chat route, the other vendor's chat or a Messages route) over the same log,
 //! taking its own turns (decision 98). Any request the stand-in refuses, any step the crate
 //! refuses, a retry that sends other bytes, and a meter estimate other than the stand-in's
 //! reported cache read fail the test (the agent checks the meter on every request, on both
 //! loops); a stuck loop fails the test by the stand-in client's timeout.
 //!
-//! `cargo test --test e2e random_loop` runs a bounded number of cases;
+//! `cargo test --test e2e random_loop` runs a bounded number of cases (and as many again on the
+//! chat routes alone);
 //! `RANDOM_LOOP_CASES=1000 cargo test --test e2e -- --ignored random_loop` runs longer
 //! (200 cases without the variable; figures in `docs/reliability.md`).
 
@@ -22,7 +27,9 @@ use mektpoy::{Route, Session, ToolSchema, route_for};
 use proptest::prelude::*;
 use serde_json::json;
 
-use crate::agent::{Agent, Reply, Unsent, arg_params, prompt, tool_of, unlisted_routes};
+use crate::agent::{
+    Agent, Reply, Unsent, arg_params, chat_routes, prompt, tool_of, unlisted_routes,
+};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -97,7 +104,7 @@ fn pool(version: u32) -> Vec<ToolSchema> {
     ]
 }
 
-/// Every Messages route of the catalog, and ids known only by their vendor.
+/// Every Messages route of the catalog, ids known only by their vendor, and the chat routes.
 fn routes() -> Vec<Route> {
     let mut routes: Vec<Route> = catalog()
         .iter()
@@ -105,16 +112,30 @@ fn routes() -> Vec<Route> {
         .cloned()
         .collect();
     routes.extend(unlisted_routes());
+    routes.extend(chat_routes());
     routes
 }
 
 /// The other loop's route: another vendor's model that does not bind thinking, so that its
-/// answers carry no signed thinking the main loop's model would have to leave out.
+/// answers carry no signed thinking the main loop's model would have to leave out; on chat,
+/// the other vendor's chat, or (OpenAI's) a Messages route: one log under two wire APIs.
 fn aux_route(main: &Route) -> Route {
-    if main.provider == "deepseek" {
-        route_for("anthropic", "claude-opus-5")
-    } else {
-        route_for("deepseek", "deepseek-flash")
+    match (main.api, main.provider.as_ref()) {
+        (WireApi::OpenAiChat, "deepseek") => chat_routes().swap_remove(0),
+        (WireApi::OpenAiChat, _) => route_for("deepseek", "deepseek-flash"),
+        (_, "deepseek") => route_for("anthropic", "claude-opus-5"),
+        _ => route_for("deepseek", "deepseek-flash"),
+    }
+}
+
+/// The server error a provider fails a request with, as the op asks: on chat, both vendors'
+/// overload is a 503 where Anthropic's is a 529; and the error type the crate must read.
+fn server_error(route: &Route, status: u16) -> (u16, &'static str) {
+    match (route.api, status) {
+        (WireApi::OpenAiChat, 529) => (503, "service_unavailable_error"),
+        (WireApi::OpenAiChat, _) => (500, "server_error"),
+        (_, 529) => (529, "overloaded_error"),
+        _ => (500, "api_error"),
     }
 }
 
@@ -134,8 +155,8 @@ fn kill_and_reopen(path: &Path, agent: &mut Agent, aux: &mut Option<Agent>) {
     *aux = aux_saved.map(|(route, (n, meter))| agent.beside(route, "x").resumed_with(n, &meter));
 }
 
-fn run(case: usize, route: &Route, ops: &[Op]) {
-    let key = format!("random-loop/{case}/{}", route.model);
+fn run(test: &str, case: usize, route: &Route, ops: &[Op]) {
+    let key = format!("{test}/{case}/{:?}/{}", route.api, route.model);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("session.jsonl");
     let session = Session::create(&path, &key).unwrap();
@@ -162,8 +183,8 @@ fn run(case: usize, route: &Route, ops: &[Op]) {
                     // The loop keeps what it had; what the route refuses never reaches the log.
                     Err(refused) => assert!(
                         refused.tool == "github.search"
-                            || refused.tool == "empty"
-                            || refused.tool.len() > 128,
+                            || (refused.tool == "empty" && route.api == WireApi::Messages)
+                            || refused.tool.len() > 64,
                         "{key}: {refused}"
                     ),
                     Ok(()) => tools = picked,
@@ -195,7 +216,8 @@ fn run(case: usize, route: &Route, ops: &[Op]) {
                 continue;
             }
             Op::Fail { status, kill } => {
-                agent.fail_next(*status);
+                let (status, kind) = server_error(route, *status);
+                agent.fail_next(status);
                 let user = agent.ends_with_assistant().then_some("go on");
                 match agent.try_step(&system, &tools, user.or(Some("and then")), Reply::Text) {
                     Err(Unsent::Failed {
@@ -203,12 +225,7 @@ fn run(case: usize, route: &Route, ops: &[Op]) {
                         error,
                         wire,
                     }) => {
-                        let kind = if *status == 529 {
-                            "overloaded_error"
-                        } else {
-                            "api_error"
-                        };
-                        assert_eq!(refused.status, *status, "{key}: {ops:?}");
+                        assert_eq!(refused.status, status, "{key}: {ops:?}");
                         assert!(error.contains(kind), "{key}: the crate read {error:?}");
                         if *kill {
                             kill_and_reopen(&path, &mut agent, &mut aux);
@@ -290,8 +307,7 @@ fn cases(default: u32) -> u32 {
         .unwrap_or(default)
 }
 
-fn check(cases: u32, max_ops: usize) {
-    let routes = routes();
+fn check(test: &str, cases: u32, max_ops: usize, routes: Vec<Route>) {
     let config = ProptestConfig {
         cases,
         failure_persistence: None,
@@ -301,17 +317,23 @@ fn check(cases: u32, max_ops: usize) {
     let n = std::sync::atomic::AtomicUsize::new(0);
     proptest!(config, |(route in 0..routes.len(), ops in proptest::collection::vec(op(), 1..max_ops))| {
         let case = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        run(case, &routes[route], &ops);
+        run(test, case, &routes[route], &ops);
     });
 }
 
 #[test]
 fn random_loop() {
-    check(cases(48), 12);
+    check("random-loop", cases(48), 12, routes());
+}
+
+/// The chat routes alone, so that each run walks them more than their share of [`routes`].
+#[test]
+fn random_loop_chat() {
+    check("random-loop-chat", cases(24), 12, chat_routes());
 }
 
 #[test]
 #[ignore = "long: RANDOM_LOOP_CASES=1000 cargo test --test e2e -- --ignored random_loop"]
 fn random_loop_long() {
-    check(cases(200), 30);
+    check("random-loop-long", cases(200), 30, routes());
 }

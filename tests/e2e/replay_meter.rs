@@ -8,14 +8,15 @@
 //! are replayed on every Messages route of the catalog, `anthropic/*`, the by-reference
 //! variant of each one with a mode (the demo's claude-opus-5 row, `--route
 //! provider/model:by-reference` in the replay example; Fable 5.1's binds thinking) and unknown
-//! and dated ids: what `examples/replay.rs` prints a row for. Each replay is told the route
+//! and dated ids, and the generic OpenAI-compatible chat route (to the stand-in's chat path):
+//! what `examples/replay.rs` prints a row for. Each replay is told the route
 //! that recorded the log (`Replay::recorded_on`, decision 108). Each request's bytes go to the
 //! stand-in, in a conversation forked from the recording (it knows the answers' signed
 //! thinking, and refuses a block sent after bytes it was not produced with), and any refusal
 //! fails; its measured figures must equal the replay's row: total and cached bytes, and cached
 //! tokens; per route, the totals the example prints (input and cached tokens) equal the sums of
-//! the stand-in's usage (not on `anthropic/*`, whose meter assumes an unknown model's minimum
-//! cacheable length where the stand-in knows the logged model's).
+//! the stand-in's usage, `anthropic/*` included (its meter takes the logged model's cache
+//! facts, decision 105).
 
 use mektpoy::agent::replay::{Replay, by_reference, route_name};
 use mektpoy::route::{ANY_MODEL, WireApi, catalog};
@@ -67,9 +68,9 @@ fn tools_at(step: usize) -> Vec<ToolSchema> {
     tools
 }
 
-/// The demo's 14 steps on `claude-fable-5-1`, answered by the stand-in.
-fn demo_like() -> mektpoy::Session {
-    let mut agent = Agent::new(DEMO, route_for("anthropic", "claude-fable-5-1"));
+/// The demo's 14 steps on `route`, answered by the stand-in under `key`.
+fn demo_like(key: &str, route: Route) -> mektpoy::Session {
+    let mut agent = Agent::new(key, route);
     let system = prompt("You are a careful coding assistant.");
     for step in 0..14 {
         if step == 11 {
@@ -103,14 +104,14 @@ fn routes() -> Vec<(Route, bool)> {
         // A provider's generic entry sends the logged model id (a Claude id, for these logs),
         // so its row is not the generic entry's model: on `deepseek/*` a body DeepSeek would
         // not take, which the stand-in (it models the cache by the body's model) meters as
-        // Claude's, so it is left out; on `anthropic/*` the meter assumes an unknown model's
-        // minimum cacheable length where the stand-in knows the logged model's, so only its
-        // bodies are checked (no signed thinking sent after a `tools` list it was not produced
-        // with: decision 108). The generic entries' meters are checked under ids they resolve
-        // to (`claude-nova-6`, `deepseek-x` of `unlisted_routes`).
+        // Claude's, so it is left out; on `anthropic/*` the meter takes the cache facts of the
+        // logged model (decision 105), so its figures are the stand-in's and are checked like
+        // the others, and its bodies send no signed thinking after a `tools` list it was not
+        // produced with (decision 108). The generic entries' meters are checked under unknown
+        // ids too (`claude-nova-6`, `deepseek-x` of `unlisted_routes`).
         if route.model == ANY_MODEL {
             if route.provider == "anthropic" {
-                routes.push((route.clone(), false));
+                routes.push((route.clone(), true));
             }
             continue;
         }
@@ -124,6 +125,10 @@ fn routes() -> Vec<(Route, bool)> {
         }
     }
     routes.extend(unlisted_routes().into_iter().map(|r| (r, true)));
+    // The generic chat route the example prints too: the logged Claude id on OpenAI's chat
+    // wire, metered by OpenAI's rule, as the stand-in reads a model it does not know.
+    let chat = catalog().iter().find(|r| r.api == WireApi::OpenAiChat);
+    routes.extend(chat.cloned().map(|r| (r, true)));
     routes
 }
 
@@ -137,6 +142,11 @@ fn check(name: &str, log: &mektpoy::Session, source: &str, recorded_on: Route) {
     let tokens = |bytes: u64| bytes.div_ceil(4);
     let (mut checked, mut read_somewhere, mut binding) = (0, 0, 0);
     for (route, metered) in routes() {
+        // `anthropic/*` sends the logged id: a DeepSeek id on Anthropic's wire, which the
+        // stand-in answers as DeepSeek does, is no row of a real provider.
+        if route.model == ANY_MODEL && route.provider != recorded_on.provider {
+            continue;
+        }
         let label = label(&route);
         let key = format!("replay-meter/{name}/{label}");
         let mut measured = Vec::new();
@@ -150,7 +160,19 @@ fn check(name: &str, log: &mektpoy::Session, source: &str, recorded_on: Route) {
                     return;
                 };
                 let wire = wire.clone().with_header(standin::FORK_FROM_HEADER, source);
-                let response = match standin::post(&key, route.deferred_section_bytes(), &wire) {
+                let chat = route.api == WireApi::OpenAiChat;
+                let sent = if chat {
+                    standin::client::post_to(
+                        standin::chat::PATHS[0],
+                        &key,
+                        0,
+                        wire.body(),
+                        wire.headers(),
+                    )
+                } else {
+                    standin::post(&key, route.deferred_section_bytes(), &wire)
+                };
+                let response = match sent {
                     Ok(r) if r.status == 200 => r,
                     Ok(r) => {
                         faults.push(format!("seq {}: {}: {}", request.seq, r.status, r.body));
@@ -164,8 +186,15 @@ fn check(name: &str, log: &mektpoy::Session, source: &str, recorded_on: Route) {
                 let (total, cached) = response.bytes.expect("the stand-in's byte headers");
                 let body: serde_json::Value = serde_json::from_str(&response.body).unwrap();
                 let usage = &body["usage"];
-                let read = usage["cache_read_input_tokens"].as_u64().unwrap();
-                let input = usage["input_tokens"].as_u64().unwrap();
+                let (read, input) = if chat {
+                    let read = usage["prompt_tokens_details"]["cached_tokens"]
+                        .as_u64()
+                        .unwrap();
+                    (read, usage["prompt_tokens"].as_u64().unwrap() - read)
+                } else {
+                    let read = usage["cache_read_input_tokens"].as_u64().unwrap();
+                    (read, usage["input_tokens"].as_u64().unwrap())
+                };
                 if metered
                     && ((row.total_bytes, row.cached_bytes) != (total, cached)
                         || tokens(row.cached_bytes) != read
@@ -217,9 +246,20 @@ fn check(name: &str, log: &mektpoy::Session, source: &str, recorded_on: Route) {
 }
 
 #[test]
-fn the_replays_meter_matches_the_stand_ins_measured_reads_on_every_messages_route() {
+fn the_replays_meter_matches_the_stand_ins_measured_reads_on_every_route() {
     let fable = |model: &str| route_for("anthropic", model);
-    check("demo", &demo_like(), DEMO, fable("claude-fable-5-1"));
+    let recording = fable("claude-fable-5-1");
+    check("demo", &demo_like(DEMO, recording.clone()), DEMO, recording);
+    // The demo's no-mode DeepSeek log: on `openai-compatible/*` it sends `deepseek-v4-pro`,
+    // metered by DeepSeek's cache (decision 105) as the stand-in reads that model on chat.
+    let source = "replay-meter/demo-deepseek";
+    let recording = route_for("deepseek", "deepseek-v4-pro");
+    check(
+        "demo-deepseek",
+        &demo_like(source, recording.clone()),
+        source,
+        recording,
+    );
     let source = "replay-meter/replay-routes-log";
     check(
         "replay-routes",

@@ -37,9 +37,10 @@ pub struct Report {
 
 /// The loop over `session` for `route`: tools keep the place they first had, so a client that
 /// sends them in another order does not move the cached prefix (the model gets the same set).
-/// The counterfactual meter of a route, priced as the loop's.
-fn direct_meter(route: &Route) -> Meter {
-    let meter = Meter::new(route);
+/// The counterfactual meter of a route sending `model`, with the loop's cache facts
+/// (`Route::metered_for`, decision 105) and priced as the loop's.
+fn direct_meter(route: &Route, model: &str) -> Meter {
+    let meter = Meter::new(&route.metered_for(model));
     match Price::for_route(route) {
         Some(price) => meter.with_price(price),
         None => meter,
@@ -91,7 +92,7 @@ impl Conversation {
             }
         };
         let route = route_for(provider, model);
-        let direct = direct_meter(&route);
+        let direct = direct_meter(&route, model);
         let agent = new_loop(session, route, Config::new(provider, model));
         Ok(Conversation {
             agent,
@@ -169,7 +170,7 @@ impl Conversation {
             )
             .into_session();
             let route = route_for(provider, &client.model);
-            self.direct = direct_meter(&route);
+            self.direct = direct_meter(&route, &client.model);
             self.agent = new_loop(session, route, config);
         } else {
             self.agent.set_config(config);

@@ -67,6 +67,8 @@
 //! stand-in's own). The wordings not quoted above (invalid types, an unknown role, a missing
 //! content, a duplicate name) follow OpenAI's patterns but were not read in a vendor answer. A
 //! refusal is a JSON error body whatever `stream` says, and leaves the session's cache unchanged.
+//! With [`FAIL_HEADER`] (`500` or `503`) a request that passes every check is answered with
+//! the vendor's server error instead, in the same shape, and changes nothing either.
 //!
 //! # What it answers
 //!
@@ -88,7 +90,8 @@
 //! Cached input: the prompt is the concatenation of each tool's JSON and each message's JSON,
 //! as sent (reference §9: this wire has no deferred section and its system prompt is a
 //! message); tokens are ⌈bytes / 4⌉. On `deepseek-*` models, the longest common prefix with any
-//! earlier accepted prompt of the session in whole 64-token units (256 bytes); on the others
+//! earlier accepted prompt of the session to the same model (a provider's cache is per model,
+//! as on the Messages path) in whole 64-token units (256 bytes); on the others
 //! OpenAI's rule: that prefix from 1,024 tokens (4,096 bytes) in 128-token steps (512 bytes),
 //! nothing below. The session is keyed as on the Messages path ([`SESSION_HEADER`], else the
 //! API key's hash); chat and Messages requests keep separate prompts.
@@ -109,8 +112,8 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::{
-    CACHED_BYTES_HEADER, CONTENT_HEADER, CUT_OFF_HEADER, FNV_START, Headers, Rng, SESSION_HEADER,
-    TOOL_USE_HEADER, TOTAL_BYTES_HEADER, fnv, header, http_request,
+    CACHED_BYTES_HEADER, CONTENT_HEADER, CUT_OFF_HEADER, FAIL_HEADER, FNV_START, Headers, Rng,
+    SESSION_HEADER, TOOL_USE_HEADER, TOTAL_BYTES_HEADER, fnv, header, http_request,
 };
 
 /// The request paths this module answers.
@@ -186,10 +189,10 @@ impl Refusal {
     ) -> Self {
         Refusal {
             status: 400,
+            kind: "invalid_request_error",
             message: message.into(),
             param,
             code: code.map(str::to_owned),
-            kind: "invalid_request_error",
         }
     }
 
@@ -534,10 +537,10 @@ pub(crate) fn cached_bytes(prompts: &[Vec<u8>], bytes: &[u8], vendor: Vendor) ->
     }
 }
 
-/// Per-session state: every accepted prompt, and how many requests were answered.
+/// Per-session state: every accepted prompt, by model, and how many requests were answered.
 #[derive(Default)]
 struct ChatState {
-    prompts: Vec<Vec<u8>>,
+    prompts: BTreeMap<String, Vec<Vec<u8>>>,
     requests: u64,
 }
 
@@ -562,6 +565,46 @@ impl Answered {
     }
 }
 
+/// The server error [`FAIL_HEADER`] asks for on a request that passed every check, if any:
+/// `500` or `503`, the statuses both vendors' error pages give for a server fault and an
+/// overload (read 2026-12-06: DeepSeek's <https://api-docs.deepseek.com/quick_start/error_codes>,
+/// "500 - Server Error: Our server encounters an issue", "503 - Server Overloaded: The server
+/// is overloaded due to high traffic", both "retry your request after a brief wait"; OpenAI's
+/// <https://platform.openai.com/docs/guides/error-codes>, read in the copy quoted on
+/// `community.openai.com/t/error-code-500-and-health-check/696299` and in third-party error
+/// catalogues: 500 "The server had an error while processing your request", 503 "The engine is
+/// currently overloaded, please try again later"). The pages give no body: the stand-in answers
+/// in the refusals' shape, `error.type` `server_error` or `service_unavailable_error`, and
+/// changes no state (a retry of the same bytes is answered as the failed send would have been).
+fn failure(headers: &Headers, vendor: Vendor) -> Result<Option<Refusal>, Refusal> {
+    let (status, kind, message) = match (header(headers, FAIL_HEADER), vendor) {
+        (None, _) => return Ok(None),
+        (Some("500"), Vendor::OpenAi) => (
+            500,
+            "server_error",
+            "The server had an error while processing your request. Sorry about that!",
+        ),
+        (Some("500"), Vendor::DeepSeek) => (500, "server_error", "Server Error"),
+        (Some("503"), Vendor::OpenAi) => (
+            503,
+            "service_unavailable_error",
+            "The engine is currently overloaded, please try again later",
+        ),
+        (Some("503"), Vendor::DeepSeek) => (503, "service_unavailable_error", "Server Overloaded"),
+        (Some(other), _) => {
+            let message = format!("test support: bad {FAIL_HEADER}: `{other}`");
+            return Err(Refusal::new(message, None, None));
+        }
+    };
+    Ok(Some(Refusal {
+        status,
+        kind,
+        message: message.to_owned(),
+        param: None,
+        code: None,
+    }))
+}
+
 fn answer(headers: &Headers, body: &str) -> Result<Answered, Refusal> {
     let v: Value = serde_json::from_str(body).map_err(|_| {
         Refusal::new(
@@ -571,6 +614,9 @@ fn answer(headers: &Headers, body: &str) -> Result<Answered, Refusal> {
         )
     })?;
     let vendor = check(&v)?;
+    if let Some(failed) = failure(headers, vendor)? {
+        return Err(failed);
+    }
     let keyed;
     let session = match header(headers, SESSION_HEADER) {
         Some(session) => session,
@@ -588,8 +634,12 @@ fn answer(headers: &Headers, body: &str) -> Result<Answered, Refusal> {
     // Accepted: from here on the session's state changes.
     let mut chats = CHATS.lock().unwrap_or_else(PoisonError::into_inner);
     let state = chats.entry(session.to_owned()).or_default();
-    let cached = cached_bytes(&state.prompts, &bytes, vendor);
-    state.prompts.push(bytes);
+    // A provider's cache is per model (as on the Messages path): a request reads only the
+    // prompts its own model was sent.
+    let model = v["model"].as_str().unwrap_or_default().to_owned();
+    let prompts = state.prompts.entry(model).or_default();
+    let cached = cached_bytes(prompts, &bytes, vendor);
+    prompts.push(bytes);
     state.requests += 1;
     let n = state.requests;
     let seed = fnv(fnv(FNV_START, session.as_bytes()), &n.to_le_bytes());
@@ -971,6 +1021,83 @@ pub(crate) mod tests {
 
     fn exchange(session: &str, v: &Value) -> Answered {
         answer(&headers(session), &v.to_string()).unwrap()
+    }
+
+    /// A server error asked for with [`FAIL_HEADER`]: each vendor's status, type and words,
+    /// after every check (a request the vendor refuses is refused all the same), and nothing
+    /// kept: the retry is answered as the failed send would have been.
+    #[test]
+    fn chat_fails_in_each_vendors_words_and_keeps_nothing_of_the_failed_request() {
+        let system = json!({"role": "system", "content": "Be brief. ".repeat(500)});
+        for (model, status, kind, message) in [
+            ("deepseek-v4-pro", "500", "server_error", "Server Error"),
+            (
+                "deepseek-v4-pro",
+                "503",
+                "service_unavailable_error",
+                "Server Overloaded",
+            ),
+            (
+                "gpt-5",
+                "500",
+                "server_error",
+                "The server had an error while processing your request. Sorry about that!",
+            ),
+            (
+                "gpt-5",
+                "503",
+                "service_unavailable_error",
+                "The engine is currently overloaded, please try again later",
+            ),
+        ] {
+            let session = format!("chat-fail-{model}-{status}");
+            let v = body(model, &[tool("a")], &[system.clone(), user("u1")]);
+            let mut failing = headers(&session);
+            failing.push((FAIL_HEADER.to_owned(), status.to_owned()));
+            let failed = answer(&failing, &v.to_string()).unwrap_err();
+            assert_eq!(failed.status.to_string(), status, "{model}");
+            assert_eq!(
+                (failed.kind, failed.message.as_str()),
+                (kind, message),
+                "{model}"
+            );
+            assert_eq!(failed.body()["error"]["type"], kind, "{model}");
+            // Refused before it could fail.
+            let orphan = body(model, &[], &[user("u"), result("c9")]);
+            assert_eq!(
+                answer(&failing, &orphan.to_string()).unwrap_err().status,
+                400
+            );
+            // The retry is the session's first request: nothing cached, answer number 1.
+            let retried = exchange(&session, &v);
+            assert_eq!(
+                (retried.cached, retried.message()["content"].as_str()),
+                (0, Some("ok 1"))
+            );
+            let again = exchange(&session, &v);
+            let unit = if model == "gpt-5" { 512 } else { 256 };
+            assert_eq!(again.cached, again.total / unit * unit, "{model}");
+        }
+        let mut bad = headers("chat-fail-bad");
+        bad.push((FAIL_HEADER.to_owned(), "529".to_owned()));
+        let v = body("gpt-5", &[], &[user("u")]);
+        assert_eq!(answer(&bad, &v.to_string()).unwrap_err().status, 400);
+    }
+
+    /// A cache is per model: in one session, a request to another model (another vendor's,
+    /// or the same vendor's) reads nothing the first model was sent.
+    #[test]
+    fn chat_caches_per_model() {
+        let system = json!({"role": "system", "content": "Be brief. ".repeat(500)});
+        let session = "chat-cache-per-model";
+        let v = |model: &str| body(model, &[tool("a")], &[system.clone(), user("u1")]);
+        assert_eq!(exchange(session, &v("gpt-5")).cached, 0);
+        assert_eq!(exchange(session, &v("deepseek-v4-pro")).cached, 0);
+        assert_eq!(exchange(session, &v("deepseek-flash")).cached, 0);
+        let again = exchange(session, &v("deepseek-v4-pro"));
+        assert_eq!(again.cached, again.total / 256 * 256);
+        let again = exchange(session, &v("gpt-5"));
+        assert_eq!(again.cached, again.total / 512 * 512);
     }
 
     /// DeepSeek: the longest common prefix with any earlier prompt of the session, in 64-token

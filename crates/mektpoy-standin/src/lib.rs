@@ -179,9 +179,10 @@
 //! answers a `chat.completion` body, or `chat.completion.chunk` events ending `data: [DONE]`
 //! (the usage chunk with `stream_options.include_usage`), with the same test headers and
 //! switches as here where they apply ([`SESSION_HEADER`], [`TOOL_USE_HEADER`],
-//! [`CUT_OFF_HEADER`]; [`CONTENT_HEADER`] holds the assistant message). Cached input follows
-//! DeepSeek's 64-token units on `deepseek-*` models and OpenAI's rule (from 1,024 tokens, in
-//! 128-token steps) on the others, over the session's earlier chat prompts.
+//! [`CUT_OFF_HEADER`], and [`FAIL_HEADER`] with `500` or `503`, each vendor's server errors;
+//! [`CONTENT_HEADER`] holds the assistant message). Cached input follows DeepSeek's 64-token
+//! units on `deepseek-*` models and OpenAI's rule (from 1,024 tokens, in 128-token steps) on
+//! the others, over the session's earlier chat prompts to the same model.
 //!
 //! # OpenAI's Responses API
 //!
@@ -194,7 +195,7 @@
 //! an `additional_tools` item on a model before `gpt-5.4`, from another role than `developer`
 //! or between a call and its output; it answers a `response` object, or its semantic events
 //! (`response.created` ... `response.completed`), with the test headers and switches of the
-//! chat path plus [`FAIL_HEADER`] (OpenAI's 500 `server_error` and 503 overload). Cached input
+//! chat path ([`FAIL_HEADER`]: OpenAI's 500 `server_error` and 503 overload). Cached input
 //! follows OpenAI's rule over the earlier prompts of the same session, model and
 //! `prompt_cache_key`, reported in `usage.input_tokens_details.cached_tokens`.
 
@@ -1336,9 +1337,12 @@ fn min_cache_tokens(model: &str) -> u64 {
     }
 }
 
-/// `text` without its `,"cache_control":{...}` entries: a breakpoint is not part of the prompt,
-/// and the crate moves it from request to request (a quote inside a JSON string is escaped, so
-/// the unescaped key is always a key; its value is a flat object).
+/// `text` without its `,"cache_control":{...}` breakpoints: a breakpoint is not part of the
+/// prompt, and the crate moves it from request to request (a quote inside a JSON string is
+/// escaped, so the unescaped key is always a key). The vendor's breakpoint is the parameter
+/// `{"type": "ephemeral"}`, with an optional `ttl` (prompt-caching page, read 2026-12-06): a
+/// key of that name whose value is anything else (a property of a tool's `input_schema`) is
+/// part of the tool's definition, which the vendor counts as prompt.
 fn without_markers(text: &str) -> String {
     const KEY: &str = "\"cache_control\":{";
     if !text.contains(KEY) {
@@ -1349,6 +1353,16 @@ fn without_markers(text: &str) -> String {
     while let Some(i) = rest.find(KEY) {
         let after = &rest[i + KEY.len()..];
         let Some(j) = after.find('}') else { break };
+        let value = &after[..j];
+        let breakpoint = !value.contains('{')
+            && value
+                .split(',')
+                .any(|entry| entry.trim() == r#""type":"ephemeral""#);
+        if !breakpoint {
+            out.push_str(&rest[..i + KEY.len()]);
+            rest = &rest[i + KEY.len()..];
+            continue;
+        }
         let tail = &after[j + 1..];
         if rest[..i].ends_with(',') {
             // `,"cache_control":{...}`: the entry and the comma before it.
@@ -3584,6 +3598,42 @@ mod tests {
         post("standin-fail-new", 512, &failing(&one, "529")).unwrap();
         let other_section = send("standin-fail-new", 0, &one).unwrap();
         assert_eq!(other_section.text, "ok 1");
+    }
+
+    /// A breakpoint is not prompt, a tool schema's property named `cache_control` is: the
+    /// total counts the property and leaves the tool's own breakpoint out.
+    #[test]
+    fn standin_counts_a_schema_property_named_cache_control() {
+        let property = json!({"cache_control": {"type": "string", "description": "v1"}});
+        let tool = |marked: bool| {
+            let mut t = json!({"name": "marked", "input_schema": {"type": "object", "properties": property}});
+            if marked {
+                t["cache_control"] = json!({"type": "ephemeral"});
+            }
+            t
+        };
+        let request = |marked: bool| {
+            let mut v = body("a", "u");
+            v["model"] = json!("claude-opus-5");
+            v["tools"] = json!([tool(marked)]);
+            v
+        };
+        let plain = exchange("standin-schema-property", &[], &request(false)).unwrap();
+        let marked = exchange("standin-schema-property-marked", &[], &request(true)).unwrap();
+        assert_eq!(total(&plain), total(&marked), "the breakpoint is left out");
+        let property = r#""cache_control":{"description":"v1","type":"string"}"#;
+        let without = request(false).to_string().replace(property, "");
+        let shorter = exchange(
+            "standin-schema-property-none",
+            &[],
+            &serde_json::from_str(&without).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            total(&plain),
+            total(&shorter) + property.len() as u64,
+            "the property is prompt"
+        );
     }
 
     /// A cache is per model: in one session, a request to another model reads nothing the
