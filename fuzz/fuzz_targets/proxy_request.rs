@@ -1,8 +1,8 @@
 //! Client bodies through the proxy's request-to-log path (`mektpoy_proxy::fuzzing::take`: the
 //! server's steps under a conversation's lock, in process, on an in-memory SQLite store): up
 //! to eight bodies, one conversation. Each is refused with a typed `Refusal` that changes
-//! nothing (the stored bytes as they were; the session in memory as it was, or dropped to be
-//! loaded again), or accepted: the body for upstream is JSON, and the stored log loads back,
+//! nothing (the stored bytes as they were; the session in memory the stored log, or dropped
+//! to be loaded again), or accepted: the body for upstream is JSON, and the stored log loads back,
 //! whole, to the session in memory.
 //!
 //! Input: the first byte's bits pick each body's API (set: the OpenAI-compatible chat API,
@@ -26,9 +26,6 @@ fuzz_target!(|data: &[u8]| {
     for (i, body) in rest.split(|&b| b == 0).take(8).enumerate() {
         let chat = apis >> i & 1 == 1;
         let stored = store.load(KEY).expect("the store reads");
-        let len = slot.as_mut().map(|c: &mut mektpoy_proxy::conversation_state::Conversation| {
-            c.agent().session().len()
-        });
         match take(&store, &mut slot, KEY, chat, body) {
             Err(refusal) => {
                 assert!(
@@ -40,9 +37,10 @@ fuzz_target!(|data: &[u8]| {
                     stored,
                     "a refused request changes nothing stored: {refusal}"
                 );
-                // The copy in memory is as it was, or dropped (loaded again next time).
+                // The copy in memory is the stored log, or dropped (loaded again next time).
                 if let Some(c) = slot.as_mut() {
-                    assert_eq!(Some(c.agent().session().len()), len, "{refusal}");
+                    let held = c.agent().session().to_jsonl().into_bytes();
+                    assert_eq!(Some(held), stored, "{refusal}");
                 }
             }
             Ok(wire) => {

@@ -404,11 +404,9 @@ async fn answer(
     let value: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
-            return api.error(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                &format!("mektpoy-proxy: the body is not JSON: {e}"),
-            );
+            let r = Refusal::Invalid(format!("the body is not JSON: {e}"));
+            trace.refusal(&r);
+            return api.refused(&r);
         }
     };
     // What every body needs before it names a conversation; the rest is read under the
@@ -416,9 +414,9 @@ async fn answer(
     let model = match value.get("model").and_then(Value::as_str) {
         Some(m) if !m.is_empty() => m.to_owned(),
         _ => {
-            return api.refused(&Refusal::Invalid(
-                "model: a non-empty string is required".into(),
-            ));
+            let r = Refusal::Invalid("model: a non-empty string is required".into());
+            trace.refusal(&r);
+            return api.refused(&r);
         }
     };
     if value
@@ -426,9 +424,9 @@ async fn answer(
         .and_then(Value::as_array)
         .is_none_or(Vec::is_empty)
     {
-        return api.refused(&Refusal::Invalid(
-            "messages: at least one message is required".into(),
-        ));
+        let r = Refusal::Invalid("messages: at least one message is required".into());
+        trace.refusal(&r);
+        return api.refused(&r);
     }
     let provider = api.provider(&model);
     trace.route = format!("{provider}/{model}");
