@@ -369,13 +369,17 @@ async fn handle(
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
     let metrics = Arc::clone(&proxy.metrics);
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => return api.rejected(&rejection, proxy.settings.body_limit),
-    };
     let name = match api {
         Api::Messages => "messages",
         Api::Chat => "chat",
+    };
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => {
+            let response = api.rejected(&rejection, proxy.settings.body_limit);
+            metrics.request(name, response.status().as_u16());
+            return response;
+        }
     };
     // Written when dropped: after the answer, when its stream ends, or when the client leaves
     // first (this future dropped).

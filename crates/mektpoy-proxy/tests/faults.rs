@@ -398,6 +398,19 @@ fn hostile_bodies_get_the_providers_error_shape_and_change_nothing() {
         }
     }
 
+    // Counted by API and status, the 413s too.
+    let metrics = agent
+        .get(format!("{}/metrics", proxy.url))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    for api in ["messages", "chat"] {
+        let line = format!("mektpoy_proxy_requests_total{{api=\"{api}\",status=\"413\"}} 1");
+        assert!(metrics.lines().any(|l| l == line), "{line} in\n{metrics}");
+    }
+
     // Forged ids: the other conversation's whole key as an id, and its id under another key,
     // each name a conversation of their own; the kept ones are untouched.
     let victim = kept
