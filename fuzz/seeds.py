@@ -268,3 +268,37 @@ write("append_json", "after-header", "1" + "\n".join([
     '{"type":"thinking/policy","data":{"policy":"refuse"}}',
     '{"type":"plugin/note","data":{"any":"shape"},"surfaceOp":{"op":"replace","start":0,"end":1}}',
 ]))
+
+# --- proxy_request ---------------------------------------------------------------------------
+# First byte: bit i set makes body i a chat-API body; bodies are separated by NUL bytes. Each
+# sequence is one conversation: extended, retried, rewritten (compaction), the route switched.
+import json
+
+
+def bodies(apis, *items):
+    return bytes([apis]) + b"\0".join(json.dumps(i).encode() for i in items)
+
+
+TOOLS = [{"name": "read", "description": "read a file", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}},
+         {"name": "grep", "description": "search", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}}]
+U1 = {"role": "user", "content": "fix the bug"}
+A1 = {"role": "assistant", "content": [{"type": "thinking", "thinking": "look", "signature": "sig"},
+                                       {"type": "tool_use", "id": "tu_1", "name": "read", "input": {"path": "a.rs"}}]}
+R1 = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu_1", "content": "fn main() {}"},
+                                  {"type": "text", "text": "go on", "cache_control": {"type": "ephemeral"}}]}
+M = {"model": "claude-opus-5", "max_tokens": 64, "system": [{"type": "text", "text": "Be careful."}], "stream": True}
+write("proxy_request", "messages-loop", bodies(0, dict(M, tools=TOOLS, messages=[U1]),
+      dict(M, tools=TOOLS, messages=[U1, A1, R1]), dict(M, tools=TOOLS[:1], messages=[U1, A1, R1]),
+      dict(M, tools=TOOLS[1:], messages=[{"role": "user", "content": "Summary: read a.rs"}, {"role": "user", "content": "next"}])))
+write("proxy_request", "deepseek-thinking", bodies(0, dict(M, model="deepseek-flash", thinking={"type": "enabled", "budget_tokens": 1024}, tools=TOOLS, messages=[U1]),
+      dict(M, model="deepseek-flash", tools=TOOLS + [{"name": "edit", "input_schema": {"type": "object"}, "defer_loading": True}], messages=[U1, A1, R1])))
+CT = [{"type": "function", "function": {"name": "read", "description": "read", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}]
+CA = {"role": "assistant", "content": None, "reasoning_content": "hm",
+      "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"a.rs\"}"}}]}
+C = {"model": "deepseek-v4-pro", "stream": False, "max_tokens": 64}
+write("proxy_request", "chat-loop", bodies(0xFF, dict(C, tools=CT, messages=[{"role": "system", "content": "Be careful."}, {"role": "user", "content": "fix it"}]),
+      dict(C, tools=CT, messages=[{"role": "system", "content": "Be careful."}, {"role": "user", "content": "fix it"}, CA,
+                                  {"role": "tool", "tool_call_id": "call_1", "content": "fn main() {}"}]),
+      dict(C, tools=[], messages=[{"role": "developer", "content": "tools changed"}, {"role": "user", "content": [{"type": "text", "text": "fix it"}]}])))
+write("proxy_request", "retry-and-switch", bodies(0b0100, dict(M, messages=[U1]), dict(M, messages=[U1]),
+      dict(C, messages=[{"role": "user", "content": "fix the bug"}]), dict(M, model="claude-fable-5-1", messages=[U1])))

@@ -19,6 +19,16 @@ pub struct Conversation {
     agent: AgentLoop,
     direct: Meter,
     memo: translate::Memo,
+    /// What the last prepared request did to the log, for its log line.
+    outcome: &'static str,
+    /// Where the log is kept, to undo what a refused request wrote.
+    store: Store,
+    key: String,
+    /// Where the stored log ends (its sink's).
+    end: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// A refused request's events were cut from the store: the copy in memory is ahead of it,
+    /// and the conversation is loaded again. How many events the store kept.
+    stale: Option<usize>,
 }
 
 /// What the proxy kept cached for a conversation, beside what the client's own bodies would
@@ -76,20 +86,19 @@ impl Conversation {
     /// [`Refusal::Store`] when the store fails or holds a log the crate cannot read.
     pub fn load(store: &Store, key: &str, provider: &str, model: &str) -> Result<Self, Refusal> {
         let store_fault = |e: &dyn std::fmt::Display| Refusal::Store(e.to_string());
-        let session = match store.load(key).map_err(|e| store_fault(&e))? {
+        let stored = store.load(key).map_err(|e| store_fault(&e))?;
+        let sink = store.sink(key).map_err(|e| store_fault(&e))?;
+        let end = sink.end();
+        let session = match stored {
             Some(bytes) => {
-                let sink = store.sink(key).map_err(|e| store_fault(&e))?;
                 FileOptions::new()
                     .open_in(&bytes, sink)
                     .map_err(|e| store_fault(&e))?
                     .session
             }
-            None => {
-                let sink = store.sink(key).map_err(|e| store_fault(&e))?;
-                FileOptions::new()
-                    .create_in(sink, key)
-                    .map_err(|e| store_fault(&e))?
-            }
+            None => FileOptions::new()
+                .create_in(sink, key)
+                .map_err(|e| store_fault(&e))?,
         };
         let route = route_for(provider, model);
         let direct = direct_meter(&route, model);
@@ -98,12 +107,24 @@ impl Conversation {
             agent,
             direct,
             memo: translate::Memo::default(),
+            outcome: "",
+            store: store.clone(),
+            key: key.to_owned(),
+            end,
+            stale: None,
         })
     }
 
     /// The answers read from this conversation's last request, for reading the next one.
     pub fn memo(&mut self) -> &mut translate::Memo {
         &mut self.memo
+    }
+
+    /// What the last request [`prepare`](Self::prepare) took did to the log: `retry` (the
+    /// same step again), `extend` (new messages after the logged ones) or `replace` (the client
+    /// rewrote its history, a compaction).
+    pub fn outcome(&self) -> &'static str {
+        self.outcome
     }
 
     /// The loop.
@@ -138,13 +159,54 @@ impl Conversation {
         }
     }
 
+    /// A refused request's events were cut from the store: this copy is ahead of it, and the
+    /// holder loads the conversation again.
+    pub fn is_stale(&self) -> bool {
+        self.stale.is_some()
+    }
+
+    /// The conversation holds no event, in the store: a refused request of a conversation it
+    /// would have opened leaves it absent.
+    pub fn is_empty(&self) -> bool {
+        self.stale
+            .map_or_else(|| self.agent.session().is_empty(), |kept| kept == 0)
+    }
+
     /// Logs what `client` adds to the conversation and records the request for its route:
-    /// the body to send upstream.
+    /// the body to send upstream. A refused request changes nothing stored: what it wrote
+    /// before the refusal (a compaction's replace, the step recorded before its body was
+    /// refused, as a tool list over the provider's limits is) is cut from the store, and this
+    /// copy is then [stale](Self::is_stale).
     ///
     /// # Errors
     /// [`Refusal::Invalid`] for what the route cannot send (a tool it refuses, a request the
-    /// serializer refuses); [`Refusal::Store`] when a batch is not stored.
+    /// serializer refuses); [`Refusal::Store`] when a batch is not stored, or what a refused
+    /// request wrote cannot be undone.
     pub fn prepare(
+        &mut self,
+        provider: &str,
+        client: ClientRequest,
+    ) -> Result<WireRequest, Refusal> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (events, end) = (self.agent.session().len(), self.end.load(Relaxed));
+        let prepared = self.log_request(provider, client);
+        if prepared.is_ok() || self.agent.session().len() == events {
+            return prepared;
+        }
+        self.stale = Some(events);
+        let written = self.end.load(Relaxed);
+        match self.store.cut_back(&self.key, written, end) {
+            Ok(true) => prepared,
+            Ok(false) => Err(Refusal::Store(format!(
+                "a refused request's events could not be undone: another writer stored a batch \
+                 after them ({})",
+                prepared.err().map_or_else(String::new, |r| r.to_string())
+            ))),
+            Err(e) => Err(Refusal::Store(e.to_string())),
+        }
+    }
+
+    fn log_request(
         &mut self,
         provider: &str,
         client: ClientRequest,
@@ -202,13 +264,18 @@ impl Conversation {
         };
         let new: Vec<Message> = match translate::plan(&client.messages, &nodes) {
             Plan::Retry => {
+                self.outcome = "retry";
                 let request = self.agent.retry().map_err(record)?;
                 return request
                     .into_wire()
                     .map_err(|e| Refusal::Invalid(e.to_string()));
             }
-            Plan::Extend { new } => client.messages[new..].to_vec(),
+            Plan::Extend { new } => {
+                self.outcome = "extend";
+                client.messages[new..].to_vec()
+            }
             Plan::Replace { client: from, node } => {
+                self.outcome = "replace";
                 let session = self.agent.session();
                 let first = fresh(session, &client.messages[from], 0);
                 let end = last_node.unwrap_or(node);

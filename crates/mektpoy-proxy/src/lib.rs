@@ -12,6 +12,8 @@
 pub mod conversation;
 pub mod conversation_state;
 pub mod demo;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod metrics;
 pub mod server;
 pub mod store;

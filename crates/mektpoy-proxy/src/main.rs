@@ -10,7 +10,8 @@ use mektpoy_proxy::{Proxy, Settings, Store};
 const USAGE: &str =
     "usage: mektpoy-proxy [--listen ADDR] [--upstream PROVIDER=URL]... [--store STORE]
                      [--idle SECS] [--max-sessions N] [--retention DAYS]
-                     [--shutdown-grace SECS] [--config PATH]
+                     [--shutdown-grace SECS] [--log-format json|text] [--log-bodies]
+                     [--config PATH]
        mektpoy-proxy demo       the stand-in as upstream, a scripted harness, direct against proxied
        mektpoy-proxy report [--store STORE] [--config PATH]
                                 each stored conversation: its route and what the crate's meter
@@ -32,19 +33,17 @@ const USAGE: &str =
   --retention DAYS         delete conversations not written for DAYS (default: keep)
   --shutdown-grace SECS    on SIGTERM or Ctrl-C, how long requests in flight (streams
                            included) may take to finish before the proxy exits (default 30)
+  --log-format FORMAT      the log on stderr: text (default) or json (one object a line); one
+                           line per request (conversation key, route, outcome, statuses, the
+                           proxy's and the store's time), never an API key; RUST_LOG filters
+  --log-bodies             the request's line also carries the client's body and the answer
+                           (off by default: bodies hold the users' code and conversations)
   --config PATH            settings from a file: one `KEY = VALUE` a line, KEY a flag above
-                           without its dashes (`upstream` repeatable), `#` comments; the
-                           flags given win over the file";
+                           without its dashes (`upstream` repeatable; `log-bodies = true`),
+                           `#` comments; the flags given win over the file";
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "mektpoy_proxy=info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let command = match args.first().map(String::as_str) {
         Some(c @ ("demo" | "report" | "purge")) => {
@@ -58,6 +57,7 @@ async fn main() -> ExitCode {
         Ok(o) => o,
         Err(problem) => return usage(&problem),
     };
+    init_log(options.json_log);
     let result = match command.as_str() {
         "demo" => mektpoy_proxy::demo::run().await,
         "report" => report(&options),
@@ -78,6 +78,8 @@ type Outcome = Result<(), Box<dyn std::error::Error>>;
 #[derive(Debug)]
 struct Options {
     settings: Settings,
+    /// `--log-format json`.
+    json_log: bool,
     listen: String,
     store: String,
     conversation: Option<String>,
@@ -91,6 +93,7 @@ impl Options {
     fn parse(args: Vec<String>) -> Result<Self, String> {
         let mut o = Options {
             settings: Settings::default(),
+            json_log: false,
             listen: "127.0.0.1:8787".to_owned(),
             store: "sqlite:./mektpoy-proxy.db".to_owned(),
             conversation: None,
@@ -103,6 +106,10 @@ impl Options {
         while let Some(flag) = args.next() {
             if flag == "--all" {
                 o.all = true;
+                continue;
+            }
+            if flag == "--log-bodies" {
+                flags.push((flag, "true".to_owned()));
                 continue;
             }
             let Some(value) = args.next() else {
@@ -175,6 +182,20 @@ impl Options {
             "--shutdown-grace" => {
                 o.settings.shutdown_grace = Duration::from_secs(number(&value)?);
             }
+            "--log-format" => {
+                o.json_log = match value.as_str() {
+                    "json" => true,
+                    "text" => false,
+                    _ => return Err(format!("{flag} {value}: json or text expected")),
+                };
+            }
+            "--log-bodies" => {
+                o.settings.log_bodies = match value.as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(format!("{flag} {value}: true or false expected")),
+                };
+            }
             "--conversation" => o.conversation = Some(value),
             "--older-than" => o.older_than = Some(number(&value)?),
             _ => return Err(format!("unexpected argument `{flag}`")),
@@ -227,11 +248,30 @@ fn config_line(line: &str) -> Result<Option<(&str, &str)>, String> {
         .unwrap_or(value);
     match key {
         "listen" | "upstream" | "store" | "idle" | "max-sessions" | "retention"
-        | "shutdown-grace" => Ok(Some((key, value))),
+        | "shutdown-grace" | "log-format" | "log-bodies" => Ok(Some((key, value))),
         _ => Err(format!(
             "unknown key `{key}` (listen, upstream, store, idle, max-sessions, retention, \
-             shutdown-grace)"
+             shutdown-grace, log-format, log-bodies)"
         )),
+    }
+}
+
+/// The log on stderr (stdout carries the address line scripts read, and `report`'s output):
+/// `RUST_LOG` filters it, `mektpoy_proxy=info` by default.
+fn init_log(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "mektpoy_proxy=info".into());
+    // Colours only on a terminal: a file or a pipe gets plain text.
+    let colours = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let log = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(colours)
+        .with_writer(std::io::stderr);
+    if json {
+        // Each event's fields at the top level of its object, as log shippers index them.
+        log.json().flatten_event(true).init();
+    } else {
+        log.init();
     }
 }
 
@@ -375,5 +415,40 @@ mod tests {
         let huge = u64::MAX.to_string();
         assert!(Options::parse(args(&["--retention", &huge])).is_err());
         assert!(Options::parse(args(&["--config"])).is_err());
+    }
+
+    #[test]
+    fn the_log_flags_and_their_config_keys() {
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let o = Options::parse(Vec::new()).unwrap();
+        assert!(
+            !o.json_log && !o.settings.log_bodies,
+            "text, no bodies by default"
+        );
+        let o = Options::parse(args(&[
+            "--log-bodies",
+            "--log-format",
+            "json",
+            "--idle",
+            "3",
+        ]))
+        .unwrap();
+        assert!(o.json_log && o.settings.log_bodies);
+        assert_eq!(
+            o.settings.idle,
+            Duration::from_secs(3),
+            "--log-bodies takes no value"
+        );
+        assert!(Options::parse(args(&["--log-format", "yaml"])).is_err());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.conf");
+        std::fs::write(&path, "log-format = json\nlog-bodies = true\n").unwrap();
+        let path = path.display().to_string();
+        let o = Options::parse(args(&["--config", &path])).unwrap();
+        assert!(o.json_log && o.settings.log_bodies);
+        let o = Options::parse(args(&["--config", &path, "--log-format", "text"])).unwrap();
+        assert!(!o.json_log, "the flag wins");
+        std::fs::write(dir.path().join("p.conf"), "log-bodies = yes\n").unwrap();
+        assert!(Options::parse(args(&["--config", &path])).is_err());
     }
 }

@@ -41,6 +41,9 @@ pub struct Settings {
     /// On shutdown, how long requests in flight (streams included) may take to finish before
     /// the proxy exits anyway.
     pub shutdown_grace: Duration,
+    /// Each request's log line carries the client's body and the answer's (`--log-bodies`):
+    /// off by default, since bodies hold the users' code and conversations.
+    pub log_bodies: bool,
 }
 
 impl Default for Settings {
@@ -65,6 +68,7 @@ impl Default for Settings {
             max_sessions: 10_000,
             retention: None,
             shutdown_grace: Duration::from_secs(30),
+            log_bodies: false,
         }
     }
 }
@@ -214,7 +218,7 @@ pub fn router(proxy: Arc<Proxy>) -> Router {
 /// The client-side API a request speaks: it picks the reader, the upstream path, the answer's
 /// decoder and the error shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Api {
+pub(crate) enum Api {
     /// `POST /v1/messages`.
     Messages,
     /// `POST /v1/chat/completions` (OpenAI-compatible).
@@ -223,7 +227,7 @@ enum Api {
 
 impl Api {
     /// The provider a model belongs to on this API: the name of its `--upstream`.
-    fn provider(self, model: &str) -> &'static str {
+    pub(crate) fn provider(self, model: &str) -> &'static str {
         match self {
             Api::Messages if model.starts_with("deepseek") => "deepseek",
             Api::Messages => "anthropic",
@@ -231,7 +235,7 @@ impl Api {
         }
     }
 
-    fn read(
+    pub(crate) fn read(
         self,
         body: &Value,
         provider: &str,
@@ -279,6 +283,31 @@ impl Api {
             body.to_string(),
         )
             .into_response()
+    }
+
+    /// A body not read: over [`Settings::body_limit`] (a 413, Anthropic's `request_too_large`,
+    /// <https://docs.claude.com/en/api/errors>, read 2026-12-06; OpenAI's error page names no
+    /// type for it: `invalid_request_error`), or cut off.
+    fn rejected(
+        self,
+        rejection: &axum::extract::rejection::BytesRejection,
+        limit: usize,
+    ) -> Response {
+        let status = rejection.status();
+        let kind = match self {
+            Api::Messages if status == StatusCode::PAYLOAD_TOO_LARGE => "request_too_large",
+            _ => "invalid_request_error",
+        };
+        let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            format!("mektpoy-proxy: the body is over the limit of {limit} bytes")
+        } else {
+            format!(
+                "mektpoy-proxy: the body could not be read: {}",
+                rejection.body_text()
+            )
+        };
+        tracing::warn!(api = ?self, status = status.as_u16(), "request body not read");
+        self.error(status, kind, &message)
     }
 
     fn refused(self, r: &Refusal) -> Response {
@@ -337,28 +366,51 @@ async fn handle(
     api: Api,
     State(proxy): State<Arc<Proxy>>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
     let metrics = Arc::clone(&proxy.metrics);
-    let response = answer(api, proxy, headers, body).await;
     let name = match api {
         Api::Messages => "messages",
         Api::Chat => "chat",
     };
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => {
+            let response = api.rejected(&rejection, proxy.settings.body_limit);
+            metrics.request(name, response.status().as_u16());
+            return response;
+        }
+    };
+    // Written when dropped: after the answer, when its stream ends, or when the client leaves
+    // first (this future dropped).
+    let mut trace = Trace::default();
+    trace.api = name;
+    trace.bodies = proxy.settings.log_bodies;
+    if trace.bodies {
+        trace.body = Some(String::from_utf8_lossy(&body).into_owned());
+    }
+    let response = answer(api, proxy, headers, body, &mut trace).await;
+    trace.status = Some(response.status().as_u16());
     metrics.request(name, response.status().as_u16());
     response
 }
 
-async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) -> Response {
+async fn answer(
+    api: Api,
+    proxy: Arc<Proxy>,
+    headers: HeaderMap,
+    body: Bytes,
+    trace: &mut Trace,
+) -> Response {
     let started = Instant::now();
+    // Refused before it names a conversation, unless it gets further.
+    trace.outcome = "refused";
     let value: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
-            return api.error(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                &format!("mektpoy-proxy: the body is not JSON: {e}"),
-            );
+            let r = Refusal::Invalid(format!("the body is not JSON: {e}"));
+            trace.refusal(&r);
+            return api.refused(&r);
         }
     };
     // What every body needs before it names a conversation; the rest is read under the
@@ -366,9 +418,9 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
     let model = match value.get("model").and_then(Value::as_str) {
         Some(m) if !m.is_empty() => m.to_owned(),
         _ => {
-            return api.refused(&Refusal::Invalid(
-                "model: a non-empty string is required".into(),
-            ));
+            let r = Refusal::Invalid("model: a non-empty string is required".into());
+            trace.refusal(&r);
+            return api.refused(&r);
         }
     };
     if value
@@ -376,11 +428,12 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
         .and_then(Value::as_array)
         .is_none_or(Vec::is_empty)
     {
-        return api.refused(&Refusal::Invalid(
-            "messages: at least one message is required".into(),
-        ));
+        let r = Refusal::Invalid("messages: at least one message is required".into());
+        trace.refusal(&r);
+        return api.refused(&r);
     }
     let provider = api.provider(&model);
+    trace.route = format!("{provider}/{model}");
     let Some(base) = proxy.settings.upstreams.get(provider).cloned() else {
         return api.error(
             StatusCode::BAD_GATEWAY,
@@ -391,9 +444,11 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
         );
     };
     let key = conversation_key(&headers, &value);
+    trace.conversation.clone_from(&key);
+    trace.outcome = "";
     let mut slot = proxy.slot(&key).lock_owned().await;
     let store = proxy.store.clone();
-    let prepared = tokio::task::block_in_place(|| {
+    let (prepared, spent) = blocking(|| {
         // Twice at most: a conversation another proxy wrote to since this one loaded it is
         // refused by the store before anything is written; it is loaded again, and the
         // request goes on from what the store holds.
@@ -414,17 +469,25 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
             }
         }
     });
+    trace.store += spent;
     let wire = match prepared {
-        Ok(wire) => wire,
+        Ok(wire) => {
+            trace.outcome = slot.as_ref().map_or("", Conversation::outcome);
+            wire
+        }
         Err(r) => {
-            let empty = slot
-                .as_mut()
-                .is_some_and(|c| c.agent().session().is_empty());
+            trace.refusal(&r);
+            let empty = slot.as_ref().is_some_and(Conversation::is_empty);
             if empty {
                 // A conversation this request would have opened: left as it was, absent.
-                let _ = tokio::task::block_in_place(|| store.delete(&key));
+                let ((), spent) = blocking(|| {
+                    let _ = store.delete(&key);
+                });
+                trace.store += spent;
                 *slot = None;
-            } else if matches!(r, Refusal::Store(_)) {
+            } else if matches!(r, Refusal::Store(_))
+                || slot.as_ref().is_some_and(Conversation::is_stale)
+            {
                 // Reloaded from the store next time: what is in memory may be ahead of it.
                 *slot = None;
             }
@@ -444,9 +507,11 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
         }
     });
     added += metering.elapsed();
+    trace.added = added;
     let sent = match (&mut in_flight.0).await {
         Ok(sent) => sent,
         Err(e) => {
+            trace.answer = "upstream_error";
             return api.error(
                 StatusCode::BAD_GATEWAY,
                 "api_error",
@@ -457,6 +522,7 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
     let upstream = match sent {
         Ok(r) => r,
         Err(e) => {
+            trace.answer = "upstream_error";
             return api.error(
                 StatusCode::BAD_GATEWAY,
                 "api_error",
@@ -465,6 +531,7 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
         }
     };
     let status = upstream.status();
+    trace.upstream = Some(status.as_u16());
     proxy.metrics.upstream(status.as_u16());
     let mut out_headers = HeaderMap::new();
     for (k, v) in upstream.headers() {
@@ -482,15 +549,22 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
         // is the loop's retry.
         let bytes = upstream.bytes().await.unwrap_or_default();
         proxy.metrics.added.observe(added);
+        trace.answer = "upstream_error";
+        if trace.bodies {
+            trace.answer_body = Some(String::from_utf8_lossy(&bytes).into_owned());
+        }
         return (status, out_headers, bytes).into_response();
     }
     if streamed {
+        // The stream's task writes the line when the stream is over.
+        let mut streaming = std::mem::take(trace);
+        streaming.status = Some(status.as_u16());
         let body = stream_back(
             slot,
             wire,
             StreamDecoder::new(api, provider),
             upstream,
-            (Arc::clone(&proxy.metrics), added),
+            (Arc::clone(&proxy.metrics), streaming),
             &proxy.streams,
         );
         return (status, out_headers, body).into_response();
@@ -498,6 +572,7 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
     let bytes = match upstream.bytes().await {
         Ok(b) => b,
         Err(e) => {
+            trace.answer = "cut_off";
             return api.error(
                 StatusCode::BAD_GATEWAY,
                 "api_error",
@@ -507,11 +582,16 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
     };
     let text = String::from_utf8_lossy(&bytes);
     let logging = Instant::now();
-    tokio::task::block_in_place(|| {
+    let ((), spent) = blocking(|| {
         let answer = api.decode(&text, provider);
-        log_answer(&mut slot, &wire, answer, &proxy.metrics);
+        log_answer(&mut slot, &wire, answer, &proxy.metrics, trace);
     });
-    proxy.metrics.added.observe(added + logging.elapsed());
+    trace.store += spent;
+    trace.added = added + logging.elapsed();
+    if trace.bodies {
+        trace.answer_body = Some(text.into_owned());
+    }
+    proxy.metrics.added.observe(trace.added);
     (status, out_headers, bytes).into_response()
 }
 
@@ -525,6 +605,115 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
+/// `f` in `block_in_place` (the crate's work and the store's calls block), with the store's
+/// part of its time.
+fn blocking<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    tokio::task::block_in_place(|| {
+        let before = crate::store::time_spent_here();
+        let out = f();
+        (out, crate::store::time_spent_here().saturating_sub(before))
+    })
+}
+
+/// One request's log line, written when the request is over: when dropped (after the answer,
+/// at the end of its stream, or when the client left first and its handler was dropped). It
+/// names the conversation by its scoped key (`<key hash>:<source>:<id>`), never the API key;
+/// the bodies only with [`Settings::log_bodies`]. Refusals and store faults at `warn`, the rest
+/// at `info`.
+#[derive(Debug, Default)]
+struct Trace {
+    /// `messages` or `chat`; empty: a line already handed to a stream's task.
+    api: &'static str,
+    conversation: String,
+    /// `provider/model`.
+    route: String,
+    /// What the request did to the log: `retry`, `extend`, `replace`, `refused`,
+    /// `store_error`; empty when it never reached its conversation.
+    outcome: &'static str,
+    /// What became of the answer: `logged`, `not_decoded`, `not_logged`, `upstream_error`,
+    /// `cut_off`, `client_gone`; empty when none was asked for.
+    answer: &'static str,
+    /// Why it was refused or not logged (quoted client values left out without bodies).
+    reason: Option<String>,
+    upstream: Option<u16>,
+    /// The status answered; `None`: the client left before it.
+    status: Option<u16>,
+    /// The proxy's own time, upstream excluded, and the store's part of the request.
+    added: Duration,
+    store: Duration,
+    bodies: bool,
+    body: Option<String>,
+    answer_body: Option<String>,
+}
+
+impl Trace {
+    /// What became of the answer, written when the line is (dropped).
+    fn ended(&mut self, answer: &'static str) {
+        self.answer = answer;
+    }
+
+    fn refusal(&mut self, r: &Refusal) {
+        self.outcome = match r {
+            Refusal::Invalid(_) => "refused",
+            Refusal::Store(_) => "store_error",
+        };
+        self.reason = Some(self.quote(&r.to_string()));
+    }
+
+    /// `message` as a log line may hold it: without bodies, what it quotes between backticks
+    /// (a client's role, tool type, ...) left out, and at most 300 characters.
+    fn quote(&self, message: &str) -> String {
+        if self.bodies {
+            return message.to_owned();
+        }
+        let mut out = String::new();
+        for (i, part) in message.split('`').enumerate() {
+            out.push_str(if i % 2 == 1 { "…" } else { part });
+        }
+        match out.char_indices().nth(300) {
+            Some((cut, _)) => format!("{}…", &out[..cut]),
+            None => out,
+        }
+    }
+}
+
+impl Drop for Trace {
+    fn drop(&mut self) {
+        if self.api.is_empty() {
+            return;
+        }
+        if self.status.is_none() && self.answer.is_empty() {
+            self.answer = "client_gone";
+        }
+        let warn = matches!(self.outcome, "refused" | "store_error")
+            || matches!(self.answer, "not_logged" | "upstream_error");
+        macro_rules! line {
+            ($level:ident) => {
+                tracing::$level!(
+                    api = self.api,
+                    conversation = self.conversation.as_str(),
+                    route = self.route.as_str(),
+                    outcome = self.outcome,
+                    answer = self.answer,
+                    status = self.status,
+                    upstream_status = self.upstream,
+                    proxy_us = self.added.as_micros() as u64,
+                    store_us = self.store.as_micros() as u64,
+                    reason = self.reason.as_deref(),
+                    body = self.body.as_deref(),
+                    answer_body = self.answer_body.as_deref(),
+                    "request"
+                )
+            };
+        }
+        if warn {
+            line!(warn);
+        } else {
+            line!(info);
+        }
+    }
+}
+
 /// Logs an accepted request's answer: metered, then appended. An answer the crate cannot
 /// decode is not logged; the client echoes it back next time, and it is logged then.
 fn log_answer(
@@ -532,8 +721,10 @@ fn log_answer(
     wire: &WireRequest,
     answer: Result<mektpoy::response::Answer, mektpoy::response::ResponseError>,
     metrics: &crate::metrics::Metrics,
+    trace: &mut Trace,
 ) {
     let Some(conversation) = slot.as_mut() else {
+        trace.answer = "not_logged";
         return;
     };
     let agent = conversation.agent();
@@ -553,14 +744,21 @@ fn log_answer(
                     tracing::warn!(error = %e, "meter usage");
                 }
             }
-            if let Err(e) = agent.append(answer.message) {
-                tracing::warn!(error = %e, "answer not logged");
-                if std::error::Error::source(&e).is_some() {
-                    **slot = None;
+            match agent.append(answer.message) {
+                Ok(_) => trace.answer = "logged",
+                Err(e) => {
+                    trace.answer = "not_logged";
+                    trace.reason = Some(trace.quote(&e.to_string()));
+                    if std::error::Error::source(&e).is_some() {
+                        **slot = None;
+                    }
                 }
             }
         }
-        Err(e) => tracing::warn!(error = %e, "answer not decoded"),
+        Err(e) => {
+            trace.answer = "not_decoded";
+            trace.reason = Some(trace.quote(&e.to_string()));
+        }
     }
 }
 
@@ -571,7 +769,7 @@ fn stream_back(
     wire: WireRequest,
     mut decoder: StreamDecoder,
     upstream: reqwest::Response,
-    (metrics, added): (Arc<crate::metrics::Metrics>, Duration),
+    (metrics, mut trace): (Arc<crate::metrics::Metrics>, Trace),
     streams: &tokio_util::task::TaskTracker,
 ) -> Body {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(16);
@@ -579,8 +777,20 @@ fn stream_back(
     streams.spawn(async move {
         let mut pending: Vec<u8> = Vec::new();
         let mut fault = None;
+        trace.answer_body = trace.bodies.then(String::new);
         let mut chunks = upstream.bytes_stream();
-        while let Some(chunk) = chunks.next().await {
+        loop {
+            // A client gone is noticed at once, not at the next chunk a slow upstream sends:
+            // the upstream request goes (dropped with this task), and so does the conversation's
+            // lock.
+            let chunk = tokio::select! {
+                chunk = chunks.next() => chunk,
+                () = tx.closed() => {
+                    trace.ended("client_gone");
+                    return;
+                }
+            };
+            let Some(chunk) = chunk else { break };
             match chunk {
                 Ok(chunk) => {
                     pending.extend_from_slice(&chunk);
@@ -591,12 +801,19 @@ fn stream_back(
                         if let Err(e) = decoder.push_text(&text) {
                             fault.get_or_insert(e.to_string());
                         }
+                        if let Some(b) = trace.answer_body.as_mut() {
+                            b.push_str(&text);
+                        }
                     }
                     if tx.send(Ok(chunk)).await.is_err() {
-                        return; // The client is gone: so is the answer, and the log says so.
+                        // The client is gone: so is the answer (not logged), and the upstream
+                        // request with this task.
+                        trace.ended("client_gone");
+                        return;
                     }
                 }
                 Err(e) => {
+                    trace.ended("cut_off");
                     let _ = tx.send(Err(std::io::Error::other(e))).await;
                     return; // Cut off: no half answer in the log.
                 }
@@ -607,8 +824,10 @@ fn stream_back(
         }
         let answer = decoder.finish();
         let logging = Instant::now();
-        tokio::task::block_in_place(|| log_answer(&mut slot, &wire, answer, &metrics));
-        metrics.added.observe(added + logging.elapsed());
+        let ((), spent) = blocking(|| log_answer(&mut slot, &wire, answer, &metrics, &mut trace));
+        trace.store += spent;
+        trace.added += logging.elapsed();
+        metrics.added.observe(trace.added);
         drop(tx);
     });
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {

@@ -23,6 +23,27 @@ mod sqlite;
 
 pub use postgres::{POOL_SIZE, TIMEOUT};
 
+thread_local! {
+    /// Time this thread has spent on store calls. A request's work on its conversation runs on
+    /// one thread (`block_in_place`), so the difference around it is that request's store time,
+    /// with no lock and no shared counter.
+    static SPENT: std::cell::Cell<Duration> = const { std::cell::Cell::new(Duration::ZERO) };
+}
+
+/// Time this thread has spent on store calls so far: the difference around a stretch of work
+/// is the store's part of it (for a request's log line).
+pub fn time_spent_here() -> Duration {
+    SPENT.with(std::cell::Cell::get)
+}
+
+/// `f`, a store call, counted in [`time_spent_here`].
+fn timed<T>(f: impl FnOnce() -> T) -> T {
+    let started = std::time::Instant::now();
+    let out = f();
+    SPENT.with(|s| s.set(s.get() + started.elapsed()));
+    out
+}
+
 /// A store of conversation logs: one SQLite file or one Postgres database.
 #[derive(Clone)]
 pub struct Store {
@@ -146,7 +167,7 @@ impl Store {
     /// # Errors
     /// A database fault.
     pub fn load(&self, conversation: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        on_backend!(self, db => db.load(conversation))
+        timed(|| on_backend!(self, db => db.load(conversation)))
     }
 
     /// The conversations the store holds.
@@ -195,7 +216,7 @@ impl Store {
     /// # Errors
     /// A database fault.
     pub fn delete(&self, conversation: &str) -> Result<(), StoreError> {
-        on_backend!(self, db => db.delete(conversation))
+        timed(|| on_backend!(self, db => db.delete(conversation)))
     }
 
     /// A sink appending to the conversation's log.
@@ -214,11 +235,26 @@ impl Store {
             conversation: conversation.to_owned(),
             len,
             start: len,
+            end: Arc::new(std::sync::atomic::AtomicU64::new(len)),
         })
     }
 
+    /// Cuts the conversation's log back to `to` bytes while it still ends at `end_now` (no
+    /// other writer stored a batch since): `false` when it does not, and nothing is cut. What
+    /// a refused request wrote is undone with this (`Conversation::prepare`).
+    ///
+    /// # Errors
+    /// A database fault.
+    pub fn cut_back(&self, conversation: &str, end_now: u64, to: u64) -> Result<bool, StoreError> {
+        if to >= end_now {
+            return Ok(true);
+        }
+        let cut = timed(|| on_backend!(self, db => db.cut(conversation, end_now, to)))?;
+        Ok(cut.is_ok())
+    }
+
     fn end(&self, conversation: &str) -> Result<u64, StoreError> {
-        on_backend!(self, db => db.end(conversation))
+        timed(|| on_backend!(self, db => db.end(conversation)))
     }
 }
 
@@ -265,17 +301,28 @@ pub struct Sink {
     len: u64,
     /// Where this sink started: it never cuts back before it.
     start: u64,
+    /// `len`, for the conversation holding the session this sink writes for.
+    end: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Sink {
+    /// Where this sink's next batch goes, kept up to date as it writes: a conversation reads
+    /// it before a request, to undo what a refused request wrote.
+    pub fn end(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        Arc::clone(&self.end)
+    }
+
     /// One batch at the end this sink knows, in one transaction.
     fn append_batch(&mut self, bytes: &[u8]) -> io::Result<()> {
         let c = &self.conversation;
-        let appended = on_backend!(self.store, db => db.append(c, self.len, bytes, now()))
-            .map_err(io::Error::other)?;
+        let appended =
+            timed(|| on_backend!(self.store, db => db.append(c, self.len, bytes, now())))
+                .map_err(io::Error::other)?;
         match appended {
             Ok(()) => {
                 self.len += bytes.len() as u64;
+                self.end
+                    .store(self.len, std::sync::atomic::Ordering::Relaxed);
                 Ok(())
             }
             Err(Moved(found)) => Err(io::Error::other(format!(
@@ -305,11 +352,12 @@ impl JsonlSink for Sink {
             return Ok(());
         }
         let c = &self.conversation;
-        let cut =
-            on_backend!(self.store, db => db.cut(c, self.len, len)).map_err(io::Error::other)?;
+        let cut = timed(|| on_backend!(self.store, db => db.cut(c, self.len, len)))
+            .map_err(io::Error::other)?;
         match cut {
             Ok(()) => {
                 self.len = len;
+                self.end.store(len, std::sync::atomic::Ordering::Relaxed);
                 Ok(())
             }
             Err(Moved(found)) => Err(io::Error::other(format!(

@@ -181,3 +181,128 @@ fn a_config_file_is_equivalent_to_the_flags_and_the_flags_win() {
     let (ok, text) = run(&["report", "--config", "/nonexistent/proxy.conf"]);
     assert!(!ok && text.contains("cannot read it"), "{text}");
 }
+
+/// The log: one line per request with the conversation's scoped key, route, outcome,
+/// statuses and times, refusals at `warn`; never the API key, and no body unless
+/// `--log-bodies` (then the bodies, still never the key). Messages (streamed and not), chat,
+/// a refusal quoting the client's values and a body that is not JSON, each carrying the key
+/// and the text.
+#[test]
+fn the_log_never_holds_the_key_nor_a_body_unless_asked() {
+    use serde_json::{Value, json};
+    const KEY: &str = "sk-ant-api03-NEVER-IN-A-LOG-7f3a";
+    const TEXT: &str = "the purple elephant sleeps at noon";
+    let standin = format!("http://{}", mektpoy_standin::start("127.0.0.1:0").unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .proxy(None)
+        .build()
+        .into();
+    let run = |name: &str, extra: &[&str]| -> String {
+        let log = dir.path().join(format!("{name}.log"));
+        let store = format!("sqlite:{}", dir.path().join(format!("{name}.db")).display());
+        let chat_upstream = format!("openai-compatible={standin}");
+        let mut args = vec!["--upstream", chat_upstream.as_str()];
+        args.extend_from_slice(extra);
+        let mut proxy = support::ProxyProcess::start_logging(&store, &standin, &args, &log);
+        let send = |path: &str, auth: (&str, String), body: String| {
+            let mut r = agent
+                .post(format!("{}{path}", proxy.url))
+                .header(auth.0, &auth.1)
+                .header("anthropic-version", "2023-06-01")
+                .header("content-type", "application/json")
+                .header("x-mektpoy-session", "logs")
+                .send(body)
+                .unwrap();
+            let status = r.status().as_u16();
+            let content = r
+                .headers()
+                .get(mektpoy_standin::CONTENT_HEADER)
+                .and_then(|v| serde_json::from_str::<Value>(v.to_str().ok()?).ok());
+            let _ = r.body_mut().read_to_string();
+            (status, content)
+        };
+        let messages = |history: &[Value], stream: bool| {
+            json!({"model": "claude-opus-5", "max_tokens": 64, "stream": stream,
+                "messages": history})
+            .to_string()
+        };
+        let key = || ("x-api-key", KEY.to_owned());
+        let mut history = vec![json!({"role": "user", "content": TEXT})];
+        let (status, content) = send("/v1/messages", key(), messages(&history, false));
+        assert_eq!(status, 200);
+        history.push(json!({"role": "assistant", "content": content.unwrap()}));
+        history.push(json!({"role": "user", "content": format!("again: {TEXT}")}));
+        assert_eq!(send("/v1/messages", key(), messages(&history, true)).0, 200);
+        let chat =
+            json!({"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": TEXT}]});
+        let bearer = ("authorization", format!("Bearer {KEY}"));
+        assert_eq!(
+            send("/v1/chat/completions", bearer, chat.to_string()).0,
+            200
+        );
+        let robot = json!({"model": "claude-opus-5", "max_tokens": 8,
+            "messages": [{"role": TEXT, "content": TEXT}]});
+        assert_eq!(send("/v1/messages", key(), robot.to_string()).0, 400);
+        let broken = format!("{{\"model\": \"claude-opus-5\", \"messages\": [\"{TEXT}");
+        assert_eq!(send("/v1/messages", key(), broken).0, 400);
+        proxy.terminate();
+        assert!(proxy.child.wait().unwrap().success());
+        std::fs::read_to_string(&log).unwrap()
+    };
+
+    let log = run("plain", &["--log-format", "json"]);
+    assert!(!log.contains(KEY), "the key in the log:\n{log}");
+    assert!(!log.contains("purple"), "a body in the log:\n{log}");
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .filter(|l: &Value| l["message"] == "request")
+        .collect();
+    assert_eq!(lines.len(), 5, "one line per request:\n{log}");
+    let scope = mektpoy_proxy::conversation::scope(KEY.as_bytes());
+    let first = &lines[0];
+    assert_eq!(first["level"], "INFO");
+    assert_eq!(first["api"], "messages");
+    assert_eq!(first["conversation"], format!("{scope}:session:logs"));
+    assert_eq!(first["route"], "anthropic/claude-opus-5");
+    assert_eq!(first["outcome"], "extend");
+    assert_eq!(first["answer"], "logged");
+    assert_eq!(first["status"], 200);
+    assert_eq!(first["upstream_status"], 200);
+    assert!(first["proxy_us"].as_u64().unwrap() > 0);
+    assert!(
+        first["store_us"].as_u64().unwrap() > 0,
+        "the batch written: {first}"
+    );
+    assert!(first["store_us"].as_u64() < first["proxy_us"].as_u64());
+    assert_eq!(
+        lines[1]["answer"], "logged",
+        "the streamed answer, at its end"
+    );
+    assert_eq!(lines[2]["api"], "chat");
+    assert_eq!(
+        lines[2]["conversation"],
+        format!(
+            "{}:session:logs",
+            mektpoy_proxy::conversation::scope(format!("Bearer {KEY}").as_bytes())
+        )
+    );
+    for refused in &lines[3..] {
+        assert_eq!(refused["level"], "WARN", "{refused}");
+        assert_eq!(refused["outcome"], "refused");
+        assert_eq!(refused["status"], 400);
+        assert!(refused["reason"].as_str().is_some_and(|r| !r.is_empty()));
+    }
+    assert!(lines.iter().all(|l| l.get("body").is_none()));
+
+    let log = run("bodies", &["--log-bodies"]);
+    assert!(!log.contains(KEY), "the key in the log:\n{log}");
+    assert!(
+        log.contains(TEXT),
+        "--log-bodies: the bodies in the log:\n{log}"
+    );
+    let requests = log.lines().filter(|l| l.contains(" request ")).count();
+    assert_eq!(requests, 5, "text lines, one per request:\n{log}");
+}

@@ -7,6 +7,8 @@ mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use mektpoy::Session;
@@ -183,66 +185,309 @@ async fn an_upstream_cut_off_mid_stream_logs_no_half_answer_and_a_retry_goes_on(
     assert!(url.starts_with("http://127.0.0.1:"));
 }
 
+/// Every stored conversation, with its length and a hash of its bytes.
+fn snapshot(store: &mektpoy_proxy::Store) -> std::collections::BTreeMap<String, (usize, u64)> {
+    use std::hash::{Hash, Hasher};
+    store
+        .conversations()
+        .unwrap()
+        .into_iter()
+        .map(|c| {
+            let bytes = store.load(&c).unwrap().unwrap_or_default();
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            bytes.hash(&mut h);
+            (c, (bytes.len(), h.finish()))
+        })
+        .collect()
+}
+
+/// Stands for a body over the proxy's 32 MiB limit.
+const OVER: &str = "(over the limit)";
+
+/// A POST of a body one byte over the 32 MiB limit, sent whole: the proxy reads it all before
+/// it answers, so the connection closes cleanly (a longer body's rest would be cut off by the
+/// proxy's close, and with it, at times, the answer).
+fn over_the_limit(url: &str, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(url.trim_start_matches("http://")).unwrap();
+    let length = (32 << 20) + 1;
+    let head = "{\"model\":\"";
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nhost: proxy\r\nx-api-key: sk-test\r\ncontent-type: application/json\r\ncontent-length: {length}\r\n\r\n{head}"
+    )
+    .unwrap();
+    stream.write_all(&vec![b'x'; length - head.len()]).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut status = String::new();
+    reader.read_line(&mut status).unwrap();
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap();
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    let code = status.split(' ').nth(1).unwrap().parse().unwrap();
+    (code, String::from_utf8(body).unwrap())
+}
+
+/// Hostile bodies on both APIs, sent on conversations that exist: each gets its API's error
+/// shape with the proxy's message and changes no stored conversation. A forged conversation id
+/// or another key's id names another conversation; another key's log is not exported.
 #[test]
 fn hostile_bodies_get_the_providers_error_shape_and_change_nothing() {
     let standin = format!("http://{}", mektpoy_standin::start("127.0.0.1:0").unwrap());
     let dir = tempfile::tempdir().unwrap();
-    let proxy = ProxyProcess::start(
-        &format!("sqlite:{}", dir.path().join("p.db").display()),
-        &standin,
-    );
+    let store = sqlite(&dir);
+    let chat_upstream = format!("openai-compatible={standin}");
+    let proxy = ProxyProcess::start_with(&store, &standin, &["--upstream", &chat_upstream]);
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .proxy(None)
         .build()
         .into();
-    let send = |body: String| {
+    let send = |path: &str, key: &str, session: &str, body: String| {
+        if body == OVER {
+            return over_the_limit(&proxy.url, path);
+        }
         let mut r = agent
-            .post(format!("{}/v1/messages", proxy.url))
-            .header("x-api-key", "sk-test")
-            .header("x-mektpoy-session", "hostile")
+            .post(format!("{}{path}", proxy.url))
+            .header("x-api-key", key)
+            .header("x-mektpoy-session", session)
             .header("content-type", "application/json")
             .send(body)
             .unwrap();
         let status = r.status().as_u16();
         (status, r.body_mut().read_to_string().unwrap_or_default())
     };
+    // A conversation on each API to keep.
+    let messages = |m: Value| json!({"model": "claude-opus-5", "max_tokens": 8, "messages": m});
+    let chat = |m: Value| json!({"model": "deepseek-v4-pro", "messages": m});
+    let hello = json!([{"role": "user", "content": "hello"}]);
+    let (status, text) = send(
+        "/v1/messages",
+        "sk-test",
+        "hostile",
+        messages(hello.clone()).to_string(),
+    );
+    assert_eq!(status, 200, "{text}");
+    let (status, text) = send(
+        "/v1/chat/completions",
+        "sk-test",
+        "hostile-chat",
+        chat(hello.clone()).to_string(),
+    );
+    assert_eq!(status, 200, "{text}");
+    let stored = mektpoy_proxy::Store::connect(&store).unwrap();
+    let kept = snapshot(&stored);
+    assert_eq!(kept.len(), 2);
+
     let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
-    for (body, want) in [
-        ("{".to_owned(), 400),
-        ("[]".to_owned(), 400),
-        (json!({"model": 3, "messages": []}).to_string(), 400),
-        (json!({"model": "claude-opus-5", "max_tokens": 8, "messages": [{"role": "robot", "content": "x"}]}).to_string(), 400),
-        (json!({"model": "claude-opus-5", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}], "tools": [{"name": "github.search", "input_schema": {"type": "object"}}]}).to_string(), 400),
-        (json!({"model": "claude-opus-5", "max_tokens": 8, "messages": []}).to_string(), 400),
-        (deep, 400),
-        (format!("{{\"model\":\"{}\"}}", "x".repeat(33 << 20)), 413),
+    // A schema nested past serde_json's recursion limit (128): a clear refusal.
+    let mut schema = json!({"type": "string"});
+    for _ in 0..70 {
+        schema = json!({"type": "object", "properties": {"a": schema}});
+    }
+    // More deferred tools than the provider takes (Anthropic: 10,000; wire/limits.rs).
+    let many: Vec<Value> = (0..10_001)
+        .map(|i| json!({"name": format!("t{i}"), "input_schema": {"type": "object"}, "defer_loading": true}))
+        .collect();
+    let user = |text: &str| json!([{"role": "user", "content": text}]);
+    let m = |v: Value| v.to_string();
+    // On both APIs, each model its API's.
+    let common = |model: &str, wrap: &dyn Fn(Value) -> Value| -> Vec<(&str, String, u16)> {
+        vec![
+            ("not JSON", "{".to_owned(), 400),
+            ("not an object", "[]".to_owned(), 400),
+            (
+                "a number for the model",
+                m(json!({"model": 3, "messages": hello})),
+                400,
+            ),
+            (
+                "a string for the messages",
+                m(json!({"model": model, "messages": "hello"})),
+                400,
+            ),
+            (
+                "a number for a content",
+                m(wrap(json!([{"role": "user", "content": 7}]))),
+                400,
+            ),
+            (
+                "an unknown role",
+                m(wrap(json!([{"role": "robot", "content": "x"}]))),
+                400,
+            ),
+            ("no messages", m(wrap(json!([]))), 400),
+            ("nested past the limit", deep.clone(), 400),
+            ("over the body limit", OVER.to_owned(), 413),
+        ]
+    };
+    let mut messages_cases = common("claude-opus-5", &messages);
+    let tools = |tools: Value| json!({"model": "claude-opus-5", "max_tokens": 8, "messages": user("x"), "tools": tools});
+    messages_cases.extend([
+        ("a string for the tools", m(tools(json!("all"))), 400),
+        (
+            "a tool name the provider refuses",
+            m(tools(
+                json!([{"name": "github.search", "input_schema": {"type": "object"}}]),
+            )),
+            400,
+        ),
+        (
+            "a schema nested past the limit",
+            m(tools(json!([{"name": "deep", "input_schema": schema}]))),
+            400,
+        ),
+        ("too many deferred tools", m(tools(Value::Array(many))), 400),
+    ]);
+    let mut chat_cases = common("deepseek-v4-pro", &chat);
+    chat_cases.push((
+        "a tool call without its function",
+        m(chat(json!([{"role": "user", "content": "x"},
+            {"role": "assistant", "tool_calls": [{"id": "c", "type": "function"}]}]))),
+        400,
+    ));
+    for (path, session, cases) in [
+        ("/v1/messages", "hostile", messages_cases),
+        ("/v1/chat/completions", "hostile-chat", chat_cases),
     ] {
-        let (status, text) = send(body);
-        assert_eq!(status, want, "{text}");
-        if status == 400 {
-            let v: Value = serde_json::from_str(&text).unwrap();
-            assert_eq!(v["type"], "error");
-            assert_eq!(v["error"]["type"], "invalid_request_error");
+        for (what, body, want) in cases {
+            let (status, text) = send(path, "sk-test", session, body);
+            assert_eq!(status, want, "{path} {what}: {text}");
+            let v: Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{path} {what}: not the error shape ({e}): {text}"));
+            let message = if path == "/v1/messages" {
+                assert_eq!(v["type"], "error", "{what}: {v}");
+                let kind = if want == 413 {
+                    "request_too_large"
+                } else {
+                    "invalid_request_error"
+                };
+                assert_eq!(v["error"]["type"], kind, "{what}: {v}");
+                &v["error"]["message"]
+            } else {
+                assert_eq!(v["error"]["type"], "invalid_request_error", "{what}: {v}");
+                assert!(v["error"].get("param").is_some() && v["error"].get("code").is_some());
+                &v["error"]["message"]
+            };
+            let message = message.as_str().unwrap_or_default();
+            assert!(
+                message.starts_with("mektpoy-proxy: "),
+                "{path} {what}: {message}"
+            );
+            assert!(
+                message.len() > "mektpoy-proxy: ".len() + 10,
+                "{path} {what}: {message}"
+            );
+            assert_eq!(
+                snapshot(&stored),
+                kept,
+                "{path} {what} changed a stored conversation"
+            );
         }
     }
-    // None of it reached the store.
-    let db = rusqlite::Connection::open(dir.path().join("p.db")).unwrap();
-    let rows: i64 = db
-        .query_row("SELECT count(*) FROM batches", [], |r| r.get(0))
+
+    // Counted by API and status, the 413s too.
+    let metrics = agent
+        .get(format!("{}/metrics", proxy.url))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
         .unwrap();
-    assert_eq!(rows, 0);
+    for api in ["messages", "chat"] {
+        let line = format!("mektpoy_proxy_requests_total{{api=\"{api}\",status=\"413\"}} 1");
+        assert!(metrics.lines().any(|l| l == line), "{line} in\n{metrics}");
+    }
+
+    // Forged ids: the other conversation's whole key as an id, and its id under another key,
+    // each name a conversation of their own; the kept ones are untouched.
+    let victim = kept
+        .keys()
+        .find(|k| k.ends_with(":session:hostile"))
+        .unwrap()
+        .clone();
+    for (key, session) in [
+        ("sk-test", victim.as_str()),
+        ("sk-other", "hostile"),
+        ("sk-other", victim.as_str()),
+    ] {
+        let (status, text) = send(
+            "/v1/messages",
+            key,
+            session,
+            messages(user("forged")).to_string(),
+        );
+        assert_eq!(status, 200, "{text}");
+    }
+    let now = snapshot(&stored);
+    assert_eq!(
+        now.len(),
+        kept.len() + 3,
+        "three new conversations: {:?}",
+        now.keys()
+    );
+    for (k, bytes) in &kept {
+        assert_eq!(now.get(k), Some(bytes), "{k} untouched");
+    }
+    let export = |key: &str| {
+        let mut r = agent
+            .get(format!("{}/mektpoy/sessions/{victim}/log.jsonl", proxy.url))
+            .header("x-api-key", key)
+            .call()
+            .unwrap();
+        (
+            r.status().as_u16(),
+            r.body_mut().read_to_vec().unwrap_or_default(),
+        )
+    };
+    let (status, bytes) = export("sk-test");
+    assert_eq!(status, 200);
+    assert_eq!(
+        bytes.len(),
+        kept[&victim].0,
+        "the owner's export is the stored log"
+    );
+    let (status, body) = export("sk-other");
+    assert_eq!(status, 404, "another key's log");
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["error"]["type"], "not_found_error");
 }
 
 /// A slow upstream: each request goes to `upstream` (`host:port` of the stand-in, which closes
 /// every connection after its answer), and the answer comes back one line every `pause`.
 fn slow_relay(upstream: String, pause: Duration) -> String {
+    watched_relay(upstream, pause, false).0
+}
+
+/// A request header the proxy passes upstream: `wait` makes [`watched_relay`] wait before the
+/// answer, `stream` only slows its lines.
+const SLOW: &str = "x-test-slow";
+
+/// As [`slow_relay`], but only requests carrying [`SLOW`] are slow (when `marked`), a `wait`
+/// one waits `pause` before its first line (watching its connection: one closed ends the wait
+/// at once), and the count is how many connections the proxy closed before their answer's end.
+fn watched_relay(upstream: String, pause: Duration, marked: bool) -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
+    let closed = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&closed);
     std::thread::spawn(move || {
         for client in listener.incoming() {
             let Ok(mut client) = client else { continue };
             let upstream = upstream.clone();
+            let count = Arc::clone(&count);
             std::thread::spawn(move || {
                 let mut reader = BufReader::new(client.try_clone().unwrap());
                 let mut request = Vec::new();
@@ -263,25 +508,176 @@ fn slow_relay(upstream: String, pause: Duration) -> String {
                 }
                 let mut body = vec![0; length];
                 reader.read_exact(&mut body).unwrap();
+                let head = String::from_utf8_lossy(&request).to_ascii_lowercase();
                 request.extend_from_slice(&body);
+                let pause = if !marked || head.contains(&format!("{SLOW}:")) {
+                    pause
+                } else {
+                    Duration::ZERO
+                };
+                // Nothing to read until the answer's end: a read that ends is the proxy gone.
+                let gone = |client: &mut TcpStream| {
+                    if pause.is_zero() || !marked {
+                        std::thread::sleep(pause);
+                        return false;
+                    }
+                    client.set_read_timeout(Some(pause)).unwrap();
+                    let closed = match client.read(&mut [0; 1]) {
+                        Ok(n) => n == 0,
+                        Err(e) => !matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ),
+                    };
+                    if closed {
+                        count.fetch_add(1, Ordering::SeqCst);
+                    }
+                    closed
+                };
+                if head.contains(&format!("{SLOW}: wait")) && gone(&mut client) {
+                    return;
+                }
                 let mut up = TcpStream::connect(&upstream).unwrap();
                 up.write_all(&request).unwrap();
                 let mut answer = Vec::new();
                 up.read_to_end(&mut answer).unwrap();
-                for line in answer.split_inclusive(|&b| b == b'\n') {
+                // A marked answer's head goes at once: only its body is slow.
+                let head = match answer.windows(4).position(|w| w == b"\r\n\r\n") {
+                    Some(end) if marked => end + 4,
+                    _ => 0,
+                };
+                if client.write_all(&answer[..head]).is_err() {
+                    return;
+                }
+                for line in answer[head..].split_inclusive(|&b| b == b'\n') {
                     if client
                         .write_all(line)
                         .and_then(|()| client.flush())
                         .is_err()
                     {
+                        count.fetch_add(1, Ordering::SeqCst);
                         return;
                     }
-                    std::thread::sleep(pause);
+                    if gone(&mut client) {
+                        return;
+                    }
                 }
             });
         }
     });
-    format!("http://{addr}")
+    (format!("http://{addr}"), closed)
+}
+
+/// Waits (at most 10 s) until `done`.
+fn eventually(what: &str, done: impl Fn() -> bool) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < until, "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A slow upstream (30 s before an answer, or between its lines) and a client that leaves,
+/// once while the proxy waits for the answer and once mid-stream: each time the proxy closes
+/// its upstream connection at once (the upstream sees it), logs no half answer and keeps no
+/// task holding the conversation: the client's retry on the same conversation is answered at
+/// once, and the log holds each turn once.
+#[test]
+fn a_client_gone_from_a_slow_upstream_is_propagated_and_the_retry_goes_on_at_once() {
+    let standin = mektpoy_standin::start("127.0.0.1:0").unwrap().to_string();
+    let (upstream, closed) = watched_relay(standin, Duration::from_secs(30), true);
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(&dir);
+    let log = dir.path().join("proxy.log");
+    let proxy = ProxyProcess::start_logging(&store, &upstream, &["--log-format", "json"], &log);
+    let impatient: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_millis(500)))
+        .proxy(None)
+        .build()
+        .into();
+    let mut history = vec![json!({"role": "user", "content": "step 0"})];
+    for (step, leave) in ["wait", "stream"].into_iter().enumerate() {
+        if leave == "wait" {
+            // Mid-wait: the client gives up before the first byte of the answer.
+            let gone = impatient
+                .post(format!("{}/v1/messages", proxy.url))
+                .header("x-api-key", "sk-test")
+                .header("x-mektpoy-session", "gone")
+                .header(SLOW, "wait")
+                .send(body(&history, 2, true).to_string());
+            assert!(gone.is_err(), "the client timed out");
+        } else {
+            // Mid-stream: the first line, then the client leaves.
+            let response = post(
+                &proxy.url,
+                "gone",
+                &body(&history, 2, true),
+                &[(SLOW, "stream")],
+            );
+            assert_eq!(response.status(), 200);
+            let mut reader = BufReader::new(response.into_body().into_reader());
+            let mut first = String::new();
+            reader.read_line(&mut first).unwrap();
+            assert!(!first.is_empty());
+        }
+        eventually(
+            &format!("{leave}: the upstream sees its connection closed"),
+            || closed.load(Ordering::SeqCst) == step + 1,
+        );
+        // The retry, on the same conversation: answered at once (the relay would have held
+        // a leaked request 30 s), and the conversation goes on.
+        let asked = Instant::now();
+        let retry = post(&proxy.url, "gone", &body(&history, 2, false), &[]);
+        assert_eq!(retry.status(), 200, "{leave}: the retry goes on");
+        assert!(
+            asked.elapsed() < Duration::from_secs(10),
+            "{leave}: the conversation was still held: {:?}",
+            asked.elapsed()
+        );
+        history.push(json!({"role": "assistant", "content": content(&retry)}));
+        history.push(json!({"role": "user", "content": format!("step {}", step + 1)}));
+    }
+    proxy.terminate();
+    let mut proxy = proxy;
+    assert!(proxy.child.wait().unwrap().success());
+
+    // Each turn once, each answer the retry's: no half answer.
+    let stored = mektpoy_proxy::Store::connect(&store).unwrap();
+    let keys = stored.conversations().unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let loaded = Session::load_bytes(&stored.load(&keys[0]).unwrap().unwrap()).unwrap();
+    assert!(loaded.torn_tail.is_none());
+    use mektpoy::vocab::Role::{Assistant, System, User};
+    let roles: Vec<_> = loaded
+        .session
+        .messages()
+        .iter()
+        .map(|m| m.role())
+        .filter(|r| *r != System)
+        .collect();
+    assert_eq!(roles, [User, Assistant, User, Assistant]);
+    // One line per request; the two left are said so, and logged nothing.
+    let lines: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|l: &Value| l["message"] == "request")
+        .collect();
+    let answers: Vec<&str> = lines
+        .iter()
+        .map(|l| l["answer"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        answers,
+        ["client_gone", "logged", "client_gone", "logged"],
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines[0]["status"],
+        Value::Null,
+        "left before the answer's status"
+    );
+    assert_eq!(lines[2]["status"], 200, "left mid-stream");
 }
 
 /// SIGTERM while an answer is being streamed from a slow upstream: the proxy stops accepting,

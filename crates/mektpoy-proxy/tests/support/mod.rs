@@ -249,13 +249,24 @@ impl ProxyProcess {
 
     /// The same with more flags.
     pub fn start_with(store: &str, upstream: &str, extra: &[&str]) -> Self {
+        Self::spawn(store, upstream, extra, std::process::Stdio::null())
+    }
+
+    /// The same, its log (stderr, `RUST_LOG` unset) written to `log`.
+    pub fn start_logging(store: &str, upstream: &str, extra: &[&str], log: &Path) -> Self {
+        let file = std::fs::File::create(log).expect("a log file");
+        Self::spawn(store, upstream, extra, file.into())
+    }
+
+    fn spawn(store: &str, upstream: &str, extra: &[&str], log: std::process::Stdio) -> Self {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mektpoy-proxy"))
             .args(["--listen", "127.0.0.1:0", "--upstream"])
             .arg(format!("anthropic={upstream}"))
             .args(["--store", store])
             .args(extra)
+            .env_remove("RUST_LOG")
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
+            .stderr(log)
             .spawn()
             .expect("the proxy binary starts");
         let mut line = String::new();

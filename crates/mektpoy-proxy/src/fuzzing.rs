@@ -1,0 +1,123 @@
+//! The request-to-log path in process, for the fuzz target `fuzz/fuzz_targets/proxy_request.rs`
+//! and its regression tests: not an API. A client body goes through what the server does with
+//! it under its conversation's lock (no HTTP, no upstream, no answer).
+
+use mektpoy::WireRequest;
+
+use crate::conversation_state::{Conversation, Refusal};
+use crate::server::Api;
+use crate::store::Store;
+
+/// `body` as a request of the conversation `key` of `store` (held in `slot` between requests):
+/// parsed, read for the API (`chat`: the OpenAI-compatible one, else Messages) and prepared,
+/// which logs it. A refused request leaves the conversation as the server does: one it would
+/// have opened absent from the store, one on a store fault reloaded next time.
+///
+/// # Errors
+/// What the server answers with a 400 ([`Refusal::Invalid`]) or a 503 ([`Refusal::Store`]).
+pub fn take(
+    store: &Store,
+    slot: &mut Option<Conversation>,
+    key: &str,
+    chat: bool,
+    body: &[u8],
+) -> Result<WireRequest, Refusal> {
+    let api = if chat { Api::Chat } else { Api::Messages };
+    let value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| Refusal::Invalid(format!("the body is not JSON: {e}")))?;
+    let model = value
+        .get("model")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default();
+    let provider = api.provider(model);
+    let prepared = (|| {
+        if slot.is_none() {
+            *slot = Some(Conversation::load(store, key, provider, model)?);
+        }
+        let conversation = slot.as_mut().expect("loaded above");
+        let client = api.read(&value, provider, conversation.memo())?;
+        conversation.prepare(provider, client)
+    })();
+    if let Err(r) = &prepared {
+        if slot.as_ref().is_some_and(Conversation::is_empty) {
+            let _ = store.delete(key);
+            *slot = None;
+        } else if matches!(r, Refusal::Store(_))
+            || slot.as_ref().is_some_and(Conversation::is_stale)
+        {
+            *slot = None;
+        }
+    }
+    prepared
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// A body refused after its step was recorded (more deferred tools than the provider
+    /// takes) leaves the stored log as it was, on a new conversation (absent) and on one that
+    /// exists (a compaction: a replace, then the step); the next request goes on from the
+    /// store. Found by `tests/faults.rs`; the target `proxy_request` checks it on every
+    /// refusal.
+    #[test]
+    fn a_request_refused_after_its_step_was_recorded_changes_nothing_stored() {
+        let store = Store::open(":memory:").unwrap();
+        let (key, mut slot) = ("k:session:s", None);
+        let body = |messages: Value, tools: usize| {
+            let tools: Vec<Value> = (0..tools)
+                .map(|i| json!({"name": format!("t{i}"), "input_schema": {"type": "object"}, "defer_loading": true}))
+                .collect();
+            json!({"model": "claude-opus-5", "max_tokens": 8, "messages": messages, "tools": tools})
+                .to_string()
+        };
+        let refused = |slot: &mut Option<Conversation>, messages: Value| {
+            let taken = take(&store, slot, key, false, body(messages, 10_001).as_bytes());
+            matches!(taken, Err(Refusal::Invalid(_)))
+        };
+        let hello = json!([{"role": "user", "content": "hello"}]);
+        assert!(refused(&mut slot, hello.clone()));
+        assert_eq!(
+            store.load(key).unwrap(),
+            None,
+            "a new conversation stays absent"
+        );
+        assert!(slot.is_none());
+
+        let more = json!([{"role": "user", "content": "hello"},
+            {"role": "assistant", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "user", "content": "and now?"}]);
+        take(&store, &mut slot, key, false, body(hello, 2).as_bytes()).unwrap();
+        take(
+            &store,
+            &mut slot,
+            key,
+            false,
+            body(more.clone(), 2).as_bytes(),
+        )
+        .unwrap();
+        let kept = store.load(key).unwrap().unwrap();
+        // A compaction: a replace appended, then the step recorded, then its body refused.
+        assert!(refused(
+            &mut slot,
+            json!([{"role": "user", "content": "compacted"}])
+        ));
+        assert!(
+            store.load(key).unwrap().unwrap() == kept,
+            "nothing stored changed"
+        );
+        assert!(slot.is_none(), "the copy ahead of the store is dropped");
+
+        take(&store, &mut slot, key, false, body(more, 3).as_bytes()).unwrap();
+        let bytes = store.load(key).unwrap().unwrap();
+        assert!(bytes.starts_with(&kept) && bytes.len() > kept.len());
+        let loaded = mektpoy::Session::load_bytes(&bytes).unwrap();
+        let held = slot.as_mut().unwrap().agent().session().to_jsonl();
+        assert!(
+            loaded.session.to_jsonl() == held,
+            "the copy held is the stored log"
+        );
+    }
+}
