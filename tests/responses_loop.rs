@@ -169,3 +169,40 @@ fn bodies_for_the_sdk_type_checks() {
         }
     }
 }
+
+/// A chat route that claims `prompt_cache_key` gets the session id from the loop, on every
+/// request (the chat serializer resumes from the previous request: the key is in the head).
+#[test]
+fn a_loop_on_a_chat_route_that_claims_the_key_sends_the_session_id() {
+    use mektpoy::route::WireApi;
+    let route = mektpoy::Route::builder("openai", "gpt-4.1", WireApi::OpenAiChat)
+        .prompt_cache_key(true)
+        .build()
+        .unwrap();
+    let mut agent = AgentLoop::new(
+        Session::new("chat-9"),
+        route,
+        Config::new("openai", "gpt-4.1"),
+    );
+    for i in 0..2 {
+        let request = agent
+            .user_turn([Message::user(format!("u{i}"), "hi")])
+            .unwrap();
+        let wire = request.to_wire().unwrap();
+        assert_eq!(
+            body(&wire)["prompt_cache_key"],
+            json!("chat-9"),
+            "{}",
+            wire.body()
+        );
+        agent.observe(&wire).unwrap();
+        agent
+            .append(Message::assistant(
+                format!("a{i}"),
+                "ok",
+                "openai",
+                "gpt-4.1",
+            ))
+            .unwrap();
+    }
+}

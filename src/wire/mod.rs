@@ -890,8 +890,26 @@ pub fn serialize_with(
 ) -> Result<WireRequest, WireError> {
     match route.api {
         WireApi::Messages => messages::serialize_messages_with(config, projected, route, context),
-        WireApi::OpenAiChat => serialize_openai_chat(config, projected),
+        WireApi::OpenAiChat => {
+            serialize_openai_chat(&with_cache_key(config, route, context), projected)
+        }
         WireApi::Responses => serialize_responses(config, projected, route, context),
+    }
+}
+
+/// `config` with the context's `prompt_cache_key` as an option, on a chat route that claims
+/// the key and a config that sets none (OpenAI's chat completions take it as a body key);
+/// borrowed otherwise.
+fn with_cache_key<'c>(
+    config: &'c Config,
+    route: &Route,
+    context: &WireContext<'_>,
+) -> std::borrow::Cow<'c, Config> {
+    match context.prompt_cache_key {
+        Some(key) if route.prompt_cache_key() && !config.extra.contains_key("prompt_cache_key") => {
+            std::borrow::Cow::Owned(config.clone().with("prompt_cache_key", key.into()))
+        }
+        _ => std::borrow::Cow::Borrowed(config),
     }
 }
 
@@ -952,8 +970,9 @@ pub(crate) fn serialize_resuming(
                 Some(Resume::Chat(r)) => Some(r),
                 _ => None,
             };
+            let config = with_cache_key(config, route, context);
             let (request, next, resumed) =
-                openai::serialize_openai_chat_resuming(config, projected, resume);
+                openai::serialize_openai_chat_resuming(&config, projected, resume);
             (request, next.map(Resume::Chat), resumed)
         }
         // No resume point: every request is written from its first message.

@@ -63,8 +63,8 @@ const INCLUDE_REASONING: &str = "reasoning.encrypted_content";
 /// `strict` from the tool's own `strict` field, else `false` (the Responses API makes functions
 /// strict by default, which refuses most schemas). Input items:
 /// - a user message: `{"type":"message","role":"user","content":[{"type":"input_text",…}]}`;
-/// - an assistant message, block by block: a text block (or a kept `refusal` part, by its
-///   text) as `{"type":"message","role":"assistant","content":"…"}` (the form the official
+/// - an assistant message, block by block: a non-empty text block (or a kept `refusal` part,
+///   by its text) as `{"type":"message","role":"assistant","content":"…"}` (the form the official
 ///   SDKs type without the output item's `id` and `status`, which a stateless log does not
 ///   keep); a tool call as `{"type":"function_call","call_id","name","arguments"}`,
 ///   `arguments` the exact text the model wrote; a reasoning block as `{"type":"reasoning",…}`
@@ -349,6 +349,8 @@ impl<'a> Pass<'a> {
         let verifiable = from_provider(message, &self.route.provider, None);
         for (b, block) in message.content().iter().enumerate() {
             let item = match block {
+                // An empty text says nothing; the Messages wire drops it too.
+                ContentBlock::Text { text } if text.is_empty() => continue,
                 ContentBlock::Text { text } => Item::Said { text },
                 ContentBlock::Other(o) if o.type_name() == "refusal" => {
                     match o.get("refusal").and_then(Value::as_str) {

@@ -67,7 +67,7 @@ fn responses_body_exact() {
             ],
         ),
         result("t1", "c1", "data"),
-        oa("a2", vec![text("done")]),
+        oa("a2", vec![text(""), text("done")]),
         u("u2", "thanks"),
     ];
     let req = send(&gpt(), messages, vec![read]).unwrap();
@@ -403,4 +403,29 @@ proptest! {
         let mut meter = Meter::new(&gpt());
         prop_assert!(meter.observe(req.body(), None).is_ok());
     }
+}
+
+/// OpenAI's chat completions take `prompt_cache_key` too: a chat route that claims it sends the
+/// context's key, a config key wins, and a route that does not claim it sends none.
+#[test]
+fn a_chat_route_that_claims_the_key_sends_it() {
+    let claims = Route::builder("openai", "gpt-4.1", WireApi::OpenAiChat)
+        .prompt_cache_key(true)
+        .build()
+        .unwrap();
+    let context = WireContext::default().with_prompt_cache_key("sess");
+    let config = Config::new("openai", "gpt-4.1").with("temperature", json!(0));
+    let p = projected(vec![u("u1", "hi")], None);
+    let req = serialize_with(&config, &p, &claims, &context).unwrap();
+    assert!(
+        req.body()
+            .starts_with(r#"{"model":"gpt-4.1","prompt_cache_key":"sess","temperature":0,"#),
+        "{}",
+        req.body()
+    );
+    let own = config.clone().with("prompt_cache_key", json!("mine"));
+    let req = serialize_with(&own, &p, &claims, &context).unwrap();
+    assert_eq!(body(&req)["prompt_cache_key"], json!("mine"));
+    let req = serialize_with(&config, &p, &chat(), &context).unwrap();
+    assert!(body(&req).get("prompt_cache_key").is_none());
 }
