@@ -71,6 +71,12 @@ fn an_addition_keeps_the_prefix_on_gpt_5_4_and_a_removal_rewrites_tools() {
     // The whole previous request is read back from the cache, in 128-token units.
     let (cached, best) = (turns[1].1, turns[1].2);
     assert!(cached > 0 && cached == best, "{cached} of best {best}");
+    // OpenAI's cache reads whole 128-token increments (512 bytes at the meter's 4 per token).
+    assert_eq!(cached % 512, 0, "{cached}");
+    assert_eq!(
+        mektpoy::meter::min_cache_tokens(&route_for("openai", "gpt-5.4")),
+        1024
+    );
     // The removal: no input item removes a tool; `tools` loses `read`, the addition stays.
     assert_eq!(names(&third["tools"]), ["edit"]);
     assert!(third.to_string().contains(r#""type":"additional_tools""#));
