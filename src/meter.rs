@@ -686,9 +686,11 @@ struct Body<'a> {
     cache_control: Option<&'a RawValue>,
     #[serde(borrow, default)]
     tools: Vec<&'a RawValue>,
-    #[serde(borrow, default)]
+    /// `system`, or a Responses body's `instructions`.
+    #[serde(borrow, default, alias = "instructions")]
     system: Option<&'a RawValue>,
-    #[serde(borrow)]
+    /// `messages`, or a Responses body's `input` items.
+    #[serde(borrow, alias = "input")]
     messages: Vec<&'a RawValue>,
 }
 

@@ -58,6 +58,8 @@ pub enum WireApi {
     Messages,
     /// OpenAI-compatible chat completions.
     OpenAiChat,
+    /// OpenAI's Responses API (`POST /v1/responses`), stateless (`store: false`).
+    Responses,
 }
 
 /// What a route's capabilities rest on.
@@ -120,6 +122,7 @@ struct Capabilities {
     assistant_prefill: bool,
     min_cache_tokens: u32,
     cache_block_tokens: u32,
+    prompt_cache_key: bool,
 }
 
 impl Capabilities {
@@ -137,6 +140,7 @@ impl Capabilities {
         assistant_prefill: true,
         min_cache_tokens: 0,
         cache_block_tokens: 0,
+        prompt_cache_key: false,
     };
 
     const fn check(&self) -> Result<(), RouteError> {
@@ -171,6 +175,8 @@ pub enum Capability {
     MinCacheTokens,
     /// [`Route::cache_block_tokens`].
     CacheBlockTokens,
+    /// [`Route::prompt_cache_key`].
+    PromptCacheKey,
 }
 
 /// One capability and the evidence it rests on.
@@ -374,6 +380,13 @@ impl Route {
         facts
     }
 
+    /// Whether the provider takes a `prompt_cache_key` that routes requests sharing a prefix
+    /// to the same cache: the loop sends the session id as the key, so that a session's
+    /// requests meet the entries its earlier requests wrote.
+    pub fn prompt_cache_key(&self) -> bool {
+        self.caps.prompt_cache_key
+    }
+
     /// What the tool-update mode and prompts in history rest on.
     pub fn evidence(&self) -> &Evidence {
         &self.evidence
@@ -436,6 +449,8 @@ impl RouteBuilder {
         min_cache_tokens: u32,
         /// See [`Route::cache_block_tokens`].
         cache_block_tokens: u32,
+        /// See [`Route::prompt_cache_key`].
+        prompt_cache_key: bool,
     }
 
     /// What the mode and prompts in history rest on.
@@ -578,6 +593,94 @@ const fn deepseek(model: &'static str) -> Route {
     }
 }
 
+/// OpenAI's API reference for `POST /v1/responses` (the create-response page, read through
+/// the vendor's rendered references of 2026-12): `input` items, `instructions` ("a system (or
+/// developer) message inserted into the model's context"), `tools`, `tool_choice`,
+/// `parallel_tool_calls`, `store`, `include` (`reasoning.encrypted_content`),
+/// `prompt_cache_key` ("used by OpenAI to cache responses for similar requests to optimize
+/// your cache hit rates") and `prompt_cache_retention` (`in_memory` or `24h`).
+pub const OPENAI_RESPONSES_DOC: &str =
+    "https://developers.openai.com/api/reference/resources/responses/methods/create";
+
+/// OpenAI's OpenAPI description of the `additional_tools` input item, as rendered by the
+/// `openai-client-base` 0.14.0 crate (`AdditionalToolsItemParam`: `type: "additional_tools"`,
+/// `role`: "Only `developer` is supported", `tools`: "A list of additional tools made
+/// available at this item", optional `id`; 0.16.0 names it `BetaAdditionalToolsItemParam`).
+/// It describes additions only: no input item takes a tool away.
+pub const OPENAI_ADDITIONAL_TOOLS_DOC: &str =
+    "https://docs.rs/crate/openai-client-base/0.14.0/source/docs/AdditionalToolsItemParam.md";
+
+/// OpenAI's tool-search guide: "Only gpt-5.4 and later models support tool_search", and tools
+/// discovered mid-conversation "are injected at the end of the context window" so that the
+/// cache is kept. The only vendor page on tools arriving mid-conversation; it names the models.
+pub const OPENAI_TOOL_SEARCH_DOC: &str =
+    "https://developers.openai.com/api/docs/guides/tools-tool-search";
+
+/// OpenAI's "Using GPT-5.4" guide: the GPT-5.4 family is `gpt-5.4`, `gpt-5.4-pro`,
+/// `gpt-5.4-mini` and `gpt-5.4-nano`.
+pub const OPENAI_GPT_5_4_DOC: &str =
+    "https://developers.openai.com/api/docs/guides/latest-model?model=gpt-5.4";
+
+/// The date the OpenAI pages were read.
+pub const OPENAI_READ_ON: &str = "2026-12-06";
+
+/// OpenAI's documented minimum cacheable prompt ("enabled automatically for prompts that are
+/// 1024 tokens or longer", the prompt-caching guide).
+pub const OPENAI_MIN_CACHE_TOKENS: u32 = 1024;
+
+/// OpenAI's cache-hit increment, in tokens (the prompt-caching guide, as the vendor's "Prompt
+/// Caching 201" cookbook quotes it: "cache hits occurring in increments of 128 tokens").
+pub const OPENAI_CACHE_BLOCK_TOKENS: u32 = 128;
+
+/// The prompt-caching guide (`https://developers.openai.com/api/docs/guides/prompt-caching`).
+const OPENAI_CACHING_GUIDE: &str = "https://developers.openai.com/api/docs/guides/prompt-caching";
+
+/// What every OpenAI Responses route rests on: the cache's minimum and increment, and the
+/// `prompt_cache_key` parameter.
+const OPENAI_CLAIMS: &[Claim] = &[
+    Claim {
+        capability: Capability::MinCacheTokens,
+        evidence: vendor(OPENAI_CACHING_GUIDE, OPENAI_READ_ON),
+    },
+    Claim {
+        capability: Capability::CacheBlockTokens,
+        evidence: vendor(OPENAI_CACHING_GUIDE, OPENAI_READ_ON),
+    },
+    Claim {
+        capability: Capability::PromptCacheKey,
+        evidence: vendor(OPENAI_RESPONSES_DOC, OPENAI_READ_ON),
+    },
+];
+
+/// One OpenAI model on the Responses API. `additions`: the tool-search guide names the model
+/// for tools arriving mid-conversation, so additions go as `additional_tools` items
+/// (addition-only: no item removes a tool, a removal rewrites `tools`). Without it, a tool
+/// change rewrites `tools`.
+const fn openai(model: &'static str, additions: bool) -> Route {
+    Route {
+        provider: Cow::Borrowed("openai"),
+        model: Cow::Borrowed(model),
+        api: WireApi::Responses,
+        caps: Capabilities {
+            tool_update: if additions {
+                Some(ToolUpdateMode::AdditionOnly)
+            } else {
+                None
+            },
+            min_cache_tokens: OPENAI_MIN_CACHE_TOKENS,
+            cache_block_tokens: OPENAI_CACHE_BLOCK_TOKENS,
+            prompt_cache_key: true,
+            ..Capabilities::PLAIN
+        },
+        evidence: if additions {
+            vendor(OPENAI_TOOL_SEARCH_DOC, OPENAI_READ_ON)
+        } else {
+            Evidence::None
+        },
+        claims: Cow::Borrowed(OPENAI_CLAIMS),
+    }
+}
+
 const fn vendor(url: &'static str, read_on: &'static str) -> Evidence {
     Evidence::VendorDoc {
         url: Cow::Borrowed(url),
@@ -652,6 +755,7 @@ const fn anthropic(model: &'static str, m: AnthropicModel) -> Route {
             // No token granularity is documented: the model's minimum cacheable length is
             // the block (see `ANTHROPIC_PROMPT_CACHING_DOC`'s note on reads).
             cache_block_tokens: m.min_cache_tokens,
+            prompt_cache_key: false,
         },
         evidence: if m.tool_changes {
             vendor(ANTHROPIC_TOOL_CHANGES_DOC, ANTHROPIC_TOOL_CHANGES_READ_ON)
@@ -807,6 +911,13 @@ static CATALOG: &[Route] = &[
             ])
         },
     ),
+    // The GPT-5.4 family ("Using GPT-5.4"), the models the tool-search guide names ("gpt-5.4
+    // and later"); later models are not named by a page read here, so they get the generic
+    // entry until one is.
+    openai("gpt-5.4", true),
+    openai("gpt-5.4-pro", true),
+    openai("gpt-5.4-mini", true),
+    openai("gpt-5.4-nano", true),
     // Generic entries: what unknown models get. No evidence, no mode; an unknown Anthropic
     // model gets what the vendor documents for every model, and the refusals of its newest.
     deepseek(ANY_MODEL),
@@ -826,6 +937,9 @@ static CATALOG: &[Route] = &[
         evidence: Evidence::None,
         claims: Cow::Borrowed(GENERIC_ANTHROPIC_CLAIMS),
     },
+    // An unknown OpenAI model: the Responses API, no mode (additions only where a page names
+    // the model), the vendor-wide cache facts and `prompt_cache_key`.
+    openai(ANY_MODEL, false),
     Route::plain(OPENAI_COMPATIBLE, ANY_MODEL, WireApi::OpenAiChat),
 ];
 
@@ -1182,6 +1296,7 @@ mod tests {
             let expected = match &*r.provider {
                 "deepseek" => DEEPSEEK_CACHE_BLOCK_TOKENS,
                 "anthropic" => r.min_cache_tokens(),
+                "openai" => OPENAI_CACHE_BLOCK_TOKENS,
                 _ => 0,
             };
             assert_eq!(r.cache_block_tokens(), expected, "{id}");
@@ -1339,6 +1454,7 @@ mod tests {
                 let api = match r.api {
                     WireApi::Messages => "Messages",
                     WireApi::OpenAiChat => "OpenAI chat",
+                    WireApi::Responses => "Responses",
                 };
                 let mode = r.tool_update().map_or(none, ToolUpdateMode::as_str);
                 let expected = [

@@ -226,6 +226,7 @@ fn routes_md() -> String {
         let api = match r.api {
             WireApi::Messages => "Messages",
             WireApi::OpenAiChat => "OpenAI chat",
+            WireApi::Responses => "Responses",
             _ => "other",
         };
         let mode = r.tool_update().map_or("none", ToolUpdateMode::as_str);

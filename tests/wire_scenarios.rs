@@ -70,7 +70,9 @@ impl Lane {
             NoMode => ("deepseek", "deepseek-v4-pro"),
             InHistory => ("anthropic", "claude-opus-5"),
             AdditionOnly => ("deepseek", "deepseek-flash"),
-            OpenAi => ("openai", "gpt-4.1-mini"),
+            // `openai` itself resolves to the Responses API (decision 124): the chat lane names the
+            // generic OpenAI-compatible route.
+            OpenAi => ("openai-compatible", "gpt-4.1-mini"),
         }
     }
 

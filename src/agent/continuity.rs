@@ -87,7 +87,7 @@ pub(crate) fn prepare(
         rewrite: None,
         fingerprint: None,
     };
-    if route.api == WireApi::OpenAiChat {
+    if matches!(route.api, WireApi::OpenAiChat | WireApi::Responses) {
         return prepare_chat(route, request, resume);
     }
     let key = key(route);
@@ -190,7 +190,10 @@ pub(crate) fn prepare(
 /// are written again (no thinking floor, no lookback), so there is no rewrite detection.
 fn prepare_chat(route: &Route, request: &Request, resume: Option<Resume>) -> Continuity {
     let projected = request.project();
-    let context = WireContext::default();
+    let context = WireContext {
+        prompt_cache_key: request.prompt_cache_key(),
+        ..WireContext::default()
+    };
     let (wire, next, _) = serialize_resuming(&request.config, &projected, route, &context, resume);
     match wire {
         Ok(wire) => Continuity {

@@ -38,7 +38,7 @@ use crate::response::Usage;
 use crate::route::{Route, ToolRefused};
 use crate::session::{AppendError, Position, Session};
 use crate::vocab::{Message, Messages, MessagesRef, Seq, ToolSchema};
-use crate::wire::{WireError, WireRequest, serialize, serialize_with};
+use crate::wire::{WireContext, WireError, WireRequest, serialize_with};
 
 /// What one recorded attempt sends: the log as it stood right after the attempt's batch, and
 /// the route it was recorded for.
@@ -78,6 +78,9 @@ pub struct Request {
     /// context that refused it (Messages-API routes). Shared: a clone of the request (the loop
     /// keeps one to attribute what it observes) does not copy the body.
     prepared: Option<Arc<continuity::Prepared>>,
+    /// The `prompt_cache_key` its wire requests carry: the session id, on a route that takes
+    /// one ([`Route::prompt_cache_key`]).
+    cache_key: Option<Arc<str>>,
 }
 
 /// A number no other request of this process has.
@@ -156,13 +159,20 @@ impl Request {
     pub fn to_wire(&self) -> Result<WireRequest, WireError> {
         let mut wire = match self.prepared.as_deref() {
             Some(Ok(wire)) => wire.clone(),
-            Some(Err(replay)) => serialize_with(
+            Some(Err(replay)) => {
+                let mut context = replay.context();
+                context.prompt_cache_key = self.prompt_cache_key();
+                serialize_with(&self.config, &self.project(), &self.route, &context)?
+            }
+            None => serialize_with(
                 &self.config,
                 &self.project(),
                 &self.route,
-                &replay.context(),
+                &WireContext {
+                    prompt_cache_key: self.prompt_cache_key(),
+                    ..WireContext::default()
+                },
             )?,
-            None => serialize(&self.config, &self.project(), &self.route)?,
         };
         wire.series_start = self.series_start;
         wire.origin = Some(self.origin);
@@ -222,7 +232,13 @@ impl Request {
             route: self.route.clone(),
             origin: self.origin,
             prepared: None,
+            cache_key: self.cache_key.clone(),
         }
+    }
+
+    /// The `prompt_cache_key` this request's wire requests carry, if any.
+    pub(crate) fn prompt_cache_key(&self) -> Option<&str> {
+        self.cache_key.as_deref()
     }
 
     /// The notice a chat or trajectory view shows for this attempt's tool changes, in

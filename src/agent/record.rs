@@ -463,6 +463,10 @@ impl Recorder {
             route: step.route.clone(),
             origin: super::next_origin(),
             prepared: None,
+            cache_key: step
+                .route
+                .prompt_cache_key()
+                .then(|| Arc::from(session_id.as_str())),
         };
         let (remembered, resume, floor_ids) = match self.memory.previous(step.route, step.attempt) {
             Some(r) => (r.fingerprint.as_ref(), r.resume.take(), r.floor_ids.clone()),

@@ -15,10 +15,10 @@ use crate::wire::LOOKBACK_BLOCKS;
 
 /// OpenAI's chat completions cache prompts from this many tokens on
 /// ([`OPENAI_PROMPT_CACHING_DOC`]).
-pub const OPENAI_CACHE_MIN_TOKENS: u32 = 1024;
+pub const OPENAI_CACHE_MIN_TOKENS: u32 = crate::route::OPENAI_MIN_CACHE_TOKENS;
 
 /// OpenAI's cache hits come in increments of this many tokens ([`OPENAI_PROMPT_CACHING_DOC`]).
-pub const OPENAI_CACHE_UNIT_TOKENS: u32 = 128;
+pub const OPENAI_CACHE_UNIT_TOKENS: u32 = crate::route::OPENAI_CACHE_BLOCK_TOKENS;
 
 /// The vendor's prompt-caching guide (read 2026-12-02 through the vendor's "Prompt Caching 201"
 /// cookbook, which quotes it: "works automatically for prompts containing 1024 tokens or more,
@@ -135,7 +135,8 @@ pub(super) struct Cache {
 impl Cache {
     /// The rule of `route`'s vendor: Messages routes of provider `anthropic`, and routes that
     /// cache only when asked, get breakpoints; provider `deepseek` its 64-token units; OpenAI
-    /// chat routes 128-token units from 1,024 tokens; anything else the previous request.
+    /// chat and Responses routes 128-token units from 1,024 tokens; anything else the previous
+    /// request.
     pub fn for_route(route: &Route) -> Cache {
         let units = |tokens: u32| Rule::Units {
             unit_bytes: (tokens as usize).max(1) * BYTES_PER_TOKEN,
@@ -146,7 +147,7 @@ impl Cache {
             (Rule::Breakpoints, route.min_cache_tokens())
         } else if route.provider == "deepseek" {
             (units(DEEPSEEK_CACHE_BLOCK_TOKENS), route.min_cache_tokens())
-        } else if route.api == WireApi::OpenAiChat {
+        } else if matches!(route.api, WireApi::OpenAiChat | WireApi::Responses) {
             (
                 units(OPENAI_CACHE_UNIT_TOKENS),
                 route.min_cache_tokens().max(OPENAI_CACHE_MIN_TOKENS),

@@ -104,7 +104,7 @@ impl Route {
         }
         let max_len = match self.api {
             WireApi::Messages => MESSAGES_MAX_TOOL_NAME,
-            WireApi::OpenAiChat => CHAT_MAX_TOOL_NAME,
+            WireApi::OpenAiChat | WireApi::Responses => CHAT_MAX_TOOL_NAME,
         };
         if !is_valid_tool_name(tool.name(), max_len) {
             return Err(ToolRefusal::InvalidName { max_len });

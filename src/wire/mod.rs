@@ -1,8 +1,8 @@
 //! Wire serialization: a projected request → the bytes one provider endpoint receives.
 //!
 //! [`serialize`] dispatches on [`Route::api`] to [`serialize_messages`] (the Messages API of
-//! DeepSeek's Anthropic-compatible endpoint and of Anthropic) or [`serialize_openai_chat`]. All
-//! three are pure: no I/O, no clock, no global state, and the same input gives the same bytes.
+//! DeepSeek's Anthropic-compatible endpoint and of Anthropic), [`serialize_openai_chat`] or
+//! [`serialize_responses`] (OpenAI's Responses API). All of them are pure: no I/O, no clock, no global state, and the same input gives the same bytes.
 //!
 //! Only this module knows provider field names (`input_schema`, `tool_reference`,
 //! `tool_calls`). Bodies are written from ordered structs through `serde::Serializer`, never
@@ -22,6 +22,7 @@ mod fingerprint;
 mod limits;
 mod messages;
 mod openai;
+mod responses;
 mod thinking;
 
 #[cfg(test)]
@@ -49,6 +50,7 @@ pub(crate) use thinking::is_bound_thinking;
 pub(crate) use messages::LOOKBACK_BLOCKS;
 pub use messages::serialize_messages;
 pub use openai::serialize_openai_chat;
+pub use responses::serialize_responses;
 
 pub use crate::vocab::DEFERRED_PLACEHOLDER_NAME;
 
@@ -290,10 +292,23 @@ pub struct WireContext<'a> {
     /// The thinking policy and the messages it applies to; `None` on a route that does not
     /// bind thinking, or when no floor exists.
     pub thinking: Option<ThinkingPlan<'a>>,
+    /// The `prompt_cache_key` to send on a route that takes one ([`Route::prompt_cache_key`]),
+    /// unless the config sets its own: the loop gives its session id, so that the session's
+    /// requests are routed to the cache its earlier requests wrote.
+    pub prompt_cache_key: Option<&'a str>,
     /// What names `thinking`'s messages: the floor's log position. Two plans with the same
     /// policy and key name the same messages of the same surface, so a pass can resume from
     /// the previous request's state; a plan without one is never resumed from.
     pub(crate) floor_key: Option<u64>,
+}
+
+impl<'a> WireContext<'a> {
+    /// The same context sending `key` as the `prompt_cache_key` on a route that takes one.
+    #[must_use]
+    pub fn with_prompt_cache_key(mut self, key: &'a str) -> Self {
+        self.prompt_cache_key = Some(key);
+        self
+    }
 }
 
 /// The thinking policy of a session and the assistant messages it applies to.
@@ -801,6 +816,15 @@ pub enum MessageFault {
         /// The tool it defines.
         tool: String,
     },
+    /// A `tool_addition` names a tool the projected declarations do not hold: the Responses
+    /// wire sends an addition by value (`additional_tools`) and has no definition to send.
+    #[error("block {index} adds tool `{tool}`, which no declaration defines")]
+    AdditionWithoutDeclaration {
+        /// 0-based index of the block.
+        index: usize,
+        /// The tool it adds.
+        tool: String,
+    },
     /// The request would end with an assistant turn on a route whose model refuses assistant
     /// prefill (the conversation must end with a user message).
     #[error(
@@ -866,7 +890,26 @@ pub fn serialize_with(
 ) -> Result<WireRequest, WireError> {
     match route.api {
         WireApi::Messages => messages::serialize_messages_with(config, projected, route, context),
-        WireApi::OpenAiChat => serialize_openai_chat(config, projected),
+        WireApi::OpenAiChat => {
+            serialize_openai_chat(&with_cache_key(config, route, context), projected)
+        }
+        WireApi::Responses => serialize_responses(config, projected, route, context),
+    }
+}
+
+/// `config` with the context's `prompt_cache_key` as an option, on a chat route that claims
+/// the key and a config that sets none (OpenAI's chat completions take it as a body key);
+/// borrowed otherwise.
+fn with_cache_key<'c>(
+    config: &'c Config,
+    route: &Route,
+    context: &WireContext<'_>,
+) -> std::borrow::Cow<'c, Config> {
+    match context.prompt_cache_key {
+        Some(key) if route.prompt_cache_key() && !config.extra.contains_key("prompt_cache_key") => {
+            std::borrow::Cow::Owned(config.clone().with("prompt_cache_key", key.into()))
+        }
+        _ => std::borrow::Cow::Borrowed(config),
     }
 }
 
@@ -927,10 +970,17 @@ pub(crate) fn serialize_resuming(
                 Some(Resume::Chat(r)) => Some(r),
                 _ => None,
             };
+            let config = with_cache_key(config, route, context);
             let (request, next, resumed) =
-                openai::serialize_openai_chat_resuming(config, projected, resume);
+                openai::serialize_openai_chat_resuming(&config, projected, resume);
             (request, next.map(Resume::Chat), resumed)
         }
+        // No resume point: every request is written from its first message.
+        WireApi::Responses => (
+            serialize_responses(config, projected, route, context),
+            None,
+            None,
+        ),
     }
 }
 

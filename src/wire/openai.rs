@@ -622,7 +622,7 @@ fn write_texts(out: &mut Vec<u8>, texts: &Texts<'_>, blocks: &mut Vec<BlockSpan>
 
 /// Appends `value` as compact JSON. Cannot fail: every map key on the way is a string and
 /// `Value` holds only finite numbers.
-fn json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+pub(super) fn json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     serde_json::to_writer(out, value).expect("serializing a string-keyed value cannot fail");
 }
 

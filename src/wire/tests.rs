@@ -109,6 +109,7 @@ fn a_resumed_pass_passes_over_the_messages_a_fresh_pass_does() {
             rewrite: Rewrite::Tools,
         }),
         floor_key: Some(7),
+        prompt_cache_key: None,
     };
     let mut resume = None;
     let mut resumed = 0;

@@ -167,5 +167,6 @@ mod chat;
 mod content;
 mod errors;
 mod prompts;
+mod responses;
 mod rows;
 mod shape;

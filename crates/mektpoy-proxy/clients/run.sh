@@ -5,8 +5,10 @@
 # claude-fable-5-1 and deepseek-flash, with messages.create and messages.stream; and its chat
 # completions twin (harness_chat.py, harness_chat.mjs) on deepseek-v4-pro (the openai-compatible
 # upstream), with chat.completions.create, without and with `stream: true`. Each conversation
-# also goes straight to the stand-in, for comparison. Exits non-zero if any request through the
-# proxy fails.
+# also goes straight to the stand-in, for comparison. Then the Responses API bodies the crate
+# writes (tests/responses_loop.rs) are checked against both `openai` SDKs' ResponseCreateParams
+# (responses_types.py: pydantic TypeAdapter; responses_types.mjs: tsc --strict). Exits non-zero
+# if any request through the proxy fails or the SDKs' types refuse a body.
 #
 #   bash crates/mektpoy-proxy/clients/run.sh        (from anywhere)
 #
@@ -47,9 +49,11 @@ if [[ "${MEKTPOY_CLIENTS_REFRESH:-0}" == 1 ]] || [[ ! -f "$sdk_pkg" ]]; then
   rm -rf "$npm_dir"
   mkdir -p "$npm_dir"
   echo '{"name": "mektpoy-clients", "private": true}' >"$npm_dir/package.json"
-  (cd "$npm_dir" && npm install --silent --no-audit --no-fund @anthropic-ai/sdk openai)
+  (cd "$npm_dir" && npm install --silent --no-audit --no-fund @anthropic-ai/sdk openai typescript)
 elif [[ ! -f "$openai_pkg" ]]; then
-  (cd "$npm_dir" && npm install --silent --no-audit --no-fund openai)
+  (cd "$npm_dir" && npm install --silent --no-audit --no-fund openai typescript)
+elif [[ ! -x "$npm_dir/node_modules/.bin/tsc" ]]; then
+  (cd "$npm_dir" && npm install --silent --no-audit --no-fund typescript)
 fi
 python_is="on Python $("$venv/bin/python" -c 'import platform; print(platform.python_version())')"
 py_version="$("$venv/bin/python" -c "$pkg_version" anthropic) $python_is"
@@ -128,8 +132,7 @@ echo "== typescript openai SDK (chat completions)"
 MEKTPOY_NPM_DIR="$npm_dir" node "$here/harness_chat.mjs" --proxy "$proxy" --standin "$standin" \
   --run "$run" --out "$last/failures" | tee -a "$results" || status=1
 
-echo
-echo "== summary (python anthropic $py_version; @anthropic-ai/sdk $ts_version;"
+XX
 echo "   python openai $py_openai_version; npm openai $ts_openai_version)"
 python3 - "$results" <<'EOF' || status=1
 import sys

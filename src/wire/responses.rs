@@ -1,0 +1,551 @@
+//! OpenAI's Responses API (`POST /v1/responses`), stateless.
+//!
+//! The crate keeps the conversation in its log, so every request carries the whole of it
+//! (`store: false` unless the config says otherwise; `previous_response_id` and
+//! `conversation` are refused as config keys: they would make the server prepend a stored
+//! conversation to the one sent). Reasoning goes back as the `reasoning` items the decoder
+//! kept, with their `encrypted_content` (`include: ["reasoning.encrypted_content"]` asks for it).
+//!
+//! Tool changes: on an addition-only route (a model the tool-search guide names) the
+//! projection keeps the developer messages with `tool_addition` blocks and declares the added
+//! names deferred; this wire leaves deferred declarations out of `tools` (it sends no
+//! `defer_loading`, which belongs to the tool-search tool) and sends each run of additions as
+//! an `additional_tools` item carrying the definitions by value, where the developer message
+//! stands. No input item removes a tool: a removal leaves the name out of `tools` (the
+//! projection drops its declaration and its addition), which rewrites the prefix.
+//!
+//! No resume point: each request is written from its first message (the chat and Messages
+//! wires resume; this one is new, and O(request) per request).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::canonical::{Canonical, CanonicalObject};
+use super::openai::json;
+use super::thinking::from_provider;
+use super::{
+    BlockSpan, CHAT_MAX_TOOL_NAME, Calls, Carried, MessageFault, Segments, TurnSpan, WireContext,
+    WireError, WireReport, WireRequest, check_system_without_history, checked_tools, system_text,
+    unsupported,
+};
+use crate::event::Config;
+use crate::project::ProjectedToolUpdates;
+use crate::route::Route;
+use crate::vocab::{ContentBlock, Message, Role, ToolSchema};
+
+/// Body keys this serializer writes itself, and the two that would bring server-side state in.
+const RESERVED: [&str; 9] = [
+    "model",
+    "provider",
+    "system",
+    "messages",
+    "instructions",
+    "tools",
+    "input",
+    "previous_response_id",
+    "conversation",
+];
+
+/// What `include` asks for when the config sets none: the reasoning items' encrypted content,
+/// which a stateless request must send back for the model to see its reasoning.
+const INCLUDE_REASONING: &str = "reasoning.encrypted_content";
+
+/// Serializes `projected` for a Responses route.
+///
+/// Body keys, in order: `model`; the config options (except `provider`) and the defaults the
+/// config does not set — `store: false`, `include: ["reasoning.encrypted_content"]`, and
+/// `prompt_cache_key` when the route takes one and the context gives one — sorted by key;
+/// `instructions` (the latest prompt's text, when non-empty); `tools` (omitted when none);
+/// `input`. Tools are flat: `{"type":"function","name","description","parameters","strict"}`,
+/// `strict` from the tool's own `strict` field, else `false` (the Responses API makes functions
+/// strict by default, which refuses most schemas). Input items:
+/// - a user message: `{"type":"message","role":"user","content":[{"type":"input_text",…}]}`;
+/// - an assistant message, block by block: a non-empty text block (or a kept `refusal` part,
+///   by its text) as `{"type":"message","role":"assistant","content":"…"}` (the form the official
+///   SDKs type without the output item's `id` and `status`, which a stateless log does not
+///   keep); a tool call as `{"type":"function_call","call_id","name","arguments"}`,
+///   `arguments` the exact text the model wrote; a reasoning block as `{"type":"reasoning",…}`
+///   with the fields the decoder kept in `extra`, in order (`summary` from the block's text
+///   when absent), when it carries a non-empty `id` and `encrypted_content` and the message
+///   came from this route's provider (otherwise left out and counted in
+///   [`WireReport::unverifiable_reasoning_left_out`]);
+/// - a tool result: `{"type":"function_call_output","call_id","output"}`, `output` a string
+///   for one text block and `input_text` parts for several;
+/// - a developer message: each run of `tool_addition` blocks as one `{"type":
+///   "additional_tools","role":"developer","tools":[…]}` item (the definitions of the projected
+///   declarations they name), each run of text as a developer message.
+///
+/// # Errors
+/// As [`serialize_openai_chat`](super::serialize_openai_chat) for names, pairing, system
+/// messages and unknown blocks, plus [`WireError::ReservedConfigKey`] for `instructions`,
+/// `input`, `previous_response_id` and `conversation`; [`WireError::ForcedToolChoice`] for a
+/// forced `tool_choice` on a route that refuses it; [`MessageFault::UnsupportedBlock`] for a
+/// tool change the route cannot send (a removal, a redefinition, a by-value addition, or an
+/// addition on a route without a mode); [`MessageFault::AdditionWithoutDeclaration`] for an
+/// addition of a name the projection does not declare; [`MessageFault::EmptyTurn`] for a user
+/// message without text.
+pub fn serialize_responses(
+    config: &Config,
+    projected: &ProjectedToolUpdates<'_>,
+    route: &Route,
+    context: &WireContext<'_>,
+) -> Result<WireRequest, WireError> {
+    let tools = checked_tools(projected, CHAT_MAX_TOOL_NAME)?;
+    check_tool_choice(config, route)?;
+    let messages = &projected.messages;
+    let latest = (0..messages.len()).rev().find(|&i| messages[i].is_prompt());
+    let instructions = match latest.map(|i| system_text(&messages[i])).transpose()? {
+        Some(text) if !text.is_empty() => Some(text),
+        _ => None,
+    };
+    let declared: HashMap<&str, &ToolSchema> = tools.iter().map(|t| (t.name(), t)).collect();
+    let mut pass = Pass {
+        route,
+        declared,
+        items: Vec::with_capacity(messages.len()),
+        carried: Carried::default(),
+        unverifiable: 0,
+    };
+    let mut calls = Calls::default();
+    for index in 0..messages.len() {
+        pass.message(index, &messages[index], &mut calls)?;
+    }
+    calls.require_answered()?;
+
+    let include = Value::from(vec![INCLUDE_REASONING]);
+    let store = Value::Bool(false);
+    let key = context
+        .prompt_cache_key
+        .filter(|_| route.prompt_cache_key())
+        .map(Value::from);
+    let mut options: Vec<(&str, &Value)> = Vec::with_capacity(config.extra.len() + 3);
+    for (k, v) in &config.extra {
+        if RESERVED.contains(&k.as_str()) {
+            return Err(WireError::ReservedConfigKey { key: k.clone() });
+        }
+        options.push((k, v));
+    }
+    let defaults = [
+        ("include", Some(&include)),
+        ("store", Some(&store)),
+        ("prompt_cache_key", key.as_ref()),
+    ];
+    for (k, v) in defaults {
+        if let Some(v) = v.filter(|_| !config.extra.contains_key(k)) {
+            options.push((k, v));
+        }
+    }
+    options.sort_unstable_by(|a, b| a.0.cmp(b.0));
+
+    let mut segments = Segments::default();
+    let mut out = Vec::new();
+    out.extend_from_slice(br#"{"model":"#);
+    json(&mut out, &config.model);
+    for (k, v) in &options {
+        out.push(b',');
+        json(&mut out, k);
+        out.push(b':');
+        json(&mut out, &Canonical(v));
+    }
+    if let Some(text) = &instructions {
+        out.extend_from_slice(br#","instructions":"#);
+        let at = out.len();
+        json(&mut out, text);
+        segments.system = Some(at..out.len());
+    }
+    let sent: Vec<FunctionTool<'_>> = tools
+        .iter()
+        .filter(|t| !t.defer_loading())
+        .map(FunctionTool::new)
+        .collect();
+    if !sent.is_empty() {
+        out.extend_from_slice(br#","tools":"#);
+        let at = out.len();
+        json(&mut out, &sent);
+        segments.tools = Some(at..out.len());
+    }
+    out.extend_from_slice(br#","input":["#);
+    segments.messages_at = out.len();
+    for (i, item) in pass.items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let start = out.len();
+        let first = segments.blocks.len();
+        item.write(&mut out, &mut segments.blocks);
+        segments.messages.push(TurnSpan {
+            span: start..out.len(),
+            blocks: first..segments.blocks.len(),
+        });
+    }
+    out.extend_from_slice(b"]}");
+    // serde_json writes UTF-8 and so do the literals.
+    let body = String::from_utf8(out).expect("JSON is UTF-8");
+    segments.body_len = body.len();
+    segments.carried = pass.carried;
+    debug_assert_eq!(
+        segments.carried.turns(),
+        segments.messages.len(),
+        "the Responses grouping counts other items than the body holds"
+    );
+    let mut request = WireRequest::new(
+        body,
+        vec![("content-type".to_owned(), "application/json".to_owned())],
+    );
+    request.report = WireReport {
+        unverifiable_reasoning_left_out: pass.unverifiable,
+        ..WireReport::default()
+    };
+    request.segments = Some(Arc::new(segments));
+    Ok(request)
+}
+
+/// Refuses a forced `tool_choice` (`"required"`, or an object naming a function) on a route
+/// whose model refuses one.
+fn check_tool_choice(config: &Config, route: &Route) -> Result<(), WireError> {
+    if route.forced_tool_choice() {
+        return Ok(());
+    }
+    let forced = match config.extra.get("tool_choice") {
+        Some(Value::String(s)) if s == "required" => Some(s.clone()),
+        Some(Value::Object(o)) => o
+            .get("type")
+            .and_then(Value::as_str)
+            .filter(|t| *t != "auto" && *t != "none")
+            .map(str::to_owned),
+        _ => None,
+    };
+    match forced {
+        Some(choice_type) => Err(WireError::ForcedToolChoice { choice_type }),
+        None => Ok(()),
+    }
+}
+
+/// The serializer's pass over the projected messages: the input items, what each carries.
+struct Pass<'a> {
+    route: &'a Route,
+    declared: HashMap<&'a str, &'a ToolSchema>,
+    items: Vec<Item<'a>>,
+    carried: Carried,
+    unverifiable: usize,
+}
+
+impl<'a> Pass<'a> {
+    /// Opens an item carrying message `index`.
+    fn push(&mut self, index: usize, item: Item<'a>) {
+        self.carried.open();
+        self.carried.join(index);
+        self.items.push(item);
+    }
+
+    fn message(
+        &mut self,
+        index: usize,
+        message: &'a Message,
+        calls: &mut Calls<'a>,
+    ) -> Result<(), WireError> {
+        match message.role() {
+            Role::System => check_system_without_history(message),
+            Role::User => {
+                calls.require_answered()?;
+                let mut parts = Vec::with_capacity(message.content().len());
+                for (b, block) in message.content().iter().enumerate() {
+                    match block {
+                        ContentBlock::Text { text } => parts.push((b, Part::Input(text))),
+                        other => return Err(unsupported(message, b, other)),
+                    }
+                }
+                if parts.is_empty() {
+                    return Err(WireError::message(message.id(), MessageFault::EmptyTurn));
+                }
+                self.push_message(index, "user", parts);
+                Ok(())
+            }
+            Role::Tool => {
+                let call_id = calls.answer(message)?;
+                let mut texts = Vec::with_capacity(message.content().len());
+                for (b, block) in message.content().iter().enumerate() {
+                    match block {
+                        ContentBlock::Text { text } => texts.push(text.as_str()),
+                        other => return Err(unsupported(message, b, other)),
+                    }
+                }
+                self.push(index, Item::Output { call_id, texts });
+                Ok(())
+            }
+            Role::Developer => {
+                calls.require_answered()?;
+                self.developer(index, message)
+            }
+            Role::Assistant => {
+                calls.require_answered()?;
+                self.assistant(index, message, calls)
+            }
+        }
+    }
+
+    /// A message item of `role` holding `parts` (block index, part).
+    fn push_message(&mut self, index: usize, role: &'static str, parts: Vec<(usize, Part<'a>)>) {
+        self.carried.open();
+        for (b, _) in &parts {
+            self.carried.block(index, *b);
+        }
+        self.carried.join(index);
+        self.items.push(Item::Message {
+            role,
+            parts: parts.into_iter().map(|(_, p)| p).collect(),
+        });
+    }
+
+    fn developer(&mut self, index: usize, message: &'a Message) -> Result<(), WireError> {
+        let mut texts: Vec<(usize, Part<'a>)> = Vec::new();
+        let mut added: Vec<&'a ToolSchema> = Vec::new();
+        for (b, block) in message.content().iter().enumerate() {
+            match block {
+                ContentBlock::Text { text } => {
+                    if !added.is_empty() {
+                        let tools = std::mem::take(&mut added);
+                        self.push(index, Item::Additional { tools });
+                    }
+                    texts.push((b, Part::Input(text)));
+                }
+                ContentBlock::ToolAddition { tool_name } if self.route.tool_update().is_some() => {
+                    let Some(&tool) = self.declared.get(tool_name.as_str()) else {
+                        return Err(WireError::message(
+                            message.id(),
+                            MessageFault::AdditionWithoutDeclaration {
+                                index: b,
+                                tool: tool_name.clone(),
+                            },
+                        ));
+                    };
+                    if !texts.is_empty() {
+                        let parts = std::mem::take(&mut texts);
+                        self.push_message(index, "developer", parts);
+                    }
+                    added.push(tool);
+                }
+                other => return Err(unsupported(message, b, other)),
+            }
+        }
+        if !added.is_empty() {
+            self.push(index, Item::Additional { tools: added });
+        }
+        if !texts.is_empty() {
+            self.push_message(index, "developer", texts);
+        }
+        Ok(())
+    }
+
+    fn assistant(
+        &mut self,
+        index: usize,
+        message: &'a Message,
+        calls: &mut Calls<'a>,
+    ) -> Result<(), WireError> {
+        let verifiable = from_provider(message, &self.route.provider, None);
+        for (b, block) in message.content().iter().enumerate() {
+            let item = match block {
+                // An empty text says nothing; the Messages wire drops it too.
+                ContentBlock::Text { text } if text.is_empty() => continue,
+                ContentBlock::Text { text } => Item::Said { text },
+                ContentBlock::Other(o) if o.type_name() == "refusal" => {
+                    match o.get("refusal").and_then(Value::as_str) {
+                        Some(text) => Item::Said { text },
+                        None => return Err(unsupported(message, b, block)),
+                    }
+                }
+                ContentBlock::ToolCall {
+                    id,
+                    name,
+                    arguments,
+                } => {
+                    calls.call(message, id)?;
+                    Item::Call {
+                        call_id: id,
+                        name,
+                        arguments,
+                    }
+                }
+                ContentBlock::Reasoning { text, extra } => {
+                    let non_empty = |k: &str| {
+                        extra
+                            .get(k)
+                            .and_then(Value::as_str)
+                            .is_some_and(|s| !s.is_empty())
+                    };
+                    if !(verifiable && non_empty("encrypted_content") && non_empty("id")) {
+                        self.unverifiable += 1;
+                        continue;
+                    }
+                    Item::Reasoning { text, extra }
+                }
+                other => return Err(unsupported(message, b, other)),
+            };
+            self.push(index, item);
+        }
+        Ok(())
+    }
+}
+
+/// One input item.
+enum Item<'a> {
+    Message {
+        role: &'static str,
+        parts: Vec<Part<'a>>,
+    },
+    /// An assistant's text: `{"type":"message","role":"assistant","content":"…"}`.
+    Said {
+        text: &'a str,
+    },
+    Call {
+        call_id: &'a str,
+        name: &'a str,
+        arguments: &'a str,
+    },
+    Output {
+        call_id: &'a str,
+        texts: Vec<&'a str>,
+    },
+    Reasoning {
+        text: &'a str,
+        extra: &'a indexmap::IndexMap<String, Value>,
+    },
+    Additional {
+        tools: Vec<&'a ToolSchema>,
+    },
+}
+
+/// One part of a message item's `content`: `{"type":"input_text","text"}`.
+enum Part<'a> {
+    Input(&'a str),
+}
+
+#[derive(Serialize)]
+struct InputText<'a> {
+    r#type: &'static str,
+    text: &'a str,
+}
+
+impl Item<'_> {
+    /// Writes the item, pushing the span of each part of its `content` (what the meter counts
+    /// as its blocks).
+    fn write(&self, out: &mut Vec<u8>, blocks: &mut Vec<BlockSpan>) {
+        match self {
+            Item::Message { role, parts } => {
+                out.extend_from_slice(br#"{"type":"message","role":"#);
+                json(out, role);
+                out.extend_from_slice(br#","content":["#);
+                for (i, part) in parts.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    let at = out.len();
+                    match part {
+                        Part::Input(text) => json(
+                            out,
+                            &InputText {
+                                r#type: "input_text",
+                                text,
+                            },
+                        ),
+                    }
+                    blocks.push(BlockSpan {
+                        span: at..out.len(),
+                        thinking: false,
+                    });
+                }
+                out.extend_from_slice(b"]}");
+            }
+            Item::Said { text } => {
+                out.extend_from_slice(br#"{"type":"message","role":"assistant","content":"#);
+                json(out, text);
+                out.push(b'}');
+            }
+            Item::Call {
+                call_id,
+                name,
+                arguments,
+            } => {
+                out.extend_from_slice(br#"{"type":"function_call","call_id":"#);
+                json(out, call_id);
+                out.extend_from_slice(br#","name":"#);
+                json(out, name);
+                out.extend_from_slice(br#","arguments":"#);
+                json(out, arguments);
+                out.push(b'}');
+            }
+            Item::Output { call_id, texts } => {
+                out.extend_from_slice(br#"{"type":"function_call_output","call_id":"#);
+                json(out, call_id);
+                out.extend_from_slice(br#","output":"#);
+                match texts.as_slice() {
+                    [] => json(out, ""),
+                    [one] => json(out, one),
+                    many => {
+                        let parts: Vec<InputText<'_>> = many
+                            .iter()
+                            .map(|text| InputText {
+                                r#type: "input_text",
+                                text,
+                            })
+                            .collect();
+                        json(out, &parts);
+                    }
+                }
+                out.push(b'}');
+            }
+            Item::Reasoning { text, extra } => {
+                out.extend_from_slice(br#"{"type":"reasoning""#);
+                for (k, v) in extra.iter().filter(|(k, _)| k.as_str() != "type") {
+                    out.push(b',');
+                    json(out, k);
+                    out.push(b':');
+                    json(out, &Canonical(v));
+                }
+                if !extra.contains_key("summary") {
+                    out.extend_from_slice(br#","summary":["#);
+                    if !text.is_empty() {
+                        out.extend_from_slice(br#"{"type":"summary_text","text":"#);
+                        json(out, text);
+                        out.push(b'}');
+                    }
+                    out.push(b']');
+                }
+                out.push(b'}');
+            }
+            Item::Additional { tools } => {
+                out.extend_from_slice(br#"{"type":"additional_tools","role":"developer","tools":"#);
+                let tools: Vec<FunctionTool<'_>> =
+                    tools.iter().map(|t| FunctionTool::new(t)).collect();
+                json(out, &tools);
+                out.push(b'}');
+            }
+        }
+    }
+}
+
+/// `{"type":"function","name","description","parameters","strict"}`.
+#[derive(Serialize)]
+struct FunctionTool<'a> {
+    r#type: &'static str,
+    name: &'a str,
+    description: &'a str,
+    parameters: CanonicalObject<'a>,
+    strict: bool,
+}
+
+impl<'a> FunctionTool<'a> {
+    fn new(tool: &'a ToolSchema) -> Self {
+        FunctionTool {
+            r#type: "function",
+            name: tool.name(),
+            description: tool.description(),
+            parameters: CanonicalObject(tool.parameters()),
+            strict: tool.extra().get("strict").and_then(Value::as_bool) == Some(true),
+        }
+    }
+}
