@@ -233,13 +233,13 @@ impl Api {
 
     fn read(
         self,
-        body: &Value,
+        body: &crate::client_body::Body<'_>,
         provider: &str,
-        memo: &mut translate::Memo,
+        known: Option<&crate::client_body::Known>,
     ) -> Result<translate::ClientRequest, Refusal> {
         match self {
-            Api::Messages => translate::read(body, provider, memo),
-            Api::Chat => translate::read_chat(body, provider, memo),
+            Api::Messages => translate::read(body, provider, known),
+            Api::Chat => translate::read_chat(body, provider, known),
         }
         .map_err(Refusal::from)
     }
@@ -351,7 +351,12 @@ async fn handle(
 
 async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) -> Response {
     let started = Instant::now();
-    let value: Value = match serde_json::from_slice(&body) {
+    // The messages stay raw: only those the conversation's last request did not send are
+    // decoded (decision 118).
+    let parsed = match std::str::from_utf8(&body)
+        .map_err(|e| e.to_string())
+        .and_then(|text| crate::client_body::parse(text).map_err(|e| e.to_string()))
+    {
         Ok(v) => v,
         Err(e) => {
             return api.error(
@@ -363,7 +368,7 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
     };
     // What every body needs before it names a conversation; the rest is read under the
     // conversation's lock, where earlier answers are remembered.
-    let model = match value.get("model").and_then(Value::as_str) {
+    let model = match parsed.head.get("model").and_then(Value::as_str) {
         Some(m) if !m.is_empty() => m.to_owned(),
         _ => {
             return api.refused(&Refusal::Invalid(
@@ -371,11 +376,7 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
             ));
         }
     };
-    if value
-        .get("messages")
-        .and_then(Value::as_array)
-        .is_none_or(Vec::is_empty)
-    {
+    if parsed.messages().is_empty() {
         return api.refused(&Refusal::Invalid(
             "messages: at least one message is required".into(),
         ));
@@ -390,7 +391,7 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
             ),
         );
     };
-    let key = conversation_key(&headers, &value);
+    let key = conversation_key(&headers, &parsed);
     let mut slot = proxy.slot(&key).lock_owned().await;
     let store = proxy.store.clone();
     let prepared = tokio::task::block_in_place(|| {
@@ -403,7 +404,7 @@ async fn answer(api: Api, proxy: Arc<Proxy>, headers: HeaderMap, body: Bytes) ->
                 *slot = Some(Conversation::load(&store, &key, provider, &model)?);
             }
             let conversation = slot.as_mut().expect("loaded above");
-            let client = api.read(&value, provider, conversation.memo())?;
+            let client = api.read(&parsed, provider, conversation.known())?;
             match conversation.prepare(provider, client) {
                 Ok(wire) => return Ok(wire),
                 Err(Refusal::Store(_)) if attempt == 0 => {
