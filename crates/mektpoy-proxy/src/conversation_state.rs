@@ -361,10 +361,12 @@ mod tests {
                             history.push(json!({"role": "assistant", "content": [{"type": "text", "text": text}]}));
                         }
                         for j in 0..more {
-                            if let Some(last) = history.last_mut().filter(|m| m["role"] == "user") {
-                                if let Some(b) = last["content"][0].as_object_mut() {
-                                    b.remove("cache_control");
-                                }
+                            if let Some(b) = history
+                                .last_mut()
+                                .filter(|m| m["role"] == "user")
+                                .and_then(|last| last["content"][0].as_object_mut())
+                            {
+                                b.remove("cache_control");
                             }
                             history.push(user(&format!("u{n}-{j}"), j + 1 == more));
                         }
