@@ -1174,6 +1174,11 @@ impl Meter {
         #[cfg(debug_assertions)]
         let before = self.clone();
         if let Some((row, _)) = self.observe_kept(body, series_start) {
+            // Nothing of a loop's pass proves this body's messages: as the whole cut leaves it.
+            if let Some(p) = self.previous.as_mut() {
+                p.leaves = None;
+                p.mark = None;
+            }
             #[cfg(debug_assertions)]
             {
                 let mut slow = before;

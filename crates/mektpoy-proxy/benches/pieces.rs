@@ -6,7 +6,9 @@
 //! cannot be repeated without changing the conversation), so this bench has its own harness.
 //!
 //! `cargo bench -p mektpoy-proxy --bench pieces` (figures in `docs/benchmarks.md`);
-//! `-- --quick` for 100 requests.
+//! `-- --quick` for 100 requests; `-- --memory` instead holds 20 conversations of 20 requests
+//! in memory for each of three body shapes and prints the process's resident set after each,
+//! to tell what a conversation's memory grows with.
 
 use std::time::Instant;
 
@@ -30,6 +32,10 @@ const PIECES: [&str; 6] = [
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--list") {
+        return;
+    }
+    if args.iter().any(|a| a == "--memory") {
+        memory();
         return;
     }
     let requests = if args.iter().any(|a| a == "--quick") {
@@ -72,10 +78,72 @@ fn main() {
     }
 }
 
+/// `VmRSS` of this process, in MiB.
+fn rss() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("VmRSS:")?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .unwrap_or(0.0)
+        / 1024.0
+}
+
+/// The resident set grown by holding 20 conversations of 20 requests, per body shape.
+fn memory() {
+    println!(
+        "| tools | turn (bytes) | last body (KB) | resident set grown, per conversation (KB) |"
+    );
+    println!("|---|---|---|---|");
+    for (tools, turn) in [(1, 12_000), (300, 100), (300, 12_000)] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("memory.db")).unwrap();
+        let before = rss();
+        let mut held = Vec::new();
+        let mut last = 0;
+        for n in 0..20 {
+            let (c, len) = run(
+                &store,
+                &format!("memory-{n}"),
+                20,
+                tools,
+                turn,
+                &mut Vec::new(),
+            );
+            held.push(c);
+            last = len;
+        }
+        let grown = (rss() - before) * 1024.0 / 20.0;
+        println!("| {tools} | {turn} | {} | {grown:.0} |", last / 1024);
+        drop(held);
+    }
+}
+
 /// One conversation of `requests` requests: each request's pieces, in ms.
 fn conversation(requests: usize, tools: usize, turn: usize) -> Vec<[f64; 6]> {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("pieces.db")).unwrap();
+    let mut out = Vec::with_capacity(requests);
+    run(&store, "pieces", requests, tools, turn, &mut out);
+    out
+}
+
+/// One conversation `session` of `requests` requests on `store`, each request's pieces pushed
+/// to `out`: the conversation, held, and the last body's length.
+fn run(
+    store: &Store,
+    session: &str,
+    requests: usize,
+    tools: usize,
+    turn: usize,
+    out: &mut Vec<[f64; 6]>,
+) -> (Conversation, usize) {
     let tools: Vec<Value> = (0..tools)
         .map(|i| {
             json!({"name": format!("tool_{i}"), "description": "d".repeat(60),
@@ -84,10 +152,10 @@ fn conversation(requests: usize, tools: usize, turn: usize) -> Vec<[f64; 6]> {
         .collect();
     let mut headers = HeaderMap::new();
     headers.insert("x-api-key", "sk-bench".parse().unwrap());
-    headers.insert("x-mektpoy-session", "pieces".parse().unwrap());
+    headers.insert("x-mektpoy-session", session.parse().unwrap());
     let mut history: Vec<Value> = Vec::new();
     let mut slot: Option<Conversation> = None;
-    let mut out = Vec::with_capacity(requests);
+    let mut len = 0;
     for step in 0..requests {
         history
             .push(json!({"role": "user", "content": format!("step {step} {}", "x".repeat(turn))}));
@@ -95,6 +163,7 @@ fn conversation(requests: usize, tools: usize, turn: usize) -> Vec<[f64; 6]> {
             json!({"model": "claude-opus-5", "max_tokens": 64, "system": "You are a coding agent.",
             "tools": tools, "messages": history})
             .to_string();
+        len = text.len();
         let mut t = [0.0; 6];
         let mut clock = Instant::now();
         let mut lap = |k: usize| {
@@ -105,7 +174,7 @@ fn conversation(requests: usize, tools: usize, turn: usize) -> Vec<[f64; 6]> {
         lap(0);
         let key = conversation_key(&headers, &body);
         let c = slot.get_or_insert_with(|| {
-            Conversation::load(&store, &key, "anthropic", "claude-opus-5").unwrap()
+            Conversation::load(store, &key, "anthropic", "claude-opus-5").unwrap()
         });
         lap(1);
         let client = translate::read(&body, "anthropic", c.known()).unwrap();
@@ -126,5 +195,5 @@ fn conversation(requests: usize, tools: usize, turn: usize) -> Vec<[f64; 6]> {
         out.push(t);
         history.push(json!({"role": "assistant", "content": [{"type": "text", "text": format!("done {step}")}]}));
     }
-    out
+    (slot.expect("one request at least"), len)
 }
