@@ -1194,13 +1194,113 @@ impl Meter {
     ///
     /// # Errors
     /// [`MeterError::Body`] for a body that is not a request body; the meter is unchanged.
+    ///
+    /// A body that keeps the previous body's first messages byte for byte (neither marking
+    /// them) is compared and hashed from the first message that differs (decision 119): the
+    /// kept ones are compared with the previous cut's bytes, not read, cut or hashed again.
     pub fn observe(
+        &mut self,
+        body: &str,
+        series_start: Option<SeriesStart>,
+    ) -> Result<MeterRow, MeterError> {
+        #[cfg(debug_assertions)]
+        let before = self.clone();
+        if let Some((row, _)) = self.observe_kept(body, series_start) {
+            // Nothing of a loop's pass proves this body's messages: as the whole cut leaves it.
+            if let Some(p) = self.previous.as_mut() {
+                p.leaves = None;
+                p.mark = None;
+            }
+            #[cfg(debug_assertions)]
+            {
+                let mut slow = before;
+                let slow_row = slow.observe_parsed(body, series_start).ok();
+                debug_assert_eq!(slow_row, Some(row), "the kept path's row departs");
+                debug_assert_eq!(slow.departures, self.departures, "departures depart");
+                debug_assert_eq!(slow.previous, self.previous, "the kept cut departs");
+                debug_assert_eq!(slow.rate_before, self.rate_before, "the rate departs");
+                debug_assert_eq!(slow.cache, self.cache, "the cache entries depart");
+            }
+            return Ok(row);
+        }
+        self.observe_parsed(body, series_start)
+    }
+
+    /// [`observe`](Self::observe) by cutting the whole body.
+    fn observe_parsed(
         &mut self,
         body: &str,
         series_start: Option<SeriesStart>,
     ) -> Result<MeterRow, MeterError> {
         let cut = self.cut(body)?;
         Ok(self.observe_cut(cut, series_start))
+    }
+
+    /// The path of [`observe`](Self::observe) for a body that keeps the previous body's first
+    /// wire messages: `None` leaves it to the whole cut (nothing kept, a meter restored or
+    /// primed without counts, a body that is not a request body).
+    ///
+    /// A message is kept when its bytes are the previous cut's bytes of the message at its
+    /// index and neither it nor the previous one holds a `cache_control` key: the cut of a
+    /// message without markers is its bytes, and everything the cut counts of it (blocks,
+    /// block ends, marks, definitions by value) is a function of them, so the kept messages'
+    /// figures are the previous cut's.
+    fn observe_kept(
+        &mut self,
+        body: &str,
+        series_start: Option<SeriesStart>,
+    ) -> Option<(MeterRow, Path)> {
+        let prev = self.previous.as_ref()?;
+        let counted = prev.counted.as_deref()?;
+        prev.prints.as_ref()?;
+        let parsed: Body<'_> = serde_json::from_str(body).ok()?;
+        let hc = prev.head_spans();
+        let mut kept = 0;
+        for (i, m) in parsed.messages.iter().enumerate() {
+            let (Some(span), Some(at)) = (prev.segments.get(hc + i), counted.get(i)) else {
+                break;
+            };
+            let before = i.checked_sub(1).map_or(0, |j| counted[j].asks);
+            let text = m.get();
+            let same = matches!(span.segment, Segment::Message { index } if index == i)
+                && at.asks == before
+                && prev.bytes.get(span.start..span.end) == Some(text.as_bytes())
+                && !text.contains(MARKER);
+            if !same {
+                break;
+            }
+            kept += 1;
+        }
+        if kept == 0 {
+            return None;
+        }
+        let base = counted[kept - 1];
+        let mut cut = self
+            .head(&parsed.tools, parsed.system.map(RawValue::get))
+            .ok()?;
+        let mut fresh = Cut {
+            bytes: Vec::new(),
+            segments: Vec::with_capacity(parsed.messages.len() - kept),
+            tools: Vec::new(),
+            blocks: base.blocks,
+            bounds: Vec::new(),
+            counted: vec![base],
+            top_level: false,
+            by_value: false,
+            immediate_tool: false,
+            markers: self.markers,
+        };
+        for (j, m) in parsed.messages[kept..].iter().enumerate() {
+            let text = m.get();
+            fresh.push_message(kept + j, text, content_ranges(text).as_deref());
+        }
+        fresh.counted.remove(0);
+        let last = fresh.counted.last().copied().unwrap_or(base);
+        cut.blocks = last.blocks;
+        cut.top_level = self.markers && parsed.cache_control.is_some();
+        // Inside JSON strings quotes are escaped: this can only be a block's type.
+        cut.by_value = body.contains(BY_VALUE);
+        self.observe_after_kept(cut, fresh, (kept, base), series_start)
     }
 
     /// [`observe`](Self::observe) on a request the loop serialized, with the same results
@@ -1224,7 +1324,7 @@ impl Meter {
         self.remember(wire);
         #[cfg(debug_assertions)]
         if let Some(mut slow) = before {
-            let slow_row = slow.observe(&wire.body, wire.series_start).ok();
+            let slow_row = slow.observe_parsed(&wire.body, wire.series_start).ok();
             slow.remember(wire);
             debug_assert_eq!(slow_row, Some(row), "the segment path's row departs");
             debug_assert_eq!(slow.departures, self.departures, "departures depart");
@@ -1337,7 +1437,20 @@ impl Meter {
         cut.blocks = last.blocks;
         cut.top_level = markers(head_text) > inner(&segs.tools) + inner(&segs.system);
         cut.by_value = head_text.contains(BY_VALUE) || last.by_value > 0;
+        self.observe_after_kept(cut, fresh, (kept, base), wire.series_start)
+    }
 
+    /// The end of [`observe_segments`](Self::observe_segments) and of
+    /// [`observe_kept`](Self::observe_kept): the request whose head is cut as `cut`, whose
+    /// first `kept` wire messages are the previous request's (`base` counts them) and whose
+    /// new ones are cut as `fresh` (offsets from 0), metered without reading the kept ones.
+    fn observe_after_kept(
+        &mut self,
+        mut cut: Cut,
+        fresh: Cut,
+        (kept, base): (usize, Counted),
+        series_start: Option<SeriesStart>,
+    ) -> Option<(MeterRow, Path)> {
         if kept > 0 && self.extends_in_place(&cut, &fresh, kept) {
             let (hc, at, kb) = {
                 let prev = self.previous.as_ref()?;
@@ -1371,7 +1484,7 @@ impl Meter {
                 (bounds, prints, prev.bytes.len())
             };
             cut.bounds = bounds;
-            let row = self.row(&cut, total as u64, None, &prints, wire.series_start);
+            let row = self.row(&cut, total as u64, None, &prints, series_start);
             // The previous request wrote its own units already, unless they were forgotten.
             self.cache
                 .write_after(&prints, &cut.bounds, cut.top_level, written);
@@ -1448,7 +1561,7 @@ impl Meter {
             end: b.end + at,
             ..b
         }));
-        Some((self.observe_cut(cut, wire.series_start), Path::Whole))
+        Some((self.observe_cut(cut, series_start), Path::Whole))
     }
 
     /// Whether the request whose head is `head` and whose new wire messages are `fresh`,
@@ -2381,6 +2494,80 @@ mod tests {
             paths[2..].iter().all(|p| *p == Some(Path::Extended)),
             "{paths:?}"
         );
+    }
+
+    #[test]
+    fn a_body_keeping_the_previous_ones_messages_is_metered_from_the_first_that_differs() {
+        // A harness's own bodies (the proxy's counterfactual): each re-sends the history and
+        // marks its last message; the mark moves on.
+        let body = |n: usize, first: &str, marks: &[usize]| {
+            let messages: Vec<serde_json::Value> = (0..n)
+                .map(|i| {
+                    let text = if i == 0 {
+                        first.to_owned()
+                    } else {
+                        format!("turn {i} {}", "x".repeat(300))
+                    };
+                    let mut block = serde_json::json!({"type": "text", "text": text});
+                    if marks.contains(&i) || (i + 1 == n && marks.is_empty()) {
+                        block["cache_control"] = serde_json::json!({"type": "ephemeral"});
+                    }
+                    let role = if i % 2 == 0 { "user" } else { "assistant" };
+                    serde_json::json!({"role": role, "content": [block]})
+                })
+                .collect();
+            serde_json::json!({"model": "deepseek-flash", "max_tokens": 8, "system": "s",
+                "tools": [{"name": "read", "input_schema": {"type": "object"}}], "messages": messages})
+            .to_string()
+        };
+        let route = crate::route::route_for("deepseek", "deepseek-flash");
+        let mut meter = Meter::new(&route);
+        let mut parsed = Meter::new(&route);
+        let mut paths = Vec::new();
+        for n in 1..=12 {
+            let b = body(n, "hello", &[]);
+            paths.push(meter.clone().observe_kept(&b, None).map(|(_, p)| p));
+            assert_eq!(
+                meter.observe(&b, None).unwrap(),
+                parsed.observe_parsed(&b, None).unwrap()
+            );
+            assert_eq!(meter.previous, parsed.previous);
+        }
+        assert_eq!(paths[0], None, "no previous request");
+        assert!(
+            paths[2..].iter().all(|p| *p == Some(Path::Extended)),
+            "{paths:?}"
+        );
+        let edited = body(13, "edited", &[]);
+        assert_eq!(
+            meter.clone().observe_kept(&edited, None).map(|(_, p)| p),
+            None,
+            "the first message differs: nothing kept"
+        );
+        let early_mark = body(13, "hello", &[0]);
+        assert_eq!(
+            meter
+                .clone()
+                .observe_kept(&early_mark, None)
+                .map(|(_, p)| p),
+            None,
+            "a marked first message is cut again"
+        );
+        assert_eq!(
+            meter.clone().observe(&edited, None).unwrap(),
+            parsed.clone().observe_parsed(&edited, None).unwrap()
+        );
+        // A shorter body (a rewind) keeps what it re-sends and departs after it.
+        let rewind = body(6, "hello", &[]);
+        assert_eq!(
+            meter.clone().observe_kept(&rewind, None).map(|(_, p)| p),
+            Some(Path::Whole)
+        );
+        assert_eq!(
+            meter.observe(&rewind, None).unwrap(),
+            parsed.observe_parsed(&rewind, None).unwrap()
+        );
+        assert_eq!(meter.departures, parsed.departures);
     }
 
     #[test]

@@ -3,12 +3,14 @@
 //! else one SQLite file), each conversation's requests alternating between the two proxies,
 //! against the in-process stand-in; then the same load sent to the stand-in directly. Then one
 //! long conversation (1,000 requests) through one proxy and directly, to compare the cost of
-//! a request early and late in a conversation. Tiny bodies. Percentiles need every sample,
-//! so this bench has its own harness.
+//! a request early and late in a conversation. Tiny bodies, or with `--claude-code` Claude
+//! Code-sized ones. Percentiles need every sample, so this bench has its own harness.
 //!
 //! `cargo bench -p mektpoy-proxy --bench load` (figures in `docs/benchmarks.md`);
 //! `-- --conversations N` (default 1,000), `-- --quick` for N = 50, `-- --sqlite` to use
-//! SQLite even where Postgres is found, `-- --no-long` to leave out the long conversation.
+//! SQLite even where Postgres is found, `-- --no-long` to leave out the long conversation,
+//! `-- --claude-code` for 300 tools and 12 KB turns (50 KB at request 1, about 300 KB at
+//! request 20; the long conversation then has 300 tools and 100-byte turns).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -25,14 +27,35 @@ use serde_json::{Value, json};
 const REQUESTS: usize = 20;
 const LONG: usize = 1_000;
 
-fn body(history: &[Value], step: usize) -> (String, Value) {
-    let turn = json!({"role": "user", "content": format!("step {step} xxxxxxxx")});
+/// The size of a run's bodies.
+#[derive(Clone, Copy, Debug)]
+struct Bodies {
+    tools: usize,
+    /// Bytes of a tool's description.
+    description: usize,
+    /// Bytes of a user turn.
+    turn: usize,
+}
+
+const TINY: Bodies = Bodies {
+    tools: 1,
+    description: 8,
+    turn: 8,
+};
+
+fn body(bodies: Bodies, history: &[Value], step: usize) -> (String, Value) {
+    let turn =
+        json!({"role": "user", "content": format!("step {step} {}", "x".repeat(bodies.turn))});
     let mut messages = history.to_vec();
     messages.push(turn.clone());
+    let tools: Vec<Value> = (0..bodies.tools)
+        .map(|i| {
+            json!({"name": format!("tool_{i}"), "description": "d".repeat(bodies.description),
+                "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}})
+        })
+        .collect();
     let body = json!({"model": "claude-opus-5", "max_tokens": 64, "system": "You are a coding agent.",
-        "tools": [{"name": "tool_0", "description": "dddddddd",
-            "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}],
-        "messages": messages});
+        "tools": tools, "messages": messages});
     (body.to_string(), turn)
 }
 
@@ -70,14 +93,14 @@ async fn send(
 async fn conversation(
     http: reqwest::Client,
     bases: Arc<Vec<String>>,
-    session: String,
+    (session, bodies): (String, Bodies),
     (first, stride): (usize, usize),
     requests: usize,
 ) -> Result<Vec<Duration>, String> {
     let mut history = Vec::new();
     let mut latencies = Vec::with_capacity(requests);
     for step in 0..requests {
-        let (b, turn) = body(&history, step);
+        let (b, turn) = body(bodies, &history, step);
         let base = &bases[(first + step * stride) % bases.len()];
         let (elapsed, v) = send(&http, base, &session, b).await?;
         latencies.push(elapsed);
@@ -92,7 +115,7 @@ async fn conversation(
 async fn load(
     http: &reqwest::Client,
     bases: Vec<String>,
-    sticky: bool,
+    (sticky, bodies): (bool, Bodies),
     prefix: &str,
     n: usize,
 ) -> (Vec<Duration>, Duration, Vec<String>) {
@@ -103,7 +126,7 @@ async fn load(
             tokio::spawn(conversation(
                 http.clone(),
                 Arc::clone(&bases),
-                format!("{prefix}-{i}"),
+                (format!("{prefix}-{i}"), bodies),
                 (i, usize::from(!sticky)),
                 REQUESTS,
             ))
@@ -126,7 +149,7 @@ async fn load(
 async fn long_conversation(
     http: &reqwest::Client,
     base: &str,
-    session: &str,
+    (session, bodies): (&str, Bodies),
     proxy: bool,
 ) -> [(Duration, f64); 2] {
     let mut history = Vec::new();
@@ -140,7 +163,7 @@ async fn long_conversation(
             }
             _ => None,
         };
-        let (b, turn) = body(&history, step);
+        let (b, turn) = body(bodies, &history, step);
         let (elapsed, v) = send(http, base, session, b).await.unwrap();
         history.push(turn);
         history.push(json!({"role": "assistant", "content": v["content"]}));
@@ -210,6 +233,24 @@ async fn main() {
             .and_then(|v| v.parse().ok())
             .expect("--conversations N");
     }
+    let claude_code = args.iter().any(|a| a == "--claude-code");
+    let (bodies, long_bodies, size) = if claude_code {
+        (
+            Bodies {
+                tools: 300,
+                description: 60,
+                turn: 12_000,
+            },
+            Bodies {
+                tools: 300,
+                description: 60,
+                turn: 100,
+            },
+            "Claude Code-sized bodies (300 tools, 12 KB turns)",
+        )
+    } else {
+        (TINY, TINY, "tiny bodies")
+    };
     let (start_hwm, _) = memory();
     let standin = format!("http://{}", mektpoy_standin::start("127.0.0.1:0").unwrap());
     let dir = tempfile::tempdir().unwrap();
@@ -234,11 +275,11 @@ async fn main() {
         .unwrap();
 
     println!(
-        "{n} concurrent conversations x {REQUESTS} requests, tiny bodies; two proxies on one \
+        "{n} concurrent conversations x {REQUESTS} requests, {size}; two proxies on one \
          store: {kind}"
     );
     let (mut direct, direct_wall, direct_failed) =
-        load(&http, vec![standin.clone()], false, "direct", n).await;
+        load(&http, vec![standin.clone()], (false, bodies), "direct", n).await;
     direct.sort();
     let (direct_hwm, direct_rss) = memory();
     println!(
@@ -262,7 +303,7 @@ async fn main() {
     ] {
         let before = (own_time(&a).await, own_time(&b).await);
         let (mut proxied, wall, failed) =
-            load(&http, vec![a.clone(), b.clone()], sticky, name, n).await;
+            load(&http, vec![a.clone(), b.clone()], (sticky, bodies), name, n).await;
         let after = (own_time(&a).await, own_time(&b).await);
         let own = ((after.0.0 - before.0.0) + (after.1.0 - before.1.0))
             / ((after.0.1 - before.0.1) + (after.1.1 - before.1.1)).max(1.0);
@@ -303,8 +344,8 @@ async fn main() {
         return;
     }
     // One long conversation, alone, through one proxy (it stays in that proxy's memory).
-    let direct_long = long_conversation(&http, &standin, "long-direct", false).await;
-    let proxied_long = long_conversation(&http, &a, "long-proxied", true).await;
+    let direct_long = long_conversation(&http, &standin, ("long-direct", long_bodies), false).await;
+    let proxied_long = long_conversation(&http, &a, ("long-proxied", long_bodies), true).await;
     println!("one conversation of {LONG} requests, through one proxy, no other load:");
     println!(
         "| requests | direct, mean (ms) | proxied, mean (ms) | added, mean (ms) | the proxy's own time, mean (ms) |"

@@ -21,8 +21,10 @@ use axum::http::HeaderMap;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::client_body::Body;
+
 /// The store's key of the conversation a request belongs to: `<key hash>:<source>:<id>`.
-pub fn conversation_key(headers: &HeaderMap, body: &Value) -> String {
+pub fn conversation_key(headers: &HeaderMap, body: &Body<'_>) -> String {
     let scope = key_hash(headers);
     let header = |name: &str| {
         headers
@@ -49,6 +51,7 @@ pub fn conversation_key(headers: &HeaderMap, body: &Value) -> String {
     {
         format!("opencode:{id}")
     } else if let Some(id) = body
+        .head
         .pointer("/metadata/user_id")
         .and_then(Value::as_str)
         .and_then(|u| u.rsplit_once("_session_"))
@@ -56,7 +59,7 @@ pub fn conversation_key(headers: &HeaderMap, body: &Value) -> String {
         .filter(|s| !s.is_empty())
     {
         format!("user-id:{id}")
-    } else if let Some(id) = body.get("prompt_cache_key").and_then(Value::as_str) {
+    } else if let Some(id) = body.head.get("prompt_cache_key").and_then(Value::as_str) {
         format!("cache-key:{id}")
     } else {
         format!("content:{}", content_hash(body))
@@ -100,17 +103,19 @@ pub fn scope(key: &[u8]) -> String {
 }
 
 /// The model, the system prompt and the first user message, hashed.
-fn content_hash(body: &Value) -> String {
+fn content_hash(body: &Body<'_>) -> String {
+    // Messages are read in order up to the first user message (usually the first).
     let first_user = body
-        .get("messages")
-        .and_then(Value::as_array)
-        .and_then(|m| m.iter().find(|m| m["role"] == "user"))
+        .messages()
+        .iter()
+        .filter_map(|m| serde_json::from_str::<Value>(m.get()).ok())
+        .find(|m| m["role"] == "user")
         .map(|m| m["content"].to_string())
         .unwrap_or_default();
     let mut h = Sha256::new();
     for part in [
-        body["model"].to_string(),
-        body["system"].to_string(),
+        body.head["model"].to_string(),
+        body.head["system"].to_string(),
         first_user,
     ] {
         h.update((part.len() as u64).to_le_bytes());
@@ -127,6 +132,12 @@ fn hex(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The key of `body` (a value, written out and read as the proxy reads it).
+    fn conversation_key(headers: &HeaderMap, body: &Value) -> String {
+        let text = body.to_string();
+        super::conversation_key(headers, &crate::client_body::parse(&text).unwrap())
+    }
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();

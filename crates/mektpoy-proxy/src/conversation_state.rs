@@ -9,6 +9,7 @@ use mektpoy::session::{FileOptions, SurfaceNode};
 use mektpoy::vocab::Role;
 use mektpoy::{AgentLoop, Config, Message, Session, WireRequest, route_for};
 
+use crate::client_body::Known;
 use crate::store::Store;
 use crate::translate::{self, ClientRequest, Invalid, Plan};
 
@@ -18,7 +19,6 @@ use crate::translate::{self, ClientRequest, Invalid, Plan};
 pub struct Conversation {
     agent: AgentLoop,
     direct: Meter,
-    memo: translate::Memo,
     /// What the last prepared request did to the log, for its log line.
     outcome: &'static str,
     /// Where the log is kept, to undo what a refused request wrote.
@@ -29,6 +29,9 @@ pub struct Conversation {
     /// A refused request's events were cut from the store: the copy in memory is ahead of it,
     /// and the conversation is loaded again. How many events the store kept.
     stale: Option<usize>,
+    /// What the last request's messages stand for in the log (decision 118); `None` after
+    /// anything but a request prepared here.
+    known: Option<Known>,
 }
 
 /// What the proxy kept cached for a conversation, beside what the client's own bodies would
@@ -106,18 +109,18 @@ impl Conversation {
         Ok(Conversation {
             agent,
             direct,
-            memo: translate::Memo::default(),
             outcome: "",
             store: store.clone(),
             key: key.to_owned(),
             end,
             stale: None,
+            known: None,
         })
     }
 
-    /// The answers read from this conversation's last request, for reading the next one.
-    pub fn memo(&mut self) -> &mut translate::Memo {
-        &mut self.memo
+    /// What the last request's messages stand for in the log, for reading the next one.
+    pub fn known(&self) -> Option<&Known> {
+        self.known.as_ref()
     }
 
     /// What the last request [`prepare`](Self::prepare) took did to the log: `retry` (the
@@ -211,7 +214,9 @@ impl Conversation {
         provider: &str,
         client: ClientRequest,
     ) -> Result<WireRequest, Refusal> {
-        self.memo.rotate();
+        // Kept only by a request prepared whole: any other end leaves the next request to
+        // read and compare every message.
+        let known = self.known.take();
         if client.messages.is_empty() {
             return Err(Refusal::Invalid(
                 "messages: at least one message is required".into(),
@@ -242,18 +247,19 @@ impl Conversation {
             .set_tools(client.tools)
             .map_err(|e| Refusal::Invalid(e.to_string()))?;
 
-        let nodes: Vec<(usize, Message)> = self
-            .agent
-            .session()
-            .surface()
-            .iter()
-            .enumerate()
-            .filter_map(|(i, n)| match n {
-                SurfaceNode::Message(m) => Some((i, m.clone())),
-                _ => None,
-            })
-            .collect();
-        let last_node = self.agent.session().surface().len().checked_sub(1);
+        let surface = self.agent.session().surface();
+        // The log's visible messages: those the last request left, then what followed (its
+        // answer); all of them when nothing is known.
+        let (nodes, reused) = match known {
+            Some(k) if k.surface_len <= surface.len() => {
+                let mut nodes = k.nodes;
+                nodes.extend(visible_from(&surface, k.surface_len));
+                (nodes, client.reused)
+            }
+            _ => (visible_from(&surface, 0).collect(), 0),
+        };
+        let last_node = surface.len().checked_sub(1);
+        let count = client.messages.len();
         let fresh = |session: &Session, m: &Message, part: usize| {
             let id = format!("p{}-{part}", session.len());
             let copy = Message::new(id, m.role(), m.content().to_vec(), m.source().clone());
@@ -262,29 +268,32 @@ impl Conversation {
                 None => copy,
             }
         };
-        let new: Vec<Message> = match translate::plan(&client.messages, &nodes) {
-            Plan::Retry => {
-                self.outcome = "retry";
-                let request = self.agent.retry().map_err(record)?;
-                return request
-                    .into_wire()
-                    .map_err(|e| Refusal::Invalid(e.to_string()));
-            }
-            Plan::Extend { new } => {
-                self.outcome = "extend";
-                client.messages[new..].to_vec()
-            }
-            Plan::Replace { client: from, node } => {
-                self.outcome = "replace";
-                let session = self.agent.session();
-                let first = fresh(session, &client.messages[from], 0);
-                let end = last_node.unwrap_or(node);
-                session
-                    .append(Event::replace(first, node, end))
-                    .map_err(|e| append(&e))?;
-                client.messages[from + 1..].to_vec()
-            }
-        };
+        let (new, kept): (Vec<Message>, usize) =
+            match translate::plan(&client.messages, &nodes, reused) {
+                Plan::Retry => {
+                    self.outcome = "retry";
+                    let request = self.agent.retry().map_err(record)?;
+                    let wire = request
+                        .into_wire()
+                        .map_err(|e| Refusal::Invalid(e.to_string()))?;
+                    self.remember(client.raw, nodes, surface.len(), count);
+                    return Ok(wire);
+                }
+                Plan::Extend { new } => {
+                    self.outcome = "extend";
+                    (client.messages[new..].to_vec(), surface.len())
+                }
+                Plan::Replace { client: from, node } => {
+                    self.outcome = "replace";
+                    let session = self.agent.session();
+                    let first = fresh(session, &client.messages[from], 0);
+                    let end = last_node.unwrap_or(node);
+                    session
+                        .append(Event::replace(first, node, end))
+                        .map_err(|e| append(&e))?;
+                    (client.messages[from + 1..].to_vec(), node)
+                }
+            };
         let session = self.agent.session();
         let new: Vec<Message> = new
             .iter()
@@ -300,10 +309,48 @@ impl Conversation {
                 self.agent.next_step().map_err(record)?
             }
         };
-        request
+        let wire = request
             .into_wire()
-            .map_err(|e| Refusal::Invalid(e.to_string()))
+            .map_err(|e| Refusal::Invalid(e.to_string()))?;
+        self.remember(client.raw, nodes, kept, count);
+        Ok(wire)
     }
+
+    /// Notes what a prepared request's messages stand for: the log's visible messages before
+    /// surface index `kept` (unchanged by the request), then those it logged. Kept only when
+    /// the log's visible messages are the client's `count`, one for one.
+    fn remember(
+        &mut self,
+        raw: Vec<crate::client_body::Entry>,
+        mut nodes: Vec<(usize, Message)>,
+        kept: usize,
+        count: usize,
+    ) {
+        let surface = self.agent.session().surface();
+        nodes.truncate(nodes.partition_point(|(i, _)| *i < kept));
+        nodes.extend(visible_from(&surface, kept));
+        self.known = (nodes.len() == count).then(|| Known {
+            raw,
+            nodes,
+            surface_len: surface.len(),
+        });
+    }
+}
+
+/// The surface's user, assistant and tool messages from index `from` on, with their index
+/// (the crate's own developer and system-prompt nodes are never the client's).
+fn visible_from(
+    surface: &mektpoy::vocab::List<SurfaceNode>,
+    from: usize,
+) -> impl Iterator<Item = (usize, Message)> + '_ {
+    (from..surface.len()).filter_map(|i| match surface.get(i) {
+        Some(SurfaceNode::Message(m))
+            if matches!(m.role(), Role::User | Role::Assistant | Role::Tool) =>
+        {
+            Some((i, m.clone()))
+        }
+        _ => None,
+    })
 }
 
 fn record(e: mektpoy::agent::RecordError) -> Refusal {
@@ -320,5 +367,170 @@ fn append(e: &mektpoy::session::AppendError) -> Refusal {
         Refusal::Store(e.to_string())
     } else {
         Refusal::Invalid(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    /// What a client does to its history before its next request.
+    #[derive(Clone, Debug)]
+    enum Step {
+        /// Sees the answer (echoed with its text re-spaced or not), then sends 1–3 more
+        /// messages, the last one marked for caching (the mark moves on, as Claude Code's).
+        Go { echo: bool, spaced: bool, more: u8 },
+        /// Never saw the answer: sends the same history again.
+        Again,
+        /// Goes back to an earlier point, ending on a user message.
+        Rewind(u8),
+        /// Edits an earlier message.
+        Edit(u8),
+        /// Re-spaces an earlier answer's text (same message, other bytes).
+        Respace(u8),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            4 => (any::<bool>(), any::<bool>(), 1u8..4).prop_map(|(echo, spaced, more)| Step::Go { echo, spaced, more }),
+            1 => Just(Step::Again),
+            1 => any::<u8>().prop_map(Step::Rewind),
+            1 => any::<u8>().prop_map(Step::Edit),
+            1 => any::<u8>().prop_map(Step::Respace),
+        ]
+    }
+
+    fn user(text: &str, marked: bool) -> Value {
+        let mut block = json!({"type": "text", "text": text});
+        if marked {
+            block["cache_control"] = json!({"type": "ephemeral"});
+        }
+        json!({"role": "user", "content": [block]})
+    }
+
+    /// The log's visible messages after each request (role and content), or the refusal,
+    /// for `steps`; with `forget`, nothing is known of the previous request: every message is
+    /// read and compared.
+    fn run(steps: &[Step], forget: bool) -> Vec<Result<Vec<(Role, String)>, String>> {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("t.db")).unwrap();
+        let mut c = Conversation::load(&store, "k", "anthropic", "claude-opus-5").unwrap();
+        let mut history = vec![user("hi", true)];
+        let mut out = Vec::new();
+        let mut answer = None;
+        for (n, s) in steps.iter().enumerate() {
+            if n > 0 {
+                match *s {
+                    Step::Go { echo, spaced, more } => {
+                        if let (true, Some(a)) = (echo, answer.take()) {
+                            let text = if spaced { format!("{a}\n") } else { a };
+                            history.push(json!({"role": "assistant", "content": [{"type": "text", "text": text}]}));
+                        }
+                        for j in 0..more {
+                            if let Some(b) = history
+                                .last_mut()
+                                .filter(|m| m["role"] == "user")
+                                .and_then(|last| last["content"][0].as_object_mut())
+                            {
+                                b.remove("cache_control");
+                            }
+                            history.push(user(&format!("u{n}-{j}"), j + 1 == more));
+                        }
+                    }
+                    Step::Again => {}
+                    Step::Rewind(k) => {
+                        let users: Vec<usize> = (0..history.len())
+                            .filter(|&i| history[i]["role"] == "user")
+                            .collect();
+                        history.truncate(users[usize::from(k) % users.len()] + 1);
+                    }
+                    Step::Edit(k) => {
+                        let i = usize::from(k) % history.len();
+                        history[i]["content"][0]["text"] = json!(format!("edited {n}"));
+                    }
+                    Step::Respace(k) => {
+                        let i = usize::from(k) % history.len();
+                        if history[i]["role"] == "assistant" {
+                            let t = history[i]["content"][0]["text"]
+                                .as_str()
+                                .unwrap()
+                                .to_owned();
+                            history[i]["content"][0]["text"] = json!(format!(" {t}"));
+                        }
+                    }
+                }
+            }
+            if forget {
+                c.known = None;
+            }
+            let text =
+                json!({"model": "claude-opus-5", "max_tokens": 8, "messages": history}).to_string();
+            let body = crate::client_body::parse(&text).unwrap();
+            let prepared = translate::read(&body, "anthropic", c.known())
+                .map_err(Refusal::from)
+                .and_then(|client| c.prepare("anthropic", client));
+            out.push(match prepared {
+                Ok(_) => {
+                    let text = format!("answer {n}");
+                    let message = Message::assistant(
+                        format!("a{n}"),
+                        text.clone(),
+                        "anthropic",
+                        "claude-opus-5",
+                    );
+                    c.agent().append(message).unwrap();
+                    answer = Some(text);
+                    Ok(visible_from(&c.agent().session().surface(), 0)
+                        .map(|(_, m)| (m.role(), serde_json::to_string(m.content()).unwrap()))
+                        .collect())
+                }
+                Err(e) => Err(e.to_string()),
+            });
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        /// Reading only what the previous request did not send logs what reading and
+        /// comparing every message logs, whatever the client does to its history.
+        #[test]
+        fn reading_what_is_new_logs_what_reading_everything_logs(steps in proptest::collection::vec(step(), 1..14)) {
+            prop_assert_eq!(run(&steps, false), run(&steps, true));
+        }
+    }
+
+    #[test]
+    fn an_extended_history_is_read_from_what_is_new() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("t.db")).unwrap();
+        let mut c = Conversation::load(&store, "k", "anthropic", "claude-opus-5").unwrap();
+        let mut history = vec![user("hi", false)];
+        for n in 0..5 {
+            let text =
+                json!({"model": "claude-opus-5", "max_tokens": 8, "messages": history}).to_string();
+            let body = crate::client_body::parse(&text).unwrap();
+            let client = translate::read(&body, "anthropic", c.known()).unwrap();
+            // Every message but the two new ones (the echoed answer and the next turn) is
+            // the log's own.
+            assert_eq!(
+                client.reused,
+                history.len().saturating_sub(2),
+                "request {n}"
+            );
+            c.prepare("anthropic", client).unwrap();
+            c.agent()
+                .append(Message::assistant(
+                    format!("a{n}"),
+                    "ok",
+                    "anthropic",
+                    "claude-opus-5",
+                ))
+                .unwrap();
+            history.push(json!({"role": "assistant", "content": "ok"}));
+            history.push(user(&format!("u{n}"), false));
+        }
     }
 }

@@ -23,9 +23,12 @@ pub fn take(
     body: &[u8],
 ) -> Result<WireRequest, Refusal> {
     let api = if chat { Api::Chat } else { Api::Messages };
-    let value: serde_json::Value = serde_json::from_slice(body)
+    let parsed = std::str::from_utf8(body)
+        .map_err(|e| e.to_string())
+        .and_then(|text| crate::client_body::parse(text).map_err(|e| e.to_string()))
         .map_err(|e| Refusal::Invalid(format!("the body is not JSON: {e}")))?;
-    let model = value
+    let model = parsed
+        .head
         .get("model")
         .and_then(serde_json::Value::as_str)
         .unwrap_or_default();
@@ -35,7 +38,7 @@ pub fn take(
             *slot = Some(Conversation::load(store, key, provider, model)?);
         }
         let conversation = slot.as_mut().expect("loaded above");
-        let client = api.read(&value, provider, conversation.memo())?;
+        let client = api.read(&parsed, provider, conversation.known())?;
         conversation.prepare(provider, client)
     })();
     if let Err(r) = &prepared {

@@ -9,6 +9,7 @@
 //! breakpoints, the sticky thinking policy. The answer goes back to the client byte for byte
 //! and, decoded, into the log ([`server`]). Logs live in SQLite or Postgres ([`store`]).
 
+pub mod client_body;
 pub mod conversation;
 pub mod conversation_state;
 pub mod demo;

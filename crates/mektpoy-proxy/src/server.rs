@@ -237,13 +237,13 @@ impl Api {
 
     pub(crate) fn read(
         self,
-        body: &Value,
+        body: &crate::client_body::Body<'_>,
         provider: &str,
-        memo: &mut translate::Memo,
+        known: Option<&crate::client_body::Known>,
     ) -> Result<translate::ClientRequest, Refusal> {
         match self {
-            Api::Messages => translate::read(body, provider, memo),
-            Api::Chat => translate::read_chat(body, provider, memo),
+            Api::Messages => translate::read(body, provider, known),
+            Api::Chat => translate::read_chat(body, provider, known),
         }
         .map_err(Refusal::from)
     }
@@ -405,7 +405,12 @@ async fn answer(
     let started = Instant::now();
     // Refused before it names a conversation, unless it gets further.
     trace.outcome = "refused";
-    let value: Value = match serde_json::from_slice(&body) {
+    // The messages stay raw: only those the conversation's last request did not send are
+    // decoded (decision 118).
+    let parsed = match std::str::from_utf8(&body)
+        .map_err(|e| e.to_string())
+        .and_then(|text| crate::client_body::parse(text).map_err(|e| e.to_string()))
+    {
         Ok(v) => v,
         Err(e) => {
             let r = Refusal::Invalid(format!("the body is not JSON: {e}"));
@@ -415,7 +420,7 @@ async fn answer(
     };
     // What every body needs before it names a conversation; the rest is read under the
     // conversation's lock, where earlier answers are remembered.
-    let model = match value.get("model").and_then(Value::as_str) {
+    let model = match parsed.head.get("model").and_then(Value::as_str) {
         Some(m) if !m.is_empty() => m.to_owned(),
         _ => {
             let r = Refusal::Invalid("model: a non-empty string is required".into());
@@ -423,11 +428,7 @@ async fn answer(
             return api.refused(&r);
         }
     };
-    if value
-        .get("messages")
-        .and_then(Value::as_array)
-        .is_none_or(Vec::is_empty)
-    {
+    if parsed.messages().is_empty() {
         let r = Refusal::Invalid("messages: at least one message is required".into());
         trace.refusal(&r);
         return api.refused(&r);
@@ -443,7 +444,7 @@ async fn answer(
             ),
         );
     };
-    let key = conversation_key(&headers, &value);
+    let key = conversation_key(&headers, &parsed);
     trace.conversation.clone_from(&key);
     trace.outcome = "";
     let mut slot = proxy.slot(&key).lock_owned().await;
@@ -458,7 +459,7 @@ async fn answer(
                 *slot = Some(Conversation::load(&store, &key, provider, &model)?);
             }
             let conversation = slot.as_mut().expect("loaded above");
-            let client = api.read(&value, provider, conversation.memo())?;
+            let client = api.read(&parsed, provider, conversation.known())?;
             match conversation.prepare(provider, client) {
                 Ok(wire) => return Ok(wire),
                 Err(Refusal::Store(_)) if attempt == 0 => {

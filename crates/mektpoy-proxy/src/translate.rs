@@ -4,7 +4,10 @@
 use mektpoy::response::{decode_chat, decode_messages};
 use mektpoy::vocab::{MessageSource, Role};
 use mektpoy::{ContentBlock, Message, ToolSchema};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
+
+use crate::client_body::{Body, Entry, Known, RawKey};
 
 /// Why a client body cannot be taken: answered as the provider's `invalid_request_error`.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +34,67 @@ pub struct ClientRequest {
     /// Every other top-level key (`max_tokens`, `stream`, `thinking`, `tool_choice`, ...),
     /// sent on as the route's configuration.
     pub params: Map<String, Value>,
+    /// The request's raw messages, keyed, for the next request.
+    pub raw: Vec<Entry>,
+    /// How many leading `messages` were not read but taken from the log: the previous request
+    /// sent their bytes, and the log holds them as its first visible messages.
+    pub reused: usize,
+}
+
+/// Which raw messages of a request are read, and which are taken from what the previous
+/// request's stood for.
+struct Reading<'k> {
+    keys: Vec<RawKey>,
+    known: Option<&'k Known>,
+    /// Raw messages the previous request sent byte for byte, from the first.
+    same: usize,
+    /// How many messages in the crate's shape they are.
+    reused: usize,
+    entries: Vec<Entry>,
+}
+
+impl<'k> Reading<'k> {
+    fn new(raw: &[&RawValue], known: Option<&'k Known>) -> Self {
+        let keys: Vec<RawKey> = raw.iter().map(|m| RawKey::of(m)).collect();
+        let (same, reused) = known.map_or((0, 0), |k| k.reusable(&keys));
+        Reading {
+            entries: Vec::with_capacity(keys.len()),
+            keys,
+            known,
+            same,
+            reused,
+        }
+    }
+
+    /// Raw message `i` as the previous request sent it: its messages (the log's) pushed to
+    /// `out`. `false`: it is to be read.
+    fn take(&mut self, i: usize, out: &mut Vec<Message>) -> bool {
+        let Some(known) = self.known.filter(|_| i < self.same) else {
+            return false;
+        };
+        let entry = known.raw[i];
+        if entry.read_again {
+            return false;
+        }
+        let start = i.checked_sub(1).map_or(0, |j| known.raw[j].end);
+        out.extend(known.nodes[start..entry.end].iter().map(|(_, m)| m.clone()));
+        self.entries.push(entry);
+        true
+    }
+
+    /// Raw message `i` was read: `end` messages in the crate's shape so far.
+    fn read(&mut self, i: usize, read_again: bool, end: usize) {
+        self.entries.push(Entry {
+            key: self.keys[i],
+            read_again,
+            end,
+        });
+    }
+
+    /// Raw message `i` as a value.
+    fn value(raw: &RawValue) -> Result<Value, Invalid> {
+        serde_json::from_str(raw.get()).map_err(|e| invalid(e.to_string()))
+    }
 }
 
 /// Keys the crate writes itself; a client's top-level `cache_control` is replaced by the
@@ -38,13 +102,18 @@ pub struct ClientRequest {
 const OWN_KEYS: [&str; 5] = ["model", "system", "tools", "messages", "cache_control"];
 
 /// Reads a Messages-API request body. `provider` names the answers' source for assistant
-/// messages the log does not hold yet.
+/// messages the log does not hold yet; `known`, what the conversation's previous request
+/// stood for, spares reading the messages it sent already.
 ///
 /// # Errors
 /// [`Invalid`] for a body of another shape: not an object, no string `model`, `messages` not
 /// an array, a message without a known role, a block without a `type`, a tool without a
 /// `name` or an object `input_schema`.
-pub fn read(body: &Value, provider: &str, memo: &mut Memo) -> Result<ClientRequest, Invalid> {
+pub fn read(
+    body: &Body<'_>,
+    provider: &str,
+    known: Option<&Known>,
+) -> Result<ClientRequest, Invalid> {
     let (object, model, tools, raw) = head(body, tool, |i| format!("tools.{i}"))?;
     let system = match object.get("system") {
         None | Some(Value::Null) => String::new(),
@@ -63,13 +132,20 @@ pub fn read(body: &Value, provider: &str, memo: &mut Memo) -> Result<ClientReque
     };
     let mut messages = Vec::new();
     let mut changes = ClientChanges::new(&tools);
+    let mut reading = Reading::new(raw, known);
     for (i, m) in raw.iter().enumerate() {
-        let at = |e: Invalid| invalid(format!("messages.{i}: {}", e.0));
-        if m.get("role").and_then(Value::as_str) == Some("system") {
-            changes.apply(m).map_err(at)?;
-        } else {
-            message(m, i, provider, &model, &mut messages, memo).map_err(at)?;
+        if reading.take(i, &mut messages) {
+            continue;
         }
+        let at = |e: Invalid| invalid(format!("messages.{i}: {}", e.0));
+        let m = Reading::value(m).map_err(at)?;
+        let system = m.get("role").and_then(Value::as_str) == Some("system");
+        if system {
+            changes.apply(&m).map_err(at)?;
+        } else {
+            message(&m, i, provider, &model, &mut messages).map_err(at)?;
+        }
+        reading.read(i, system, messages.len());
     }
     let params = params_of(object, &OWN_KEYS);
     Ok(ClientRequest {
@@ -78,6 +154,8 @@ pub fn read(body: &Value, provider: &str, memo: &mut Memo) -> Result<ClientReque
         tools: changes.effective(tools),
         messages,
         params,
+        raw: reading.entries,
+        reused: reading.reused,
     })
 }
 
@@ -218,7 +296,6 @@ fn message(
     provider: &str,
     model: &str,
     out: &mut Vec<Message>,
-    memo: &mut Memo,
 ) -> Result<(), Invalid> {
     let id = |part: usize| format!("client-{index}-{part}");
     let blocks: Vec<Value> = match m.get("content") {
@@ -247,16 +324,14 @@ fn message(
         Some("assistant") => {
             // The crate's own decoder reads an answer's blocks (thinking and its signature,
             // tool calls and their exact arguments): an echoed answer reads as the answer.
-            let message = memo.get_or_read(m, || {
-                let response = json!({
-                    "id": id(0), "type": "message", "role": "assistant", "model": model,
-                    "content": blocks, "stop_reason": null, "stop_sequence": null,
-                    "usage": {"input_tokens": 0, "output_tokens": 0},
-                });
-                decode_messages(&response.to_string(), provider, Some(&id(0)))
-                    .map(|answer| answer.message)
-                    .map_err(|e| invalid(e.to_string()))
-            })?;
+            let response = json!({
+                "id": id(0), "type": "message", "role": "assistant", "model": model,
+                "content": blocks, "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": 0, "output_tokens": 0},
+            });
+            let message = decode_messages(&response.to_string(), provider, Some(&id(0)))
+                .map(|answer| answer.message)
+                .map_err(|e| invalid(e.to_string()))?;
             out.push(message);
             Ok(())
         }
@@ -323,17 +398,28 @@ const OWN_CHAT_KEYS: [&str; 3] = ["model", "tools", "messages"];
 /// [`Invalid`] for a body of another shape, and for a `system` / `developer` message after the
 /// conversation started (the crate keeps one system prompt; this release does not place a
 /// client's later instructions).
-pub fn read_chat(body: &Value, provider: &str, memo: &mut Memo) -> Result<ClientRequest, Invalid> {
+pub fn read_chat(
+    body: &Body<'_>,
+    provider: &str,
+    known: Option<&Known>,
+) -> Result<ClientRequest, Invalid> {
     let (object, model, tools, raw) = head(body, chat_tool, |i| format!("tools[{i}]"))?;
     let mut system = Vec::new();
     let mut messages = Vec::new();
+    let mut reading = Reading::new(raw, known);
     for (i, m) in raw.iter().enumerate() {
+        if reading.take(i, &mut messages) {
+            continue;
+        }
         let at = |e: Invalid| invalid(format!("messages[{i}]: {}", e.0));
+        let m = &Reading::value(m).map_err(at)?;
         let id = format!("client-{i}-0");
         let role = m.get("role").and_then(Value::as_str);
         match role {
             Some("system" | "developer") if messages.is_empty() => {
                 system.push(chat_text(m.get("content")).map_err(at)?);
+                reading.read(i, true, 0);
+                continue;
             }
             Some("system" | "developer") => {
                 return Err(at(invalid(
@@ -345,22 +431,18 @@ pub fn read_chat(body: &Value, provider: &str, memo: &mut Memo) -> Result<Client
                 messages.push(Message::new(id, Role::User, content, MessageSource::User));
             }
             Some("assistant") => {
-                let read = memo
-                    .get_or_read(m, || {
-                        let mut message = m.clone();
-                        if let Some(o) = message.as_object_mut() {
-                            o.remove("cache_control");
-                        }
-                        let response = json!({
-                            "id": id, "object": "chat.completion", "created": 0, "model": model,
-                            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-                        });
-                        decode_chat(&response.to_string(), provider, Some(&id))
-                            .map(|answer| answer.message)
-                            .map_err(|e| invalid(e.to_string()))
-                    })
-                    .map_err(at)?;
+                let mut message = m.clone();
+                if let Some(o) = message.as_object_mut() {
+                    o.remove("cache_control");
+                }
+                let response = json!({
+                    "id": id, "object": "chat.completion", "created": 0, "model": model,
+                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                });
+                let read = decode_chat(&response.to_string(), provider, Some(&id))
+                    .map(|answer| answer.message)
+                    .map_err(|e| at(invalid(e.to_string())))?;
                 messages.push(read);
             }
             Some("tool") => {
@@ -385,6 +467,7 @@ pub fn read_chat(body: &Value, provider: &str, memo: &mut Memo) -> Result<Client
             }
             None => return Err(at(invalid("role: a string is required"))),
         }
+        reading.read(i, false, messages.len());
     }
     let params = params_of(object, &OWN_CHAT_KEYS);
     Ok(ClientRequest {
@@ -393,6 +476,8 @@ pub fn read_chat(body: &Value, provider: &str, memo: &mut Memo) -> Result<Client
         tools,
         messages,
         params,
+        raw: reading.entries,
+        reused: reading.reused,
     })
 }
 
@@ -451,15 +536,16 @@ type Head<'v> = (
     &'v Map<String, Value>,
     String,
     Vec<ToolSchema>,
-    &'v Vec<Value>,
+    &'v [&'v RawValue],
 );
 
 fn head<'v>(
-    body: &'v Value,
+    body: &'v Body<'_>,
     tool: impl Fn(&Value) -> Result<ToolSchema, Invalid>,
     at: impl Fn(usize) -> String,
 ) -> Result<Head<'v>, Invalid> {
     let object = body
+        .head
         .as_object()
         .ok_or_else(|| invalid("the body is not a JSON object"))?;
     let model = object
@@ -477,9 +563,9 @@ fn head<'v>(
             .collect::<Result<_, _>>()?,
         Some(_) => return Err(invalid("tools: an array is expected")),
     };
-    let messages = object
-        .get("messages")
-        .and_then(Value::as_array)
+    let messages = body
+        .messages
+        .as_deref()
         .ok_or_else(|| invalid("messages: an array is required"))?;
     Ok((object, model, tools, messages))
 }
@@ -496,6 +582,9 @@ fn params_of(object: &Map<String, Value>, own: &[&str]) -> Map<String, Value> {
 /// Whether a client's message is one the log holds, as clients send echoed turns back:
 /// thinking dropped or kept, whitespace trimmed, tool-call arguments re-spelled as JSON.
 pub fn same_message(client: &Message, logged: &Message) -> bool {
+    if client.ptr_eq(logged) {
+        return true;
+    }
     if client.role() != logged.role() {
         return false;
     }
@@ -553,61 +642,6 @@ fn same_block(a: &ContentBlock, b: &ContentBlock) -> bool {
     }
 }
 
-/// Assistant messages already read, by a hash of their JSON: a harness re-sends every earlier
-/// answer on every request, and reading one goes through the crate's decoder.
-#[derive(Debug, Default)]
-pub struct Memo {
-    read: std::collections::HashMap<u64, Message>,
-    used: std::collections::HashMap<u64, Message>,
-}
-
-impl Memo {
-    /// Keeps only what the last request used: the memo holds one history, not every one.
-    pub fn rotate(&mut self) {
-        self.read = std::mem::take(&mut self.used);
-    }
-
-    fn get_or_read(
-        &mut self,
-        raw: &Value,
-        read: impl FnOnce() -> Result<Message, Invalid>,
-    ) -> Result<Message, Invalid> {
-        use std::hash::Hasher as _;
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        hash_value(raw, &mut h);
-        let key = h.finish();
-        let message = match self.read.get(&key) {
-            Some(m) => m.clone(),
-            None => read()?,
-        };
-        self.used.insert(key, message.clone());
-        Ok(message)
-    }
-}
-
-fn hash_value(v: &Value, h: &mut impl std::hash::Hasher) {
-    use std::hash::Hash as _;
-    match v {
-        Value::Null => h.write_u8(0),
-        Value::Bool(b) => (1u8, *b).hash(h),
-        Value::Number(n) => (2u8, n.as_u64(), n.as_i64(), n.as_f64().map(f64::to_bits)).hash(h),
-        Value::String(s) => (3u8, s).hash(h),
-        Value::Array(a) => {
-            (4u8, a.len()).hash(h);
-            for x in a {
-                hash_value(x, h);
-            }
-        }
-        Value::Object(o) => {
-            (5u8, o.len()).hash(h);
-            for (k, x) in o {
-                k.hash(h);
-                hash_value(x, h);
-            }
-        }
-    }
-}
-
 /// What a client request does to the log's conversation.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Plan {
@@ -631,17 +665,21 @@ pub enum Plan {
 
 /// Compares the client's messages with the log's surface (`nodes`: each surface message
 /// with its node index; the crate's own tool-change and system-prompt nodes are passed over,
-/// as clients never see them).
-pub fn plan(client: &[Message], nodes: &[(usize, Message)]) -> Plan {
+/// as clients never see them). The first `known` client messages are known to be the first
+/// visible ones (the previous request sent them byte for byte, and the log has not changed
+/// before them since): they are not compared again.
+pub fn plan(client: &[Message], nodes: &[(usize, Message)], known: usize) -> Plan {
     let visible: Vec<&(usize, Message)> = nodes
         .iter()
         .filter(|(_, m)| matches!(m.role(), Role::User | Role::Assistant | Role::Tool))
         .collect();
-    let matched = client
-        .iter()
-        .zip(&visible)
-        .take_while(|(c, (_, l))| same_message(c, l))
-        .count();
+    let known = known.min(client.len()).min(visible.len());
+    let matched = known
+        + client[known..]
+            .iter()
+            .zip(&visible[known..])
+            .take_while(|(c, (_, l))| same_message(c, l))
+            .count();
     match (matched == visible.len(), matched == client.len()) {
         (true, true) => Plan::Retry,
         (true, false) => Plan::Extend { new: matched },
@@ -668,6 +706,16 @@ pub fn plan(client: &[Message], nodes: &[(usize, Message)]) -> Plan {
 mod tests {
     use super::*;
 
+    /// `read` on a body given as a value, nothing known of an earlier request.
+    fn read_v(body: &Value) -> Result<ClientRequest, Invalid> {
+        let text = body.to_string();
+        read(
+            &crate::client_body::parse(&text).unwrap(),
+            "anthropic",
+            None,
+        )
+    }
+
     fn body(messages: Value) -> Value {
         json!({"model": "claude-opus-5", "max_tokens": 10, "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
             "tools": [{"name": "read", "description": "Read", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}}],
@@ -681,7 +729,7 @@ mod tests {
             {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "ok"}, {"type": "tool_use", "id": "c1", "name": "read", "input": {"p": 1}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "done"}, {"type": "text", "text": "next", "cache_control": {"type": "ephemeral"}}]},
         ]));
-        let r = read(&b, "anthropic", &mut Memo::default()).unwrap();
+        let r = read_v(&b).unwrap();
         assert_eq!(r.model, "claude-opus-5");
         assert_eq!(r.system, "Be brief.");
         assert_eq!(r.tools.len(), 1);
@@ -703,35 +751,22 @@ mod tests {
             json!({"model": "m", "messages": [], "tools": [{"name": "t"}]}),
             json!({"model": "m", "messages": [], "tools": [{"type": "web_search_20250305", "name": "w"}]}),
         ] {
-            assert!(
-                read(&bad, "anthropic", &mut Memo::default()).is_err(),
-                "{bad}"
-            );
+            assert!(read_v(&bad).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn echoed_answers_match_without_thinking_and_re_spelled() {
-        let logged = read(
-            &body(json!([{"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "ok"}, {"type": "tool_use", "id": "c1", "name": "read", "input": {"a": 1, "b": 2}}]}])),
-            "anthropic",
-            &mut Memo::default(),
-        )
+        let logged = read_v(&body(json!([{"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "ok"}, {"type": "tool_use", "id": "c1", "name": "read", "input": {"a": 1, "b": 2}}]}])))
         .unwrap()
         .messages;
-        let echoed = read(
-            &body(json!([{"role": "assistant", "content": [{"type": "text", "text": "ok\n"}, {"type": "tool_use", "id": "c1", "name": "read", "input": {"b": 2, "a": 1}}]}])),
-            "anthropic",
-            &mut Memo::default(),
-        )
+        let echoed = read_v(&body(json!([{"role": "assistant", "content": [{"type": "text", "text": "ok\n"}, {"type": "tool_use", "id": "c1", "name": "read", "input": {"b": 2, "a": 1}}]}])))
         .unwrap()
         .messages;
         assert!(same_message(&echoed[0], &logged[0]));
-        let edited = read(
-            &body(json!([{"role": "assistant", "content": [{"type": "text", "text": "OK"}]}])),
-            "anthropic",
-            &mut Memo::default(),
-        )
+        let edited = read_v(&body(
+            json!([{"role": "assistant", "content": [{"type": "text", "text": "OK"}]}]),
+        ))
         .unwrap()
         .messages;
         assert!(!same_message(&edited[0], &logged[0]));
@@ -754,7 +789,7 @@ mod tests {
             {"name": "search", "description": "Search", "input_schema": {"type": "object"}, "defer_loading": true},
             {"name": "later", "description": "Later", "input_schema": {"type": "object"}, "defer_loading": true},
         ]);
-        let r = read(&b, "anthropic", &mut Memo::default()).unwrap();
+        let r = read_v(&b).unwrap();
         let tools: Vec<(&str, bool)> = r
             .tools
             .iter()
@@ -773,41 +808,86 @@ mod tests {
         );
 
         b["messages"][2]["content"] = json!([{"type": "text", "text": "be brief"}]);
-        assert!(read(&b, "anthropic", &mut Memo::default()).is_err());
+        assert!(read_v(&b).is_err());
         b["messages"][2]["content"] = json!([{"type": "tool_addition", "tool": {"type": "tool_reference", "name": "nowhere"}}]);
-        assert!(read(&b, "anthropic", &mut Memo::default()).is_err());
+        assert!(read_v(&b).is_err());
     }
 
     #[test]
-    fn the_memo_serves_an_unchanged_answer_and_reads_a_changed_one() {
-        let answer = |text: &str| {
-            body(json!([
-                {"role": "user", "content": "hi"},
-                {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": text}]},
-                {"role": "user", "content": "next"},
-            ]))
+    fn messages_the_last_request_sent_are_taken_from_the_log_and_the_rest_read() {
+        let history = |text: &str, more: bool| {
+            let mut m = vec![
+                json!({"role": "user", "content": "hi"}),
+                json!({"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": text}]}),
+                json!({"role": "system", "content": [{"type": "tool_removal", "tool": {"type": "tool_reference", "name": "read"}}]}),
+                json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "r"}, {"type": "text", "text": "next"}]}),
+            ];
+            if more {
+                m.push(json!({"role": "assistant", "content": "fine"}));
+                m.push(json!({"role": "user", "content": "go"}));
+            }
+            body(Value::Array(m)).to_string()
         };
-        let mut memo = Memo::default();
-        let first = read(&answer("ok"), "anthropic", &mut memo)
-            .unwrap()
-            .messages;
-        memo.rotate();
-        let again = read(&answer("ok"), "anthropic", &mut memo)
-            .unwrap()
-            .messages;
-        assert!(first[1].ptr_eq(&again[1]), "served from the memo");
-        memo.rotate();
-        let edited = read(&answer("edited"), "anthropic", &mut memo)
-            .unwrap()
-            .messages;
-        assert_eq!(edited[1].text(), "edited");
-        memo.rotate();
-        assert!(memo.read.len() == 1, "the memo holds the last history only");
-        let fresh = read(&answer("ok"), "anthropic", &mut memo)
-            .unwrap()
-            .messages;
-        assert!(!first[1].ptr_eq(&fresh[1]), "read again once forgotten");
-        assert!(same_message(&fresh[1], &first[1]));
+        let first_text = history("ok", false);
+        let first = read(
+            &crate::client_body::parse(&first_text).unwrap(),
+            "anthropic",
+            None,
+        )
+        .unwrap();
+        assert_eq!(first.reused, 0);
+        // What a prepared request leaves: the log's visible messages, one for each.
+        let logged: Vec<(usize, Message)> = first.messages.iter().cloned().enumerate().collect();
+        let known = Known {
+            raw: first.raw.clone(),
+            nodes: logged.clone(),
+            surface_len: logged.len(),
+        };
+        let again_text = history("ok", true);
+        let again = read(
+            &crate::client_body::parse(&again_text).unwrap(),
+            "anthropic",
+            Some(&known),
+        )
+        .unwrap();
+        assert_eq!(
+            again.reused, 4,
+            "user, answer, tool result, user: the log's"
+        );
+        for (m, (_, l)) in again.messages.iter().zip(&logged) {
+            assert!(m.ptr_eq(l));
+        }
+        assert!(again.tools.is_empty(), "the system message is read again");
+        assert_eq!(again.messages.len(), 6);
+        assert_eq!(again.messages[5].text(), "go");
+        assert_eq!(
+            plan(&again.messages, &logged, again.reused),
+            Plan::Extend { new: 4 }
+        );
+
+        let edited_text = history("edited", true);
+        let edited = read(
+            &crate::client_body::parse(&edited_text).unwrap(),
+            "anthropic",
+            Some(&known),
+        )
+        .unwrap();
+        assert_eq!(edited.reused, 1, "read from the first message that differs");
+        assert_eq!(edited.messages[1].text(), "edited");
+        assert_eq!(
+            plan(&edited.messages, &logged, edited.reused),
+            Plan::Replace { client: 1, node: 1 }
+        );
+        // The same history again: nothing reused past the last message, which is always read.
+        let same = read(
+            &crate::client_body::parse(&first_text).unwrap(),
+            "anthropic",
+            Some(&known),
+        )
+        .unwrap();
+        assert_eq!(same.reused, 2);
+        assert!(!same.messages[3].ptr_eq(&logged[3].1));
+        assert_eq!(plan(&same.messages, &logged, same.reused), Plan::Retry);
     }
 
     #[test]
@@ -827,18 +907,18 @@ mod tests {
         let nodes =
             |spec: &str| -> Vec<(usize, Message)> { m(spec).into_iter().enumerate().collect() };
         let log = nodes("u1 a1 dx u2 a2");
-        assert_eq!(plan(&m("u1 a1 u2 a2 u3"), &log), Plan::Extend { new: 4 });
-        assert_eq!(plan(&m("u1 a1 u2 a2"), &log), Plan::Retry);
+        assert_eq!(plan(&m("u1 a1 u2 a2 u3"), &log, 0), Plan::Extend { new: 4 });
+        assert_eq!(plan(&m("u1 a1 u2 a2"), &log, 0), Plan::Retry);
         assert_eq!(
-            plan(&m("u1 a1 u2"), &log),
+            plan(&m("u1 a1 u2"), &log, 0),
             Plan::Replace { client: 2, node: 3 },
             "a rewind logs the client's last message again in place"
         );
         assert_eq!(
-            plan(&m("u9 u3"), &log),
+            plan(&m("u9 u3"), &log, 0),
             Plan::Replace { client: 0, node: 0 },
             "a compaction replaces from the first message that differs"
         );
-        assert_eq!(plan(&m("u1"), &[]), Plan::Extend { new: 0 });
+        assert_eq!(plan(&m("u1"), &[], 0), Plan::Extend { new: 0 });
     }
 }

@@ -1,0 +1,199 @@
+//! Where the proxy's own time goes along one conversation: each piece of a request's work
+//! (reading the body, naming the conversation, reading its messages, logging and
+//! serializing, metering the client's own body, metering and logging the answer) timed in
+//! process, without HTTP or the upstream, at requests 1–10 and 991–1,000 of one conversation
+//! of tiny bodies and of Claude Code-sized ones. Every request is timed once (a request
+//! cannot be repeated without changing the conversation), so this bench has its own harness.
+//!
+//! `cargo bench -p mektpoy-proxy --bench pieces` (figures in `docs/benchmarks.md`);
+//! `-- --quick` for 100 requests; `-- --memory` instead holds 20 conversations of 20 requests
+//! in memory for each of three body shapes and prints the process's resident set after each,
+//! to tell what a conversation's memory grows with.
+
+use std::time::Instant;
+
+use axum::http::HeaderMap;
+use mektpoy_proxy::Store;
+use mektpoy_proxy::client_body::parse;
+use mektpoy_proxy::conversation::conversation_key;
+use mektpoy_proxy::conversation_state::Conversation;
+use mektpoy_proxy::translate;
+use serde_json::{Value, json};
+
+const PIECES: [&str; 6] = [
+    "read the body",
+    "name the conversation",
+    "read the messages",
+    "log and serialize",
+    "meter the client's body",
+    "meter and log the answer",
+];
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--list") {
+        return;
+    }
+    if args.iter().any(|a| a == "--memory") {
+        memory();
+        return;
+    }
+    let requests = if args.iter().any(|a| a == "--quick") {
+        100
+    } else {
+        1_000
+    };
+    println!(
+        "| bodies | piece | requests 1–10, median (ms) | {}–{requests}, median (ms) |",
+        requests - 9
+    );
+    println!("|---|---|---|---|");
+    for (name, tools, turn) in [("tiny", 1, 8), ("Claude Code-sized", 300, 100)] {
+        let times = conversation(requests, tools, turn);
+        // Medians: on a shared machine a mean is one preempted request away from another
+        // figure.
+        let median = |w: &[[f64; 6]], k: usize| {
+            let mut xs: Vec<f64> = w.iter().map(|t| t[k]).collect();
+            xs.sort_by(f64::total_cmp);
+            xs[xs.len() / 2]
+        };
+        let (first, last) = (&times[..10], &times[requests - 10..]);
+        for (k, piece) in PIECES.iter().enumerate() {
+            println!(
+                "| {name} | {piece} | {:.3} | {:.3} |",
+                median(first, k),
+                median(last, k)
+            );
+        }
+        let total = |w: &[[f64; 6]]| {
+            let mut xs: Vec<f64> = w.iter().map(|t| t.iter().sum()).collect();
+            xs.sort_by(f64::total_cmp);
+            xs[xs.len() / 2]
+        };
+        println!(
+            "| {name} | **all** | {:.3} | {:.3} |",
+            total(first),
+            total(last)
+        );
+    }
+}
+
+/// `VmRSS` of this process, in MiB.
+fn rss() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("VmRSS:")?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .unwrap_or(0.0)
+        / 1024.0
+}
+
+/// The resident set grown by holding 20 conversations of 20 requests, per body shape.
+fn memory() {
+    println!(
+        "| tools | turn (bytes) | last body (KB) | resident set grown, per conversation (KB) |"
+    );
+    println!("|---|---|---|---|");
+    for (tools, turn) in [(1, 12_000), (300, 100), (300, 12_000)] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("memory.db")).unwrap();
+        let before = rss();
+        let mut held = Vec::new();
+        let mut last = 0;
+        for n in 0..20 {
+            let (c, len) = run(
+                &store,
+                &format!("memory-{n}"),
+                20,
+                tools,
+                turn,
+                &mut Vec::new(),
+            );
+            held.push(c);
+            last = len;
+        }
+        let grown = (rss() - before) * 1024.0 / 20.0;
+        println!("| {tools} | {turn} | {} | {grown:.0} |", last / 1024);
+        drop(held);
+    }
+}
+
+/// One conversation of `requests` requests: each request's pieces, in ms.
+fn conversation(requests: usize, tools: usize, turn: usize) -> Vec<[f64; 6]> {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("pieces.db")).unwrap();
+    let mut out = Vec::with_capacity(requests);
+    run(&store, "pieces", requests, tools, turn, &mut out);
+    out
+}
+
+/// One conversation `session` of `requests` requests on `store`, each request's pieces pushed
+/// to `out`: the conversation, held, and the last body's length.
+fn run(
+    store: &Store,
+    session: &str,
+    requests: usize,
+    tools: usize,
+    turn: usize,
+    out: &mut Vec<[f64; 6]>,
+) -> (Conversation, usize) {
+    let tools: Vec<Value> = (0..tools)
+        .map(|i| {
+            json!({"name": format!("tool_{i}"), "description": "d".repeat(60),
+                "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}})
+        })
+        .collect();
+    let mut headers = HeaderMap::new();
+    headers.insert("x-api-key", "sk-bench".parse().unwrap());
+    headers.insert("x-mektpoy-session", session.parse().unwrap());
+    let mut history: Vec<Value> = Vec::new();
+    let mut slot: Option<Conversation> = None;
+    let mut len = 0;
+    for step in 0..requests {
+        history
+            .push(json!({"role": "user", "content": format!("step {step} {}", "x".repeat(turn))}));
+        let text =
+            json!({"model": "claude-opus-5", "max_tokens": 64, "system": "You are a coding agent.",
+            "tools": tools, "messages": history})
+            .to_string();
+        len = text.len();
+        let mut t = [0.0; 6];
+        let mut clock = Instant::now();
+        let mut lap = |k: usize| {
+            t[k] = clock.elapsed().as_secs_f64() * 1e3;
+            clock = Instant::now();
+        };
+        let body = parse(&text).unwrap();
+        lap(0);
+        let key = conversation_key(&headers, &body);
+        let c = slot.get_or_insert_with(|| {
+            Conversation::load(store, &key, "anthropic", "claude-opus-5").unwrap()
+        });
+        lap(1);
+        let client = translate::read(&body, "anthropic", c.known()).unwrap();
+        lap(2);
+        let wire = c.prepare("anthropic", client).unwrap();
+        lap(3);
+        c.observe_direct(&text);
+        lap(4);
+        let answer = json!({"id": format!("msg_{step}"), "type": "message", "role": "assistant",
+            "model": "claude-opus-5", "content": [{"type": "text", "text": format!("done {step}")}],
+            "stop_reason": "end_turn", "stop_sequence": null,
+            "usage": {"input_tokens": 10, "output_tokens": 2}});
+        let answer =
+            mektpoy::response::decode_messages(&answer.to_string(), "anthropic", None).unwrap();
+        c.agent().observe(&wire).unwrap();
+        c.agent().append(answer.message).unwrap();
+        lap(5);
+        out.push(t);
+        history.push(json!({"role": "assistant", "content": [{"type": "text", "text": format!("done {step}")}]}));
+    }
+    (slot.expect("one request at least"), len)
+}
