@@ -282,13 +282,8 @@ fn the_log_never_holds_the_key_nor_a_body_unless_asked() {
         "the streamed answer, at its end"
     );
     assert_eq!(lines[2]["api"], "chat");
-    assert_eq!(
-        lines[2]["conversation"],
-        format!(
-            "{}:session:logs",
-            mektpoy_proxy::conversation::scope(format!("Bearer {KEY}").as_bytes())
-        )
-    );
+    // The same key as a bearer token is the same caller (decision 131).
+    assert_eq!(lines[2]["conversation"], format!("{scope}:session:logs"));
     for refused in &lines[3..] {
         assert_eq!(refused["level"], "WARN", "{refused}");
         assert_eq!(refused["outcome"], "refused");
