@@ -1,18 +1,18 @@
-//! The prefix-cache meter (reference §9): how much of each request a provider could serve from its
-//! prefix cache, and the best any client could have done.
+//! The prefix-cache meter ([reference §9](crate::manual::reference#9-prefix-cache-meter)): how much
+//! of each request a provider could serve from its prefix cache, and the best any client could have
+//! done.
 //!
-//! The meter reads wire bodies, not the log, so it measures exactly the bytes sent. It cuts a
-//! body into segments in the provider's caching order — each non-deferred tool, a fixed
-//! deferred-tools section when any declaration is deferred, `system`, each message — and
-//! reads the concatenation against a model of the provider's cache, per vendor (decision 90):
-//! on Anthropic, entries written at breakpoints and read at the 20-block lookback, from the
-//! model's minimum length; on DeepSeek and OpenAI chat, every prefix of every earlier prompt in
-//! the vendor's units; elsewhere the common prefix with the previous request. Entries live as
-//! long as the meter ([`Meter::forget_cache`]). Token figures are
-//! estimates: ⌈bytes / 4⌉. `AgentLoop::observe` gets the same results for the cost of what
-//! is new: it cuts a Messages-API body by the spans its serializer noted and, where the
-//! serializer proves the first wire messages are the previous request's, neither reads nor
-//! compares them again.
+//! The meter reads wire bodies, not the log, so it measures exactly the bytes sent. It cuts a body
+//! into segments in the provider's caching order — each non-deferred tool, a fixed deferred-tools
+//! section when any declaration is deferred, `system`, each message — and reads the concatenation
+//! against a model of the provider's cache, per vendor ([decision
+//! 90](crate::manual::decisions#decision-90)): on Anthropic, entries written at breakpoints and
+//! read at the 20-block lookback, from the model's minimum length; on DeepSeek and OpenAI chat,
+//! every prefix of every earlier prompt in the vendor's units; elsewhere the common prefix with the
+//! previous request. Entries live as long as the meter ([`Meter::forget_cache`]). Token figures are
+//! estimates: ⌈bytes / 4⌉. `AgentLoop::observe` gets the same results for the cost of what is new:
+//! it cuts a Messages-API body by the spans its serializer noted and, where the serializer proves
+//! the first wire messages are the previous request's, neither reads nor compares them again.
 //!
 //! After a response, [`Meter::observe_usage`] attaches the provider's measured figures to the
 //! latest row ([`Measured`]); [`MeterRow::unexplained_miss`] flags a request whose measured
@@ -128,9 +128,9 @@ impl Price {
     }
 }
 
-/// What the provider reported for one request (its usage, reference §12), beside the
-/// meter's estimate. `None` in a cache figure means the provider does not report it, which is
-/// not zero.
+/// What the provider reported for one request (its usage, [reference
+/// §12](crate::manual::reference#12-provider-responses-and-usage)), beside the meter's estimate.
+/// `None` in a cache figure means the provider does not report it, which is not zero.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Measured {
@@ -1195,9 +1195,10 @@ impl Meter {
     /// # Errors
     /// [`MeterError::Body`] for a body that is not a request body; the meter is unchanged.
     ///
-    /// A body that keeps the previous body's first messages byte for byte (neither marking
-    /// them) is compared and hashed from the first message that differs (decision 119): the
-    /// kept ones are compared with the previous cut's bytes, not read, cut or hashed again.
+    /// A body that keeps the previous body's first messages byte for byte (neither marking them) is
+    /// compared and hashed from the first message that differs ([decision
+    /// 119](crate::manual::decisions#decision-119)): the kept ones are compared with the previous
+    /// cut's bytes, not read, cut or hashed again.
     pub fn observe(
         &mut self,
         body: &str,
@@ -1335,7 +1336,8 @@ impl Meter {
         Ok(row)
     }
 
-    /// The previous request's cut (for the invariant test of decision 106).
+    /// The previous request's cut (for the invariant test of [decision
+    /// 106](crate::manual::decisions#decision-106)).
     #[cfg(test)]
     pub(crate) fn previous_bytes(&self) -> Option<&[u8]> {
         self.previous.as_ref().map(|p| p.bytes.as_slice())
@@ -1697,8 +1699,9 @@ impl Meter {
         &self.departures
     }
 
-    /// Attaches the provider's usage for the latest observed request (decoded from its
-    /// response, reference §12) and returns the row with it.
+    /// Attaches the provider's usage for the latest observed request (decoded from its response,
+    /// [reference §12](crate::manual::reference#12-provider-responses-and-usage)) and returns the
+    /// row with it.
     ///
     /// # Errors
     /// [`MeterError::NoRequest`] before any request was observed;

@@ -1,4 +1,5 @@
-//! Localized notices for tool changes (reference §8), for chat and trajectory views.
+//! Localized notices for tool changes ([reference §8](crate::manual::reference#8-notices)), for
+//! chat and trajectory views.
 //!
 //! A view shows a developer message as a context node; when that message only adds, removes
 //! and redefines tools, [`notice`] gives it a short title: the tool's name for a single change, a count and an

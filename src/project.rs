@@ -1,5 +1,6 @@
-//! `project_tool_updates`: what one route may receive of a request (reference §5), and
-//! `validate_tool_call`, the unknown-tool check on the model's calls.
+//! `project_tool_updates`: what one route may receive of a request ([reference
+//! §5](crate::manual::reference#5-projection-project_tool_updates)), and `validate_tool_call`, the
+//! unknown-tool check on the model's calls.
 //!
 //! Projection is a pure function of (messages, current tools, route mode, snapshot). It never
 //! sees a `Session` and never deep-copies a message or a schema: kept messages are read from
@@ -68,7 +69,8 @@ impl<'a> ProjectedToolUpdates<'a> {
     }
 }
 
-/// Which rule of reference §5 produced a projection ([`ProjectedToolUpdates::path`]).
+/// Which rule of [reference §5](crate::manual::reference#5-projection-project_tool_updates)
+/// produced a projection ([`ProjectedToolUpdates::path`]).
 ///
 /// Only [`Main`](Self::Main) sends tool updates in history; every other path is a fallback
 /// that drops developer messages and sends the tools as given (cleared of `defer_loading` on
@@ -102,7 +104,8 @@ impl ProjectionPath {
     }
 }
 
-/// Projects a request for one route (reference §5).
+/// Projects a request for one route ([reference
+/// §5](crate::manual::reference#5-projection-project_tool_updates)).
 ///
 /// - `mode: None` (rule 1): every developer message is dropped and `defer_loading` is
 ///   cleared on the tools.
@@ -205,8 +208,10 @@ fn project<'a>(
     }
 }
 
-/// Projects a request for a route with inline definitions (reference §5.1); `history` is the
-/// **by-value** snapshot ([`Session::tool_history_by_value`](crate::Session::tool_history_by_value)).
+/// Projects a request for a route with inline definitions ([reference
+/// §5.1](crate::manual::reference#51-projection-on-inline-definition-routes)); `history` is the
+/// **by-value** snapshot
+/// ([`Session::tool_history_by_value`](crate::Session::tool_history_by_value)).
 ///
 /// Rules 2–3 fall back as in [`project_tool_updates`]. On the main path the declarations are
 /// the snapshot's tools, unchanged (never an appended deferred declaration, never the
@@ -1019,7 +1024,8 @@ fn same_schema(x: &ToolSchema, y: &ToolSchema) -> bool {
     x.shares_definition_with(y) && x.defer_loading() == y.defer_loading()
 }
 
-/// A tool call naming a tool the model may not call (reference §5, §7).
+/// A tool call naming a tool the model may not call ([reference
+/// §5](crate::manual::reference#5-projection-project_tool_updates), §7).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum UnknownTool {

@@ -1,4 +1,5 @@
-//! Routes: what one provider endpoint and model accept (reference §6).
+//! Routes: what one provider endpoint and model accept ([reference
+//! §6](crate::manual::reference#6-routes-catalog-decision-rule)).
 //!
 //! A route only supplies capabilities; the configuration that is logged comes from the loop.
 //! Every built-in entry carries the evidence its capabilities rest on, and the decision rule
@@ -12,7 +13,9 @@ pub use admission::{ToolRefusal, ToolRefused};
 
 use serde::{Deserialize, Serialize};
 
-/// How a route takes tool changes in history (reference §5). `None` where a route has no mode.
+/// How a route takes tool changes in history ([reference
+/// §5](crate::manual::reference#5-projection-project_tool_updates)). `None` where a route has no
+/// mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ToolUpdateMode {
     /// Additions of deferred declarations *and* removals are accepted in history and keep
@@ -90,8 +93,9 @@ pub enum Evidence {
 /// One provider endpoint and model, with its capabilities and their evidence.
 ///
 /// The identity (`provider`, `model`, `api`) is plain data; the capabilities are read through
-/// methods and set only through [`RouteBuilder`], which refuses combinations no provider
-/// accepts (reference §6), so an impossible route cannot be built.
+/// methods and set only through [`RouteBuilder`], which refuses combinations no provider accepts
+/// ([reference §6](crate::manual::reference#6-routes-catalog-decision-rule)), so an impossible
+/// route cannot be built.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Route {
@@ -157,7 +161,8 @@ impl Capabilities {
     }
 }
 
-/// A route capability that rests on its own vendor evidence (reference §6, v4).
+/// A route capability that rests on its own vendor evidence ([reference
+/// §6](crate::manual::reference#6-routes-catalog-decision-rule), v4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Capability {
@@ -188,7 +193,8 @@ pub struct Claim {
     pub evidence: Evidence,
 }
 
-/// A capability combination no provider accepts (reference §6).
+/// A capability combination no provider accepts ([reference
+/// §6](crate::manual::reference#6-routes-catalog-decision-rule)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RouteError {
@@ -269,7 +275,8 @@ impl Route {
         self.caps.tool_update
     }
 
-    /// Whether prompt updates may be appended to history as system nodes (reference §4.1).
+    /// Whether prompt updates may be appended to history as system nodes ([reference
+    /// §4.1](crate::manual::reference#41-system-prompt-in-history)).
     pub fn system_prompt_in_history(&self) -> bool {
         self.caps.system_prompt_in_history
     }
@@ -279,18 +286,22 @@ impl Route {
         self.caps.beta_always
     }
 
-    /// Bytes the provider's deferred-tools section adds to the cached prefix (reference §9).
+    /// Bytes the provider's deferred-tools section adds to the cached prefix ([reference
+    /// §9](crate::manual::reference#9-prefix-cache-meter)).
     pub fn deferred_section_bytes(&self) -> u32 {
         self.caps.deferred_section_bytes
     }
 
-    /// Whether the serializer appends the reserved deferred placeholder (reference §7).
+    /// Whether the serializer appends the reserved deferred placeholder ([reference
+    /// §7](crate::manual::reference#7-wire-serialization)).
     pub fn deferred_placeholder(&self) -> bool {
         self.caps.deferred_placeholder
     }
 
     /// Whether additions and redefinitions may carry their definition by value
-    /// (`inline-tools-2026-09-15`): the projection of reference §5.1, the by-value snapshot.
+    /// (`inline-tools-2026-09-15`): the projection of [reference
+    /// §5.1](crate::manual::reference#51-projection-on-inline-definition-routes), the by-value
+    /// snapshot.
     pub fn inline_definitions(&self) -> bool {
         self.caps.inline_definitions
     }
@@ -302,7 +313,7 @@ impl Route {
     }
 
     /// Whether the provider caches only when asked: the serializer adds automatic
-    /// `cache_control` (reference §7).
+    /// `cache_control` ([reference §7](crate::manual::reference#7-wire-serialization)).
     pub fn auto_cache(&self) -> bool {
         self.caps.auto_cache
     }
@@ -323,25 +334,26 @@ impl Route {
         self.caps.min_cache_tokens
     }
 
-    /// The granularity, in tokens, of the provider's cache read (0 where the route claims
-    /// none): a measured read may fall short of the meter's estimate by up to one block
-    /// before the meter flags the request (reference §9). Only the meter reads it.
+    /// The granularity, in tokens, of the provider's cache read (0 where the route claims none): a
+    /// measured read may fall short of the meter's estimate by up to one block before the meter
+    /// flags the request ([reference §9](crate::manual::reference#9-prefix-cache-meter)). Only the
+    /// meter reads it.
     pub fn cache_block_tokens(&self) -> u32 {
         self.caps.cache_block_tokens
     }
 
-    /// The route whose cache facts a meter applies to the requests this route sends with
-    /// model id `model` (decision 105): this route, unless it is a generic entry (model
-    /// [`ANY_MODEL`]) and the catalog knows `model` — under this route's provider (a dated
-    /// Anthropic id by its family, as [`route_for`] resolves it), or, on the generic
-    /// OpenAI-compatible chat route, as a DeepSeek model — in which case this route with that
-    /// entry's provider, model and cache facts (automatic caching, minimum cacheable length,
-    /// cache block). A generic entry sends the caller's model id, and the provider caches by
-    /// that model's rules, not by the most restrictive ones the generic entry assumes for
-    /// what it sends (those stay for what it refuses). DeepSeek's context caching is "enabled
-    /// by default for all users" of its API, chat completions included
-    /// (<https://api-docs.deepseek.com/guides/kv_cache>, read 2026-12-06). Everything else
-    /// (wire API, mode, refusals) stays this route's.
+    /// The route whose cache facts a meter applies to the requests this route sends with model id
+    /// `model` ([decision 105](crate::manual::decisions#decision-105)): this route, unless it is a
+    /// generic entry (model [`ANY_MODEL`]) and the catalog knows `model` — under this route's
+    /// provider (a dated Anthropic id by its family, as [`route_for`] resolves it), or, on the
+    /// generic OpenAI-compatible chat route, as a DeepSeek model — in which case this route with
+    /// that entry's provider, model and cache facts (automatic caching, minimum cacheable length,
+    /// cache block). A generic entry sends the caller's model id, and the provider caches by that
+    /// model's rules, not by the most restrictive ones the generic entry assumes for what it sends
+    /// (those stay for what it refuses). DeepSeek's context caching is "enabled by default for all
+    /// users" of its API, chat completions included
+    /// (<https://api-docs.deepseek.com/guides/kv_cache>, read 2026-12-06). Everything else (wire
+    /// API, mode, refusals) stays this route's.
     ///
     /// ```
     /// use mektpoy::route_for;
@@ -497,8 +509,9 @@ pub const ANTHROPIC_TOOL_CHANGES_DOC: &str =
 /// The date the Anthropic model list was read (see `docs/capability-rule.md`).
 pub const ANTHROPIC_TOOL_CHANGES_READ_ON: &str = "2026-12-01";
 
-/// An **estimate**, not a documented figure: bytes the deferred-tools part of an Anthropic
-/// request adds to the cached prefix, for the meter (reference §9).
+/// An **estimate**, not a documented figure: bytes the deferred-tools part of an Anthropic request
+/// adds to the cached prefix, for the meter ([reference
+/// §9](crate::manual::reference#9-prefix-cache-meter)).
 ///
 /// The vendor documents that deferred declarations stay out of the cached prefix until a
 /// `tool_addition` surfaces them, but not the size of what the rendered prompt holds because
@@ -786,11 +799,11 @@ const fn newest(claims: &'static [Claim]) -> AnthropicModel {
     }
 }
 
-/// What an unknown Anthropic model rests on: vendor-wide facts, and the most restrictive
-/// behaviour a known model of the vendor has (decision 87). A model the catalog does not know
-/// may be a newer one, and the newest models bind thinking and refuse forced tool choice; the
-/// longest minimum cacheable length of the catalog keeps the meter from crediting a prefix
-/// the model would not cache.
+/// What an unknown Anthropic model rests on: vendor-wide facts, and the most restrictive behaviour
+/// a known model of the vendor has ([decision 87](crate::manual::decisions#decision-87)). A model
+/// the catalog does not know may be a newer one, and the newest models bind thinking and refuse
+/// forced tool choice; the longest minimum cacheable length of the catalog keeps the meter from
+/// crediting a prefix the model would not cache.
 const GENERIC_ANTHROPIC_CLAIMS: &[Claim] = &[
     claim(Capability::AutoCache, ANTHROPIC_PROMPT_CACHING_DOC),
     claim(Capability::AssistantPrefill, ANTHROPIC_PREFILL_DOC),
@@ -943,7 +956,8 @@ static CATALOG: &[Route] = &[
     Route::plain(OPENAI_COMPATIBLE, ANY_MODEL, WireApi::OpenAiChat),
 ];
 
-/// The built-in routes (reference §6), each with the evidence its capabilities rest on.
+/// The built-in routes ([reference §6](crate::manual::reference#6-routes-catalog-decision-rule)),
+/// each with the evidence its capabilities rest on.
 ///
 /// Exact model entries first, then one generic entry (model [`ANY_MODEL`]) per provider and
 /// the generic OpenAI-compatible chat route; generic entries have no mode. Which evidence buys
@@ -1216,8 +1230,9 @@ mod tests {
         }
     }
 
-    /// reference §6 (v4): which models bind thinking and which refuse a forced tool choice, per the
-    /// vendor pages read 2026-12-01; automatic caching and no prefill on every Anthropic route.
+    /// [reference §6](crate::manual::reference#6-routes-catalog-decision-rule) (v4): which models
+    /// bind thinking and which refuse a forced tool choice, per the vendor pages read 2026-12-01;
+    /// automatic caching and no prefill on every Anthropic route.
     #[test]
     fn v4_capabilities_per_anthropic_model() {
         let binds = [
@@ -1286,9 +1301,10 @@ mod tests {
         }
     }
 
-    /// reference §9: the cache's read granularity is a vendor fact with its page: DeepSeek's
-    /// documented 64-token storage unit on every DeepSeek route; on Anthropic, which documents
-    /// none, the model's minimum cacheable length; nothing elsewhere.
+    /// [reference §9](crate::manual::reference#9-prefix-cache-meter): the cache's read granularity
+    /// is a vendor fact with its page: DeepSeek's documented 64-token storage unit on every
+    /// DeepSeek route; on Anthropic, which documents none, the model's minimum cacheable length;
+    /// nothing elsewhere.
     #[test]
     fn cache_block_tokens_rest_on_the_vendor_pages() {
         for r in catalog() {

@@ -12,9 +12,10 @@
 //!   or the model;
 //! - **who made it** ([`Cause`]): the caller (tools it changed, a system prompt it changed, a
 //!   compaction or rewind it appended, a new series it asked for, another model) or one of the
-//!   crate's rules (the prompt node replaced under reference §4.1, a declaration series under
-//!   reference §3 step 2, thinking left out by the `StripThinking` floor, consecutive user
-//!   content merged into one wire turn);
+//!   crate's rules (the prompt node replaced under [reference
+//!   §4.1](crate::manual::reference#41-system-prompt-in-history), a declaration series under
+//!   [reference §3](crate::manual::reference#3-toolhistory-the-cached-reducer) step 2, thinking
+//!   left out by the `StripThinking` floor, consecutive user content merged into one wire turn);
 //! - **what the provider should say** ([`Attribution::predicted`]): the [`CacheMissKind`] of
 //!   Anthropic's cache diagnostics that the departure predicts, and
 //!   [`Attribution::check`] to compare it with what a response reported.
@@ -172,11 +173,13 @@ pub enum Cause {
     NewSeries,
     /// The caller switched models (`set_config`).
     ModelChanged,
-    /// The recorder replaced the system prompt node (reference §4.1): on a route that takes no
+    /// The recorder replaced the system prompt node ([reference
+    /// §4.1](crate::manual::reference#41-system-prompt-in-history)): on a route that takes no
     /// prompt update in history, or at a new series.
     PromptReplaced,
-    /// The route's fold opened a new declaration series (reference §3 step 2): a changed
-    /// definition on a by-reference route, a first usable tool.
+    /// The route's fold opened a new declaration series ([reference
+    /// §3](crate::manual::reference#3-toolhistory-the-cached-reducer) step 2): a changed definition
+    /// on a by-reference route, a first usable tool.
     Redeclared,
     /// Signed thinking produced before the route's thinking floor was left out by the
     /// `StripThinking` policy (the floor moved with a rewrite; see

@@ -2,12 +2,12 @@
 //! rewrote the conversation (and so moves the route's thinking floor), and where the
 //! automatic-caching lookback puts its breakpoint.
 //!
-//! The recorder serializes each Messages-API request inside its batch, so that a rewrite
-//! before signed thinking blocks is recorded (a `thinking/floor` event) in the same all-or-
-//! nothing write as the header that caused it: a resumed loop reads the floor from the log and
-//! sends the same bytes as the loop that died. It serializes each OpenAI-compatible chat
-//! request there too, for the one thing a chat request owes to the previous one: the wire
-//! messages it kept (decision 81). This is the one place where recording reaches into
+//! The recorder serializes each Messages-API request inside its batch, so that a rewrite before
+//! signed thinking blocks is recorded (a `thinking/floor` event) in the same all-or- nothing write
+//! as the header that caused it: a resumed loop reads the floor from the log and sends the same
+//! bytes as the loop that died. It serializes each OpenAI-compatible chat request there too, for
+//! the one thing a chat request owes to the previous one: the wire messages it kept ([decision
+//! 81](crate::manual::decisions#decision-81)). This is the one place where recording reaches into
 //! projection and serialization.
 
 use std::collections::HashSet;

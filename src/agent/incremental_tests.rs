@@ -218,8 +218,9 @@ fn a_loop_resumes_from_a_growing_prefix() {
     assert!(grown.windows(2).all(|w| w[1] == w[0] + 2), "{lens:?}");
 }
 
-/// On a chat route a request leaves its point at its end (decision 81): from the first
-/// request on, each step resumes after every message the previous one sent.
+/// On a chat route a request leaves its point at its end ([decision
+/// 81](crate::manual::decisions#decision-81)): from the first request on, each step resumes after
+/// every message the previous one sent.
 #[test]
 fn a_chat_loop_resumes_after_every_message_sent() {
     let route = route_for("openai-compatible", "any");
@@ -269,13 +270,13 @@ proptest! {
     }
 }
 
-/// Decision 106: the recorder's and the meter's copies of the route's previous request stay
-/// the request the provider last accepted. Over random loops (tool churn, compactions, prompt
-/// changes, new series, thinking, failed attempts and their retries) on Messages and chat
-/// routes, each time a new step is recorded, the recorder's rewrite-check fingerprint of its
-/// accepted previous request reads as the fingerprint of the last body the loop observed (the
-/// last one the provider accepted: an attempt followed by a retry is never observed), each
-/// extending the other; and the meter's previous cut is that body's cut.
+/// [Decision 106](crate::manual::decisions#decision-106): the recorder's and the meter's copies of
+/// the route's previous request stay the request the provider last accepted. Over random loops
+/// (tool churn, compactions, prompt changes, new series, thinking, failed attempts and their
+/// retries) on Messages and chat routes, each time a new step is recorded, the recorder's
+/// rewrite-check fingerprint of its accepted previous request reads as the fingerprint of the last
+/// body the loop observed (the last one the provider accepted: an attempt followed by a retry is
+/// never observed), each extending the other; and the meter's previous cut is that body's cut.
 fn copies_stay_in_step(provider: &str, model: &str, actions: &[Action]) -> Result<(), String> {
     let route = route_for(provider, model);
     let config = Config::new(provider, model).with("max_tokens", 256.into());

@@ -1,11 +1,11 @@
 //! `ToolOrder`: the order the recorder puts the effective tools in before it logs them.
 //!
-//! A header logs the tools in order, and on a route without a tool-update mode the wire
-//! declares exactly those tools in that order, near the very start of the request. A caller
-//! whose tool list comes out of a hash map, or from MCP servers that reconnect in another
-//! order, would otherwise log a new header (`Reason::Change`) and send a new prefix for a
-//! mere reordering: a full cache miss. The recorder therefore puts the tools in a stable
-//! order first, so that order churn never reaches the log (decision 72).
+//! A header logs the tools in order, and on a route without a tool-update mode the wire declares
+//! exactly those tools in that order, near the very start of the request. A caller whose tool list
+//! comes out of a hash map, or from MCP servers that reconnect in another order, would otherwise
+//! log a new header (`Reason::Change`) and send a new prefix for a mere reordering: a full cache
+//! miss. The recorder therefore puts the tools in a stable order first, so that order churn never
+//! reaches the log ([decision 72](crate::manual::decisions#decision-72)).
 
 use std::borrow::Cow;
 use std::collections::HashMap;

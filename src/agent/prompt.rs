@@ -1,5 +1,6 @@
-//! System prompt in history (reference §4.1): which surface change, if any, brings the rendered
-//! prompt onto the surface.
+//! System prompt in history ([reference
+//! §4.1](crate::manual::reference#41-system-prompt-in-history)): which surface change, if any,
+//! brings the rendered prompt onto the surface.
 //!
 //! Appending a new system node keeps every earlier byte of the request, so on routes that
 //! take prompt updates in history a continuing request series never rewrites its prefix.
@@ -46,7 +47,8 @@ impl PromptNodes {
     }
 }
 
-/// reference §4.1 over the current surface. O(surface).
+/// [reference §4.1](crate::manual::reference#41-system-prompt-in-history) over the current surface.
+/// O(surface).
 #[cfg(test)]
 pub(crate) fn prompt_change(
     surface: &imbl::Vector<SurfaceNode>,
@@ -58,7 +60,8 @@ pub(crate) fn prompt_change(
     prompt_change_at(&nodes, rendered, in_history, prompt_series)
 }
 
-/// reference §4.1 given the surface's prompt nodes.
+/// [reference §4.1](crate::manual::reference#41-system-prompt-in-history) given the surface's
+/// prompt nodes.
 pub(crate) fn prompt_change_at(
     nodes: &PromptNodes,
     rendered: &str,
@@ -109,7 +112,8 @@ mod tests {
             .collect()
     }
 
-    /// Every row of the reference §4.1 table.
+    /// Every row of the [reference §4.1](crate::manual::reference#41-system-prompt-in-history)
+    /// table.
     #[test]
     fn spec_table() {
         let one = surface(&[("s", "P1"), ("u", "hi")]);

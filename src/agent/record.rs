@@ -1,4 +1,5 @@
-//! `Recorder`: logs one request per loop attempt (reference §4).
+//! `Recorder`: logs one request per loop attempt ([reference
+//! §4](crate::manual::reference#4-recording-a-request)).
 //!
 //! Everything one `record` call appends — system node, user messages, header, developer
 //! message — is one batch: computed and validated under the session's write lock on a working
@@ -176,10 +177,10 @@ enum HeaderDecision {
     Keep(Arc<HeaderEvent>),
 }
 
-/// reference §4 step 6: the developer message's blocks, diffed against what the **by-value** fold
-/// had available (and had resolved for each name) just before the new header, which heals a
-/// log whose earlier record was cut between header and developer message. Additions, then
-/// removals, then redefinitions; `None` when nothing changed.
+/// [reference §4](crate::manual::reference#4-recording-a-request) step 6: the developer message's
+/// blocks, diffed against what the **by-value** fold had available (and had resolved for each name)
+/// just before the new header, which heals a log whose earlier record was cut between header and
+/// developer message. Additions, then removals, then redefinitions; `None` when nothing changed.
 fn tool_diff(
     tools: &[ToolSchema],
     previous: &[ToolSchema],
@@ -257,7 +258,8 @@ impl Recorder {
         self
     }
 
-    /// Records one attempt of one step (reference §4) and returns the request to send.
+    /// Records one attempt of one step ([reference
+    /// §4](crate::manual::reference#4-recording-a-request)) and returns the request to send.
     ///
     /// # Errors
     /// [`RecordError::WrongSession`] for a session other than the attached one;
@@ -297,8 +299,9 @@ impl Recorder {
         self.resume = resume;
     }
 
-    /// The fingerprint of the route's accepted previous request: what rewrite detection
-    /// compares the next request with (for the invariant test of decision 106).
+    /// The fingerprint of the route's accepted previous request: what rewrite detection compares
+    /// the next request with (for the invariant test of [decision
+    /// 106](crate::manual::decisions#decision-106)).
     #[cfg(test)]
     pub(crate) fn accepted_fingerprint(&self, route: &Route) -> Option<&crate::wire::Fingerprint> {
         self.memory.accepted(route)?.fingerprint.as_ref()

@@ -1,26 +1,28 @@
-//! Replaying a recorded session on another route (decision 74): what each request of a log
-//! would have cost had the loop sent it to `route`.
+//! Replaying a recorded session on another route ([decision
+//! 74](crate::manual::decisions#decision-74)): what each request of a log would have cost had the
+//! loop sent it to `route`.
 //!
 //! The log holds the caller's events (answers, tool results, compactions) and the recorder's
 //! (system-prompt nodes, the step's user messages, headers, tool-change developer messages,
-//! thinking floors), one batch per recorded attempt (reference §4). The replay copies the
-//! caller's events in order onto a fresh in-memory session and regenerates the recorder's by
-//! calling [`Recorder::record`] with a [`Step`] rebuilt from each batch: the tools and options
-//! of its header with the target route's provider and model, the rendered prompt of its
-//! system node (else the prompt in effect), its user messages, whether it asked for a new
-//! series, its turn and step. Each request is serialized
-//! ([`Request::to_wire`](crate::Request::to_wire)) and, when the log holds an answer to it,
-//! metered, as the loop's own meter would have been fed, and attributed as the loop's own
-//! attributor would have attributed it ([`Replayed::attributions`], [`miss_lines`]: what
-//! changed in the caller's terms, and whether the caller or a rule of the crate made it).
+//! thinking floors), one batch per recorded attempt ([reference
+//! §4](crate::manual::reference#4-recording-a-request)). The replay copies the caller's events in
+//! order onto a fresh in-memory session and regenerates the recorder's by calling
+//! [`Recorder::record`] with a [`Step`] rebuilt from each batch: the tools and options of its
+//! header with the target route's provider and model, the rendered prompt of its system node (else
+//! the prompt in effect), its user messages, whether it asked for a new series, its turn and step.
+//! Each request is serialized ([`Request::to_wire`](crate::Request::to_wire)) and, when the log
+//! holds an answer to it, metered, as the loop's own meter would have been fed, and attributed as
+//! the loop's own attributor would have attributed it ([`Replayed::attributions`], [`miss_lines`]:
+//! what changed in the caller's terms, and whether the caller or a rule of the crate made it).
 //!
-//! On the route a log was recorded for, the replay reproduces the log event for event and
-//! every request byte for byte, so its meter equals the loop's. The log does not name that
-//! route: on a route that binds thinking, the replay sends the log's signed thinking back only
-//! when told it is the recording route ([`Replay::recorded_on`], decision 108), since a block
-//! is bound to the bytes the recording sent before it. What the log does not record
-//! (a retry that logged nothing, a new series asked for where a replace or a replaced prompt
-//! also explains one) is inferred as decision 74 says.
+//! On the route a log was recorded for, the replay reproduces the log event for event and every
+//! request byte for byte, so its meter equals the loop's. The log does not name that route: on a
+//! route that binds thinking, the replay sends the log's signed thinking back only when told it is
+//! the recording route ([`Replay::recorded_on`], [decision
+//! 108](crate::manual::decisions#decision-108)), since a block is bound to the bytes the recording
+//! sent before it. What the log does not record (a retry that logged nothing, a new series asked
+//! for where a replace or a replaced prompt also explains one) is inferred as [decision
+//! 74](crate::manual::decisions#decision-74) says.
 //!
 //! ```
 //! use mektpoy::agent::replay::Replay;
@@ -352,17 +354,17 @@ impl Replay {
         }
     }
 
-    /// The same replay of logs recorded on `route` (decision 108). A signed thinking block
-    /// is bound to the bytes its model was sent before it, and the log holds neither those
-    /// bytes nor the route that sent them: only on the route that recorded the log does the
-    /// replay send what the recording sent, byte for byte. So on a route that binds thinking
-    /// ([`Route::binds_thinking`]) the replay sends the log's signed thinking back only when
-    /// it is that route; elsewhere, and when the recording route is not given, every signed
-    /// reasoning block of the log's messages is copied unsigned and each `redacted_thinking`
-    /// block as an empty unsigned reasoning block, which the serializer leaves out as
-    /// unverifiable reasoning (the vendor accepts earlier turns without their thinking). Routes
-    /// that do not bind thinking send it back as the provider rule says, whatever the
-    /// recording route.
+    /// The same replay of logs recorded on `route` ([decision
+    /// 108](crate::manual::decisions#decision-108)). A signed thinking block is bound to the bytes
+    /// its model was sent before it, and the log holds neither those bytes nor the route that sent
+    /// them: only on the route that recorded the log does the replay send what the recording sent,
+    /// byte for byte. So on a route that binds thinking ([`Route::binds_thinking`]) the replay
+    /// sends the log's signed thinking back only when it is that route; elsewhere, and when the
+    /// recording route is not given, every signed reasoning block of the log's messages is copied
+    /// unsigned and each `redacted_thinking` block as an empty unsigned reasoning block, which the
+    /// serializer leaves out as unverifiable reasoning (the vendor accepts earlier turns without
+    /// their thinking). Routes that do not bind thinking send it back as the provider rule says,
+    /// whatever the recording route.
     #[must_use]
     pub fn recorded_on(mut self, route: Route) -> Self {
         self.recorded_on = Some(route);
@@ -381,9 +383,9 @@ impl Replay {
         &self.route
     }
 
-    /// The route whose cache facts the replay's meter applies ([`Route::metered_for`],
-    /// decision 105): on a generic entry, which sends the logged model id, that of the log's
-    /// first header; else the replayed route.
+    /// The route whose cache facts the replay's meter applies ([`Route::metered_for`], [decision
+    /// 105](crate::manual::decisions#decision-105)): on a generic entry, which sends the logged
+    /// model id, that of the log's first header; else the replayed route.
     pub fn metered_route(&self, log: &Session) -> Route {
         let first = log.events().iter().find_map(|e| match e {
             Event::Header(h) => Some(h.header.config.model.clone()),
@@ -395,7 +397,8 @@ impl Replay {
         }
     }
 
-    /// Replays `log` (reference §4, decision 74).
+    /// Replays `log` ([reference §4](crate::manual::reference#4-recording-a-request), [decision
+    /// 74](crate::manual::decisions#decision-74)).
     ///
     /// # Errors
     /// [`ReplayError`] naming the original event the replay could not follow.
@@ -468,7 +471,8 @@ enum Key {
     Recorder { batch: usize, prompt: bool },
 }
 
-/// What the recorder wrote, by kind, in batch order (reference §4).
+/// What the recorder wrote, by kind, in batch order ([reference
+/// §4](crate::manual::reference#4-recording-a-request)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
     Prompt,
@@ -580,7 +584,8 @@ struct Batch<'e> {
 
 struct Run<'r, F> {
     route: &'r Route,
-    /// Whether the log's signed thinking is copied unsigned (decision 108).
+    /// Whether the log's signed thinking is copied unsigned ([decision
+    /// 108](crate::manual::decisions#decision-108)).
     unsign: bool,
     events: List<Event>,
     target: Session,
@@ -612,9 +617,10 @@ struct Run<'r, F> {
     each: F,
 }
 
-/// `message` with its bound thinking made unverifiable (decision 108): each signed reasoning
-/// block without its `signature`, each `redacted_thinking` block an empty unsigned reasoning
-/// block (so block indexes stay). The message itself when it holds none.
+/// `message` with its bound thinking made unverifiable ([decision
+/// 108](crate::manual::decisions#decision-108)): each signed reasoning block without its
+/// `signature`, each `redacted_thinking` block an empty unsigned reasoning block (so block indexes
+/// stay). The message itself when it holds none.
 fn unsigned(message: &Message) -> Message {
     if !message.content().iter().any(is_bound_thinking) {
         return message.clone();

@@ -19,7 +19,7 @@ pub(super) fn event(e: &Event) -> String {
 
 /// Whether `e` encodes to exactly `text`: the encoder's output is compared as it is written,
 /// never collected, and the first differing byte stops it (loading asks this of every line,
-/// decision 76).
+/// [decision 76](crate::manual::decisions#decision-76)).
 pub(super) fn encodes_as(e: &Event, text: &str) -> bool {
     /// The bytes still expected; a write that does not match them fails, ending the encoding.
     struct Compare<'t>(&'t [u8]);

@@ -1,10 +1,12 @@
-//! Log events (reference §1): the envelope `{"type","data","surfaceOp"?}`, request headers,
-//! message events and opaque events of unknown type.
+//! Log events ([reference §1](crate::manual::reference#1-vocabulary-and-json)): the envelope
+//! `{"type","data","surfaceOp"?}`, request headers, message events and opaque events of unknown
+//! type.
 //!
-//! Decoding is hand-written so that every shape fault is its own typed [`DecodeError`]
-//! (serde's derive would report strings, and inside a tagged enum without line numbers).
-//! Encoding writes compact JSON in the key order of reference §1 from ordered fields; it is used
-//! only for events created in this process, since loaded lines keep their bytes.
+//! Decoding is hand-written so that every shape fault is its own typed [`DecodeError`] (serde's
+//! derive would report strings, and inside a tagged enum without line numbers). Encoding writes
+//! compact JSON in the key order of [reference §1](crate::manual::reference#1-vocabulary-and-json)
+//! from ordered fields; it is used only for events created in this process, since loaded lines keep
+//! their bytes.
 
 mod decode;
 mod encode;
@@ -140,8 +142,8 @@ pub struct RequestHeader {
 }
 
 impl PartialEq for RequestHeader {
-    /// reference §4 step 5: §1 equivalence on `config` and on the tools in order; unknown header
-    /// keys are ignored.
+    /// [reference §4](crate::manual::reference#4-recording-a-request) step 5: §1 equivalence on
+    /// `config` and on the tools in order; unknown header keys are ignored.
     fn eq(&self, other: &Self) -> bool {
         self.config == other.config && crate::vocab::same_tools(&self.tools, &other.tools)
     }
@@ -196,9 +198,10 @@ impl PartialEq for Config {
     }
 }
 
-/// How signed thinking blocks produced before a rewrite of the conversation are sent on a
-/// route that binds thinking to the conversation before it (reference §7). Chosen once per
-/// session and recorded in its log, so a resumed loop applies the same policy.
+/// How signed thinking blocks produced before a rewrite of the conversation are sent on a route
+/// that binds thinking to the conversation before it ([reference
+/// §7](crate::manual::reference#7-wire-serialization)). Chosen once per session and recorded in its
+/// log, so a resumed loop applies the same policy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ThinkingPolicy {
@@ -517,7 +520,8 @@ impl Event {
         decode::from_value(value)
     }
 
-    /// The compact JSON line of this event (reference §1 key order), without the newline.
+    /// The compact JSON line of this event ([reference
+    /// §1](crate::manual::reference#1-vocabulary-and-json) key order), without the newline.
     pub fn to_json(&self) -> String {
         encode::event(self)
     }

@@ -1,9 +1,9 @@
 //! Why a request opens a series: the recorder's verdict, read by the meter and the thinking
 //! policy.
 
-/// Why a request opens a series (reference §4 step 7). The meter and the thinking policy need the
-/// difference: a series the caller opened is a loss the caller chose; one the crate's rules
-/// opened is a loss a better route could have avoided.
+/// Why a request opens a series ([reference §4](crate::manual::reference#4-recording-a-request)
+/// step 7). The meter and the thinking policy need the difference: a series the caller opened is a
+/// loss the caller chose; one the crate's rules opened is a loss a better route could have avoided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SeriesStart {
@@ -14,10 +14,12 @@ pub enum SeriesStart {
     /// A surface replace was appended since this recorder's previous record (a compaction or
     /// a rewind by the caller).
     Rewound,
-    /// The recorder replaced a system prompt node (reference §4.1).
+    /// The recorder replaced a system prompt node ([reference
+    /// §4.1](crate::manual::reference#41-system-prompt-in-history)).
     PromptReplaced,
-    /// The route's fold opened a new declaration series (reference §3 step 2): a changed
-    /// definition on a by-reference route, a first usable tool.
+    /// The route's fold opened a new declaration series ([reference
+    /// §3](crate::manual::reference#3-toolhistory-the-cached-reducer) step 2): a changed definition
+    /// on a by-reference route, a first usable tool.
     Redeclared,
 }
 

@@ -1,5 +1,6 @@
-//! `ToolHistory`: the immutable snapshot of tool declarations and updates (reference §3), and the
-//! incremental fold that produces it.
+//! `ToolHistory`: the immutable snapshot of tool declarations and updates ([reference
+//! §3](crate::manual::reference#3-toolhistory-the-cached-reducer)), and the incremental fold that
+//! produces it.
 //!
 //! Two folds read the same log: **by reference** (`Session::tool_history`), for routes that
 //! name tools in history and must open a new declaration series for a changed definition, and
@@ -25,7 +26,8 @@ use crate::vocab::{List, ToolSchema};
 pub(crate) use record::{DeveloperRecord, FoldRecord, HeaderRecord, NameId, Previous, ToolNames};
 pub(crate) use reducer::{FoldKind, FoldLog, ToolFold};
 
-/// Tool declarations and updates a route may rely on (reference §3).
+/// Tool declarations and updates a route may rely on ([reference
+/// §3](crate::manual::reference#3-toolhistory-the-cached-reducer)).
 ///
 /// JSON: `{"tools":[...],"updates":[{"messageId":...,"additions":[...],"redefinitions"?:[...]}]}`
 /// (`redefinitions` only when non-empty). Cloning is O(1).
@@ -42,7 +44,7 @@ pub struct ToolHistory {
 ///
 /// What an update holds depends on its message and the header it names alone, not on the rest
 /// of the log, so the log builds each once, when the message joins it, and every snapshot of
-/// either fold shares it (decision 80).
+/// either fold shares it ([decision 80](crate::manual::decisions#decision-80)).
 #[derive(Clone, PartialEq)]
 pub struct ToolUpdate(Arc<Update>);
 

@@ -1,5 +1,5 @@
 //! Fold records: what a tool fold reads of a header or a developer message, written once when
-//! the event joins the log (decision 80).
+//! the event joins the log ([decision 80](crate::manual::decisions#decision-80)).
 //!
 //! At append the event is in cache and its names have just been looked up by validation; a
 //! fold from scratch, much later, would find each event, its blocks and their names in
@@ -202,7 +202,8 @@ impl HeaderRecord {
     }
 }
 
-/// Whether `h` opens a declaration series on its own (reference §3 step 2).
+/// Whether `h` opens a declaration series on its own ([reference
+/// §3](crate::manual::reference#3-toolhistory-the-cached-reducer) step 2).
 pub(super) fn opens_whatever_the_fold(h: &HeaderEvent) -> bool {
     h.reason == Reason::Series || h.starts_series
 }

@@ -1,15 +1,16 @@
-//! The folds of reference §3 and §3.1: request headers and developer messages → `ToolHistory`.
+//! The folds of [reference §3](crate::manual::reference#3-toolhistory-the-cached-reducer) and §3.1:
+//! request headers and developer messages → `ToolHistory`.
 //!
 //! One reducer, two readings of the same log ([`FoldKind`]): the by-reference fold opens a
 //! declaration series whenever a definition changes (a route that names tools in history has
 //! no other way to send the new definition); the by-value fold opens one only where a request
 //! series starts, because its routes carry changed definitions inside the history.
 //!
-//! The fold reads the log's [fold records](super::record) (decision 80), not its events: each
-//! name comes as a dense id, so the state is a persistent vector indexed by it, never a map of
-//! names. All state is persistent (`imbl`), so the session clones a fold in O(1) to look ahead
-//! (the recorder asks what a header *would* do), caches it between calls and keeps
-//! checkpoints of it.
+//! The fold reads the log's [fold records](super::record) ([decision
+//! 80](crate::manual::decisions#decision-80)), not its events: each name comes as a dense id, so
+//! the state is a persistent vector indexed by it, never a map of names. All state is persistent
+//! (`imbl`), so the session clones a fold in O(1) to look ahead (the recorder asks what a header
+//! *would* do), caches it between calls and keeps checkpoints of it.
 
 use std::sync::Arc;
 
@@ -22,10 +23,12 @@ use crate::vocab::{List, Role, Seq, ToolSchema};
 /// Which of the two folds a [`ToolFold`] computes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum FoldKind {
-    /// reference §3: `Session::tool_history`, for routes that change tools by reference.
+    /// [reference §3](crate::manual::reference#3-toolhistory-the-cached-reducer):
+    /// `Session::tool_history`, for routes that change tools by reference.
     #[default]
     ByReference,
-    /// reference §3.1: for routes with inline definitions.
+    /// [reference §3.1](crate::manual::reference#31-the-by-value-fold): for routes with inline
+    /// definitions.
     ByValue,
 }
 
@@ -146,7 +149,7 @@ fn slot_mut(slots: &mut Slots, series: u32, id: NameId) -> &mut Slot {
 pub(crate) struct ToolFold {
     kind: FoldKind,
     /// The rules the log was written under: under [`LogRules::V3`] a removed baseline tool
-    /// returning opens a series by reference (decision 96).
+    /// returning opens a series by reference ([decision 96](crate::manual::decisions#decision-96)).
     rules: LogRules,
     /// The latest header's `Seq` (its tools are `active`), if one has been folded.
     latest: Option<Seq>,
@@ -289,8 +292,8 @@ impl ToolFold {
         changed
     }
 
-    /// reference §3 step 2 (§3.1 for the by-value fold): whether a header with these properties
-    /// opens a declaration series.
+    /// [reference §3](crate::manual::reference#3-toolhistory-the-cached-reducer) step 2 (§3.1 for
+    /// the by-value fold): whether a header with these properties opens a declaration series.
     pub fn opens_declaration_series(&self, h: &HeaderEvent) -> bool {
         self.opens(
             super::record::opens_whatever_the_fold(h),
@@ -499,7 +502,8 @@ impl ToolFold {
                 })
     }
 
-    /// The snapshot of reference §3 "Reading".
+    /// The snapshot of [reference §3](crate::manual::reference#3-toolhistory-the-cached-reducer)
+    /// "Reading".
     pub fn snapshot(&self) -> ToolHistory {
         if self.consistent() {
             ToolHistory {

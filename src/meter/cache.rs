@@ -1,5 +1,6 @@
-//! The provider's cache as the meter models it, per vendor (decisions 90–92): where a request
-//! writes entries, which earlier entry it reads, and in what unit.
+//! The provider's cache as the meter models it, per vendor ([decisions
+//! 90–92](crate::manual::decisions#decision-90)): where a request writes entries, which earlier
+//! entry it reads, and in what unit.
 //!
 //! Entries are prefixes of the meter's cut (its bytes, markers left out), kept as
 //! `(length, hash)` pairs: a request's running hash, checkpointed at the offsets its rule can

@@ -26,7 +26,7 @@
 //! one JSON value, only the whitespace between tokens is removed (every token keeps its bytes):
 //! that is the text the body would have carried, and what the serializer sends either way.
 //! Input that is not an object or not JSON at all is kept as the model sent it and listed in
-//! [`Answer::invalid_tool_calls`] (decision 94). A
+//! [`Answer::invalid_tool_calls`] ([decision 94](crate::manual::decisions#decision-94)). A
 //! stream whose tool block has no `input_json_delta` keeps the `input` of its
 //! `content_block_start`.
 

@@ -39,10 +39,11 @@ pub struct Loaded {
     pub unterminated: bool,
 }
 
-/// The fold rules a log was written under, named by the specification version that made them.
-/// A log says which in its session line (`"rules":4`); a log written before that says nothing
-/// and is read under [`FileOptions::unmarked_rules`] (by default [`V3`](Self::V3)), so that
-/// upgrading the crate does not change what an old log projects and meters (decision 96).
+/// The fold rules a log was written under, named by the specification version that made them. A log
+/// says which in its session line (`"rules":4`); a log written before that says nothing and is read
+/// under [`FileOptions::unmarked_rules`] (by default [`V3`](Self::V3)), so that upgrading the crate
+/// does not change what an old log projects and meters ([decision
+/// 96](crate::manual::decisions#decision-96)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LogRules {
@@ -691,9 +692,10 @@ impl Session {
     /// [`FileOptions::unmarked_rules`]).
     ///
     /// Each event is validated as [`append`](Self::append) validates it, except for the surface
-    /// rules `append` alone applies (reference §1 items 16 to 19): a file written before them,
-    /// holding an empty assistant message or a tool result without its call, still loads, and
-    /// the serializers refuse its requests with their own typed errors.
+    /// rules `append` alone applies ([reference §1](crate::manual::reference#1-vocabulary-and-json)
+    /// items 16 to 19): a file written before them, holding an empty assistant message or a tool
+    /// result without its call, still loads, and the serializers refuse its requests with their own
+    /// typed errors.
     ///
     /// # Errors
     /// [`LoadError::NoSessionLine`] for an empty file or one whose only line is torn;

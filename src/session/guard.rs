@@ -1,31 +1,34 @@
 //! The registration-time schema guard: before a tool is registered, whether the surface
 //! already shows calls of its name made against another definition.
 //!
-//! A model that called `edit(path)` earlier in the visible history and is now offered
-//! `edit(path, dry_run)` under the same name reads its own earlier calls as calls of a tool
-//! that no longer exists in that form. The log does not forbid the change (a header may
-//! redefine any tool, reference §3 step 2); the guard lets the loop see it coming and decide.
+//! A model that called `edit(path)` earlier in the visible history and is now offered `edit(path,
+//! dry_run)` under the same name reads its own earlier calls as calls of a tool that no longer
+//! exists in that form. The log does not forbid the change (a header may redefine any tool,
+//! [reference §3](crate::manual::reference#3-toolhistory-the-cached-reducer) step 2); the guard
+//! lets the loop see it coming and decide.
 //!
 //! What counts, in the crate's terms:
 //!
 //! - **Calls on the surface**: the tool calls of the assistant messages on the current
 //!   surface. A call that a replace removed (a compaction, a rewind) is not visible any more
 //!   and does not count; a call a replace put back (a rewritten answer that keeps it) does.
-//! - **The definition in force** for a call is the one the latest header *before* the event
-//!   that put its assistant message on the surface gave the tool. Headers hold the effective
-//!   tools (reference §4), so that is the definition the model was offered when it answered.
-//!   A header logged after the call does not move it.
-//! - **A different definition** is one that is not [`ToolSchema::same_definition`]: key order
-//!   and number spelling never make one (reference §1 item 5), and `defer_loading` alone does
-//!   not either. Deferral says *when* a declaration may be used (reference §1 "Deferred"; on
-//!   the Messages wire it is a flag beside `name`, `description` and `input_schema`, §7 rule
-//!   2), not what a call of it looks like, so an earlier call stays a call of the same
-//!   definition. (By reference a flipped flag still opens a declaration series, because
-//!   §3 step 2 compares whole tools; that is a cache matter, not a model-visible conflict.)
-//! - **Calls that had no definition** are not compared: a call whose header did not declare
-//!   the name was an invalid call (an unknown tool, reference §5 "Tool-call validation"; the
-//!   loop answered it with an error), and a call before the log's first header had no
-//!   definition the log knows of. Neither tells the guard what the model was shown.
+//! - **The definition in force** for a call is the one the latest header *before* the event that
+//!   put its assistant message on the surface gave the tool. Headers hold the effective tools
+//!   ([reference §4](crate::manual::reference#4-recording-a-request)), so that is the definition
+//!   the model was offered when it answered. A header logged after the call does not move it.
+//! - **A different definition** is one that is not [`ToolSchema::same_definition`]: key order and
+//!   number spelling never make one ([reference §1](crate::manual::reference#1-vocabulary-and-json)
+//!   item 5), and `defer_loading` alone does not either. Deferral says *when* a declaration may be
+//!   used ([reference §1](crate::manual::reference#1-vocabulary-and-json) "Deferred"; on the
+//!   Messages wire it is a flag beside `name`, `description` and `input_schema`, §7 rule 2), not
+//!   what a call of it looks like, so an earlier call stays a call of the same definition. (By
+//!   reference a flipped flag still opens a declaration series, because §3 step 2 compares whole
+//!   tools; that is a cache matter, not a model-visible conflict.)
+//! - **Calls that had no definition** are not compared: a call whose header did not declare the
+//!   name was an invalid call (an unknown tool, [reference
+//!   §5](crate::manual::reference#5-projection-project_tool_updates) "Tool-call validation"; the
+//!   loop answered it with an error), and a call before the log's first header had no definition
+//!   the log knows of. Neither tells the guard what the model was shown.
 //!
 //! Cost: the session keeps, as part of the surface's pairing index, the assistant messages on
 //! the surface by the tool names they call, and the headers' positions in order. A check is
@@ -71,12 +74,13 @@ const NAMED_CALLS: usize = 3;
 ///
 /// What it costs depends on the route, and it is never nothing:
 ///
-/// - **By reference** the changed definition also opens a declaration series when the new
-///   tool is recorded (reference §3 step 2): the declarations are rewritten and the cached
-///   prefix is lost, even on `in-history` routes.
-/// - **On inline-definition routes** it is *not* a loss of cache: the redefinition goes into
-///   the history by value and `tools` stays as it is (reference §5.1). It is still a change
-///   the model sees: its earlier calls on the surface follow a definition it is no longer
+/// - **By reference** the changed definition also opens a declaration series when the new tool is
+///   recorded ([reference §3](crate::manual::reference#3-toolhistory-the-cached-reducer) step 2):
+///   the declarations are rewritten and the cached prefix is lost, even on `in-history` routes.
+/// - **On inline-definition routes** it is *not* a loss of cache: the redefinition goes into the
+///   history by value and `tools` stays as it is ([reference
+///   §5.1](crate::manual::reference#51-projection-on-inline-definition-routes)). It is still a
+///   change the model sees: its earlier calls on the surface follow a definition it is no longer
 ///   offered.
 ///
 /// ```

@@ -1,4 +1,5 @@
-//! `Session`: the append-only log and the caches derived from it (reference §2).
+//! `Session`: the append-only log and the caches derived from it ([reference
+//! §2](crate::manual::reference#2-session-and-persistence)).
 //!
 //! One `RwLock` guards the committed log; a `Mutex` guards the derived caches (the tool fold
 //! and the surface's messages). Lock order is always log, then caches, so readers never see
@@ -42,7 +43,8 @@ pub struct ParentRef {
     pub upto: u64,
 }
 
-/// One consistent read of a session (reference §2), taken under one lock.
+/// One consistent read of a session ([reference
+/// §2](crate::manual::reference#2-session-and-persistence)), taken under one lock.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct SessionView {
@@ -128,8 +130,9 @@ fn line_text<'a>(event: &Event, line: &'a Option<Arc<str>>) -> Cow<'a, str> {
 }
 
 /// A computed fold keeps its state after every this many fold events (headers and developer
-/// messages), so that a fork starts from the last one at or before its `upto` (decision 78).
-/// The state is persistent: a checkpoint costs what the fold changed since the previous one.
+/// messages), so that a fork starts from the last one at or before its `upto` ([decision
+/// 78](crate::manual::decisions#decision-78)). The state is persistent: a checkpoint costs what the
+/// fold changed since the previous one.
 pub(crate) const CHECKPOINT_EVERY: usize = 4096;
 
 /// One fold and its cached snapshot.
@@ -224,9 +227,11 @@ impl Cached {
 struct Derived {
     /// The rules both folds read the log under.
     rules: LogRules,
-    /// The by-reference fold (reference §3), folded on first use.
+    /// The by-reference fold ([reference
+    /// §3](crate::manual::reference#3-toolhistory-the-cached-reducer)), folded on first use.
     by_reference: Cached,
-    /// The by-value fold (reference §3.1), folded on first use by a route that needs it.
+    /// The by-value fold ([reference §3.1](crate::manual::reference#31-the-by-value-fold)), folded
+    /// on first use by a route that needs it.
     by_value: Option<Cached>,
     /// The surface's messages, keyed by `LogState::surface_version`.
     messages: Option<SurfaceMessages>,
@@ -389,11 +394,11 @@ impl Session {
     /// A new session whose first events are `parent`'s `[0, upto)`, inherited: counted in
     /// `Seq` and in every fold, validated once (in the parent). It has no file until `save`.
     ///
-    /// O(upto) to rebuild the validation facts; the events themselves are shared. A fold the
-    /// parent has computed is shared too (decision 78): the fork's first `tool_history()` folds
-    /// only the events after the parent's fold, or after its last checkpoint (every 4,096
-    /// headers and developer messages) before `upto`. A fold the parent never computed is
-    /// folded from scratch on first use.
+    /// O(upto) to rebuild the validation facts; the events themselves are shared. A fold the parent
+    /// has computed is shared too ([decision 78](crate::manual::decisions#decision-78)): the fork's
+    /// first `tool_history()` folds only the events after the parent's fold, or after its last
+    /// checkpoint (every 4,096 headers and developer messages) before `upto`. A fold the parent
+    /// never computed is folded from scratch on first use.
     ///
     /// # Errors
     /// [`ForkError::UptoOutOfRange`] when `upto > parent.len()`.
@@ -449,10 +454,10 @@ impl Session {
         Ok(fork)
     }
 
-    /// The fold rules the log was written under ([`LogRules`], decision 96): its session
-    /// line's `rules`, or for an unmarked line the reader's
-    /// [`unmarked_rules`](FileOptions::unmarked_rules). A session made in this process, and a
-    /// file it creates, have [`LogRules::CURRENT`]; a fork has its parent's.
+    /// The fold rules the log was written under ([`LogRules`], [decision
+    /// 96](crate::manual::decisions#decision-96)): its session line's `rules`, or for an unmarked
+    /// line the reader's [`unmarked_rules`](FileOptions::unmarked_rules). A session made in this
+    /// process, and a file it creates, have [`LogRules::CURRENT`]; a fork has its parent's.
     pub fn rules(&self) -> LogRules {
         self.rules
     }
@@ -477,14 +482,15 @@ impl Session {
     /// O(size of the event + log n); a replace also walks the smaller of what it removes and
     /// what it keeps of the surface (O(1) per node, O(log n) per tool call or result).
     ///
-    /// Besides the rules loading applies, `append` refuses what would make every later request
-    /// fail (reference §1 items 16 to 18): an empty assistant message on the surface
-    /// ([`AppendErrorKind::EmptyAssistantMessage`]), a tool result answering no call on the
-    /// surface ([`AppendErrorKind::OrphanToolResult`]), a replace that would leave one
-    /// ([`AppendErrorKind::ReplaceOrphansToolResult`]).
+    /// Besides the rules loading applies, `append` refuses what would make every later request fail
+    /// ([reference §1](crate::manual::reference#1-vocabulary-and-json) items 16 to 18): an empty
+    /// assistant message on the surface ([`AppendErrorKind::EmptyAssistantMessage`]), a tool result
+    /// answering no call on the surface ([`AppendErrorKind::OrphanToolResult`]), a replace that
+    /// would leave one ([`AppendErrorKind::ReplaceOrphansToolResult`]).
     ///
     /// # Errors
-    /// The [`AppendError`] of the first rule the event breaks (reference §1), naming its `Seq`, or
+    /// The [`AppendError`] of the first rule the event breaks ([reference
+    /// §1](crate::manual::reference#1-vocabulary-and-json)), naming its `Seq`, or
     /// [`AppendErrorKind::Write`] when the line could not be persisted. The log is unchanged.
     pub fn append(&self, event: Event) -> Result<Seq, AppendError> {
         self.transact(|tx| tx.push(event))
@@ -628,10 +634,11 @@ impl Session {
         lock(&self.derived).tool_history(FoldKind::ByReference, &log.state)
     }
 
-    /// The **by-value** snapshot (reference §3.1), for routes whose additions and redefinitions may
-    /// carry their definition ([`Route::inline_definitions`](crate::Route::inline_definitions)):
-    /// a declaration series starts only where a request series does, so a changed or
-    /// returning tool never rewrites the declarations.
+    /// The **by-value** snapshot ([reference §3.1](crate::manual::reference#31-the-by-value-fold)),
+    /// for routes whose additions and redefinitions may carry their definition
+    /// ([`Route::inline_definitions`](crate::Route::inline_definitions)): a declaration series
+    /// starts only where a request series does, so a changed or returning tool never rewrites the
+    /// declarations.
     ///
     /// Cached and incremental like [`tool_history`](Self::tool_history): the first call folds
     /// the whole log, later calls only the events appended since.
@@ -927,7 +934,8 @@ impl Transaction<'_> {
     }
 }
 
-/// Whether two model ids name the same model, a snapshot date aside (decision 102).
+/// Whether two model ids name the same model, a snapshot date aside ([decision
+/// 102](crate::manual::decisions#decision-102)).
 fn same_family(a: &str, b: &str) -> bool {
     crate::route::undated(a).unwrap_or(a) == crate::route::undated(b).unwrap_or(b)
 }
@@ -1024,9 +1032,10 @@ mod tests {
         assert!(!cached(&session), "a developer message may change it");
     }
 
-    /// Decision 78: a computed fold keeps a checkpoint every `CHECKPOINT_EVERY` fold events,
-    /// and a fork starts from its parent's fold (at or before its `upto`) or from the last
-    /// checkpoint before it; a kind the parent never folded starts from scratch.
+    /// [Decision 78](crate::manual::decisions#decision-78): a computed fold keeps a checkpoint
+    /// every `CHECKPOINT_EVERY` fold events, and a fork starts from its parent's fold (at or before
+    /// its `upto`) or from the last checkpoint before it; a kind the parent never folded starts
+    /// from scratch.
     #[test]
     fn a_fork_starts_from_its_parents_fold_or_last_checkpoint() {
         use crate::event::{Config, Reason, RequestHeader};

@@ -22,12 +22,12 @@ use crate::vocab::{
     ToolInterner, arguments_depth,
 };
 
-/// Why `append` (or loading) refused an event: the event's position and what is wrong with
-/// it. The log is unchanged after a refusal. Loading refuses every kind but the surface rules
-/// `append` alone applies ([`EmptyAssistantMessage`](AppendErrorKind::EmptyAssistantMessage),
+/// Why `append` (or loading) refused an event: the event's position and what is wrong with it. The
+/// log is unchanged after a refusal. Loading refuses every kind but the surface rules `append`
+/// alone applies ([`EmptyAssistantMessage`](AppendErrorKind::EmptyAssistantMessage),
 /// [`OrphanToolResult`](AppendErrorKind::OrphanToolResult),
-/// [`ReplaceOrphansToolResult`](AppendErrorKind::ReplaceOrphansToolResult); reference §1 items
-/// 16 to 19).
+/// [`ReplaceOrphansToolResult`](AppendErrorKind::ReplaceOrphansToolResult); [reference
+/// §1](crate::manual::reference#1-vocabulary-and-json) items 16 to 19).
 ///
 /// Prints `event {seq}: ` and then the [kind](AppendErrorKind)'s message; its
 /// [`source`](std::error::Error::source) is the kind's (the decode or write fault).
@@ -204,20 +204,22 @@ pub enum AppendErrorKind {
         /// The message's role.
         role: Role,
     },
-    /// A `tool/result` whose source is not `{"kind":"tool","callId"}` (reference §1): the result
-    /// could never be paired with its call.
+    /// A `tool/result` whose source is not `{"kind":"tool","callId"}` ([reference
+    /// §1](crate::manual::reference#1-vocabulary-and-json)): the result could never be paired with
+    /// its call.
     #[error("tool result {id} has no `{{\"kind\":\"tool\",\"callId\"}}` source")]
     ToolResultWithoutCallId {
         /// The message id.
         id: String,
     },
-    /// An assistant message placed on the surface without content: no block, or only text
-    /// blocks with empty text. The Messages API drops empty text and refuses an empty turn
-    /// ([`MessageFault::EmptyTurn`](crate::wire::MessageFault::EmptyTurn)) anywhere but at
-    /// the end, so once anything follows it every request of the log would fail. Reasoning,
-    /// tool calls and blocks of other types are content: whether they are sent depends on
-    /// the route, and the serializer decides. A message without `surfaceOp` is never sent and
-    /// is not refused. Refused by `append` only: loading accepts it (reference §1 item 19).
+    /// An assistant message placed on the surface without content: no block, or only text blocks
+    /// with empty text. The Messages API drops empty text and refuses an empty turn
+    /// ([`MessageFault::EmptyTurn`](crate::wire::MessageFault::EmptyTurn)) anywhere but at the end,
+    /// so once anything follows it every request of the log would fail. Reasoning, tool calls and
+    /// blocks of other types are content: whether they are sent depends on the route, and the
+    /// serializer decides. A message without `surfaceOp` is never sent and is not refused. Refused
+    /// by `append` only: loading accepts it ([reference
+    /// §1](crate::manual::reference#1-vocabulary-and-json) item 19).
     #[error("assistant message {id} has no content (no block, or only empty text)")]
     EmptyAssistantMessage {
         /// The message id.
@@ -228,7 +230,7 @@ pub enum AppendErrorKind {
     /// tool call with its `callId`. Every serializer refuses it under the same name
     /// ([`MessageFault::OrphanToolResult`](crate::wire::MessageFault::OrphanToolResult)). A
     /// result without `surfaceOp` is never sent and is not refused. Refused by `append` only:
-    /// loading accepts it (reference §1 item 19).
+    /// loading accepts it ([reference §1](crate::manual::reference#1-vocabulary-and-json) item 19).
     #[error("tool result {id} answers no tool call {call_id} on the surface")]
     OrphanToolResult {
         /// The result's message id.
@@ -240,7 +242,7 @@ pub enum AppendErrorKind {
     /// every assistant message before the result that holds the call, and its own message
     /// does not hold it. A replace that removes the results too (a compaction that removes a
     /// call and its results), or puts the call back, is accepted. Refused by `append` only:
-    /// loading accepts it (reference §1 item 19).
+    /// loading accepts it ([reference §1](crate::manual::reference#1-vocabulary-and-json) item 19).
     #[error(
         "replace {start}..={end} removes tool call {call_id} and leaves its result {result} on the surface"
     )]
@@ -331,11 +333,12 @@ pub(crate) struct LogState {
     /// are checked against it, and their fold records resolve their names through it.
     pub tool_indexes: imbl::HashMap<Seq, Arc<ToolIndex>>,
     /// The log's tool definitions, one allocation per written form: a header joining the log
-    /// shares the definitions already there (decision 76).
+    /// shares the definitions already there ([decision 76](crate::manual::decisions#decision-76)).
     pub tools: ToolInterner,
-    /// A record of each event a tool fold reads (headers and developer messages), in order,
-    /// written at apply (decision 80): a fold reads these dense records, never the events, and
-    /// skips the user, assistant and tool events without looking at them.
+    /// A record of each event a tool fold reads (headers and developer messages), in order, written
+    /// at apply ([decision 80](crate::manual::decisions#decision-80)): a fold reads these dense
+    /// records, never the events, and skips the user, assistant and tool events without looking at
+    /// them.
     pub fold_records: imbl::Vector<FoldRecord>,
     /// Every developer message's [`ToolUpdate`] in log order: a series' updates are the run of
     /// them since its header, which a long fold takes as one slice of this list.
@@ -357,9 +360,9 @@ pub(crate) struct LogState {
     pub header_seqs: imbl::Vector<usize>,
 }
 
-/// Where the surface's tool calls and results are, kept as the surface changes so that the
-/// pairing rules (reference §1 items 17 and 18) cost O(log n) per call or result they look at,
-/// never a walk of the surface.
+/// Where the surface's tool calls and results are, kept as the surface changes so that the pairing
+/// rules ([reference §1](crate::manual::reference#1-vocabulary-and-json) items 17 and 18) cost
+/// O(log n) per call or result they look at, never a walk of the surface.
 ///
 /// Each surface node has a *key*, strictly increasing along the surface: an appended node
 /// takes its event's `Seq` (larger than every key), and a replace's node takes the key of the
@@ -675,8 +678,9 @@ impl Pairing {
 pub(crate) enum Rules {
     /// Everything: `append`, `append_json`, batches.
     Append,
-    /// Loading a file: everything but the surface rules added after files were written
-    /// (reference §1 items 16 to 18), so a file that loaded before still loads (item 19).
+    /// Loading a file: everything but the surface rules added after files were written ([reference
+    /// §1](crate::manual::reference#1-vocabulary-and-json) items 16 to 18), so a file that loaded
+    /// before still loads (item 19).
     Load,
 }
 
@@ -744,9 +748,9 @@ impl LogState {
         Seq::from(self.events.len())
     }
 
-    /// reference §1 validation of `event` as the next event. O(size of the event + log n),
-    /// and a replace walks the smaller of what it removes and what it keeps: O(1) per node,
-    /// O(log n) per tool call or result among them.
+    /// [reference §1](crate::manual::reference#1-vocabulary-and-json) validation of `event` as the
+    /// next event. O(size of the event + log n), and a replace walks the smaller of what it removes
+    /// and what it keeps: O(1) per node, O(log n) per tool call or result among them.
     pub fn check(&self, event: &Event, rules: Rules) -> Result<(), AppendError> {
         self.check_kind(event)
             .and_then(|()| match rules {
@@ -756,9 +760,9 @@ impl LogState {
             .map_err(|kind| AppendError::new(self.next_seq(), kind))
     }
 
-    /// The surface rules of reference §1 items 16 to 18 (after the others passed, so a
-    /// replace's range is on the surface): no empty assistant message, no tool result without
-    /// its call. `append` only: loading skips them (item 19).
+    /// The surface rules of [reference §1](crate::manual::reference#1-vocabulary-and-json) items 16
+    /// to 18 (after the others passed, so a replace's range is on the surface): no empty assistant
+    /// message, no tool result without its call. `append` only: loading skips them (item 19).
     fn check_pairing(&self, event: &Event) -> Result<(), AppendErrorKind> {
         let (op, message) = match event {
             Event::Message(m) => (m.surface_op, Some(&m.message)),
@@ -1034,11 +1038,12 @@ impl LogState {
 }
 
 impl LogState {
-    /// `h` with each tool on the log's allocation of its definition (decision 76). A decoded
-    /// header is changed in place, so its own copies are dropped before the next line is read;
-    /// a header someone else also holds is copied (its tool slice and config), theirs left
-    /// as it was. Returned as it came when every definition is its own already (the recorder's
-    /// headers, whose tools are clones of the previous header's).
+    /// `h` with each tool on the log's allocation of its definition ([decision
+    /// 76](crate::manual::decisions#decision-76)). A decoded header is changed in place, so its own
+    /// copies are dropped before the next line is read; a header someone else also holds is copied
+    /// (its tool slice and config), theirs left as it was. Returned as it came when every
+    /// definition is its own already (the recorder's headers, whose tools are clones of the
+    /// previous header's).
     fn intern(&mut self, mut h: Arc<HeaderEvent>) -> Arc<HeaderEvent> {
         let mut shared: Option<Vec<crate::vocab::ToolSchema>> = None;
         for (i, tool) in h.header.tools.iter().enumerate() {

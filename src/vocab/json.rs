@@ -1,4 +1,5 @@
-//! JSON equivalence (reference §1): two values are equivalent when equal as data.
+//! JSON equivalence ([reference §1](crate::manual::reference#1-vocabulary-and-json)): two values
+//! are equivalent when equal as data.
 //!
 //! Objects compare as unordered maps at every depth, arrays in order, numbers by value
 //! (`1` ≡ `1.0` ≡ `1e0`). Key order or number spelling never makes a change; the original
@@ -7,7 +8,8 @@
 use indexmap::IndexMap;
 use serde_json::{Number, Value};
 
-/// Whether `a` and `b` are equal as data (reference §1).
+/// Whether `a` and `b` are equal as data ([reference
+/// §1](crate::manual::reference#1-vocabulary-and-json)).
 ///
 /// Costs O(size of the smaller value). Integers and integral floats compare exactly (no
 /// rounding through `f64`), so `9007199254740993` and `9007199254740992.0` differ.
@@ -67,7 +69,8 @@ pub(crate) fn entries_hash<'a>(
     sum ^ len.wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
-/// [`entries_hash`]'s hash of one value: equivalent values (reference §1) hash alike.
+/// [`entries_hash`]'s hash of one value: equivalent values ([reference
+/// §1](crate::manual::reference#1-vocabulary-and-json)) hash alike.
 fn value_hash(v: &Value) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();

@@ -1,4 +1,5 @@
-//! Messages and their content blocks (reference §1).
+//! Messages and their content blocks ([reference
+//! §1](crate::manual::reference#1-vocabulary-and-json)).
 //!
 //! `Message` is a shared handle: the surface, snapshots and projections pass messages around on
 //! every step, and a projection must never deep-copy one. Decoding is strict for the block
@@ -542,13 +543,13 @@ impl ContentBlock {
         }
     }
 
-    /// The deepest nesting the `arguments` of a tool call may have: the outer object is level
-    /// 1, each array or object inside it one more. `append` and loading refuse deeper arguments
-    /// ([`AppendErrorKind::ArgumentsTooDeep`](crate::session::AppendErrorKind::ArgumentsTooDeep)); the
-    /// Messages-API serializer sends deeper ones as a string (`{"invalid_arguments":…}`,
-    /// decision 94): there the arguments are a JSON value inside the body, five levels down, and
-    /// a provider's parser stops somewhere past a hundred levels (serde_json's default limit is
-    /// 128).
+    /// The deepest nesting the `arguments` of a tool call may have: the outer object is level 1,
+    /// each array or object inside it one more. `append` and loading refuse deeper arguments
+    /// ([`AppendErrorKind::ArgumentsTooDeep`](crate::session::AppendErrorKind::ArgumentsTooDeep));
+    /// the Messages-API serializer sends deeper ones as a string (`{"invalid_arguments":…}`,
+    /// [decision 94](crate::manual::decisions#decision-94)): there the arguments are a JSON value
+    /// inside the body, five levels down, and a provider's parser stops somewhere past a hundred
+    /// levels (serde_json's default limit is 128).
     pub const ARGUMENTS_DEPTH_LIMIT: usize = 100;
 
     /// Decodes one block: a known type as its typed variant, any other as

@@ -1,4 +1,5 @@
-//! The JSON nouns of the log (reference §1): tools, messages, content blocks, sequence numbers.
+//! The JSON nouns of the log ([reference §1](crate::manual::reference#1-vocabulary-and-json)):
+//! tools, messages, content blocks, sequence numbers.
 
 mod json;
 mod list;

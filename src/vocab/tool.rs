@@ -1,4 +1,5 @@
-//! `ToolSchema`: one tool declaration as the log records it (reference §1).
+//! `ToolSchema`: one tool declaration as the log records it ([reference
+//! §1](crate::manual::reference#1-vocabulary-and-json)).
 //!
 //! The definition sits behind an `Arc` so that snapshots, projections and requests clone a
 //! schema in O(1); `defer_loading` sits outside it because projection flips it on every step
@@ -17,10 +18,11 @@ use super::strict::{Entries, Strict, Strictly, wrong_shape};
 
 /// One tool declaration: `{"name","description","parameters","deferLoading"?, ...}`.
 ///
-/// Unknown fields (MCP `title`, `annotations`, …) are kept in [`extra`](Self::extra), in
-/// their order, and written back. Cloning is O(1). Equality (`==`) is reference §1 equivalence:
-/// *the same tool* when every field is equivalent, unknown ones included, so key order and
-/// number spelling never make a change.
+/// Unknown fields (MCP `title`, `annotations`, …) are kept in [`extra`](Self::extra), in their
+/// order, and written back. Cloning is O(1). Equality (`==`) is [reference
+/// §1](crate::manual::reference#1-vocabulary-and-json) equivalence: *the same tool* when every
+/// field is equivalent, unknown ones included, so key order and number spelling never make a
+/// change.
 #[derive(Clone)]
 pub struct ToolSchema {
     def: Arc<ToolDef>,
@@ -62,9 +64,10 @@ impl ToolDef {
         }
     }
 
-    /// A hash equal for every two definitions reference §1 finds equivalent (key order and
-    /// number spelling do not enter it), so that unequal hashes tell two definitions apart
-    /// without walking them. Computed once per allocation.
+    /// A hash equal for every two definitions [reference
+    /// §1](crate::manual::reference#1-vocabulary-and-json) finds equivalent (key order and number
+    /// spelling do not enter it), so that unequal hashes tell two definitions apart without walking
+    /// them. Computed once per allocation.
     fn equivalence(&self) -> u64 {
         *self.equivalence.get_or_init(|| {
             use std::hash::{Hash, Hasher};
@@ -207,12 +210,12 @@ impl ToolSchema {
     ///   display (using it would send the model text the server did not write for it). A
     ///   server that adds a description later changes what the model reads, so that is a
     ///   definition change.
-    /// - Every other field (`title`, `outputSchema`, `annotations`, `_meta`, any newer one)
-    ///   is kept as an unknown field, in the order the `Value`'s map holds them (sorted, unless
-    ///   serde_json's `preserve_order` is on), and written back to the log
-    ///   (reference §1 item 2); no wire sends them (the Messages API only its own tool fields).
-    ///   They are part of the definition, as every unknown field is: a server that changes
-    ///   its annotations changes the tool.
+    /// - Every other field (`title`, `outputSchema`, `annotations`, `_meta`, any newer one) is kept
+    ///   as an unknown field, in the order the `Value`'s map holds them (sorted, unless
+    ///   serde_json's `preserve_order` is on), and written back to the log ([reference
+    ///   §1](crate::manual::reference#1-vocabulary-and-json) item 2); no wire sends them (the
+    ///   Messages API only its own tool fields). They are part of the definition, as every unknown
+    ///   field is: a server that changes its annotations changes the tool.
     ///
     /// The result depends on the entry alone: the same entry gives an equal schema
     /// ([`same_definition`](Self::same_definition), key order and number spelling aside),
@@ -391,7 +394,8 @@ impl ToolSchema {
                 && map_equivalent(&self.def.extra, &other.def.extra))
     }
 
-    /// Whether both are *the same tool* (reference §1): every field equivalent.
+    /// Whether both are *the same tool* ([reference
+    /// §1](crate::manual::reference#1-vocabulary-and-json)): every field equivalent.
     pub fn same_tool(&self, other: &ToolSchema) -> bool {
         self.defer_loading == other.defer_loading && self.same_definition(other)
     }
@@ -408,9 +412,10 @@ impl ToolSchema {
     }
 }
 
-/// The tool name the wire serializer reserves for its deferred placeholder declaration
-/// (reference §7). Reserved on every route: the recorder refuses to register it, the serializers
-/// refuse projected tools that carry it, and `validate_tool_call` treats a call of it as unknown.
+/// The tool name the wire serializer reserves for its deferred placeholder declaration ([reference
+/// §7](crate::manual::reference#7-wire-serialization)). Reserved on every route: the recorder
+/// refuses to register it, the serializers refuse projected tools that carry it, and
+/// `validate_tool_call` treats a call of it as unknown.
 pub const DEFERRED_PLACEHOLDER_NAME: &str = "mektpoy_deferred_placeholder";
 
 /// The tools of one header by name, built once when the header joins the log and shared
@@ -481,14 +486,15 @@ impl Eq for ByName {}
 
 /// The tool definitions of one log, one allocation each: a header's tool whose definition is
 /// written exactly as one already in the log shares that one's allocation, and its own is
-/// dropped (decision 76).
+/// dropped ([decision 76](crate::manual::decisions#decision-76)).
 ///
-/// Sharing is decided on the *written form*, not on reference §1 equivalence alone: two
-/// equivalent definitions spelled differently (unknown fields in another order, `1.0` for `1`,
-/// or, with serde_json's `preserve_order`, object keys in another order) keep their own
-/// allocations, because a definition is written back from its allocation (an appended event's
-/// line, every wire's tool list) and sharing would change those bytes. The written form implies
-/// §1 equivalence, so sharing never changes what the folds decide.
+/// Sharing is decided on the *written form*, not on [reference
+/// §1](crate::manual::reference#1-vocabulary-and-json) equivalence alone: two equivalent
+/// definitions spelled differently (unknown fields in another order, `1.0` for `1`, or, with
+/// serde_json's `preserve_order`, object keys in another order) keep their own allocations, because
+/// a definition is written back from its allocation (an appended event's line, every wire's tool
+/// list) and sharing would change those bytes. The written form implies §1 equivalence, so sharing
+/// never changes what the folds decide.
 ///
 /// Persistent (`imbl`), so that it clones in O(1) with the log's state and a refused batch
 /// leaves no definition behind.
@@ -584,8 +590,9 @@ fn hash_value<H: std::hash::Hasher>(v: &Value, h: &mut H) {
     }
 }
 
-/// Whether `a` and `b` are written alike: the same fields in the same order, numbers of the
-/// same kind and spelling. Stricter than reference §1 equivalence (which it implies).
+/// Whether `a` and `b` are written alike: the same fields in the same order, numbers of the same
+/// kind and spelling. Stricter than [reference §1](crate::manual::reference#1-vocabulary-and-json)
+/// equivalence (which it implies).
 fn same_form(a: &ToolDef, b: &ToolDef) -> bool {
     a.name == b.name
         && a.description == b.description
@@ -627,7 +634,8 @@ fn same_value(a: &Value, b: &Value) -> bool {
     }
 }
 
-/// Whether two tool lists are the same tools in the same order (reference §4 step 5).
+/// Whether two tool lists are the same tools in the same order ([reference
+/// §4](crate::manual::reference#4-recording-a-request) step 5).
 pub(crate) fn same_tools(a: &[ToolSchema], b: &[ToolSchema]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_tool(y))
 }
@@ -792,8 +800,8 @@ mod tests {
         assert!(!d.same_tool(&t) && d.same_definition(&t));
     }
 
-    /// The definition as reference §1 compares it, without the cached hash: what
-    /// `same_definition` answered before the hash filter.
+    /// The definition as [reference §1](crate::manual::reference#1-vocabulary-and-json) compares
+    /// it, without the cached hash: what `same_definition` answered before the hash filter.
     fn equivalent_by_walk(a: &ToolSchema, b: &ToolSchema) -> bool {
         a.name() == b.name()
             && a.description() == b.description()

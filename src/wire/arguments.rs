@@ -14,7 +14,8 @@
 //!
 //! Arguments that fail the check ([`arguments_fault`]) are what a model wrote, so refusing them
 //! stopped the session at every later request (issue 20, item 13). They go out as
-//! `{"invalid_arguments":"<the text>"}` instead (decision 94).
+//! `{"invalid_arguments":"<the text>"}` instead ([decision
+//! 94](crate::manual::decisions#decision-94)).
 
 use std::borrow::Cow;
 use std::cell::Cell;

@@ -1574,14 +1574,14 @@ impl<'a> Builder<'a, '_> {
         Ok(())
     }
 
-    /// Whether every block of assistant `message` is left out (reasoning this route may not
-    /// send) or empty text, and at least one is left out: such a message sends nothing, and
-    /// opens no turn (decision 95). The API refuses an empty assistant turn, the policy that
-    /// empties it applies to every later request, and the provider strips earlier thinking
-    /// from what the model sees anyway; so the message is passed over and the user turns
-    /// around it merge. A function of the message and the rules alone, so a resumed pass and
-    /// a pass from the first message pass over the same messages. A block that would fail
-    /// counts as sent, so the pass reports it as before.
+    /// Whether every block of assistant `message` is left out (reasoning this route may not send)
+    /// or empty text, and at least one is left out: such a message sends nothing, and opens no turn
+    /// ([decision 95](crate::manual::decisions#decision-95)). The API refuses an empty assistant
+    /// turn, the policy that empties it applies to every later request, and the provider strips
+    /// earlier thinking from what the model sees anyway; so the message is passed over and the user
+    /// turns around it merge. A function of the message and the rules alone, so a resumed pass and
+    /// a pass from the first message pass over the same messages. A block that would fail counts as
+    /// sent, so the pass reports it as before.
     fn sends_nothing(&self, message: &Message) -> bool {
         let verifiable = thinking::from_provider(message, self.rules.provider, self.rules.model);
         let stripped = |index| {

@@ -128,8 +128,9 @@ pub(crate) struct Segments {
     /// The token of the resume point this pass left for the next request of the route
     /// (`None` when it left none). Minted anew by every pass that leaves one.
     pub leaves: Option<std::sync::Arc<()>>,
-    /// Which projected messages and blocks every wire message of the body carries, the
-    /// resumed ones included: what the attribution names a departure by (decision 104).
+    /// Which projected messages and blocks every wire message of the body carries, the resumed ones
+    /// included: what the attribution names a departure by ([decision
+    /// 104](crate::manual::decisions#decision-104)).
     pub carried: Carried,
 }
 
@@ -152,12 +153,13 @@ fn first_at<T: Clone>(
 }
 
 /// Which projected messages, and which of their content blocks, each wire message of a body
-/// carries, as the serializer's pass grouped them. The pass merges consecutive user content
-/// into one turn, passes over an assistant message that sends nothing (decision 95) and sends
-/// queued prompt updates and tool changes as one system message: a reader that grouped the
-/// messages itself would drift from the bytes, so the pass records what it did. Indices are
-/// into the request's projected messages; a message the body does not carry (a system node
-/// sent as `system`, an assistant message passed over) is in no entry.
+/// carries, as the serializer's pass grouped them. The pass merges consecutive user content into
+/// one turn, passes over an assistant message that sends nothing ([decision
+/// 95](crate::manual::decisions#decision-95)) and sends queued prompt updates and tool changes as
+/// one system message: a reader that grouped the messages itself would drift from the bytes, so the
+/// pass records what it did. Indices are into the request's projected messages; a message the body
+/// does not carry (a system node sent as `system`, an assistant message passed over) is in no
+/// entry.
 ///
 /// Persistent (`imbl`): a resumed pass shares the entries of the prefix it resumed from and
 /// appends its own, O(new wire messages), as it does with the bytes.

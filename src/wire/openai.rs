@@ -9,7 +9,7 @@
 //! it has seen. So a pass that ended well — every call answered — leaves a resume point at its
 //! end: the next request of the route whose messages start with the same messages, and whose
 //! latest prompt says the same, takes those wire messages as they were written and writes only
-//! the new ones ([`Resume`], decision 81).
+//! the new ones ([`Resume`], [decision 81](crate::manual::decisions#decision-81)).
 
 use std::borrow::Cow;
 use std::collections::HashSet;

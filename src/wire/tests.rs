@@ -46,10 +46,11 @@ fn deferred_placeholder_not_appended_without_a_mode() {
     }
 }
 
-/// Decision 95: an assistant message that leaving reasoning out empties sends nothing, and a
-/// pass resumed from the route's previous request passes over the same messages as a pass
-/// from the first one (the same body; every debug build also compares the resume points).
-/// Thinking-only answers sit right before and after the points the passes resume from.
+/// [Decision 95](crate::manual::decisions#decision-95): an assistant message that leaving reasoning
+/// out empties sends nothing, and a pass resumed from the route's previous request passes over the
+/// same messages as a pass from the first one (the same body; every debug build also compares the
+/// resume points). Thinking-only answers sit right before and after the points the passes resume
+/// from.
 #[test]
 fn a_resumed_pass_passes_over_the_messages_a_fresh_pass_does() {
     let route = crate::route_for("anthropic", "claude-fable-5-2");
@@ -174,9 +175,9 @@ fn check_carried(body: &Value, carried: &Carried, messages: &[Message]) {
     }
 }
 
-/// Decision 104: the serializer's pass records which messages and blocks each wire message
-/// carries: a prompt update queued into a system message, a tool round, merged user turns,
-/// and on a chat route the system message and the text parts.
+/// [Decision 104](crate::manual::decisions#decision-104): the serializer's pass records which
+/// messages and blocks each wire message carries: a prompt update queued into a system message, a
+/// tool round, merged user turns, and on a chat route the system message and the text parts.
 #[test]
 fn the_pass_records_what_each_wire_message_carries() {
     let config = Config::new("anthropic", "claude-test").with("max_tokens", json!(64));

@@ -68,7 +68,7 @@ pub(crate) fn is_bound_thinking(block: &ContentBlock) -> bool {
 /// signed reasoning, and, when `model` is given (a route that binds thinking), by that model's
 /// family: a signature another model produced was bound to another conversation's bytes (a
 /// replay on another route, a loop that switched models), and leaving it out costs no cache,
-/// which is the model's own (decision 102).
+/// which is the model's own ([decision 102](crate::manual::decisions#decision-102)).
 pub(super) fn from_provider(message: &Message, provider: &str, model: Option<&str>) -> bool {
     matches!(message.source(), MessageSource::Model { provider: p, model: m }
         if p == provider && model.is_none_or(|model| same_family(m, model)))
