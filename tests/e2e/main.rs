@@ -53,6 +53,7 @@ mod random_churn;
 mod random_loop;
 mod replay_meter;
 mod replay_routes;
+mod responses;
 mod resume;
 mod standin;
 #[path = "../support/mod.rs"]
