@@ -216,14 +216,9 @@ impl Agent {
     }
 
     fn over_shared(key: &str, route: Route, session: Rc<Session>, prefix: &'static str) -> Self {
-        // The Responses API names the output limit `max_output_tokens`.
-        let limit = if route.api == WireApi::Responses {
-            "max_output_tokens"
-        } else {
-            "max_tokens"
-        };
-        let config =
-            Config::new(route.provider.clone(), route.model.clone()).with(limit, json!(1024));
+        // `max_tokens` on every API: the Responses serializer sends it as `max_output_tokens`.
+        let config = Config::new(route.provider.clone(), route.model.clone())
+            .with("max_tokens", json!(1024));
         Agent {
             agent: AgentLoop::new(Rc::clone(&session), route, config),
             log: session,
