@@ -1,8 +1,8 @@
-//! The newcomer's demo: one agent loop whose tool set changes mid-conversation, run on four
-//! routes (and once more on the no-mode route with a first-seen tool order), with the
-//! prefix-cache meter showing what each route keeps cached, and the loop's attributions
-//! naming each request that rewrote the cached prefix: what changed, and whether the caller or
-//! a rule of the crate made it.
+//! The newcomer's demo: one agent loop whose tool set changes mid-conversation, run on five
+//! routes (four on the Messages API, one on OpenAI's Responses API), and once more on the
+//! no-mode route with a first-seen tool order, with the prefix-cache meter showing what each
+//! route keeps cached, and the loop's attributions naming each request that rewrote the cached
+//! prefix: what changed, and whether the caller or a rule of the crate made it.
 //!
 //! Run: `cargo run --release --example demo [-- --logs DIR]`. Each route's session log and
 //! saved meter go to `DIR` (default: `mektpoy-demo-logs` in the temporary directory), for
@@ -173,6 +173,10 @@ fn main() -> Result<(), Error> {
         (
             "claude-fable-5-1 (in-history, inline)",
             route_for("anthropic", "claude-fable-5-1"),
+        ),
+        (
+            "gpt-5.4 (Responses, addition-only)",
+            route_for("openai", "gpt-5.4"),
         ),
     ];
     let mut runs = Vec::new();

@@ -49,14 +49,26 @@ const RESERVED: [&str; 9] = [
     "conversation",
 ];
 
+/// The Responses API's name of the output limit.
+const OUTPUT_LIMIT: &str = "max_output_tokens";
+
+/// The chat completions' and the Messages API's names of the output limit, which the Responses
+/// API refuses (`400 "Unknown parameter: 'max_tokens'."`, `code` `unknown_parameter`, as quoted
+/// from the vendor's answers in public code; HKUDS/DeepTutor#438: "the Responses API only
+/// accepts `max_output_tokens`"; read 2026-12-06): a config written for another route (the
+/// README's `with("max_tokens", …)`) is sent under the name this API takes, so that switching
+/// a loop to a Responses route does not make every request a refusal.
+const OUTPUT_LIMIT_ALIASES: [&str; 2] = ["max_tokens", "max_completion_tokens"];
+
 /// What `include` asks for when the config sets none: the reasoning items' encrypted content,
 /// which a stateless request must send back for the model to see its reasoning.
 const INCLUDE_REASONING: &str = "reasoning.encrypted_content";
 
 /// Serializes `projected` for a Responses route.
 ///
-/// Body keys, in order: `model`; the config options (except `provider`) and the defaults the
-/// config does not set — `store: false`, `include: ["reasoning.encrypted_content"]`, and
+/// Body keys, in order: `model`; the config options (except `provider`; `max_tokens` and
+/// `max_completion_tokens` written as `max_output_tokens`, this API's name of the limit) and
+/// the defaults the config does not set — `store: false`, `include: ["reasoning.encrypted_content"]`, and
 /// `prompt_cache_key` when the route takes one and the context gives one — sorted by key;
 /// `instructions` (the latest prompt's text, when non-empty); `tools` (omitted when none);
 /// `input`. Tools are flat: `{"type":"function","name","description","parameters","strict"}`,
@@ -81,7 +93,8 @@ const INCLUDE_REASONING: &str = "reasoning.encrypted_content";
 /// # Errors
 /// As [`serialize_openai_chat`](super::serialize_openai_chat) for names, pairing, system
 /// messages and unknown blocks, plus [`WireError::ReservedConfigKey`] for `instructions`,
-/// `input`, `previous_response_id` and `conversation`; [`WireError::ForcedToolChoice`] for a
+/// `input`, `previous_response_id` and `conversation`, and for an output limit given under two
+/// of its names; [`WireError::ForcedToolChoice`] for a
 /// forced `tool_choice` on a route that refuses it; [`MessageFault::UnsupportedBlock`] for a
 /// tool change the route cannot send (a removal, a redefinition, a by-value addition, or an
 /// addition on a route without a mode); [`MessageFault::AdditionWithoutDeclaration`] for an
@@ -126,7 +139,19 @@ pub fn serialize_responses(
         if RESERVED.contains(&k.as_str()) {
             return Err(WireError::ReservedConfigKey { key: k.clone() });
         }
-        options.push((k, v));
+        let mut key = k.as_str();
+        if OUTPUT_LIMIT_ALIASES.contains(&key) {
+            // Two names for one limit: the serializer would write `max_output_tokens` twice.
+            if config.extra.contains_key(OUTPUT_LIMIT)
+                || OUTPUT_LIMIT_ALIASES
+                    .iter()
+                    .any(|a| *a != key && config.extra.contains_key(*a))
+            {
+                return Err(WireError::ReservedConfigKey { key: k.clone() });
+            }
+            key = OUTPUT_LIMIT;
+        }
+        options.push((key, v));
     }
     let defaults = [
         ("include", Some(&include)),

@@ -14,7 +14,8 @@ use mektpoy::{
     meter::{Meter, MeterRow},
     project::{ProjectionPath, project_tool_updates, project_tool_updates_inline},
     response::{
-        Answer, ChatStream, MessagesStream, ResponseError, StopReason, decode_chat, decode_messages,
+        Answer, ChatStream, MessagesStream, ResponseError, ResponsesStream, StopReason,
+        decode_chat, decode_messages, decode_responses,
     },
     route::WireApi,
     route_for,
@@ -215,6 +216,7 @@ impl Agent {
     }
 
     fn over_shared(key: &str, route: Route, session: Rc<Session>, prefix: &'static str) -> Self {
+        // `max_tokens` on every API: the Responses serializer sends it as `max_output_tokens`.
         let config = Config::new(route.provider.clone(), route.model.clone())
             .with("max_tokens", json!(1024));
         Agent {
@@ -498,9 +500,11 @@ impl Agent {
         }
         let tokens = |bytes: u64| bytes.div_ceil(4);
         let usage = answer.usage.expect("an answer has usage");
-        // Chat completions report no cache writes (reference §9 on each vendor's usage).
-        let chat = self.agent.route().api == WireApi::OpenAiChat;
-        let written = (!chat).then_some(0);
+        // Chat completions and the Responses API report no cache writes (reference §9 on each
+        // vendor's usage).
+        let api = self.agent.route().api;
+        let chat = api == WireApi::OpenAiChat;
+        let written = (!matches!(api, WireApi::OpenAiChat | WireApi::Responses)).then_some(0);
         assert_eq!(
             (
                 usage.prompt_tokens,
@@ -524,11 +528,16 @@ impl Agent {
         let called = blocks
             .iter()
             .any(|b| matches!(b, ContentBlock::ToolCall { .. }));
-        let (expected, stop) = match (reply, chat) {
-            (Reply::Call(_), false) => (true, StopReason::ToolUse),
-            (Reply::Call(_), true) => (true, StopReason::ToolCalls),
-            (Reply::Text | Reply::ThinkingOnly, false) => (false, StopReason::EndTurn),
-            (Reply::Text | Reply::ThinkingOnly, true) => (false, StopReason::Stop),
+        // On the Responses API the answer is its `output` items, one block each (the
+        // stand-in's message holds one text part).
+        let (expected, stop) = match (reply, api) {
+            (Reply::Call(_), WireApi::OpenAiChat | WireApi::Responses) => {
+                (true, StopReason::ToolCalls)
+            }
+            (Reply::Call(_), _) => (true, StopReason::ToolUse),
+            (_, WireApi::OpenAiChat) => (false, StopReason::Stop),
+            (_, WireApi::Responses) => (false, StopReason::Completed),
+            (Reply::Text | Reply::ThinkingOnly, _) => (false, StopReason::EndTurn),
         };
         assert_eq!(called, expected, "{key} step {turn}: a tool call");
         assert_eq!(answer.stop_reason, Some(stop), "{key} step {turn}");
@@ -607,14 +616,17 @@ impl Agent {
         sent: &WireRequest,
     ) -> Result<Exchanged, Failure> {
         let section = self.agent.route().deferred_section_bytes();
-        let chat = self.agent.route().api == WireApi::OpenAiChat;
-        let response = if chat {
+        let api = self.agent.route().api;
+        let response = if api == WireApi::OpenAiChat {
             // DeepSeek's base URL has no `/v1`; OpenAI's has.
             let path = if self.agent.config().model.starts_with("deepseek-") {
                 standin::chat::PATHS[1]
             } else {
                 standin::chat::PATHS[0]
             };
+            standin::client::post_to(path, &self.key, section, sent.body(), sent.headers())
+        } else if api == WireApi::Responses {
+            let path = standin::responses::PATH;
             standin::client::post_to(path, &self.key, section, sent.body(), sent.headers())
         } else {
             standin::post(&self.key, section, sent)
@@ -624,17 +636,22 @@ impl Agent {
             self.agent.config().provider.clone(),
             format!("{}a{}", self.prefix, self.n),
         );
-        let decoded = match (chat, response.is_event_stream()) {
-            (false, true) => {
-                let mut s = MessagesStream::new(&provider, Some(&id));
-                s.push_text(&response.body).and_then(|()| s.finish())
-            }
-            (false, false) => decode_messages(&response.body, &provider, Some(&id)),
-            (true, true) => {
+        let decoded = match (api, response.is_event_stream()) {
+            (WireApi::OpenAiChat, true) => {
                 let mut s = ChatStream::new(&provider, Some(&id));
                 s.push_text(&response.body).and_then(|()| s.finish())
             }
-            (true, false) => decode_chat(&response.body, &provider, Some(&id)),
+            (WireApi::OpenAiChat, false) => decode_chat(&response.body, &provider, Some(&id)),
+            (WireApi::Responses, true) => {
+                let mut s = ResponsesStream::new(&provider, Some(&id));
+                s.push_text(&response.body).and_then(|()| s.finish())
+            }
+            (WireApi::Responses, false) => decode_responses(&response.body, &provider, Some(&id)),
+            (_, true) => {
+                let mut s = MessagesStream::new(&provider, Some(&id));
+                s.push_text(&response.body).and_then(|()| s.finish())
+            }
+            (_, false) => decode_messages(&response.body, &provider, Some(&id)),
         };
         if response.status >= 500 {
             let error = decoded.err().map_or(String::new(), |e| e.to_string());
@@ -792,4 +809,14 @@ pub fn chat_routes() -> Vec<Route> {
         deepseek("deepseek-flash"),
         deepseek("deepseek-x"),
     ]
+}
+
+/// OpenAI's Responses routes: `gpt-5.4` (catalog: addition-only, `additional_tools` items) and
+/// `gpt-5.5` as the catalog's `openai/*` entry serves an id it does not list (no mode).
+pub fn responses_routes() -> Vec<Route> {
+    let mut unlisted = route_for("openai", "gpt-5.5");
+    unlisted.model = "gpt-5.5".into();
+    let routes = vec![route_for("openai", "gpt-5.4"), unlisted];
+    assert!(routes.iter().all(|r| r.api == WireApi::Responses));
+    routes
 }

@@ -145,7 +145,7 @@ use crate::agent::{
 
 /// What happens at a step besides its effective tools.
 #[derive(Clone, Copy, Debug)]
-enum Event {
+pub(crate) enum Event {
     /// A user message and a text reply.
     Plain,
     /// A user message; the model calls this tool, whose result is appended.
@@ -162,12 +162,13 @@ use Event::*;
 
 /// The prompts' first sentences; each prompt goes on with the house rules (above the minimum
 /// cacheable length).
-const P1: &str = "You are a careful coding agent. Use the tools you are given.";
-const P2: &str = "You are a careful coding agent. Use the tools you are given. Prefer small diffs.";
+pub(crate) const P1: &str = "You are a careful coding agent. Use the tools you are given.";
+pub(crate) const P2: &str =
+    "You are a careful coding agent. Use the tools you are given. Prefer small diffs.";
 
 /// The script: step, effective tools after the step's changes, event. `grep*` is deferred,
 /// `fetch2` is `fetch` version 2.
-const SCRIPT: [(usize, &str, Event); 40] = [
+pub(crate) const SCRIPT: [(usize, &str, Event); 40] = [
     (1, "read write grep*", Plain),
     (2, "read write grep*", Plain),
     (3, "read write grep* search", Plain),
@@ -211,7 +212,7 @@ const SCRIPT: [(usize, &str, Event); 40] = [
 ];
 
 /// Steps whose effective tool set differs from the previous step's.
-const TOOL_SET_CHANGED: [usize; 20] = [
+pub(crate) const TOOL_SET_CHANGED: [usize; 20] = [
     3, 6, 8, 10, 12, 13, 14, 16, 18, 20, 22, 24, 26, 27, 31, 33, 35, 37, 38, 40,
 ];
 /// **s** on the by-reference folds after step 1: `fetch2` (a declaration series) and the
@@ -226,13 +227,14 @@ const INLINE_SERIES_STARTS: [(usize, SeriesStart); 1] = [(29, SeriesStart::Rewou
 /// deferred tool, IH⁻ only.
 const FIRST_DEFERRED: [usize; 2] = [26, 31];
 /// **a**, **b**, **r**, **f** and **s** on AO.
-const LOST_ADDITION_ONLY: [usize; 15] = [8, 10, 14, 16, 18, 20, 22, 24, 27, 29, 33, 35, 37, 38, 40];
+pub(crate) const LOST_ADDITION_ONLY: [usize; 15] =
+    [8, 10, 14, 16, 18, 20, 22, 24, 27, 29, 33, 35, 37, 38, 40];
 /// AO's all-deferred fallback.
-const ADDITION_ONLY_FALLBACK: [usize; 5] = [33, 34, 35, 36, 37];
+pub(crate) const ADDITION_ONLY_FALLBACK: [usize; 5] = [33, 34, 35, 36, 37];
 /// **p** and the compaction on NM and NB, besides every tool-set change.
 const NO_MODE_SERIES: [usize; 2] = [11, 29];
 
-fn tools(spec: &str) -> Vec<ToolSchema> {
+pub(crate) fn tools(spec: &str) -> Vec<ToolSchema> {
     spec.split_whitespace()
         .map(|t| {
             let (t, deferred) = t.strip_suffix('*').map_or((t, false), |n| (n, true));
@@ -244,7 +246,7 @@ fn tools(spec: &str) -> Vec<ToolSchema> {
         .collect()
 }
 
-fn set(steps: impl IntoIterator<Item = usize>) -> BTreeSet<usize> {
+pub(crate) fn set(steps: impl IntoIterator<Item = usize>) -> BTreeSet<usize> {
     steps.into_iter().collect()
 }
 

@@ -24,15 +24,20 @@
 //! - `random_churn`: seeded random churn on every route: always accepted (the crate refuses the
 //!   prefill steps on Claude models), losses only where the spec allows them.
 //! - `random_loop`: random loops on every Messages route, on unknown and dated ids and on
-//!   OpenAI-compatible chat routes (OpenAI's, DeepSeek's chat endpoint) (churn, refused tools, compactions, calls, thinking-only answers, cut-off answers and retries,
-//!   529/500 provider errors and retries, kills and reopens of the session file, a second
-//!   loop on another model over the same log): nothing refused, retries byte-identical, meter
-//!   exact.
+//!   OpenAI-compatible chat routes (OpenAI's, DeepSeek's chat endpoint) and on OpenAI's
+//!   Responses routes (churn, refused tools, compactions, calls, thinking-only answers, cut-off
+//!   answers and retries, 529/500 provider errors and retries, kills and reopens of the session
+//!   file, a second loop on another model over the same log): nothing refused, retries
+//!   byte-identical, meter exact.
 //! - `replay_routes`: a log with churn, calls, a compaction and a thinking-only answer replayed
 //!   on every Messages route of the catalog and on unknown and dated ids: every body accepted.
 //! - `replay_meter`: a demo-like log and `replay_routes`' log replayed on every Messages route
 //!   (by-reference variants, unknown and dated ids too): each metered request's row equals
 //!   the stand-in's measured figures, and each route's printed totals its usage.
+//! - `responses`: the churn script and the headless scenario on OpenAI's Responses API
+//!   (`gpt-5.4` addition-only, `gpt-5.5` under `openai/*`), JSON and streamed: every request
+//!   accepted, the meter exact, each answer's `function_call` arguments and reasoning items
+//!   sent back byte for byte, additions kept on `gpt-5.4`, every change a rewrite on `gpt-5.5`.
 //! - `resume`: kill and resume over server-sent events, with a request in flight (the stream
 //!   cut off) and between a tool call and its result.
 //! - `thinking_only`: an answer of thinking alone, then a rewrite that leaves its thinking out:
@@ -53,6 +58,7 @@ mod random_churn;
 mod random_loop;
 mod replay_meter;
 mod replay_routes;
+mod responses;
 mod resume;
 mod standin;
 #[path = "../support/mod.rs"]

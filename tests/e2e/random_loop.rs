@@ -1,8 +1,9 @@
 //! Random agent loops on every Messages route against the stand-in (issue 20), on the
 //! catalog's ids and on unknown and dated ones, and on OpenAI-compatible chat routes (the
 //! catalog's generic one under an OpenAI id, DeepSeek's chat endpoint under its ids and an
-//! unknown one; there the operations that apply: no thinking, names over 64 characters
-//! refused, 500 / 503 server errors): tool churn (names and schemas the route must
+//! unknown one) and OpenAI's Responses routes (`gpt-5.4` addition-only, `gpt-5.5` under the
+//! catalog's `openai/*` entry; on both chat and Responses the operations that apply: no
+//! thinking, names over 64 characters refused, 500 / 503 server errors): tool churn (names and schemas the route must
 //! refuse when set, a schema property named `cache_control`, redefinitions of called tools),
 //! prompt changes, compactions, tool calls, thinking-only answers, answers cut off mid-stream
 //! followed by a retry, provider errors (529 `overloaded_error`, 500 `api_error`) followed by a
@@ -16,7 +17,7 @@
 //! loops); a stuck loop fails the test by the stand-in client's timeout.
 //!
 //! `cargo test --test e2e random_loop` runs a bounded number of cases (and as many again on the
-//! chat routes alone);
+//! chat routes alone, and on the Responses routes alone);
 //! `RANDOM_LOOP_CASES=1000 cargo test --test e2e -- --ignored random_loop` runs longer
 //! (200 cases without the variable; figures in `docs/reliability.md`).
 
@@ -28,7 +29,8 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use crate::agent::{
-    Agent, Reply, Unsent, arg_params, chat_routes, prompt, tool_of, unlisted_routes,
+    Agent, Reply, Unsent, arg_params, chat_routes, prompt, responses_routes, tool_of,
+    unlisted_routes,
 };
 
 #[derive(Clone, Debug)]
@@ -113,6 +115,7 @@ fn routes() -> Vec<Route> {
         .collect();
     routes.extend(unlisted_routes());
     routes.extend(chat_routes());
+    routes.extend(responses_routes());
     routes
 }
 
@@ -122,7 +125,7 @@ fn routes() -> Vec<Route> {
 fn aux_route(main: &Route) -> Route {
     match (main.api, main.provider.as_ref()) {
         (WireApi::OpenAiChat, "deepseek") => chat_routes().swap_remove(0),
-        (WireApi::OpenAiChat, _) => route_for("deepseek", "deepseek-flash"),
+        (WireApi::OpenAiChat | WireApi::Responses, _) => route_for("deepseek", "deepseek-flash"),
         (_, "deepseek") => route_for("anthropic", "claude-opus-5"),
         _ => route_for("deepseek", "deepseek-flash"),
     }
@@ -132,8 +135,8 @@ fn aux_route(main: &Route) -> Route {
 /// overload is a 503 where Anthropic's is a 529; and the error type the crate must read.
 fn server_error(route: &Route, status: u16) -> (u16, &'static str) {
     match (route.api, status) {
-        (WireApi::OpenAiChat, 529) => (503, "service_unavailable_error"),
-        (WireApi::OpenAiChat, _) => (500, "server_error"),
+        (WireApi::OpenAiChat | WireApi::Responses, 529) => (503, "service_unavailable_error"),
+        (WireApi::OpenAiChat | WireApi::Responses, _) => (500, "server_error"),
         (_, 529) => (529, "overloaded_error"),
         _ => (500, "api_error"),
     }
@@ -330,6 +333,12 @@ fn random_loop() {
 #[test]
 fn random_loop_chat() {
     check("random-loop-chat", cases(24), 12, chat_routes());
+}
+
+/// The Responses routes alone (`gpt-5.4` addition-only, `gpt-5.5` without a mode).
+#[test]
+fn random_loop_responses() {
+    check("random-loop-responses", cases(24), 12, responses_routes());
 }
 
 #[test]

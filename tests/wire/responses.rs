@@ -121,6 +121,34 @@ fn the_config_overrides_the_defaults_and_reserved_keys_are_refused() {
     }
 }
 
+/// The chat and Messages names of the output limit, which the Responses API refuses as unknown
+/// parameters, go out as `max_output_tokens`; two names for the limit are refused.
+#[test]
+fn the_output_limit_goes_out_under_the_responses_name() {
+    for key in ["max_tokens", "max_completion_tokens", "max_output_tokens"] {
+        let config = Config::new("openai", "gpt-5.4").with(key, json!(1024));
+        let req = serialize(&config, &projected(vec![u("u1", "hi")], None), &gpt()).unwrap();
+        let b = body(&req);
+        assert_eq!(b["max_output_tokens"], json!(1024), "{key}");
+        assert!(b.get("max_tokens").is_none() && b.get("max_completion_tokens").is_none());
+        // In the key's sorted place, once.
+        assert_eq!(req.body().matches("max_output_tokens").count(), 1, "{key}");
+    }
+    for (a, b) in [
+        ("max_tokens", "max_output_tokens"),
+        ("max_tokens", "max_completion_tokens"),
+    ] {
+        let config = Config::new("openai", "gpt-5.4")
+            .with(a, json!(1))
+            .with(b, json!(2));
+        let err = serialize(&config, &projected(vec![u("u1", "hi")], None), &gpt()).unwrap_err();
+        assert!(
+            matches!(err, WireError::ReservedConfigKey { .. }),
+            "{a} and {b}: {err}"
+        );
+    }
+}
+
 #[test]
 fn no_key_on_a_route_that_takes_none() {
     let route = Route::plain("openai", "gpt-x", WireApi::Responses);

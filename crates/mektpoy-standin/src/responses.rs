@@ -41,8 +41,9 @@
 //! # What it refuses
 //!
 //! In OpenAI's error shape `{"error":{"message","type":"invalid_request_error","param","code"}}`:
-//! a body that is not JSON; no `model`; no `input`; an input item of a type the API does not
-//! list ([`ITEM_TYPES`]); a message without a known role; a `function_call` without `call_id`,
+//! a body that is not JSON; no `model`; no `input`; a body key of chat completions the API
+//! does not take ([`CHAT_PARAMETERS`]: `max_tokens` and the like); an input item of a type the
+//! API does not list ([`ITEM_TYPES`]); a message without a known role; a `function_call` without `call_id`,
 //! a string `arguments` or a name the vendor takes; a `function_call_output` whose `call_id`
 //! no earlier `function_call` of the input made ([`NO_TOOL_CALL`]), and a `function_call`
 //! whose output never comes ([`NO_TOOL_OUTPUT`]); a `reasoning` item without
@@ -102,6 +103,22 @@ use crate::{
     CUT_OFF_HEADER, FAIL_HEADER, FNV_START, Headers, Rng, SESSION_HEADER, TOOL_USE_HEADER, fnv,
     header,
 };
+
+/// Chat completions' body keys the Responses API does not take: the vendor answers 400
+/// "Unknown parameter: 'max_tokens'." (`param` the key, `code` `unknown_parameter`; the same for
+/// `n`, `seed`, `logprobs` and `stop`), as quoted from its answers in public code (a conformance
+/// test of a local API proxy recording direct answers of 2026-08-30, and the PHP and Go
+/// bridges that rename `max_tokens` for this reason); HKUDS/DeepTutor#438 (2026-05-03): "the
+/// Responses API only accepts `max_output_tokens`". The API reference lists no other name of
+/// the limit. Other unknown keys are accepted: the pages read list no complete key set.
+pub const CHAT_PARAMETERS: [&str; 6] = [
+    "max_tokens",
+    "max_completion_tokens",
+    "n",
+    "stop",
+    "seed",
+    "logprobs",
+];
 
 /// The request path this module answers.
 pub const PATH: &str = "/v1/responses";
@@ -420,6 +437,13 @@ fn check(v: &Value) -> Result<(), Refusal> {
         Some(Value::String(m)) if !m.is_empty() => m.as_str(),
         _ => return Err(missing("model".to_owned())),
     };
+    if let Some(key) = CHAT_PARAMETERS.iter().find(|k| v.get(**k).is_some()) {
+        return Err(Refusal::new(
+            format!("Unknown parameter: '{key}'."),
+            Some((*key).to_owned()),
+            Some("unknown_parameter"),
+        ));
+    }
     if let Some(id) = v.get("previous_response_id").filter(|id| !id.is_null()) {
         return Err(Refusal::new(
             format!("{PREVIOUS_NOT_FOUND} {} not found.", quoted(id)),
@@ -815,6 +839,10 @@ mod tests {
         stored["store"] = json!(true);
         let mut previous = gpt(&[user("u")]);
         previous["previous_response_id"] = json!("resp_9");
+        let mut chat_limit = gpt(&[user("u")]);
+        chat_limit["max_tokens"] = json!(1024);
+        let mut output_limit = gpt(&[user("u")]);
+        output_limit["max_output_tokens"] = json!(1024);
         let mut string_schema = tool("a");
         string_schema["parameters"] = json!({"type": "string"});
         let mut text_parameters = tool("a");
@@ -831,6 +859,8 @@ mod tests {
             ("a message without a type", gpt(&[json!({"role": "user", "content": "u"})]), None),
             ("no model", json!({"input": "hi"}), Some((400, "Missing required parameter: 'model'.", Some("model")))),
             ("no input", json!({"model": "gpt-5.5"}), Some((400, "Missing required parameter: 'input'.", Some("input")))),
+            ("chat's output limit", chat_limit, Some((400, "Unknown parameter: 'max_tokens'.", Some("max_tokens")))),
+            ("the Responses output limit", output_limit, None),
             ("an unknown item type", gpt(&[user("u"), json!({"type": "tool_result", "call_id": "c1"})]),
                 Some((400, "Invalid value: 'tool_result'. Supported values are: 'additional_tools', 'apply_patch_call',", Some("input[1]")))),
             ("an empty item type", gpt(&[json!({"type": "", "content": "u"})]), Some((400, "Invalid value: ''.", Some("input[0]")))),
