@@ -25,7 +25,7 @@ pub fn take(
     let api = if chat { Api::Chat } else { Api::Messages };
     let parsed = std::str::from_utf8(body)
         .map_err(|e| e.to_string())
-        .and_then(|text| crate::client_body::parse(text).map_err(|e| e.to_string()))
+        .and_then(|text| api.parse(text))
         .map_err(|e| Refusal::Invalid(format!("the body is not JSON: {e}")))?;
     let model = parsed
         .head
