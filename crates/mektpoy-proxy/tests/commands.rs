@@ -284,10 +284,8 @@ fn the_log_never_holds_the_key_nor_a_body_unless_asked() {
     assert_eq!(lines[2]["api"], "chat");
     assert_eq!(
         lines[2]["conversation"],
-        format!(
-            "{}:session:logs",
-            mektpoy_proxy::conversation::scope(format!("Bearer {KEY}").as_bytes())
-        )
+        format!("{scope}:session:logs"),
+        "the key as a bearer token is the same caller (decision 131)"
     );
     for refused in &lines[3..] {
         assert_eq!(refused["level"], "WARN", "{refused}");
