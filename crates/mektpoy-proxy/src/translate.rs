@@ -1230,6 +1230,49 @@ mod tests {
         assert_eq!(whole.messages[1].content().len(), 3);
     }
 
+    /// An input of `turns`: 0 a user message, 1 an answer with a call and its output, 2 an
+    /// answer of reasoning and text, 3 text alone.
+    fn items_of(turns: &[u8]) -> Vec<Value> {
+        let mut items = Vec::new();
+        for (n, t) in turns.iter().enumerate() {
+            match t {
+                0 => items.push(json!({"role": "user", "content": format!("u{n}")})),
+                1 => {
+                    items.extend(answer_items(n));
+                    items.push(json!({"type": "function_call_output", "call_id": format!("call_{n}"), "output": "r"}));
+                }
+                2 => items.extend(answer_items(n).into_iter().take(2)),
+                _ => items.push(json!({"role": "assistant", "content": format!("a{n}")})),
+            }
+        }
+        items
+    }
+
+    proptest::proptest! {
+        /// Reading a request with what its previous request stood for gives the messages that
+        /// reading it alone gives, wherever the previous request ended (inside an answer too).
+        #[test]
+        fn a_responses_reuse_reads_what_a_whole_reading_reads(
+            turns in proptest::collection::vec(0u8..4, 1..12),
+            cut in 1usize..40,
+        ) {
+            let items = items_of(&turns);
+            let cut = cut.min(items.len());
+            let before = responses_body(&Value::Array(items[..cut].to_vec()));
+            let Ok(first) = read_r(&before, None) else { return Ok(()) };
+            let nodes: Vec<(usize, Message)> = first.messages.iter().cloned().enumerate().collect();
+            let known = Known { raw: first.raw.clone(), nodes: nodes.clone(), surface_len: nodes.len() };
+            let text = responses_body(&Value::Array(items));
+            let whole = read_r(&text, None).unwrap();
+            let again = read_r(&text, Some(&known)).unwrap();
+            proptest::prop_assert_eq!(whole.messages.len(), again.messages.len());
+            for (a, b) in whole.messages.iter().zip(&again.messages) {
+                proptest::prop_assert!(same_message(a, b), "{:?} / {:?}", a, b);
+                proptest::prop_assert_eq!(a.content().len(), b.content().len());
+            }
+        }
+    }
+
     #[test]
     fn the_plan_extends_retries_or_replaces() {
         let m = |spec: &str| -> Vec<Message> {
