@@ -136,8 +136,15 @@ MEKTPOY_NPM_DIR="$npm_dir" node "$here/harness_chat.mjs" --proxy "$proxy" --stan
   --run "$run" --out "$last/failures" | tee -a "$results" || status=1
 echo "== python openai SDK (responses.create, through the proxy)"
 "$venv/bin/python" "$here/harness_responses.py" --proxy "$proxy" --run "$run" || status=1
+echo "== the Responses bodies the crate writes, against both openai SDKs' types"
+bodies="$work/responses-bodies"
+mkdir -p "$bodies"
+MEKTPOY_RESPONSES_BODIES="$bodies" cargo test -q -p mektpoy --test responses_loop >/dev/null || status=1
+"$venv/bin/python" "$here/responses_types.py" "$bodies" || status=1
+node "$here/responses_types.mjs" "$bodies" "$npm_dir" || status=1
 
-XX
+echo
+echo "== summary (python anthropic $py_version; @anthropic-ai/sdk $ts_version;"
 echo "   python openai $py_openai_version; npm openai $ts_openai_version)"
 python3 - "$results" <<'EOF' || status=1
 import sys
