@@ -7,8 +7,10 @@
 # upstream), with chat.completions.create, without and with `stream: true`. Each conversation
 # also goes straight to the stand-in, for comparison. Then the Responses API bodies the crate
 # writes (tests/responses_loop.rs) are checked against both `openai` SDKs' ResponseCreateParams
-# (responses_types.py: pydantic TypeAdapter; responses_types.mjs: tsc --strict). Exits non-zero
-# if any request through the proxy fails or the SDKs' types refuse a body.
+# (responses_types.py: pydantic TypeAdapter; responses_types.mjs: tsc --strict), and a
+# Codex-like conversation goes through the proxy's POST /v1/responses with the Python SDK's
+# client.responses.create (harness_responses.py, gpt-5.4, without and with `stream=True`). Exits
+# non-zero if any request through the proxy fails or the SDKs' types refuse a body.
 #
 #   bash crates/mektpoy-proxy/clients/run.sh        (from anywhere)
 #
@@ -112,7 +114,8 @@ start mektpoy-standin "$bin/mektpoy-standin" --listen 127.0.0.1:0
 standin="$url"
 start mektpoy-proxy "$bin/mektpoy-proxy" --listen 127.0.0.1:0 \
   --upstream "anthropic=$standin" --upstream "deepseek=$standin" \
-  --upstream "openai-compatible=$standin" --store "sqlite:$work/proxy.db"
+  --upstream "openai-compatible=$standin" --upstream "openai=$standin/v1" \
+  --store "sqlite:$work/proxy.db"
 proxy="$url"
 echo "stand-in $standin, proxy $proxy"
 
@@ -131,8 +134,17 @@ echo "== python openai SDK (chat completions)"
 echo "== typescript openai SDK (chat completions)"
 MEKTPOY_NPM_DIR="$npm_dir" node "$here/harness_chat.mjs" --proxy "$proxy" --standin "$standin" \
   --run "$run" --out "$last/failures" | tee -a "$results" || status=1
+echo "== python openai SDK (responses.create, through the proxy)"
+"$venv/bin/python" "$here/harness_responses.py" --proxy "$proxy" --run "$run" || status=1
+echo "== the Responses bodies the crate writes, against both openai SDKs' types"
+bodies="$work/responses-bodies"
+mkdir -p "$bodies"
+MEKTPOY_RESPONSES_BODIES="$bodies" cargo test -q -p mektpoy --test responses_loop >/dev/null || status=1
+"$venv/bin/python" "$here/responses_types.py" "$bodies" || status=1
+node "$here/responses_types.mjs" "$bodies" "$npm_dir" || status=1
 
-XX
+echo
+echo "== summary (python anthropic $py_version; @anthropic-ai/sdk $ts_version;"
 echo "   python openai $py_openai_version; npm openai $ts_openai_version)"
 python3 - "$results" <<'EOF' || status=1
 import sys

@@ -27,12 +27,39 @@ pub struct Body<'a> {
 /// # Errors
 /// The body is not JSON.
 pub fn parse(text: &str) -> Result<Body<'_>, serde_json::Error> {
-    let Ok(fields) = serde_json::from_str::<Fields<'_>>(text) else {
+    parse_list(text, List::Messages)
+}
+
+/// Reads a Responses-API body: `input` stays raw like `messages` (each item keyed by its
+/// bytes); a string `input` is one raw item, which the reader takes as a user message.
+///
+/// # Errors
+/// The body is not JSON.
+pub fn parse_input(text: &str) -> Result<Body<'_>, serde_json::Error> {
+    parse_list(text, List::Input)
+}
+
+/// The key whose items stay raw.
+#[derive(Clone, Copy)]
+enum List {
+    /// `messages`: read as raw items on the same pass.
+    Messages,
+    /// `input`: an array or a string, taken raw, then its items split.
+    Input,
+}
+
+fn parse_list(text: &str, list: List) -> Result<Body<'_>, serde_json::Error> {
+    use serde::de::DeserializeSeed;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let fields = match list.deserialize(&mut de).and_then(|f| de.end().map(|()| f)) {
+        Ok(fields) => fields,
         // Not an object (or not JSON): read whole, for the readers' own messages.
-        return Ok(Body {
-            head: serde_json::from_str(text)?,
-            messages: None,
-        });
+        Err(_) => {
+            return Ok(Body {
+                head: serde_json::from_str(text)?,
+                messages: None,
+            });
+        }
     };
     let mut head = Map::new();
     for (key, raw) in fields.head {
@@ -51,9 +78,11 @@ struct Fields<'a> {
     messages: Option<Vec<&'a RawValue>>,
 }
 
-impl<'de> serde::Deserialize<'de> for Fields<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visit;
+impl<'de> serde::de::DeserializeSeed<'de> for List {
+    type Value = Fields<'de>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Fields<'de>, D::Error> {
+        struct Visit(List);
         impl<'de> serde::de::Visitor<'de> for Visit {
             type Value = Fields<'de>;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -67,19 +96,36 @@ impl<'de> serde::Deserialize<'de> for Fields<'de> {
                     head: BTreeMap::new(),
                     messages: None,
                 };
+                let name = match self.0 {
+                    List::Messages => "messages",
+                    List::Input => "input",
+                };
                 // A repeated key keeps its last value, as `serde_json::Value` does.
                 while let Some(key) = map.next_key::<String>()? {
-                    if key == "messages" {
-                        fields.messages = map.next_value::<Messages<'de>>()?.0;
-                        fields.head.remove(&key);
-                    } else {
+                    if key != name {
                         fields.head.insert(key, map.next_value()?);
+                        continue;
                     }
+                    fields.head.remove(&key);
+                    fields.messages = match self.0 {
+                        List::Messages => map.next_value::<Messages<'de>>()?.0,
+                        List::Input => {
+                            let raw: &'de RawValue = map.next_value()?;
+                            match raw.get().as_bytes().first() {
+                                Some(b'[') => Some(
+                                    serde_json::from_str::<Vec<&'de RawValue>>(raw.get())
+                                        .map_err(serde::de::Error::custom)?,
+                                ),
+                                Some(b'"') => Some(vec![raw]),
+                                _ => None,
+                            }
+                        }
+                    };
                 }
                 Ok(fields)
             }
         }
-        d.deserialize_map(Visit)
+        d.deserialize_map(Visit(self))
     }
 }
 
@@ -173,6 +219,9 @@ pub struct Entry {
     /// How many of the request's messages in the crate's shape the raw messages up to this one
     /// (included) are.
     pub end: usize,
+    /// An item of a message that later items complete (a Responses answer is several items:
+    /// reasoning, text, calls): a reuse stops before its message, never inside it.
+    pub open: bool,
 }
 
 /// What the previous request's messages stand for in the log: its raw messages' keys, and
@@ -202,6 +251,10 @@ impl Known {
             .zip(&self.raw)
             .take_while(|(k, e)| **k == e.key)
             .count();
+        let same = self.raw[..same]
+            .iter()
+            .rposition(|e| !e.open)
+            .map_or(0, |i| i + 1);
         let end = same.checked_sub(1).map_or(0, |i| self.raw[i].end);
         if end > self.nodes.len() {
             return (0, 0);
@@ -266,6 +319,7 @@ mod tests {
                     key,
                     read_again: false,
                     end: i + 1,
+                    open: false,
                 })
                 .collect(),
             nodes: (0..3)

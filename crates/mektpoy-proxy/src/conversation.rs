@@ -7,11 +7,13 @@
 //! 1. `x-mektpoy-session`: a client that knows the proxy names its conversation itself;
 //! 2. `x-claude-code-session-id`, with `x-claude-code-agent-id` when present (a subagent is a
 //!    conversation of its own: its tools and history are not the main loop's);
-//! 3. Codex's `session_id` / `session-id` / `thread_id` headers;
+//! 3. Codex's `thread_id` / `thread-id`, else its `session_id` / `session-id` headers (a
+//!    Codex session can hold several threads, each a conversation of its own);
 //! 4. OpenCode's `x-opencode-session` / `x-session-affinity` / `x-session-id`;
 //! 5. the session part of `metadata.user_id` (`..._session_<id>`), as Claude Code sends it;
 //! 6. the body's `prompt_cache_key` (a caller's own cache key names one conversation);
-//! 7. last, a hash of the model, the system prompt and the first user message: the part of a
+//! 7. last, a hash of the model, the system prompt (or `instructions`) and the first user
+//!    message (a string `input` is one): the part of a
 //!    conversation a harness never rewrites.
 //!
 //! Every id is scoped by a hash of the caller's API key, never the key itself: an id guessed or
@@ -40,7 +42,7 @@ pub fn conversation_key(headers: &HeaderMap, body: &Body<'_>) -> String {
             Some(agent) => format!("claude-code:{id}/{agent}"),
             None => format!("claude-code:{id}"),
         }
-    } else if let Some(id) = ["session_id", "session-id", "thread_id"]
+    } else if let Some(id) = ["thread_id", "thread-id", "session_id", "session-id"]
         .into_iter()
         .find_map(header)
     {
@@ -109,13 +111,20 @@ fn content_hash(body: &Body<'_>) -> String {
         .messages()
         .iter()
         .filter_map(|m| serde_json::from_str::<Value>(m.get()).ok())
-        .find(|m| m["role"] == "user")
-        .map(|m| m["content"].to_string())
+        .find(|m| m["role"] == "user" || m.is_string())
+        .map(|m| match m {
+            Value::String(_) => m.to_string(),
+            _ => m["content"].to_string(),
+        })
         .unwrap_or_default();
     let mut h = Sha256::new();
     for part in [
         body.head["model"].to_string(),
-        body.head["system"].to_string(),
+        body.head
+            .get("system")
+            .or_else(|| body.head.get("instructions"))
+            .unwrap_or(&Value::Null)
+            .to_string(),
         first_user,
     ] {
         h.update((part.len() as u64).to_le_bytes());
@@ -170,6 +179,13 @@ mod tests {
             "a subagent is a conversation of its own"
         );
         assert!(key(&all[3..]).ends_with(":codex:cx"));
+        for (thread, session) in [("thread_id", "session_id"), ("thread-id", "session-id")] {
+            assert!(
+                key(&[(session, "s1"), (thread, "t1")]).ends_with(":codex:t1"),
+                "a Codex thread before its session: {thread}"
+            );
+            assert!(key(&[(session, "s1")]).ends_with(":codex:s1"), "{session}");
+        }
         assert!(key(&all[4..]).ends_with(":opencode:oc"));
         assert!(key(&[]).ends_with(":user-id:ef"));
         let mut no_user = body.clone();

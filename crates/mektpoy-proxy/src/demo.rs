@@ -60,6 +60,10 @@ impl Rig {
                 .upstreams
                 .insert(provider.to_owned(), format!("http://{standin}"));
         }
+        // The Responses API's base ends in `/v1`, like OpenAI's.
+        settings
+            .upstreams
+            .insert("openai".to_owned(), format!("http://{standin}/v1"));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let proxy = Proxy::new(settings, store);

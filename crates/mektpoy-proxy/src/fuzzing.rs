@@ -22,10 +22,38 @@ pub fn take(
     chat: bool,
     body: &[u8],
 ) -> Result<WireRequest, Refusal> {
-    let api = if chat { Api::Chat } else { Api::Messages };
+    take_as(
+        store,
+        slot,
+        key,
+        if chat { Api::Chat } else { Api::Messages },
+        body,
+    )
+}
+
+/// [`take`] for a Responses-API body (`POST /v1/responses`).
+///
+/// # Errors
+/// As [`take`].
+pub fn take_responses(
+    store: &Store,
+    slot: &mut Option<Conversation>,
+    key: &str,
+    body: &[u8],
+) -> Result<WireRequest, Refusal> {
+    take_as(store, slot, key, Api::Responses, body)
+}
+
+fn take_as(
+    store: &Store,
+    slot: &mut Option<Conversation>,
+    key: &str,
+    api: Api,
+    body: &[u8],
+) -> Result<WireRequest, Refusal> {
     let parsed = std::str::from_utf8(body)
         .map_err(|e| e.to_string())
-        .and_then(|text| crate::client_body::parse(text).map_err(|e| e.to_string()))
+        .and_then(|text| api.parse(text))
         .map_err(|e| Refusal::Invalid(format!("the body is not JSON: {e}")))?;
     let model = parsed
         .head
@@ -123,4 +151,50 @@ mod tests {
             "the copy held is the stored log"
         );
     }
+
+    proptest::proptest! {
+        /// Responses bodies of items good and bad, one conversation: each is refused with a
+        /// 400 that changes nothing stored, or accepted, and then the stored log is the one
+        /// held in memory.
+        #[test]
+        fn responses_bodies_are_taken_whole_or_change_nothing(
+            bodies in proptest::collection::vec(proptest::collection::vec(0usize..ITEMS.len(), 1..8), 1..6),
+        ) {
+            let store = Store::open(":memory:").unwrap();
+            let (key, mut slot) = ("k:codex:p", None);
+            for picks in bodies {
+                let input: Vec<Value> = picks.iter().map(|&i| serde_json::from_str(ITEMS[i]).unwrap()).collect();
+                let body = json!({"model": "gpt-5.4", "instructions": "Be brief.", "input": input,
+                    "store": false, "tools": [{"type": "function", "name": "read", "parameters": {"type": "object"}}]});
+                let before = store.load(key).unwrap();
+                match take_responses(&store, &mut slot, key, body.to_string().as_bytes()) {
+                    Err(r) => {
+                        proptest::prop_assert!(matches!(r, Refusal::Invalid(_)), "{}", r);
+                        proptest::prop_assert!(store.load(key).unwrap() == before, "{}", r);
+                    }
+                    Ok(wire) => {
+                        proptest::prop_assert!(serde_json::from_str::<Value>(wire.body()).is_ok());
+                        let bytes = store.load(key).unwrap().unwrap();
+                        let loaded = mektpoy::Session::load_bytes(&bytes).unwrap();
+                        let held = slot.as_mut().unwrap().agent().session().to_jsonl();
+                        proptest::prop_assert!(loaded.session.to_jsonl() == held);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Input items, good and bad, for the property above.
+    const ITEMS: [&str; 10] = [
+        r#"{"role":"user","content":"hi"}"#,
+        r#"{"role":"developer","content":"rules"}"#,
+        r#"{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"e"}"#,
+        r#"{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok"}]}"#,
+        r#"{"type":"function_call","call_id":"c1","name":"read","arguments":"{}"}"#,
+        r#"{"type":"function_call_output","call_id":"c1","output":"done"}"#,
+        r#"{"type":"function_call_output","call_id":"c9","output":"stray"}"#,
+        r#"{"type":"item_reference","id":"x"}"#,
+        r#"{"role":"user","content":[{"type":"input_image","image_url":"x"}]}"#,
+        r#""just text""#,
+    ];
 }

@@ -24,7 +24,8 @@ const USAGE: &str =
                            POST /v1/messages (defaults https://api.anthropic.com,
                            https://api.deepseek.com/anthropic); openai-compatible serves
                            POST /v1/chat/completions (default https://api.openai.com/v1;
-                           DeepSeek's is https://api.deepseek.com)
+                           DeepSeek's is https://api.deepseek.com); openai serves
+                           POST /v1/responses (default https://api.openai.com/v1)
   --store STORE            where conversations are kept: sqlite:PATH (default
                            sqlite:./mektpoy-proxy.db) or postgres://USER@HOST:PORT/DB (several
                            proxies on one database; the table is created on start)

@@ -13,7 +13,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use futures_util::StreamExt;
 use mektpoy::WireRequest;
-use mektpoy::response::{ChatStream, MessagesStream, decode_chat, decode_messages};
+use mektpoy::response::{
+    ChatStream, MessagesStream, ResponsesStream, decode_chat, decode_messages, decode_responses,
+};
 use serde_json::{Value, json};
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
@@ -26,7 +28,8 @@ use crate::translate;
 #[derive(Clone, Debug)]
 pub struct Settings {
     /// Upstream base URLs by provider: `anthropic` and `deepseek` take `POST {url}/v1/messages`,
-    /// `openai-compatible` takes `POST {url}/chat/completions`.
+    /// `openai-compatible` takes `POST {url}/chat/completions`, `openai` (the Responses API)
+    /// `POST {url}/responses`.
     pub upstreams: BTreeMap<String, String>,
     /// The largest request body taken (bytes); larger ones get a 413.
     pub body_limit: usize,
@@ -62,6 +65,7 @@ impl Default for Settings {
                     mektpoy::route::OPENAI_COMPATIBLE.to_owned(),
                     "https://api.openai.com/v1".to_owned(),
                 ),
+                ("openai".to_owned(), "https://api.openai.com/v1".to_owned()),
             ]),
             body_limit: 32 << 20,
             idle: Duration::from_secs(600),
@@ -208,6 +212,14 @@ pub fn router(proxy: Arc<Proxy>) -> Router {
             "/chat/completions",
             post(|s, h, b| handle(Api::Chat, s, h, b)),
         )
+        .route(
+            "/v1/responses",
+            post(|s, h, b| handle(Api::Responses, s, h, b)),
+        )
+        .route(
+            "/responses",
+            post(|s, h, b| handle(Api::Responses, s, h, b)),
+        )
         .route("/mektpoy/sessions/{id}/log.jsonl", get(export))
         .route("/mektpoy/sessions/{id}", get(report))
         .fallback(any(forward))
@@ -223,6 +235,8 @@ pub(crate) enum Api {
     Messages,
     /// `POST /v1/chat/completions` (OpenAI-compatible).
     Chat,
+    /// `POST /v1/responses` (OpenAI's Responses API).
+    Responses,
 }
 
 impl Api {
@@ -232,7 +246,17 @@ impl Api {
             Api::Messages if model.starts_with("deepseek") => "deepseek",
             Api::Messages => "anthropic",
             Api::Chat => mektpoy::route::OPENAI_COMPATIBLE,
+            Api::Responses => "openai",
         }
+    }
+
+    /// A body's head decoded, its list of messages (or input items) left raw.
+    pub(crate) fn parse(self, text: &str) -> Result<crate::client_body::Body<'_>, String> {
+        match self {
+            Api::Responses => crate::client_body::parse_input(text),
+            Api::Messages | Api::Chat => crate::client_body::parse(text),
+        }
+        .map_err(|e| e.to_string())
     }
 
     pub(crate) fn read(
@@ -244,16 +268,19 @@ impl Api {
         match self {
             Api::Messages => translate::read(body, provider, known),
             Api::Chat => translate::read_chat(body, provider, known),
+            Api::Responses => translate::read_responses(body, provider, known),
         }
         .map_err(Refusal::from)
     }
 
     /// Where the API lives under an upstream's base URL (`https://api.anthropic.com`;
-    /// `https://api.openai.com/v1`, `https://api.deepseek.com`).
+    /// `https://api.openai.com/v1`, `https://api.deepseek.com`; the Responses API, like chat,
+    /// under a base that ends in `/v1`).
     fn path(self) -> &'static str {
         match self {
             Api::Messages => "/v1/messages",
             Api::Chat => "/chat/completions",
+            Api::Responses => "/responses",
         }
     }
 
@@ -265,6 +292,7 @@ impl Api {
         match self {
             Api::Messages => decode_messages(body, provider, None),
             Api::Chat => decode_chat(body, provider, None),
+            Api::Responses => decode_responses(body, provider, None),
         }
     }
 
@@ -273,7 +301,7 @@ impl Api {
     fn error(self, status: StatusCode, kind: &str, message: &str) -> Response {
         let body = match self {
             Api::Messages => json!({"type": "error", "error": {"type": kind, "message": message}}),
-            Api::Chat => {
+            Api::Chat | Api::Responses => {
                 json!({"error": {"message": message, "type": kind, "param": null, "code": null}})
             }
         };
@@ -335,6 +363,8 @@ fn error(status: StatusCode, kind: &str, message: &str) -> Response {
 enum StreamDecoder {
     Messages(MessagesStream),
     Chat(ChatStream),
+    /// Boxed: it holds the items being built, twice the others' size.
+    Responses(Box<ResponsesStream>),
 }
 
 impl StreamDecoder {
@@ -342,6 +372,9 @@ impl StreamDecoder {
         match api {
             Api::Messages => StreamDecoder::Messages(MessagesStream::new(provider, None)),
             Api::Chat => StreamDecoder::Chat(ChatStream::new(provider, None)),
+            Api::Responses => {
+                StreamDecoder::Responses(Box::new(ResponsesStream::new(provider, None)))
+            }
         }
     }
 
@@ -349,6 +382,7 @@ impl StreamDecoder {
         match self {
             StreamDecoder::Messages(d) => d.push_text(text),
             StreamDecoder::Chat(d) => d.push_text(text),
+            StreamDecoder::Responses(d) => d.push_text(text),
         }
     }
 
@@ -356,6 +390,7 @@ impl StreamDecoder {
         match self {
             StreamDecoder::Messages(d) => d.finish(),
             StreamDecoder::Chat(d) => d.finish(),
+            StreamDecoder::Responses(d) => d.finish(),
         }
     }
 }
@@ -372,6 +407,7 @@ async fn handle(
     let name = match api {
         Api::Messages => "messages",
         Api::Chat => "chat",
+        Api::Responses => "responses",
     };
     let body = match body {
         Ok(body) => body,
@@ -409,7 +445,7 @@ async fn answer(
     // decoded (decision 118).
     let parsed = match std::str::from_utf8(&body)
         .map_err(|e| e.to_string())
-        .and_then(|text| crate::client_body::parse(text).map_err(|e| e.to_string()))
+        .and_then(|text| api.parse(text))
     {
         Ok(v) => v,
         Err(e) => {
@@ -429,7 +465,10 @@ async fn answer(
         }
     };
     if parsed.messages().is_empty() {
-        let r = Refusal::Invalid("messages: at least one message is required".into());
+        let r = Refusal::Invalid(match api {
+            Api::Responses => "input: at least one item is required".into(),
+            Api::Messages | Api::Chat => "messages: at least one message is required".into(),
+        });
         trace.refusal(&r);
         return api.refused(&r);
     }

@@ -1,7 +1,7 @@
 //! A client's Messages-API body, read as the crate's vocabulary: its tools, system prompt,
 //! messages and the rest of its parameters; and which of its messages the log already holds.
 
-use mektpoy::response::{decode_chat, decode_messages};
+use mektpoy::response::{decode_chat, decode_messages, decode_responses};
 use mektpoy::vocab::{MessageSource, Role};
 use mektpoy::{ContentBlock, Message, ToolSchema};
 use serde_json::value::RawValue;
@@ -88,7 +88,23 @@ impl<'k> Reading<'k> {
             key: self.keys[i],
             read_again,
             end,
+            open: false,
         });
+    }
+
+    /// Raw items `items` were read as one message, the last of `end` so far. A message that
+    /// ends the request stays open: the next request may add items to it.
+    fn read_group(&mut self, items: impl ExactSizeIterator<Item = usize>, end: usize) {
+        let last = items.len().saturating_sub(1);
+        for (n, i) in items.enumerate() {
+            let closed = n == last && i + 1 < self.keys.len();
+            self.entries.push(Entry {
+                key: self.keys[i],
+                read_again: false,
+                end: if n == last { end } else { end - 1 },
+                open: !closed,
+            });
+        }
     }
 
     /// Raw message `i` as a value.
@@ -530,6 +546,247 @@ fn chat_parts(content: Option<&Value>) -> Result<Vec<ContentBlock>, Invalid> {
     }
 }
 
+/// Keys of a Responses body the crate writes itself.
+const OWN_RESPONSES_KEYS: [&str; 4] = ["model", "tools", "input", "instructions"];
+
+/// Keys a Responses body may not hold: the proxy keeps the conversation itself and sends
+/// `store: false`, so a server-side one would be prepended to the one it sends (decision 133).
+const REFUSED_RESPONSES_KEYS: [&str; 2] = ["previous_response_id", "conversation"];
+
+/// Reads an OpenAI Responses body: `instructions` and the leading `developer` / `system`
+/// messages are the system prompt; the items of one answer (reasoning, assistant messages,
+/// function calls) one assistant message, as the decoder reads the answer; a
+/// `function_call_output` a tool message; flat function tools the crate's schemas.
+///
+/// # Errors
+/// [`Invalid`] for a body of another shape, for `previous_response_id` or `conversation`,
+/// for a `developer` / `system` message after the conversation started, an `additional_tools`
+/// or `item_reference` item, a part other than text, and a tool other than a function.
+pub fn read_responses(
+    body: &Body<'_>,
+    provider: &str,
+    known: Option<&Known>,
+) -> Result<ClientRequest, Invalid> {
+    if let Some(key) = body
+        .head
+        .as_object()
+        .and_then(|o| REFUSED_RESPONSES_KEYS.iter().find(|k| o.contains_key(**k)))
+    {
+        return Err(invalid(format!(
+            "{key}: mektpoy-proxy keeps the conversation itself (it sends `store: false`); send the whole input instead"
+        )));
+    }
+    if body.messages.is_none() {
+        return Err(invalid("input: a string or an array of items is required"));
+    }
+    let (object, model, tools, raw) = head(body, responses_tool, |i| format!("tools[{i}]"))?;
+    let mut system = Vec::new();
+    match object.get("instructions") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) => system.push(s.clone()),
+        Some(_) => return Err(invalid("instructions: a string is expected")),
+    }
+    let mut messages = Vec::new();
+    let mut reading = Reading::new(raw, known);
+    // The items of the answer being read: raw index and value.
+    let mut answer: Vec<(usize, Value)> = Vec::new();
+    let flush = |answer: &mut Vec<(usize, Value)>,
+                 messages: &mut Vec<Message>,
+                 reading: &mut Reading<'_>|
+     -> Result<(), Invalid> {
+        let Some(&(first, _)) = answer.first() else {
+            return Ok(());
+        };
+        let id = format!("client-{first}-0");
+        let items: Vec<Value> = answer.iter().map(|(_, v)| v.clone()).collect();
+        let response = json!({
+            "id": id, "object": "response", "model": model, "status": "completed",
+            "output": items,
+            "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
+        });
+        let read = decode_responses(&response.to_string(), provider, Some(&id))
+            .map_err(|e| invalid(format!("input[{first}]: {e}")))?;
+        messages.push(read.message);
+        reading.read_group(answer.drain(..).map(|(i, _)| i), messages.len());
+        Ok(())
+    };
+    for (i, m) in raw.iter().enumerate() {
+        if reading.take(i, &mut messages) {
+            continue;
+        }
+        let at = |e: Invalid| invalid(format!("input[{i}]: {}", e.0));
+        let item = if raw_is_string(m) {
+            json!({"type": "message", "role": "user", "content": Reading::value(m).map_err(at)?})
+        } else {
+            Reading::value(m).map_err(at)?
+        };
+        let kind = match item.get("type") {
+            None if item.get("role").is_some() => "message",
+            Some(Value::String(t)) => t.as_str(),
+            _ => return Err(at(invalid("type: a string is required"))),
+        };
+        let role = item.get("role").and_then(Value::as_str);
+        match (kind, role) {
+            ("message", Some("assistant")) => {
+                let content = match item.get("content") {
+                    Some(Value::String(t)) => json!([{"type": "output_text", "text": t}]),
+                    Some(Value::Array(parts)) => Value::Array(
+                        parts
+                            .iter()
+                            .map(|p| match p.get("type").and_then(Value::as_str) {
+                                Some("input_text") => {
+                                    json!({"type": "output_text", "text": p.get("text")})
+                                }
+                                _ => p.clone(),
+                            })
+                            .collect(),
+                    ),
+                    _ => return Err(at(invalid("content: a string or an array is expected"))),
+                };
+                answer.push((
+                    i,
+                    json!({"type": "message", "role": "assistant", "content": content}),
+                ));
+                continue;
+            }
+            ("reasoning" | "function_call", _) => {
+                answer.push((i, item));
+                continue;
+            }
+            _ => {}
+        }
+        flush(&mut answer, &mut messages, &mut reading)?;
+        let id = format!("client-{i}-0");
+        match (kind, role) {
+            ("message", Some("system" | "developer")) if messages.is_empty() => {
+                system.push(responses_text(item.get("content")).map_err(at)?);
+                reading.read(i, true, 0);
+                continue;
+            }
+            ("message", Some("system" | "developer")) => {
+                return Err(at(invalid(
+                    "a developer or system message after the first user message is not supported by mektpoy-proxy",
+                )));
+            }
+            ("message", Some("user")) => {
+                let text = responses_text(item.get("content")).map_err(at)?;
+                messages.push(Message::new(
+                    id,
+                    Role::User,
+                    vec![ContentBlock::text(text)],
+                    MessageSource::User,
+                ));
+            }
+            ("message", Some(other)) => {
+                return Err(at(invalid(format!(
+                    "role: `{other}` is not one of user, assistant, system, developer"
+                ))));
+            }
+            ("message", None) => return Err(at(invalid("role: a string is required"))),
+            ("function_call_output", _) => {
+                let call = item
+                    .get("call_id")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| at(invalid("call_id: a string is required")))?;
+                let text = responses_text(item.get("output"))
+                    .map_err(|e| at(invalid(format!("output: {}", e.0))))?;
+                messages.push(Message::new(
+                    id,
+                    Role::Tool,
+                    vec![ContentBlock::text(text)],
+                    MessageSource::Tool {
+                        call_id: call.to_owned(),
+                    },
+                ));
+            }
+            (other, _) => {
+                return Err(at(invalid(format!(
+                    "an item of type `{other}` is not supported by mektpoy-proxy (message, reasoning, function_call, function_call_output)"
+                ))));
+            }
+        }
+        reading.read(i, false, messages.len());
+    }
+    flush(&mut answer, &mut messages, &mut reading)?;
+    let params = params_of(object, &OWN_RESPONSES_KEYS);
+    Ok(ClientRequest {
+        model,
+        system: system.join("\n\n"),
+        tools,
+        messages,
+        params,
+        raw: reading.entries,
+        reused: reading.reused,
+    })
+}
+
+fn raw_is_string(raw: &RawValue) -> bool {
+    raw.get().starts_with('"')
+}
+
+/// A Responses message's text (or a function output's): a string, or `input_text` /
+/// `output_text` parts joined. Other parts (images, files) are refused: the crate's
+/// Responses wire writes text parts only.
+fn responses_text(content: Option<&Value>) -> Result<String, Invalid> {
+    match content {
+        Some(Value::String(t)) => Ok(t.clone()),
+        Some(Value::Array(parts)) => {
+            let mut texts = Vec::with_capacity(parts.len());
+            for (j, p) in parts.iter().enumerate() {
+                match (p.get("type").and_then(Value::as_str), p.get("text")) {
+                    (Some("input_text" | "output_text"), Some(Value::String(t))) => {
+                        texts.push(t.as_str());
+                    }
+                    (Some(kind @ ("input_text" | "output_text")), _) => {
+                        return Err(invalid(format!(
+                            "content[{j}]: {kind} without a string `text`"
+                        )));
+                    }
+                    (kind, _) => {
+                        return Err(invalid(format!(
+                            "content[{j}]: a part of type `{}` is not supported by mektpoy-proxy (text parts only)",
+                            kind.unwrap_or("(none)")
+                        )));
+                    }
+                }
+            }
+            Ok(texts.join("\n\n"))
+        }
+        _ => Err(invalid(
+            "content: a string or an array of parts is expected",
+        )),
+    }
+}
+
+/// `{"type":"function","name","description","parameters","strict"}`: `strict` kept in the
+/// schema's extra, which the Responses wire reads.
+fn responses_tool(t: &Value) -> Result<ToolSchema, Invalid> {
+    match t.get("type").and_then(Value::as_str) {
+        Some("function") => {}
+        Some(kind) => {
+            return Err(invalid(format!(
+                "tool type `{kind}` is not supported by mektpoy-proxy (function tools only)"
+            )));
+        }
+        None => return Err(invalid("type: a string is required")),
+    }
+    let name = t
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid("name: a string is required"))?;
+    let description = t.get("description").and_then(Value::as_str).unwrap_or("");
+    let parameters = match t.get("parameters") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(p)) => p.clone(),
+        Some(_) => return Err(invalid("parameters: an object is required")),
+    };
+    let mut log = json!({"name": name, "description": description, "parameters": parameters});
+    if let Some(strict @ Value::Bool(_)) = t.get("strict") {
+        log["strict"] = strict.clone();
+    }
+    ToolSchema::from_value(log).map_err(|e| invalid(e.to_string()))
+}
+
 /// The body's object, its `model`, its `tools` read by `tool` (each error named by `at`), its
 /// `messages`: the part of a body both APIs share.
 type Head<'v> = (
@@ -888,6 +1145,132 @@ mod tests {
         assert_eq!(same.reused, 2);
         assert!(!same.messages[3].ptr_eq(&logged[3].1));
         assert_eq!(plan(&same.messages, &logged, same.reused), Plan::Retry);
+    }
+
+    /// `read_responses` on a body given as text.
+    fn read_r(text: &str, known: Option<&Known>) -> Result<ClientRequest, Invalid> {
+        read_responses(
+            &crate::client_body::parse_input(text).unwrap(),
+            "openai",
+            known,
+        )
+    }
+
+    fn responses_body(input: &Value) -> String {
+        json!({"model": "gpt-5.4", "instructions": "Be brief.", "store": false,
+            "tools": [{"type": "function", "name": "read", "description": "Read",
+                "parameters": {"type": "object"}, "strict": true}],
+            "input": input})
+        .to_string()
+    }
+
+    fn answer_items(n: usize) -> Vec<Value> {
+        vec![
+            json!({"type": "reasoning", "id": format!("rs_{n}"), "summary": [], "encrypted_content": "e"}),
+            json!({"type": "message", "id": format!("msg_{n}"), "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": "ok", "annotations": []}]}),
+            json!({"type": "function_call", "id": format!("fc_{n}"), "call_id": format!("call_{n}"),
+                "name": "read", "arguments": "{}"}),
+        ]
+    }
+
+    #[test]
+    fn a_responses_body_reads_one_answer_per_run_of_answer_items() {
+        let mut input = vec![
+            json!({"role": "developer", "content": "Use tools."}),
+            json!({"role": "user", "content": [{"type": "input_text", "text": "hi"}]}),
+        ];
+        input.extend(answer_items(1));
+        input.push(json!({"type": "function_call_output", "call_id": "call_1", "output": "done"}));
+        let r = read_r(&responses_body(&Value::Array(input)), None).unwrap();
+        assert_eq!(r.system, "Be brief.\n\nUse tools.");
+        let roles: Vec<_> = r.messages.iter().map(Message::role).collect();
+        assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool]);
+        assert_eq!(r.messages[1].content().len(), 3, "reasoning, text, call");
+        assert_eq!(r.tools[0].extra()["strict"], true);
+        assert_eq!(r.params.keys().collect::<Vec<_>>(), ["store"]);
+        let string = read_r(r#"{"model":"gpt-5.4","input":"hi"}"#, None).unwrap();
+        assert_eq!(string.messages[0].text(), "hi");
+    }
+
+    #[test]
+    fn a_responses_reuse_stops_before_an_answer_not_yet_whole() {
+        let mut first = vec![json!({"role": "user", "content": "hi"})];
+        first.extend(answer_items(1));
+        first.push(json!({"type": "function_call_output", "call_id": "call_1", "output": "done"}));
+        let first_text = responses_body(&Value::Array(first.clone()));
+        let read = read_r(&first_text, None).unwrap();
+        let logged: Vec<(usize, Message)> = read.messages.iter().cloned().enumerate().collect();
+        let known = Known {
+            raw: read.raw.clone(),
+            nodes: logged.clone(),
+            surface_len: logged.len(),
+        };
+        let mut more = first.clone();
+        more.push(json!({"role": "user", "content": "next"}));
+        let again = read_r(&responses_body(&Value::Array(more)), Some(&known)).unwrap();
+        assert_eq!(again.reused, 3, "user, answer, output: the log's");
+        assert!(again.messages[1].ptr_eq(&logged[1].1));
+        assert_eq!(
+            plan(&again.messages, &logged, again.reused),
+            Plan::Extend { new: 3 }
+        );
+        // A request that ends inside an answer: the next one reads that answer again whole.
+        let cut = &first[..3];
+        let cut_read = read_r(&responses_body(&Value::Array(cut.to_vec())), None).unwrap();
+        let nodes: Vec<(usize, Message)> = cut_read.messages.iter().cloned().enumerate().collect();
+        let cut_known = Known {
+            raw: cut_read.raw.clone(),
+            nodes: nodes.clone(),
+            surface_len: nodes.len(),
+        };
+        let whole = read_r(&first_text, Some(&cut_known)).unwrap();
+        assert_eq!(whole.reused, 1, "the user message only");
+        assert_eq!(whole.messages.len(), 3);
+        assert_eq!(whole.messages[1].content().len(), 3);
+    }
+
+    /// An input of `turns`: 0 a user message, 1 an answer with a call and its output, 2 an
+    /// answer of reasoning and text, 3 text alone.
+    fn items_of(turns: &[u8]) -> Vec<Value> {
+        let mut items = Vec::new();
+        for (n, t) in turns.iter().enumerate() {
+            match t {
+                0 => items.push(json!({"role": "user", "content": format!("u{n}")})),
+                1 => {
+                    items.extend(answer_items(n));
+                    items.push(json!({"type": "function_call_output", "call_id": format!("call_{n}"), "output": "r"}));
+                }
+                2 => items.extend(answer_items(n).into_iter().take(2)),
+                _ => items.push(json!({"role": "assistant", "content": format!("a{n}")})),
+            }
+        }
+        items
+    }
+
+    proptest::proptest! {
+        /// Reading a request with what its previous request stood for gives the messages that
+        /// reading it alone gives, wherever the previous request ended (inside an answer too).
+        #[test]
+        fn a_responses_reuse_reads_what_a_whole_reading_reads(
+            turns in proptest::collection::vec(0u8..4, 1..12),
+            cut in 1usize..40,
+        ) {
+            let items = items_of(&turns);
+            let cut = cut.min(items.len());
+            let before = responses_body(&Value::Array(items[..cut].to_vec()));
+            let Ok(first) = read_r(&before, None) else { return Ok(()) };
+            let nodes: Vec<(usize, Message)> = first.messages.iter().cloned().enumerate().collect();
+            let known = Known { raw: first.raw.clone(), nodes: nodes.clone(), surface_len: nodes.len() };
+            let text = responses_body(&Value::Array(items));
+            let whole = read_r(&text, None).unwrap();
+            let again = read_r(&text, Some(&known)).unwrap();
+            proptest::prop_assert_eq!(whole.messages.len(), again.messages.len());
+            for (a, b) in whole.messages.iter().zip(&again.messages) {
+                proptest::prop_assert!(same_message(a, b), "{:?} / {:?}", a, b);
+                proptest::prop_assert_eq!(a.content().len(), b.content().len());
+            }
+        }
     }
 
     #[test]
