@@ -827,10 +827,20 @@ impl Transaction<'_> {
         };
         let latest = events.iter().rposition(|e| answer_of(e).is_some())?;
         let stamps = answer_of(&events[latest]);
-        let end = events
-            .iter()
-            .take(latest + 1)
-            .position(|e| answer_of(e) == stamps)?;
+        // The first answer of that step, back from the latest but no further than a header
+        // of this provider and model: a request recorded in between makes the answers after
+        // it its own. Turn numbers are a loop's own, so a loop reopened after another loop
+        // took turns over the same log may stamp a turn it used before, and an older answer
+        // with the same stamps then belongs to an earlier request.
+        let own_header = |e: &Event| {
+            matches!(e, Event::Header(h)
+                if h.header.config.provider == provider && h.header.config.model == model)
+        };
+        let end = (0..=latest)
+            .rev()
+            .take_while(|&i| !own_header(&events[i]))
+            .filter(|&i| answer_of(&events[i]) == stamps)
+            .last()?;
         let header = events
             .iter()
             .take(end)

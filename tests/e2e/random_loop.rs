@@ -348,11 +348,11 @@ fn random_loop_long() {
 }
 
 /// Found by the long run (2026-12-07): after a second reopen, the retry of a request the
-/// provider failed leaves out the last answer's signed thinking, which the failed request sent
-/// (a shared log: another route's turns come between). Open: kept here as the reproduction,
-/// run with `cargo test --test e2e -- --ignored a_retry_after_a_second_reopen`.
+/// provider failed left out the last answer's signed thinking, which the failed request sent.
+/// Another route's turns came between, the reopened loop stamped a turn number it had used
+/// before, and its previous request was rebuilt from an older answer with the same stamps
+/// (decision 138).
 #[test]
-#[ignore = "open bug (docs/reliability.md, random loops): fails until fixed"]
 fn a_retry_after_a_second_reopen_sends_the_failed_requests_bytes() {
     let route = mektpoy::route_for("anthropic", "claude-fable-5-1");
     let ops = [
