@@ -507,17 +507,25 @@ fn chat_tool(t: &Value) -> Result<ToolSchema, Invalid> {
     let f = t
         .get("function")
         .ok_or_else(|| invalid("function: an object is required"))?;
+    let (name, description, parameters) = function(f, "function.")?;
+    Ok(ToolSchema::new(name, description, parameters))
+}
+
+/// A function's `name`, `description` (empty when absent) and `parameters` (empty when absent
+/// or null), the fields both OpenAI APIs give a function tool; `at` prefixes the field names in
+/// the refusals (`function.` where chat nests them).
+fn function<'v>(f: &'v Value, at: &str) -> Result<(&'v str, &'v str, Map<String, Value>), Invalid> {
     let name = f
         .get("name")
         .and_then(Value::as_str)
-        .ok_or_else(|| invalid("function.name: a string is required"))?;
+        .ok_or_else(|| invalid(format!("{at}name: a string is required")))?;
     let description = f.get("description").and_then(Value::as_str).unwrap_or("");
     let parameters = match f.get("parameters") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(p)) => p.clone(),
-        Some(_) => return Err(invalid("function.parameters: an object is required")),
+        Some(_) => return Err(invalid(format!("{at}parameters: an object is required"))),
     };
-    Ok(ToolSchema::new(name, description, parameters))
+    Ok((name, description, parameters))
 }
 
 /// A chat message's text, from a string or text parts.
@@ -770,16 +778,7 @@ fn responses_tool(t: &Value) -> Result<ToolSchema, Invalid> {
         }
         None => return Err(invalid("type: a string is required")),
     }
-    let name = t
-        .get("name")
-        .and_then(Value::as_str)
-        .ok_or_else(|| invalid("name: a string is required"))?;
-    let description = t.get("description").and_then(Value::as_str).unwrap_or("");
-    let parameters = match t.get("parameters") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(p)) => p.clone(),
-        Some(_) => return Err(invalid("parameters: an object is required")),
-    };
+    let (name, description, parameters) = function(t, "")?;
     let mut log = json!({"name": name, "description": description, "parameters": parameters});
     if let Some(strict @ Value::Bool(_)) = t.get("strict") {
         log["strict"] = strict.clone();
