@@ -35,7 +35,7 @@ use serde_json::value::RawValue;
 
 use crate::event::SeriesStart;
 use crate::response::Usage;
-use crate::route::{Route, WireApi};
+use crate::route::{Price, Route, WireApi};
 use crate::wire::{WireRequest, without_markers};
 
 mod cache;
@@ -54,78 +54,6 @@ pub use cache::{OPENAI_CACHE_MIN_TOKENS, OPENAI_CACHE_UNIT_TOKENS, OPENAI_PROMPT
 /// ```
 pub fn min_cache_tokens(route: &Route) -> u32 {
     Cache::for_route(route).min_tokens()
-}
-
-/// Prices for one route, each with where it was read. The meter shows tokens only without one.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Price {
-    /// Price of one million new input tokens.
-    pub input_per_mtok: f64,
-    /// Price of one million cache-read input tokens.
-    pub cache_read_per_mtok: f64,
-    /// Surcharge factor on new input tokens written to the cache (Anthropic: 1.25), 1.0 where
-    /// writing is free.
-    pub cache_write_multiplier: f64,
-    /// Currency, e.g. `USD`.
-    pub currency: Cow<'static, str>,
-    /// Where the prices were published and when they were read.
-    pub source: Cow<'static, str>,
-}
-
-/// The vendor's pricing page for Claude models (input, cache-write and cache-read prices
-/// per model).
-pub const ANTHROPIC_PRICING_DOC: &str = "https://platform.claude.com/docs/en/about-claude/pricing";
-
-impl Price {
-    /// The published price of a built-in route's model, read 2026-12-01, with a 5-minute
-    /// cache write (1.25× input). `None` where no price was verified on the vendor's page
-    /// (DeepSeek, Claude Fable 5.2 / Mythos 5.2, Claude Haiku 5.5, unknown models): the
-    /// meter then shows tokens only.
-    ///
-    /// ```
-    /// use mektpoy::{route_for, meter::Price};
-    /// let p = Price::for_route(&route_for("anthropic", "claude-opus-5-5")).unwrap();
-    /// assert_eq!((p.input_per_mtok, p.cache_read_per_mtok), (4.0, 0.2));
-    /// let sonnet = Price::for_route(&route_for("anthropic", "claude-sonnet-5-5")).unwrap();
-    /// assert_eq!(sonnet.cache_read_per_mtok, 0.1, "since 2026-10-07");
-    /// assert!(Price::for_route(&route_for("deepseek", "deepseek-flash")).is_none());
-    /// ```
-    pub fn for_route(route: &Route) -> Option<Price> {
-        if route.provider != "anthropic" {
-            return None;
-        }
-        // (input, cache read) in USD per million tokens. Cache reads are 0.1× input on most
-        // models, 0.025× on Fable 5.1 / Mythos 5.1 and 0.05× on Opus 5.5 and Sonnet 5.5.
-        let (input, read, page) = match &*route.model {
-            "claude-fable-5-1" | "claude-mythos-5-1" => (10.0, 0.25, ANTHROPIC_PRICING_DOC),
-            "claude-fable-5" | "claude-mythos-5" => (10.0, 1.0, ANTHROPIC_PRICING_DOC),
-            "claude-opus-5" | "claude-opus-4-8" => (5.0, 0.5, ANTHROPIC_PRICING_DOC),
-            "claude-opus-5-5" => (
-                4.0,
-                0.2,
-                "https://platform.claude.com/docs/en/models/opus-5-5/overview",
-            ),
-            // Cache reads cut from $0.20 to $0.10 (0.05x) on 2026-10-07. The stored copies of
-            // the vendor's pages read on 2026-12-06 do not show the row (the pricing page's copy
-            // stops before it; the model page's translated copies still say $0.20, from before
-            // the cut); the figure is the one every tracker re-reading the live pricing page
-            // reports from 2026-10-09 on, and the issue that asked for it (decision 132).
-            "claude-sonnet-5-5" => (2.0, 0.1, ANTHROPIC_PRICING_DOC),
-            _ => return None,
-        };
-        let read_on = if route.model == "claude-sonnet-5-5" {
-            "2026-12-06"
-        } else {
-            "2026-12-01"
-        };
-        Some(Price {
-            input_per_mtok: input,
-            cache_read_per_mtok: read,
-            cache_write_multiplier: 1.25,
-            currency: "USD".into(),
-            source: format!("{page}, read {read_on}").into(),
-        })
-    }
 }
 
 /// What the provider reported for one request (its usage, [reference
@@ -2161,7 +2089,7 @@ impl From<SavedRow> for MeterRow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::route::WireApi;
+    use crate::route::{Evidence, WireApi};
 
     fn meter(section: u32) -> Meter {
         let r = Route::builder("p", "m", WireApi::Messages)
@@ -2400,13 +2328,8 @@ mod tests {
 
     #[test]
     fn cost_uses_new_and_cached_tokens_with_the_write_surcharge() {
-        let mut m = meter(0).with_price(Price {
-            input_per_mtok: 4.0,
-            cache_read_per_mtok: 0.4,
-            cache_write_multiplier: 1.25,
-            currency: "USD".into(),
-            source: "test".into(),
-        });
+        let mut m = meter(0)
+            .with_price(Price::usd(4.0, 0.4, Evidence::None).with_cache_write_multiplier(1.25));
         let body = format!(r#"{{"messages":["{}"]}}"#, "x".repeat(3998)); // 4000 bytes
         m.observe(&body, Some(SeriesStart::First)).unwrap();
         m.observe(&body, None).unwrap();

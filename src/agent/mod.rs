@@ -28,14 +28,14 @@ pub use record::{RecordError, Recorder, Step};
 
 use crate::event::{Config, Event, MessageEvent, Rewrite, SeriesStart, SurfaceOp};
 use crate::history::ToolHistory;
-use crate::meter::{Meter, MeterError, MeterRow, Price};
+use crate::meter::{Meter, MeterError, MeterRow};
 use crate::notice::{Locale, Notice, notice};
 use crate::project::{
     ProjectedToolUpdates, UnknownTool, project_tool_updates, project_tool_updates_inline,
     validate_tool_name,
 };
 use crate::response::Usage;
-use crate::route::{Route, ToolRefused};
+use crate::route::{Price, Route, ToolRefused};
 use crate::session::{AppendError, Position, Session};
 use crate::vocab::{Message, Messages, MessagesRef, Seq, ToolSchema};
 use crate::wire::{WireContext, WireError, WireRequest, serialize_with};
@@ -384,7 +384,7 @@ impl<S: Borrow<Session>> AgentLoop<S> {
             .unwrap_or_default();
         // Decision 105: a generic entry meters by the cache facts of the model it sends.
         let mut meter = Meter::new(&route.metered_for(&config.model));
-        if let Some(price) = Price::for_route(&route) {
+        if let Some(price) = route.price().cloned() {
             meter = meter.with_price(price);
         }
         AgentLoop {
@@ -690,7 +690,7 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// [`with_price`](Self::with_price) after it for another.
     #[must_use]
     pub fn with_meter(mut self, meter: Meter) -> Self {
-        self.meter = match Price::for_route(&self.route) {
+        self.meter = match self.route.price().cloned() {
             Some(price) => meter.with_price(price),
             None => meter,
         };

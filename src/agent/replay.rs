@@ -61,8 +61,8 @@ use crate::event::{
     Config, Event, HeaderEvent, MessageEvent, OpaqueEvent, Reason, Rewrite, SeriesStart, SurfaceOp,
     ThinkingEvent,
 };
-use crate::meter::{Meter, MeterError, MeterReport, MeterRow, Price};
-use crate::route::{ANY_MODEL, Route, catalog};
+use crate::meter::{Meter, MeterError, MeterReport, MeterRow};
+use crate::route::{ANY_MODEL, Price, Route, catalog};
 use crate::session::{AppendError, Session};
 use crate::vocab::{ContentBlock, List, Message, MessageSource, Role, Seq, ToolSchema};
 use crate::wire::{WireError, WireRequest, is_bound_thinking};
@@ -344,9 +344,9 @@ pub enum ReplayErrorKind {
 }
 
 impl Replay {
-    /// A replay on `route`, metered at its catalog price ([`Price::for_route`]) when it has one.
+    /// A replay on `route`, metered at its catalog price ([`Route::price`]) when it has one.
     pub fn new(route: Route) -> Self {
-        let price = Price::for_route(&route);
+        let price = route.price().cloned();
         Replay {
             route,
             price,

@@ -324,7 +324,8 @@ fn marker_at(block: &str) -> Option<usize> {
 /// `text` without its `"cache_control":{...}` breakpoints (and the comma that joins each to its
 /// neighbour): a cache breakpoint is not part of the prompt. A quote inside a JSON string is
 /// escaped, so the unescaped key can only be a key. A breakpoint's value is the vendor's flat
-/// `{"type":"ephemeral"}` (with an optional `ttl`: `route::ANTHROPIC_PROMPT_CACHING_DOC`,
+/// `{"type":"ephemeral"}` (with an optional `ttl`:
+/// <https://platform.claude.com/docs/en/build-with-claude/prompt-caching>,
 /// read 2026-12-06); a key of that name with another value (a tool schema's property, a
 /// model's tool input) is prompt and stays.
 pub(crate) fn without_markers(text: &str) -> Cow<'_, str> {

@@ -3,7 +3,7 @@
 
 use mektpoy::agent::ToolOrder;
 use mektpoy::event::Event;
-use mektpoy::meter::{Meter, MeterReport, Price};
+use mektpoy::meter::{Meter, MeterReport};
 use mektpoy::route::Route;
 use mektpoy::session::{FileOptions, SurfaceNode};
 use mektpoy::vocab::Role;
@@ -54,7 +54,7 @@ pub struct Report {
 /// (`Route::metered_for`, decision 105) and priced as the loop's.
 fn direct_meter(route: &Route, model: &str) -> Meter {
     let meter = Meter::new(&route.metered_for(model));
-    match Price::for_route(route) {
+    match route.price().cloned() {
         Some(price) => meter.with_price(price),
         None => meter,
     }

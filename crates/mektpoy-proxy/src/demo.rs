@@ -332,7 +332,7 @@ pub async fn run() -> Result<(), Box<dyn std::error::Error>> {
             Speaks::Messages { .. } if model.starts_with("deepseek") => "deepseek",
             Speaks::Messages { .. } => "anthropic",
         };
-        let price = mektpoy::meter::Price::for_route(&mektpoy::route_for(provider, model));
+        let price = mektpoy::route_for(provider, model).price().cloned();
         let cost = |o: &Outcome| match &price {
             // Tokens as the stand-in counts them, ⌈bytes / 4⌉.
             Some(p) => format!(
