@@ -14,18 +14,15 @@ use std::collections::BTreeSet;
 use crate::route::{DEEPSEEK_CACHE_BLOCK_TOKENS, Route, WireApi};
 use crate::wire::LOOKBACK_BLOCKS;
 
-/// OpenAI's chat completions cache prompts from this many tokens on
-/// ([`OPENAI_PROMPT_CACHING_DOC`]).
-pub const OPENAI_CACHE_MIN_TOKENS: u32 = crate::route::OPENAI_MIN_CACHE_TOKENS;
+/// OpenAI's chat completions and Responses API cache prompts from this many tokens on, in
+/// increments of [`OPENAI_CACHE_UNIT_TOKENS`] (the vendor's prompt-caching guide, read
+/// 2026-12-02 through its "Prompt Caching 201" cookbook, which quotes it: "works automatically
+/// for prompts containing 1024 tokens or more, with cache hits occurring in increments of 128
+/// tokens"; the catalog's OpenAI entries cite the guide itself).
+pub(crate) const OPENAI_CACHE_MIN_TOKENS: u32 = crate::route::OPENAI_MIN_CACHE_TOKENS;
 
-/// OpenAI's cache hits come in increments of this many tokens ([`OPENAI_PROMPT_CACHING_DOC`]).
-pub const OPENAI_CACHE_UNIT_TOKENS: u32 = crate::route::OPENAI_CACHE_BLOCK_TOKENS;
-
-/// The vendor's prompt-caching guide (read 2026-12-02 through the vendor's "Prompt Caching 201"
-/// cookbook, which quotes it: "works automatically for prompts containing 1024 tokens or more,
-/// with cache hits occurring in increments of 128 tokens").
-pub const OPENAI_PROMPT_CACHING_DOC: &str =
-    "https://platform.openai.com/docs/guides/prompt-caching";
+/// OpenAI's cache hits come in increments of this many tokens.
+const OPENAI_CACHE_UNIT_TOKENS: u32 = crate::route::OPENAI_CACHE_BLOCK_TOKENS;
 
 /// The meter's bytes per token, as everywhere in the meter (tokens are ⌈bytes / 4⌉).
 const BYTES_PER_TOKEN: usize = 4;
