@@ -100,11 +100,7 @@ pub(crate) fn prepare(
         }
     };
     let projected = request.project();
-    let floor = tx
-        .state()
-        .thinking_floors
-        .get(&(Arc::from(key.0.as_str()), Arc::from(key.1.as_str())))
-        .copied();
+    let floor = tx.state().thinking_floor(&key.0, &key.1);
     let mut floor_ids = floor_ids;
     let replay = replay(
         tx,
@@ -234,7 +230,7 @@ fn replay(
             .filter(|_| route.binds_thinking())
             .map(|(f, rewrite)| {
                 (
-                    tx.state().thinking_policy.unwrap_or_default(),
+                    tx.state().thinking_policy().unwrap_or_default(),
                     floor_ids_for(tx, &request.messages, f, floor_ids),
                     rewrite,
                 )
@@ -313,7 +309,7 @@ fn previous_from_log(
         thinking: floor
             .zip(before_floor.as_ref())
             .map(|((_, rewrite), before_floor)| ThinkingPlan {
-                policy: tx.state().thinking_policy.unwrap_or_default(),
+                policy: tx.state().thinking_policy().unwrap_or_default(),
                 before_floor,
                 rewrite,
             }),
@@ -329,12 +325,7 @@ fn ids_before(tx: &Transaction<'_>, messages: &Messages, floor: Seq) -> HashSet<
     messages
         .iter()
         .filter(|m| m.role() == Role::Assistant)
-        .filter(|m| {
-            tx.state()
-                .message_ids
-                .get(m.id())
-                .is_some_and(|seq| *seq < floor)
-        })
+        .filter(|m| tx.state().seq_of(m.id()).is_some_and(|seq| seq < floor))
         .map(|m| m.id().to_owned())
         .collect()
 }
@@ -351,7 +342,7 @@ fn holds_unfloored_thinking(
         .iter()
         .filter(|m| m.role() == Role::Assistant)
         .filter(|m| {
-            let seq = tx.state().message_ids.get(m.id()).copied();
+            let seq = tx.state().seq_of(m.id());
             floor.is_none_or(|(f, _)| seq.is_some_and(|s| s >= f))
         })
         .any(|m| m.content().iter().any(is_bound_thinking))

@@ -326,8 +326,8 @@ impl Recorder {
         // 1.
         let asked = step.new_series && step.attempt == 0;
         let g_prev = self.generation;
-        let g_now = tx.state().generation;
-        let previous = tx.state().latest_header.clone();
+        let g_now = tx.state().generation();
+        let previous = tx.state().latest_header().cloned();
         // 2. A tool change on a route without a mode rewrites the declarations anyway, so it
         // lets the prompt projection treat the step as a new series.
         let tools_changed = previous
@@ -341,7 +341,7 @@ impl Recorder {
             .take()
             .filter(|(generation, _)| self.resume && *generation == g_now)
             .map(|(_, nodes)| nodes);
-        let nodes = known.unwrap_or_default().extended(&tx.state().surface);
+        let nodes = known.unwrap_or_default().extended(tx.state().surface());
         let change = prompt_change_at(
             &nodes,
             step.system_prompt,
@@ -380,7 +380,7 @@ impl Recorder {
             }
         }
         // 4.
-        let g_after = tx.state().generation;
+        let g_after = tx.state().generation();
         let starts_series = asked || g_after != g_prev;
         // 5.
         let header = RequestHeader::new(step.config.clone(), step.tools.to_vec());

@@ -5,8 +5,10 @@
 //! and the surface's messages). Lock order is always log, then caches, so readers never see
 //! messages and a snapshot from two different moments.
 
+mod append_error;
 mod file;
 mod guard;
+mod pairing;
 mod position;
 mod state;
 
@@ -14,11 +16,11 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+pub use append_error::{AppendError, AppendErrorKind};
 pub use file::{FileOptions, LoadError, Loaded, LogRules, SessionLineFault};
 pub use guard::{ConflictingCall, SchemaConflict, SchemaConflicts};
 pub use position::{PendingCall, Position};
 use state::LogState;
-pub use state::{AppendError, AppendErrorKind};
 
 use crate::event::{Event, HeaderEvent, Rewrite, ThinkingEvent, ThinkingPolicy};
 use crate::history::{FoldKind, ToolFold, ToolHistory};
