@@ -60,9 +60,9 @@
 //!
 //! let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 1024.into());
 //! let read = ToolSchema::no_input("read", "Read a file");
-//! let mut agent = AgentLoop::new(Session::new("s1"), route_for("deepseek", "deepseek-flash"), config)
-//!     .with_system_prompt("Be brief.")
-//!     .with_tools([read.clone()]);
+//! let mut agent = AgentLoop::builder(Session::new("s1"), route_for("deepseek", "deepseek-flash")).config(config)
+//!     .system_prompt("Be brief.")
+//!     .tools([read.clone()]).build()?;
 //!
 //! for (turn, text) in ["hi", "and now?"].into_iter().enumerate() {
 //!     if turn == 1 {

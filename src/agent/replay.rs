@@ -31,9 +31,9 @@
 //! let route = route_for("deepseek", "deepseek-flash");
 //! let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
 //! let read = ToolSchema::no_input("read", "Read a file");
-//! let mut agent = AgentLoop::new(Session::new("s"), route.clone(), config)
-//!     .with_system_prompt("Be brief. ".repeat(100))
-//!     .with_tools([read.clone()]);
+//! let mut agent = AgentLoop::builder(Session::new("s"), route.clone()).config(config)
+//!     .system_prompt("Be brief. ".repeat(100))
+//!     .tools([read.clone()]).build()?;
 //! for turn in 0..3 {
 //!     if turn == 2 {
 //!         agent.set_tools([read.clone(), ToolSchema::no_input("grep", "Search")])?;
@@ -234,9 +234,9 @@ pub fn missed(previous: &MeterRow, row: &MeterRow) -> bool {
 /// let route = route_for("deepseek", "deepseek-v4-pro");
 /// let tool = |n: &str| ToolSchema::no_input(n, "");
 /// let config = Config::new("deepseek", "deepseek-v4-pro").with("max_tokens", 64.into());
-/// let mut agent = AgentLoop::new(Session::new("s"), route.clone(), config)
-///     .with_system_prompt("Be brief. ".repeat(300))
-///     .with_tools([tool("read"), tool("shell")]);
+/// let mut agent = AgentLoop::builder(Session::new("s"), route.clone()).config(config)
+///     .system_prompt("Be brief. ".repeat(300))
+///     .tools([tool("read"), tool("shell")]).build()?;
 /// for turn in 0..2 {
 ///     if turn == 1 {
 ///         agent.set_tools([tool("read")])?;

@@ -220,7 +220,10 @@ impl Agent {
         let config = Config::new(route.provider.clone(), route.model.clone())
             .with("max_tokens", json!(1024));
         Agent {
-            agent: AgentLoop::new(Rc::clone(&session), route, config),
+            agent: AgentLoop::builder(Rc::clone(&session), route)
+                .config(config)
+                .build()
+                .unwrap(),
             log: session,
             key: key.to_owned(),
             prefix,
@@ -260,7 +263,11 @@ impl Agent {
             .unwrap_or_else(|e| panic!("{}: the saved meter: {e}", self.key));
         let config = self.agent.config().clone();
         let route = self.agent.route().clone();
-        let agent = AgentLoop::new(Rc::clone(&self.log), route, config).with_meter(meter);
+        let agent = AgentLoop::builder(Rc::clone(&self.log), route)
+            .config(config)
+            .meter(meter)
+            .build()
+            .unwrap();
         self.agent = agent;
         self
     }
@@ -277,8 +284,11 @@ impl Agent {
 
     /// Requests are streamed: the config carries `stream: true`, which the serializer sends.
     pub fn streaming(mut self) -> Self {
-        let config = self.agent.config().clone().with("stream", json!(true));
-        self.agent.set_config(config);
+        let mut options = self.agent.config().extra.clone();
+        options.insert("stream".into(), json!(true));
+        self.agent
+            .set_options(options)
+            .expect("`stream` is an option");
         self
     }
 
