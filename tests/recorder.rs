@@ -43,10 +43,9 @@ impl Loop {
 
     fn over(session: Session, route: Route, turn: u64) -> Self {
         let session = Arc::new(session);
-        let config = Config::new("deepseek", "deepseek-flash");
+        // The route names the provider and model (decision 151).
         Loop {
             agent: AgentLoop::builder(Arc::clone(&session), route)
-                .config(config)
                 .build()
                 .unwrap(),
             session,

@@ -73,7 +73,8 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     ///
     /// ```
     /// use mektpoy::{AgentLoop, Session, route_for};
-    /// let agent = AgentLoop::builder(Session::new("s"), route_for("anthropic", "claude-opus-5")).build()?;
+    /// let agent = AgentLoop::builder(Session::new("s"), route_for("anthropic", "claude-opus-5"))
+    ///     .build()?;
     /// assert_eq!(agent.config().model, "claude-opus-5");
     /// # Ok::<(), mektpoy::Error>(())
     /// ```
@@ -119,7 +120,10 @@ impl<S: Borrow<Session>> AgentLoopBuilder<S> {
     /// ```
     /// use mektpoy::{AgentLoop, Session, route_for};
     /// let route = route_for("acme", "acme-1"); // the generic OpenAI-compatible route
-    /// let agent = AgentLoop::builder(Session::new("s"), route).provider("acme").model("acme-1").build()?;
+    /// let agent = AgentLoop::builder(Session::new("s"), route)
+    ///     .provider("acme")
+    ///     .model("acme-1")
+    ///     .build()?;
     /// assert_eq!(agent.config().provider, "acme");
     /// # Ok::<(), mektpoy::Error>(())
     /// ```
@@ -273,7 +277,9 @@ impl<S: Borrow<Session>> AgentLoopBuilder<S> {
     /// ```
     /// use mektpoy::{AgentLoop, Meter, Session, route_for};
     /// let route = route_for("deepseek", "deepseek-flash");
-    /// let agent = AgentLoop::builder(Session::new("s"), route.clone()).meter(Meter::new(&route)).build()?;
+    /// let agent = AgentLoop::builder(Session::new("s"), route.clone())
+    ///     .meter(Meter::new(&route))
+    ///     .build()?;
     /// assert!(agent.meter().rows().is_empty());
     /// # Ok::<(), mektpoy::Error>(())
     /// ```
@@ -421,7 +427,8 @@ impl<S: Borrow<Session>> AgentLoopBuilder<S> {
     ///
     /// ```
     /// use mektpoy::{AgentLoop, Session, route_for};
-    /// let builder = AgentLoop::builder(Session::new("s"), route_for("openai", "gpt-5.4")).model("gpt-4o");
+    /// let builder = AgentLoop::builder(Session::new("s"), route_for("openai", "gpt-5.4"))
+    ///     .model("gpt-4o");
     /// assert!(builder.check().is_err());
     /// ```
     ///

@@ -122,10 +122,9 @@ impl Request {
     /// with the route's mode. Borrows from the request.
     ///
     /// ```
-    /// use mektpoy::{AgentLoop, Config, Message, Session, route_for};
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
     /// let route = route_for("deepseek", "deepseek-v4-pro");
-    /// let config = Config::new("deepseek", "deepseek-v4-pro");
-    /// let mut agent = AgentLoop::builder(Session::new("s"), route).config(config).build()?;
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route).build()?;
     /// let request = agent.user_turn([Message::user("u1", "hi")])?;
     /// assert_eq!(request.project().messages.len(), 1);
     /// # Ok::<(), mektpoy::Error>(())
@@ -151,11 +150,11 @@ impl Request {
     /// tool the route refuses, ...). The attempt is in the log; retry after fixing the cause.
     ///
     /// ```
-    /// use mektpoy::{AgentLoop, Config, Message, Session, route_for};
-    /// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
     /// let route = route_for("deepseek", "deepseek-flash");
-    /// let mut agent = AgentLoop::builder(Session::new("s"), route).config(config)
-    ///     .system_prompt("Be brief.").build()?;
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route).option("max_tokens", 64.into())
+    ///     .system_prompt("Be brief.")
+    ///     .build()?;
     /// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
     /// assert!(wire.body().starts_with(r#"{"model":"deepseek-flash","max_tokens":64,"system":"Be brief.""#));
     /// # Ok::<(), mektpoy::Error>(())
@@ -191,9 +190,10 @@ impl Request {
     /// As [`to_wire`](Self::to_wire).
     ///
     /// ```
-    /// use mektpoy::{AgentLoop, Config, Message, Session, route_for};
-    /// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
-    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash")).config(config).build()?;
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+    ///     .option("max_tokens", 64.into())
+    ///     .build()?;
     /// let request = agent.user_turn([Message::user("u1", "hi")])?;
     /// let copied = request.to_wire()?;
     /// assert_eq!(request.into_wire()?, copied);
@@ -250,11 +250,11 @@ impl Request {
     ///
     /// ```
     /// use mektpoy::notice::Locale;
-    /// use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
+    /// use mektpoy::{AgentLoop, Message, Session, ToolSchema, route_for};
     /// let read = ToolSchema::no_input("read", "Read a file");
-    /// let config = Config::new("deepseek", "deepseek-flash");
-    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash")).config(config)
-    ///     .tools([read.clone()]).build()?;
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+    ///     .tools([read.clone()])
+    ///     .build()?;
     /// assert!(agent.user_turn([Message::user("u1", "hi")])?.notice(Locale::En).is_none());
     /// agent.set_tools([read, ToolSchema::no_input("grep", "Search")])?;
     /// let request = agent.user_turn([Message::user("u2", "go on")])?;
@@ -293,18 +293,19 @@ impl Request {
 /// session can be shared with readers. The loop owns its [`Meter`] for the route.
 ///
 /// ```
-/// use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
+/// use mektpoy::{AgentLoop, ContentBlock, Message, Session, ToolSchema, route_for};
 ///
-/// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 1024.into());
 /// let read = ToolSchema::no_input("read", "Read a file");
-/// let mut agent = AgentLoop::builder(Session::new("s1"), route_for("deepseek", "deepseek-flash")).config(config)
+/// let mut agent = AgentLoop::builder(Session::new("s1"), route_for("deepseek", "deepseek-flash"))
+///     .option("max_tokens", 1024.into())
 ///     .system_prompt("Be brief.")
-///     .tools([read.clone()]).build()?;
+///     .tools([read.clone()])
+///     .build()?;
 ///
 /// let request = agent.user_turn([Message::user("u1", "hi")])?;
 /// let wire = request.to_wire()?; // send `wire.body()` with `wire.headers()`, then:
 /// agent.observe(&wire)?;
-/// agent.append(Message::assistant("a1", "ok", "deepseek", "deepseek-flash"))?;
+/// agent.append(agent.assistant("a1", [ContentBlock::text("ok")]))?; // stamped deepseek/deepseek-flash
 ///
 /// // A plugin adds a tool: the next turn logs the change as a developer message.
 /// agent.set_tools([read, ToolSchema::no_input("search", "Search")])?;
@@ -361,10 +362,9 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// declaration series.
     ///
     /// ```
-    /// use mektpoy::{AgentLoop, Config, Session, ToolSchema, route_for};
+    /// use mektpoy::{AgentLoop, Session, ToolSchema, route_for};
     /// let route = route_for("anthropic", "claude-opus-5");
-    /// let config = Config::new("anthropic", "claude-opus-5");
-    /// let mut agent = AgentLoop::builder(Session::new("s"), route).config(config).build()?;
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route).build()?;
     /// let object = serde_json::json!({"type": "object"}).as_object().unwrap().clone();
     /// let read = ToolSchema::new("read", "Read a file", object.clone());
     /// agent.set_tools([read.clone()])?;
@@ -406,7 +406,8 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// ```
     /// use mektpoy::agent::BuildFault;
     /// use mektpoy::{AgentLoop, Session, route_for};
-    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash")).build()?;
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+    ///     .build()?;
     /// agent.set_options([("max_tokens".to_owned(), 64.into())])?;
     /// assert_eq!(agent.config().extra["max_tokens"], 64);
     /// let refused = agent.set_options([("messages".to_owned(), 1.into())]).unwrap_err();
@@ -440,7 +441,8 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// ```
     /// use mektpoy::vocab::MessageSource;
     /// use mektpoy::{AgentLoop, ContentBlock, Session, route_for};
-    /// let agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash")).build()?;
+    /// let agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+    ///     .build()?;
     /// let answer = agent.assistant("a1", [ContentBlock::text("ok")]);
     /// assert_eq!(answer.source(), &MessageSource::Model { provider: "deepseek".into(), model: "deepseek-flash".into() });
     /// # Ok::<(), mektpoy::Error>(())
@@ -581,8 +583,10 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// // A chat route without a tool-change mode: its tools are declared in `tools`.
     /// let config = Config::new("acme", "acme-1");
     /// let tool = |n: &str| ToolSchema::no_input(n, "");
-    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("acme", "acme-1")).config(config)
-    ///     .tools([tool("read"), tool("shell")]).build()?;
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("acme", "acme-1"))
+    ///     .config(config)
+    ///     .tools([tool("read"), tool("shell")])
+    ///     .build()?;
     /// let first = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
     /// agent.observe(&first)?;
     /// agent.append(Message::assistant("a1", "ok", "acme", "acme-1"))?;
@@ -640,7 +644,8 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// let config = Config::new("deepseek", "deepseek-flash");
     /// let route = route_for("deepseek", "deepseek-flash");
     /// let mut agent = AgentLoop::builder(Session::new("s"), route.clone()).config(config.clone())
-    ///     .tools([ToolSchema::no_input("read", "Read a file")]).build()?;
+    ///     .tools([ToolSchema::no_input("read", "Read a file")])
+    ///     .build()?;
     /// agent.user_turn([Message::user("u1", "hi")])?;
     /// let reopened = AgentLoop::builder(agent.into_session(), route).config(config).build()?;
     /// assert!(reopened.validate_tool_call("read").is_ok());

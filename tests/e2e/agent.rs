@@ -219,11 +219,16 @@ impl Agent {
         // `max_tokens` on every API: the Responses serializer sends it as `max_output_tokens`.
         let config = Config::new(route.provider.clone(), route.model.clone())
             .with("max_tokens", json!(1024));
+        let builder = AgentLoop::builder(Rc::clone(&session), route).config(config);
+        // A loop beside another sets its own tools at its first step: it restores none of the
+        // other model's, which its route may refuse (decision 151).
+        let builder = if prefix.is_empty() {
+            builder
+        } else {
+            builder.tools([])
+        };
         Agent {
-            agent: AgentLoop::builder(Rc::clone(&session), route)
-                .config(config)
-                .build()
-                .unwrap(),
+            agent: builder.build().unwrap(),
             log: session,
             key: key.to_owned(),
             prefix,
