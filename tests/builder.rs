@@ -167,6 +167,16 @@ fn conflicting_options_are_refused_at_build() {
         ),
         "{err}"
     );
+    // On OpenAI-compatible chat, a key the serializer writes itself.
+    let err = AgentLoop::builder(Session::new("s"), route_for("acme", "acme-1"))
+        .model("acme-1")
+        .option("tools", json!([]))
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(err.faults(), [BuildFault::Option(WireError::ReservedConfigKey { key })] if key == "tools"),
+        "{err}"
+    );
     // One name is fine; a missing `max_tokens` on the Messages API is no conflict.
     AgentLoop::builder(Session::new("s"), route)
         .option("max_tokens", 64.into())

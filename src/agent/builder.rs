@@ -227,7 +227,7 @@ impl<S: Borrow<Session>> AgentLoopBuilder<S> {
     ///     .ids(move || { n += 1; format!("id-{n}") })
     ///     .build()?;
     /// agent.user_turn([Message::user("u1", "hi")])?;
-    /// assert_eq!(agent.session().surface().0[0].id(), "id-1");
+    /// assert_eq!(agent.session().messages().first().unwrap().id(), "id-1");
     /// # Ok::<(), mektpoy::Error>(())
     /// ```
     pub fn ids(mut self, ids: impl FnMut() -> String + Send + 'static) -> Self {
@@ -258,8 +258,10 @@ impl<S: Borrow<Session>> AgentLoopBuilder<S> {
     /// ```
     /// use mektpoy::meter::Price;
     /// use mektpoy::{AgentLoop, Session, route_for};
+    /// // The catalog has no price for this model; the caller's contract has one.
     /// let route = route_for("deepseek", "deepseek-flash");
-    /// let price = Price::for_route(&route).unwrap();
+    /// assert!(Price::for_route(&route).is_none());
+    /// let price = Price::for_route(&route_for("anthropic", "claude-opus-5-5")).unwrap();
     /// let agent = AgentLoop::builder(Session::new("s"), route).price(price).build()?;
     /// # let _ = agent;
     /// # Ok::<(), mektpoy::Error>(())
