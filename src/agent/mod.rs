@@ -435,7 +435,7 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     }
 
     /// An assistant message with `content`, stamped with the loop's provider and model (its
-    /// [`MessageSource::Model`](crate::vocab::MessageSource::Model)): what a loop appends for
+    /// [`MessageSource::Model`]): what a loop appends for
     /// the model's answer, without repeating the names the route already gave.
     ///
     /// ```
