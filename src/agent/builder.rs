@@ -374,18 +374,8 @@ impl<S: Borrow<Session>> AgentLoopBuilder<S> {
     /// restored from the log). The session is dropped with the builder; a caller that must
     /// keep an owned session calls [`check`](Self::check) first.
     pub fn build(self) -> Result<AgentLoop<S>, BuildError> {
-        let config = self.resolved_config();
+        let (config, tools) = self.plan()?;
         let s = self.session.borrow();
-        let tools = match &self.tools {
-            Some(tools) => tools.clone(),
-            None => last_header(s, &config)
-                .map(|h| h.header.tools.to_vec())
-                .unwrap_or_default(),
-        };
-        let faults = self.faults(&config, &tools);
-        if !faults.is_empty() {
-            return Err(BuildError { faults });
-        }
         let mut recorder = Recorder::attach(s);
         recorder.set_tool_order(self.tool_order);
         if let Some(ids) = self.ids {
@@ -437,18 +427,22 @@ impl<S: Borrow<Session>> AgentLoopBuilder<S> {
     /// # Errors
     /// As [`build`](Self::build).
     pub fn check(&self) -> Result<(), BuildError> {
+        self.plan().map(drop)
+    }
+
+    /// The configuration and tools the loop would start with (the given tools, else those
+    /// of the log's last request for this provider and model), or every fault.
+    fn plan(&self) -> Result<(Config, Vec<ToolSchema>), BuildError> {
         let config = self.resolved_config();
-        let restored;
         let tools = match &self.tools {
-            Some(tools) => tools.as_slice(),
-            None => {
-                restored = last_header(self.session.borrow(), &config);
-                restored.as_deref().map_or(&[][..], |h| &h.header.tools[..])
-            }
+            Some(tools) => tools.clone(),
+            None => last_header(self.session.borrow(), &config)
+                .map(|h| h.header.tools.to_vec())
+                .unwrap_or_default(),
         };
-        let faults = self.faults(&config, tools);
+        let faults = self.faults(&config, &tools);
         if faults.is_empty() {
-            Ok(())
+            Ok((config, tools))
         } else {
             Err(BuildError { faults })
         }

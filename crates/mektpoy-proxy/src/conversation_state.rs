@@ -65,10 +65,19 @@ fn new_loop(
     route: Route,
     config: Config,
 ) -> Result<AgentLoop, mektpoy::agent::BuildError> {
-    AgentLoop::builder(session, route)
-        .config(config)
+    builder(session, route, config)
         .tool_order(ToolOrder::FirstSeen)
         .build()
+}
+
+/// A loop's builder without tools: each client request sets its own, so none is restored
+/// from the log (another model's may be ones this route refuses).
+fn builder<S: std::borrow::Borrow<Session>>(
+    session: S,
+    route: Route,
+    config: Config,
+) -> mektpoy::agent::AgentLoopBuilder<S> {
+    AgentLoop::builder(session, route).config(config).tools([])
 }
 
 /// Why a request was not prepared.
@@ -239,24 +248,15 @@ impl Conversation {
             // The client's tools are set below; the rest is checked against the new route
             // before the session moves, so that a refusal keeps the conversation.
             let invalid = |e: mektpoy::agent::BuildError| Refusal::Invalid(e.to_string());
-            AgentLoop::builder(self.agent.session(), route.clone())
-                .config(config.clone())
-                .tools([])
+            builder(self.agent.session(), route.clone(), config.clone())
                 .check()
                 .map_err(invalid)?;
-            let placeholder = AgentLoop::builder(Session::new("-"), route.clone())
-                .config(config.clone())
-                .tools([])
+            let placeholder = builder(Session::new("-"), route.clone(), config.clone())
                 .build()
                 .map_err(invalid)?;
             let session = std::mem::replace(&mut self.agent, placeholder).into_session();
             self.direct = direct_meter(&route, &client.model);
-            self.agent = AgentLoop::builder(session, route)
-                .config(config)
-                .tools([])
-                .tool_order(ToolOrder::FirstSeen)
-                .build()
-                .map_err(invalid)?;
+            self.agent = new_loop(session, route, config).map_err(invalid)?;
         } else {
             self.agent
                 .set_options(config.extra)
