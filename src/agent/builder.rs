@@ -450,6 +450,14 @@ impl<S: Borrow<Session>> AgentLoopBuilder<S> {
 }
 
 /// One reason [`AgentLoopBuilder::build`] refused, or [`AgentLoop::set_options`] refused.
+///
+/// ```
+/// use mektpoy::agent::BuildFault;
+/// use mektpoy::{AgentLoop, Session, route_for};
+/// let err = AgentLoop::builder(Session::new("s"), route_for("openai", "gpt-9-unknown")).build().unwrap_err();
+/// let [BuildFault::ModelRequired { provider }] = err.faults() else { panic!("{err}") };
+/// assert_eq!(provider, "openai");
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum BuildFault {
@@ -522,11 +530,32 @@ pub struct BuildError {
 
 impl BuildError {
     /// The faults, in a fixed order: provider, model, options, then tools in their order.
+    ///
+    /// ```
+    /// use mektpoy::agent::BuildFault;
+    /// use mektpoy::{AgentLoop, Session, route_for};
+    /// let err = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+    ///     .provider("anthropic")
+    ///     .model("claude-opus-5")
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert!(matches!(err.faults(), [BuildFault::ProviderMismatch { .. }, BuildFault::ModelMismatch { .. }]));
+    /// ```
     pub fn faults(&self) -> &[BuildFault] {
         &self.faults
     }
 
     /// The faults, owned.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Session, ToolSchema, route_for};
+    /// let tools = [ToolSchema::no_input("a.b", ""), ToolSchema::no_input("c.d", "")];
+    /// let err = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+    ///     .tools(tools)
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(err.into_faults().len(), 2);
+    /// ```
     pub fn into_faults(self) -> Vec<BuildFault> {
         self.faults
     }
