@@ -29,9 +29,12 @@ fn record(c: &mut Criterion) {
                         // A loop that has recorded the previous step (its memory of the route
                         // is warm), then the answer: the steady state of a loop.
                         let f = Session::fork(&session, session.len() as u64, "f").expect("fork");
-                        let mut agent = AgentLoop::new(f, route.clone(), config.clone())
-                            .with_system_prompt("You are a careful assistant.")
-                            .with_tools(tools.iter().cloned());
+                        let mut agent = AgentLoop::builder(f, route.clone())
+                            .config(config.clone())
+                            .system_prompt("You are a careful assistant.")
+                            .tools(tools.iter().cloned())
+                            .build()
+                            .expect("the loop builds");
                         agent
                             .user_turn([Message::user("warm", "warm up")])
                             .expect("record");

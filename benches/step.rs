@@ -111,9 +111,12 @@ struct Fixture {
 fn fixture(s: &Setup, messages: usize) -> Fixture {
     let route = route_for(s.provider, s.model);
     let config = Config::new(s.provider, s.model).with("max_tokens", 1024.into());
-    let mut agent = AgentLoop::new(Session::new("bench"), route.clone(), config.clone())
-        .with_system_prompt("You are a careful assistant.")
-        .with_tools(tools());
+    let mut agent = AgentLoop::builder(Session::new("bench"), route.clone())
+        .config(config.clone())
+        .system_prompt("You are a careful assistant.")
+        .tools(tools())
+        .build()
+        .expect("the loop builds");
     agent
         .user_turn([Message::user("u0", "Read the files.")])
         .expect("record");
@@ -141,9 +144,12 @@ struct Warm {
 impl Warm {
     fn new(f: &Fixture, s: &Setup) -> Self {
         let fork = Session::fork(&f.base, f.base.len() as u64, "f").expect("fork");
-        let agent = AgentLoop::new(fork, f.route.clone(), f.config.clone())
-            .with_system_prompt("You are a careful assistant.")
-            .with_tools(tools());
+        let agent = AgentLoop::builder(fork, f.route.clone())
+            .config(f.config.clone())
+            .system_prompt("You are a careful assistant.")
+            .tools(tools())
+            .build()
+            .expect("the loop builds");
         let start_len = agent.session().messages().len();
         let mut warm = Warm {
             agent,

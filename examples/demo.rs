@@ -114,9 +114,11 @@ struct Run {
 fn run(label: &str, route: Route, order: ToolOrder) -> Result<Run, Error> {
     let config = Config::new(route.provider.to_string(), route.model.to_string())
         .with("max_tokens", 1024.into());
-    let mut agent = AgentLoop::new(mektpoy::Session::new("demo"), route, config)
-        .with_system_prompt(system_prompt())
-        .with_tool_order(order);
+    let mut agent = AgentLoop::builder(mektpoy::Session::new("demo"), route)
+        .config(config)
+        .system_prompt(system_prompt())
+        .tool_order(order)
+        .build()?;
     let mut stripped = Vec::new();
     for step in 0..STEPS {
         if step == COMPACTION {

@@ -53,6 +53,9 @@ pub enum Error {
     /// The recorder refused a step.
     #[error(transparent)]
     Record(#[from] RecordError),
+    /// A loop could not be built, or its options were refused: every fault at once.
+    #[error(transparent)]
+    Build(#[from] crate::agent::BuildError),
     /// The route refused a tool as it was set ([`Route::check_tools`](crate::Route::check_tools)).
     #[error(transparent)]
     ToolRefused(#[from] crate::route::ToolRefused),

@@ -56,13 +56,14 @@
 //! requests; the agent loop sends them. The only I/O is JSONL persistence ([`store`]).
 //!
 //! ```
-//! use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
+//! use mektpoy::{AgentLoop, ContentBlock, Message, Session, ToolSchema, route_for};
 //!
-//! let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 1024.into());
 //! let read = ToolSchema::no_input("read", "Read a file");
-//! let mut agent = AgentLoop::new(Session::new("s1"), route_for("deepseek", "deepseek-flash"), config)
-//!     .with_system_prompt("Be brief.")
-//!     .with_tools([read.clone()]);
+//! let mut agent = AgentLoop::builder(Session::new("s1"), route_for("deepseek", "deepseek-flash"))
+//!     .option("max_tokens", 1024.into())
+//!     .system_prompt("Be brief.")
+//!     .tools([read.clone()])
+//!     .build()?;
 //!
 //! for (turn, text) in ["hi", "and now?"].into_iter().enumerate() {
 //!     if turn == 1 {
@@ -73,7 +74,7 @@
 //!     let wire = request.to_wire()?;
 //!     // ... send `wire.body()` with `wire.headers()`; once the provider accepted it:
 //!     agent.observe(&wire)?;
-//!     agent.append(Message::assistant(format!("a{turn}"), "ok", "deepseek", "deepseek-flash"))?;
+//!     agent.append(agent.assistant(format!("a{turn}"), [ContentBlock::text("ok")]))?;
 //! }
 //! // The second turn logged a `change` header and a developer message `+search`; on this
 //! // addition-only route the first request stayed cached.

@@ -1,7 +1,7 @@
 //! Tools a route cannot send are refused when they are set, so they never reach the log
 //! (issue 20, items 2, 4 and 14; decision 86).
 
-use mektpoy::agent::RecordError;
+use mektpoy::agent::BuildFault;
 use mektpoy::route::ToolRefusal;
 use mektpoy::{AgentLoop, Config, Event, Message, Session, ToolSchema, route_for};
 use serde_json::json;
@@ -12,7 +12,10 @@ fn tool(name: &str, parameters: serde_json::Value) -> ToolSchema {
 
 fn agent(provider: &str, model: &str) -> AgentLoop {
     let config = Config::new(provider, model).with("max_tokens", 64.into());
-    AgentLoop::new(Session::new("s"), route_for(provider, model), config)
+    AgentLoop::builder(Session::new("s"), route_for(provider, model))
+        .config(config)
+        .build()
+        .unwrap()
 }
 
 /// Every tool name any header of the log declares.
@@ -53,24 +56,20 @@ fn a_deepseek_messages_route_refuses_a_schema_without_a_root_object() {
 }
 
 #[test]
-fn an_unchecked_builder_set_is_refused_at_the_first_attempt_with_nothing_logged() {
+fn a_builder_set_the_route_cannot_send_is_refused_at_build_with_nothing_logged() {
     let mcp = ToolSchema::no_input("github.search_issues", "Search issues");
-    let mut agent = agent("anthropic", "claude-opus-5").with_tools([mcp.clone()]);
-    let err = agent
-        .user_turn([Message::user("u1", "hi")])
-        .map(|_| ())
+    let session = Session::new("s");
+    let err = AgentLoop::builder(&session, route_for("anthropic", "claude-opus-5"))
+        .option("max_tokens", 64.into())
+        .tools([mcp])
+        .build()
         .unwrap_err();
     assert!(
-        matches!(&err, RecordError::Tool(r)
+        matches!(err.faults(), [BuildFault::Tool(r)]
             if r.tool == "github.search_issues" && r.reason == ToolRefusal::InvalidName { max_len: 128 }),
         "{err}"
     );
-    assert_eq!(
-        agent.session().len(),
-        0,
-        "nothing logged, the user message included"
-    );
-    assert!(agent.try_with_tools([mcp]).is_err());
+    assert_eq!(session.len(), 0, "nothing logged");
 }
 
 /// Item 14: on an in-history route a removed tool stays declared for the rest of its series;

@@ -14,9 +14,14 @@ fn config() -> Config {
 }
 
 fn agent<S: std::borrow::Borrow<Session>>(session: S) -> AgentLoop<S> {
-    AgentLoop::new(session, route_for("deepseek", "deepseek-flash"), config())
-        .with_system_prompt("Be brief.")
-        .with_tools([ToolSchema::no_input("read", "Read a file")])
+    builder(session).build().unwrap()
+}
+
+fn builder<S: std::borrow::Borrow<Session>>(session: S) -> mektpoy::agent::AgentLoopBuilder<S> {
+    AgentLoop::builder(session, route_for("deepseek", "deepseek-flash"))
+        .config(config())
+        .system_prompt("Be brief.")
+        .tools([ToolSchema::no_input("read", "Read a file")])
 }
 
 fn position(a: &AgentLoop<impl std::borrow::Borrow<Session>>) -> (u64, u64, u32) {
@@ -225,7 +230,10 @@ fn a_restored_meter_counts_on_as_if_the_process_had_not_died() {
     };
     let route = route_for("deepseek", "deepseek-flash");
     let meter = mektpoy::meter::Meter::restore(&route, &saved).unwrap();
-    let mut b = agent(Session::open(&path).unwrap().session).with_meter(meter);
+    let mut b = builder(Session::open(&path).unwrap().session)
+        .meter(meter)
+        .build()
+        .unwrap();
     let request = b.user_turn([Message::user("u2", turns[2])]).unwrap();
     b.observe(&request.to_wire().unwrap()).unwrap();
     assert_eq!(b.meter().rows(), whole.meter().rows());

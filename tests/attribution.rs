@@ -40,8 +40,11 @@ struct Run {
 impl Run {
     fn new(provider: &str, model: &str) -> Self {
         let config = Config::new(provider, model).with("max_tokens", 64.into());
-        let agent = AgentLoop::new(Session::new("s"), route_for(provider, model), config)
-            .with_system_prompt("Be brief.");
+        let agent = AgentLoop::builder(Session::new("s"), route_for(provider, model))
+            .config(config)
+            .system_prompt("Be brief.")
+            .build()
+            .unwrap();
         Run {
             agent,
             bodies: Vec::new(),
@@ -421,9 +424,23 @@ fn a_model_change_loses_the_whole_prefix() {
     run.agent.set_tools(tools(&[("read", 1)])).unwrap();
     run.turn();
     let total = run.agent.meter().rows()[0].total_bytes;
-    run.agent
-        .set_config(Config::new("anthropic", "claude-opus-5-5").with("max_tokens", 64.into()));
-    let a = run.turn();
+    // A loop sends one model (decision 151): another model is another loop over the same
+    // log, and the first loop names what that loop's request would lose before it is sent.
+    let mut other = AgentLoop::builder(
+        run.agent.session(),
+        route_for("anthropic", "claude-opus-5-5"),
+    )
+    .model("claude-opus-5-5")
+    .option("max_tokens", 64.into())
+    .build()
+    .unwrap();
+    let request = other
+        .user_turn([Message::user("u2", "question 2")])
+        .unwrap();
+    let a = run
+        .agent
+        .attribute(&request, &request.to_wire().unwrap())
+        .unwrap();
     assert_eq!(
         a.change,
         Change::Model {

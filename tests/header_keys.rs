@@ -38,12 +38,11 @@ fn unknown_header_keys_are_kept_but_not_compared() {
 fn a_header_differing_only_in_unknown_keys_is_not_a_change() {
     let read = ToolSchema::no_input("read", "read");
     let config = Config::new("deepseek", "deepseek-flash");
-    let mut agent = AgentLoop::new(
-        Session::new("s"),
-        route_for("deepseek", "deepseek-flash"),
-        config,
-    )
-    .with_tools([read]);
+    let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+        .config(config)
+        .tools([read])
+        .build()
+        .unwrap();
     agent.user_turn([Message::user("u1", "hi")]).unwrap();
     agent
         .session()

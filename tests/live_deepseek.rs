@@ -143,7 +143,10 @@ impl Conversation {
         );
         let config = Config::new("deepseek", live.model.as_str()).with("max_tokens", json!(256));
         Conversation {
-            agent: AgentLoop::new(Session::new(format!("live-{run}")), route, config),
+            agent: AgentLoop::builder(Session::new(format!("live-{run}")), route)
+                .config(config)
+                .build()
+                .unwrap(),
             turn: 0,
         }
     }

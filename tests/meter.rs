@@ -866,8 +866,11 @@ fn a_generic_entry_meters_by_the_cache_facts_of_the_model_it_sends() {
     let generic = route_for("anthropic", "claude-nova-6");
     assert_eq!(generic.model, "*");
     let config = Config::new("anthropic", "claude-opus-5").with("max_tokens", 64.into());
-    let mut agent = AgentLoop::new(Session::new("s"), generic.clone(), config)
-        .with_system_prompt("Rules. ".repeat(430));
+    let mut agent = AgentLoop::builder(Session::new("s"), generic.clone())
+        .config(config)
+        .system_prompt("Rules. ".repeat(430))
+        .build()
+        .unwrap();
     let mut rows = Vec::new();
     for turn in 1..=2 {
         let request = agent

@@ -91,9 +91,12 @@ impl Run {
     fn new(route: Route) -> Self {
         let config =
             Config::new(route.provider.clone(), route.model.clone()).with("max_tokens", 256.into());
-        let mut agent = AgentLoop::new(Session::new("s"), route.clone(), config)
-            .with_system_prompt("You are careful.")
-            .with_tools(tools(0));
+        let mut agent = AgentLoop::builder(Session::new("s"), route.clone())
+            .config(config)
+            .system_prompt("You are careful.")
+            .tools(tools(0))
+            .build()
+            .unwrap();
         let first = agent.user_turn([Message::user("u0", "Read the files.")]);
         let wire = first.expect("record").to_wire().expect("wire");
         let mut run = Run {
@@ -170,11 +173,18 @@ impl Run {
         if let Seen::Restored = seen {
             let saved = self.agent.meter().save();
             let meter = Meter::restore(&self.route, &saved).expect("restore");
-            let agent = std::mem::replace(
-                &mut self.agent,
-                AgentLoop::new(Session::new("x"), self.route.clone(), Config::new("x", "y")),
-            );
-            self.agent = agent.with_meter(meter);
+            // The process restarts: a new loop over the same log, counting on from the meter.
+            let config = self.agent.config().clone();
+            let placeholder = AgentLoop::builder(Session::new("x"), self.route.clone())
+                .config(config.clone())
+                .build()
+                .unwrap();
+            let session = std::mem::replace(&mut self.agent, placeholder).into_session();
+            self.agent = AgentLoop::builder(session, self.route.clone())
+                .config(config)
+                .meter(meter)
+                .build()
+                .unwrap();
             self.slow = Meter::restore(&self.route, &self.slow.save()).expect("restore");
         }
         let meter = self.agent.meter();

@@ -855,9 +855,12 @@ fn faulty_call_arguments_never_stop_a_session() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.jsonl");
         let session = Session::create(&path, "s").unwrap();
-        let mut agent = AgentLoop::new(&session, messages_route(), config())
-            .with_system_prompt("Be brief.")
-            .with_tools([read.clone()]);
+        let mut agent = AgentLoop::builder(&session, messages_route())
+            .config(config())
+            .system_prompt("Be brief.")
+            .tools([read.clone()])
+            .build()
+            .unwrap();
         agent.user_turn([Message::user("u1", "read a.rs")]).unwrap();
         agent
             .append(Message::new(
@@ -902,9 +905,12 @@ fn faulty_call_arguments_never_stop_a_session() {
         // The log file holds the call as the model wrote it; loading keeps it and the next
         // request sends the same bytes for it.
         let loaded = Session::open(&path).unwrap().session;
-        let mut agent = AgentLoop::new(&loaded, messages_route(), config())
-            .with_system_prompt("Be brief.")
-            .with_tools([read.clone()]);
+        let mut agent = AgentLoop::builder(&loaded, messages_route())
+            .config(config())
+            .system_prompt("Be brief.")
+            .tools([read.clone()])
+            .build()
+            .unwrap();
         let reopened = agent
             .user_turn([Message::user("u3", "once more")])
             .unwrap()

@@ -43,9 +43,11 @@ impl Loop {
 
     fn over(session: Session, route: Route, turn: u64) -> Self {
         let session = Arc::new(session);
-        let config = Config::new("deepseek", "deepseek-flash");
+        // The route names the provider and model (decision 151).
         Loop {
-            agent: AgentLoop::new(Arc::clone(&session), route, config),
+            agent: AgentLoop::builder(Arc::clone(&session), route)
+                .build()
+                .unwrap(),
             session,
             prompt: String::new(),
             turn,
@@ -59,7 +61,10 @@ impl Loop {
     /// A new loop over the same session, as a restarted process attaches one.
     fn reattach(&mut self) {
         let (route, config) = (self.agent.route().clone(), self.agent.config().clone());
-        self.agent = AgentLoop::new(Arc::clone(&self.session), route, config);
+        self.agent = AgentLoop::builder(Arc::clone(&self.session), route)
+            .config(config)
+            .build()
+            .unwrap();
     }
 
     /// One user turn with one user message; returns the request and the events it appended.

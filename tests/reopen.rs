@@ -36,9 +36,12 @@ fn tool_changes(session: &Session) -> usize {
 fn killed(dir: &tempfile::TempDir, calls: bool) -> (std::path::PathBuf, String) {
     let path = dir.path().join("s.jsonl");
     let session = Session::create(&path, "s").unwrap();
-    let mut agent = AgentLoop::new(session, route_for("anthropic", MODEL), config())
-        .with_system_prompt("Be careful.")
-        .with_tools([object_tool("read"), object_tool("shell")]);
+    let mut agent = AgentLoop::builder(session, route_for("anthropic", MODEL))
+        .config(config())
+        .system_prompt("Be careful.")
+        .tools([object_tool("read"), object_tool("shell")])
+        .build()
+        .unwrap();
     let first = agent.user_turn([Message::user("u1", "hi")]).unwrap();
     agent.observe(&first.to_wire().unwrap()).unwrap();
     if calls {
@@ -78,7 +81,10 @@ fn a_retry_after_a_reopen_resends_the_same_bytes_without_a_new_header() {
     let (path, sent) = killed(&dir, false);
     let session = Session::open(&path).unwrap().session;
     let (before, changes) = (headers(&session), tool_changes(&session));
-    let mut agent = AgentLoop::new(session, route_for("anthropic", MODEL), config());
+    let mut agent = AgentLoop::builder(session, route_for("anthropic", MODEL))
+        .config(config())
+        .build()
+        .unwrap();
     assert_eq!(agent.system_prompt(), "Be careful.");
     let names: Vec<&str> = agent.tools().iter().map(ToolSchema::name).collect();
     assert_eq!(names, ["read", "shell"]);
@@ -103,7 +109,10 @@ fn calls_left_pending_by_a_kill_are_validated_from_the_log() {
     let dir = tempfile::tempdir().unwrap();
     let (path, _) = killed(&dir, true);
     let session = Session::open(&path).unwrap().session;
-    let agent = AgentLoop::new(session, route_for("anthropic", MODEL), config());
+    let agent = AgentLoop::builder(session, route_for("anthropic", MODEL))
+        .config(config())
+        .build()
+        .unwrap();
     assert!(agent.validate_tool_call("shell").is_ok());
     assert!(agent.validate_tool_call("write").is_err());
 }
@@ -112,18 +121,23 @@ fn calls_left_pending_by_a_kill_are_validated_from_the_log() {
 #[test]
 fn a_shared_log_reopens_with_the_loops_own_tools() {
     let session = Session::new("s");
-    let mut main = AgentLoop::new(&session, route_for("anthropic", MODEL), config())
-        .with_tools([object_tool("read"), object_tool("shell")]);
+    let mut main = AgentLoop::builder(&session, route_for("anthropic", MODEL))
+        .config(config())
+        .tools([object_tool("read"), object_tool("shell")])
+        .build()
+        .unwrap();
     main.user_turn([Message::user("u1", "hi")]).unwrap();
     let aux_config = Config::new("anthropic", "claude-fable-5").with("max_tokens", 64.into());
-    let mut aux = AgentLoop::new(
-        &session,
-        route_for("anthropic", "claude-fable-5"),
-        aux_config,
-    )
-    .with_tools([object_tool("read")]);
+    let mut aux = AgentLoop::builder(&session, route_for("anthropic", "claude-fable-5"))
+        .config(aux_config)
+        .tools([object_tool("read")])
+        .build()
+        .unwrap();
     aux.next_step().unwrap();
-    let reopened = AgentLoop::new(&session, route_for("anthropic", MODEL), config());
+    let reopened = AgentLoop::builder(&session, route_for("anthropic", MODEL))
+        .config(config())
+        .build()
+        .unwrap();
     assert_eq!(reopened.tools().len(), 2);
 }
 
@@ -134,8 +148,11 @@ fn the_first_request_after_a_reopen_keeps_the_lookback_breakpoint() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.jsonl");
     let session = Session::create(&path, "s").unwrap();
-    let mut agent = AgentLoop::new(session, route_for("anthropic", MODEL), config())
-        .with_tools([object_tool("read")]);
+    let mut agent = AgentLoop::builder(session, route_for("anthropic", MODEL))
+        .config(config())
+        .tools([object_tool("read")])
+        .build()
+        .unwrap();
     agent.user_turn([Message::user("u1", "hi")]).unwrap();
     for i in 0..11 {
         agent
@@ -152,7 +169,10 @@ fn the_first_request_after_a_reopen_keeps_the_lookback_breakpoint() {
     }
     drop(agent);
     let session = Session::open(&path).unwrap().session;
-    let mut agent = AgentLoop::new(session, route_for("anthropic", MODEL), config());
+    let mut agent = AgentLoop::builder(session, route_for("anthropic", MODEL))
+        .config(config())
+        .build()
+        .unwrap();
     let body = agent.next_step().unwrap().to_wire().unwrap().into_parts().0;
     assert_eq!(body.matches(r#""cache_control""#).count(), 2, "{body}");
 }
@@ -164,21 +184,26 @@ fn a_reopened_loop_compares_with_its_own_routes_last_request() {
     let fable = "claude-fable-5-2";
     let fable_config = Config::new("anthropic", fable).with("max_tokens", 256.into());
     let session = Session::new("s");
-    let mut main = AgentLoop::new(
-        &session,
-        route_for("anthropic", fable),
-        fable_config.clone(),
-    )
-    .with_tools([object_tool("read"), object_tool("shell")]);
+    let mut main = AgentLoop::builder(&session, route_for("anthropic", fable))
+        .config(fable_config.clone())
+        .tools([object_tool("read"), object_tool("shell")])
+        .build()
+        .unwrap();
     main.user_turn([Message::user("u1", "hi")]).unwrap();
     main.append(support::signed_answer("a1", fable)).unwrap();
-    let mut aux = AgentLoop::new(&session, route_for("anthropic", MODEL), config())
-        .with_tools([object_tool("read")]);
+    let mut aux = AgentLoop::builder(&session, route_for("anthropic", MODEL))
+        .config(config())
+        .tools([object_tool("read")])
+        .build()
+        .unwrap();
     aux.user_turn([Message::user("x1", "summarise")]).unwrap();
     // The process dies; the main loop reopens with one tool fewer.
     let log = session.to_jsonl();
     let session = Session::load_bytes(log.as_bytes()).unwrap().session;
-    let mut main = AgentLoop::new(&session, route_for("anthropic", fable), fable_config);
+    let mut main = AgentLoop::builder(&session, route_for("anthropic", fable))
+        .config(fable_config)
+        .build()
+        .unwrap();
     main.set_tools([object_tool("read")]).unwrap();
     let request = main.user_turn([Message::user("u2", "go on")]).unwrap();
     assert_eq!(request.rewrite, Some(mektpoy::event::Rewrite::Tools));
@@ -198,9 +223,12 @@ fn a_retry_after_a_reopen_compares_with_the_last_answered_request_not_the_last_h
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.jsonl");
     let session = Session::create(&path, "s").unwrap();
-    let mut agent = AgentLoop::new(session, route_for("anthropic", MODEL), config())
-        .with_system_prompt("Be careful.")
-        .with_tools([object_tool("read")]);
+    let mut agent = AgentLoop::builder(session, route_for("anthropic", MODEL))
+        .config(config())
+        .system_prompt("Be careful.")
+        .tools([object_tool("read")])
+        .build()
+        .unwrap();
     for i in 1..=12 {
         let request = agent
             .user_turn([Message::user(format!("u{i}"), "go on")])
@@ -223,7 +251,10 @@ fn a_retry_after_a_reopen_compares_with_the_last_answered_request_not_the_last_h
     );
     drop(agent);
     let session = Session::open(&path).unwrap().session;
-    let mut agent = AgentLoop::new(session, route_for("anthropic", MODEL), config());
+    let mut agent = AgentLoop::builder(session, route_for("anthropic", MODEL))
+        .config(config())
+        .build()
+        .unwrap();
     let retried = agent.retry().unwrap().to_wire().unwrap();
     assert_eq!(retried.body(), failed.body(), "the retry's bytes");
     // Moving on after the retry: the request extends the answered retry, one breakpoint.
@@ -252,9 +283,12 @@ fn a_retry_after_a_reopen_rebuilds_the_previous_request_under_its_thinking_floor
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.jsonl");
     let session = Session::create(&path, "s").unwrap();
-    let mut agent = AgentLoop::new(session, route.clone(), config.clone())
-        .with_system_prompt("Be careful.")
-        .with_tools([object_tool("read")]);
+    let mut agent = AgentLoop::builder(session, route.clone())
+        .config(config.clone())
+        .system_prompt("Be careful.")
+        .tools([object_tool("read")])
+        .build()
+        .unwrap();
     agent.user_turn([Message::user("u1", "hi")]).unwrap();
     // A thinking-only answer: left out, it sends nothing, and u1 and u2 go as one message.
     let mut thinking_only = support::signed_answer("a1", fable);
@@ -276,7 +310,10 @@ fn a_retry_after_a_reopen_rebuilds_the_previous_request_under_its_thinking_floor
     assert!(failed.body().contains("sig-a2"), "{}", failed.body());
     drop(agent);
     let session = Session::open(&path).unwrap().session;
-    let mut agent = AgentLoop::new(session, route, config);
+    let mut agent = AgentLoop::builder(session, route)
+        .config(config)
+        .build()
+        .unwrap();
     let retried = agent.retry().unwrap();
     assert_eq!(
         retried.rewrite, None,

@@ -160,8 +160,11 @@ impl Recorded {
 fn record(route: &Route) -> Recorded {
     let config = Config::new(route.provider.to_string(), route.model.to_string())
         .with("max_tokens", 1024.into());
-    let agent =
-        AgentLoop::new(Session::new("r"), route.clone(), config).with_system_prompt(prompt(1));
+    let agent = AgentLoop::builder(Session::new("r"), route.clone())
+        .config(config)
+        .system_prompt(prompt(1))
+        .build()
+        .unwrap();
     let mut r = Recorded {
         agent,
         sent: Vec::new(),
@@ -504,9 +507,12 @@ fn the_miss_lines_name_each_rewrite_and_who_made_it() {
 fn a_miss_without_a_rewrite_is_the_minimum_cacheable_length() {
     let route = route_for("anthropic", "claude-opus-4-8");
     let config = Config::new("anthropic", "claude-opus-4-8").with("max_tokens", 64.into());
-    let mut agent = AgentLoop::new(Session::new("m"), route.clone(), config)
-        .with_system_prompt("Be brief.")
-        .with_tools([tool("read", query())]);
+    let mut agent = AgentLoop::builder(Session::new("m"), route.clone())
+        .config(config)
+        .system_prompt("Be brief.")
+        .tools([tool("read", query())])
+        .build()
+        .unwrap();
     for turn in 0..3 {
         let wire = agent
             .user_turn([Message::user(format!("u{turn}"), "Carry on.")])
@@ -548,9 +554,12 @@ fn a_loop_resumed_by_another_process_replays_as_it_ran() {
     let mut sent = Vec::new();
     let saved = {
         let session = Session::create(&path, "s").unwrap();
-        let mut agent = AgentLoop::new(session, route.clone(), config.clone())
-            .with_system_prompt(prompt(1))
-            .with_tools([tool("read", query())]);
+        let mut agent = AgentLoop::builder(session, route.clone())
+            .config(config.clone())
+            .system_prompt(prompt(1))
+            .tools([tool("read", query())])
+            .build()
+            .unwrap();
         for turn in 1..=2 {
             let wire = agent
                 .user_turn([Message::user(format!("u{turn}"), "Carry on.")])
@@ -566,10 +575,13 @@ fn a_loop_resumed_by_another_process_replays_as_it_ran() {
     // The next process: a fresh recorder (a `resume` header), the meter restored.
     let session = Session::open(&path).unwrap().session;
     let meter = mektpoy::Meter::restore(&route, &saved).unwrap();
-    let mut agent = AgentLoop::new(session, route.clone(), config)
-        .with_system_prompt(prompt(1))
-        .with_tools([tool("read", query()), tool("grep", query())])
-        .with_meter(meter);
+    let mut agent = AgentLoop::builder(session, route.clone())
+        .config(config)
+        .system_prompt(prompt(1))
+        .tools([tool("read", query()), tool("grep", query())])
+        .meter(meter)
+        .build()
+        .unwrap();
     for turn in 3..=4 {
         let wire = agent
             .user_turn([Message::user(format!("u{turn}"), "Carry on.")])
@@ -599,9 +611,12 @@ fn answers_appended_without_stamps_still_show_each_request() {
     // them), compacts with an assistant-role summary, and continues steps that log nothing.
     let route = route_for("anthropic", "claude-fable-5-1");
     let config = Config::new("anthropic", "claude-fable-5-1").with("max_tokens", 1024.into());
-    let mut agent = AgentLoop::new(Session::new("raw"), route.clone(), config)
-        .with_system_prompt(prompt(1))
-        .with_tools([tool("read", query())]);
+    let mut agent = AgentLoop::builder(Session::new("raw"), route.clone())
+        .config(config)
+        .system_prompt(prompt(1))
+        .tools([tool("read", query())])
+        .build()
+        .unwrap();
     let mut sent = Vec::new();
     let mut send = |agent: &mut AgentLoop, request: Request| {
         let wire = request.to_wire().unwrap();
@@ -686,7 +701,10 @@ fn a_log_the_replay_cannot_follow_is_a_typed_error_naming_the_event() {
     // A request the target route cannot carry: recorded without `max_tokens` on a chat
     // route, answered, then replayed on the Messages API.
     let chat = Route::plain("openai-compatible", "*", WireApi::OpenAiChat);
-    let mut agent = AgentLoop::new(Session::new("c"), chat, Config::new("acme", "acme-1"));
+    let mut agent = AgentLoop::builder(Session::new("c"), chat)
+        .config(Config::new("acme", "acme-1"))
+        .build()
+        .unwrap();
     agent.user_turn([Message::user("u1", "hi")]).unwrap();
     agent
         .append(Message::assistant("a1", "ok", "acme", "acme-1"))
@@ -764,8 +782,11 @@ fn caller_nodes(session: &Session) -> Vec<(usize, String, Role)> {
 fn run_ops(route: &Route, ops: &[Op]) -> Recorded {
     let config = Config::new(route.provider.to_string(), route.model.to_string())
         .with("max_tokens", 1024.into());
-    let agent =
-        AgentLoop::new(Session::new("p"), route.clone(), config).with_system_prompt(prompt(0));
+    let agent = AgentLoop::builder(Session::new("p"), route.clone())
+        .config(config)
+        .system_prompt(prompt(0))
+        .build()
+        .unwrap();
     let mut r = Recorded {
         agent,
         sent: Vec::new(),
@@ -935,9 +956,12 @@ proptest::proptest! {
 fn a_replay_sends_the_logs_signed_thinking_back_only_on_the_recording_route() {
     let route = route_for("anthropic", "claude-fable-5-1");
     let config = Config::new("anthropic", "claude-fable-5-1").with("max_tokens", 1024.into());
-    let mut agent = AgentLoop::new(Session::new("t"), route.clone(), config)
-        .with_system_prompt(prompt(1))
-        .with_tools([tool("read", query())]);
+    let mut agent = AgentLoop::builder(Session::new("t"), route.clone())
+        .config(config)
+        .system_prompt(prompt(1))
+        .tools([tool("read", query())])
+        .build()
+        .unwrap();
     for turn in 0..3 {
         if turn == 2 {
             agent

@@ -21,9 +21,12 @@ fn body(wire: &mektpoy::WireRequest) -> Value {
 /// meter row (cached, best) bytes.
 fn churn(model: &str) -> Vec<(Value, u64, u64)> {
     let config = Config::new("openai", model);
-    let mut agent = AgentLoop::new(Session::new("sess-42"), route_for("openai", model), config)
-        .with_system_prompt("You are careful. ".repeat(400))
-        .with_tools([tool("read"), tool("edit")]);
+    let mut agent = AgentLoop::builder(Session::new("sess-42"), route_for("openai", model))
+        .config(config)
+        .system_prompt("You are careful. ".repeat(400))
+        .tools([tool("read"), tool("edit")])
+        .build()
+        .unwrap();
     let mut out = Vec::new();
     for (i, tools) in [
         None,
@@ -112,9 +115,12 @@ fn bodies_for_the_sdk_type_checks() {
         }
     }
     let config = Config::new("openai", "gpt-5.4").with("tool_choice", json!("auto"));
-    let mut agent = AgentLoop::new(Session::new("s-7"), route_for("openai", "gpt-5.4"), config)
-        .with_system_prompt("Be brief.")
-        .with_tools([tool("read")]);
+    let mut agent = AgentLoop::builder(Session::new("s-7"), route_for("openai", "gpt-5.4"))
+        .config(config)
+        .system_prompt("Be brief.")
+        .tools([tool("read")])
+        .build()
+        .unwrap();
     let request = agent.user_turn([Message::user("u1", "read x")]).unwrap();
     bodies.push(("tools-first".into(), body(&request.to_wire().unwrap())));
     let mut extra = indexmap::IndexMap::new();
@@ -185,11 +191,10 @@ fn a_loop_on_a_chat_route_that_claims_the_key_sends_the_session_id() {
         .prompt_cache_key(true)
         .build()
         .unwrap();
-    let mut agent = AgentLoop::new(
-        Session::new("chat-9"),
-        route,
-        Config::new("openai", "gpt-4.1"),
-    );
+    let mut agent = AgentLoop::builder(Session::new("chat-9"), route)
+        .config(Config::new("openai", "gpt-4.1"))
+        .build()
+        .unwrap();
     for i in 0..2 {
         let request = agent
             .user_turn([Message::user(format!("u{i}"), "hi")])

@@ -15,8 +15,11 @@ fn breakpoints(body: &str) -> usize {
 #[test]
 fn a_retry_after_a_failed_request_keeps_the_lookback_breakpoint() {
     let config = Config::new("anthropic", MODEL).with("max_tokens", 256.into());
-    let mut agent = AgentLoop::new(Session::new("s"), route_for("anthropic", MODEL), config)
-        .with_tools([object_tool("read")]);
+    let mut agent = AgentLoop::builder(Session::new("s"), route_for("anthropic", MODEL))
+        .config(config)
+        .tools([object_tool("read")])
+        .build()
+        .unwrap();
     let first = agent.user_turn([Message::user("u0", "hi")]).unwrap();
     agent.observe(&first.to_wire().unwrap()).unwrap();
     agent

@@ -445,8 +445,11 @@ fn check_tools_reports_each_conflicting_tool_in_set_order() {
 /// A loop on `route` that registered `edit` v1 and saw the model call it once; returns the
 /// loop and whether the guard objects to v2.
 fn called_edit_on(route: Route) -> AgentLoop {
-    let mut agent = AgentLoop::new(Session::new("s"), route, Config::new("anthropic", "m"))
-        .with_tools([edit_v1(), read_tool()]);
+    let mut agent = AgentLoop::builder(Session::new("s"), route)
+        .config(Config::new("anthropic", "m"))
+        .tools([edit_v1(), read_tool()])
+        .build()
+        .unwrap();
     agent.user_turn([Message::user("u1", "fix a.rs")]).unwrap();
     agent.append(answer("a1", &[("c1", "edit")])).unwrap();
     agent.append(result("r1", "c1")).unwrap();

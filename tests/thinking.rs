@@ -25,8 +25,11 @@ struct Loop {
 
 impl Loop {
     fn new(session: Session, model: &str) -> Self {
-        let agent = AgentLoop::new(session, route_for("anthropic", model), config(model))
-            .with_system_prompt("Be brief.");
+        let agent = AgentLoop::builder(session, route_for("anthropic", model))
+            .config(config(model))
+            .system_prompt("Be brief.")
+            .build()
+            .unwrap();
         Loop { agent, turn: 0 }
     }
 

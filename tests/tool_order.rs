@@ -43,10 +43,15 @@ fn config_for(route: &Route) -> Config {
 }
 
 fn agent(session: Session, route: Route, order: ToolOrder) -> AgentLoop {
+    builder(session, route, order).build().unwrap()
+}
+
+fn builder(session: Session, route: Route, order: ToolOrder) -> mektpoy::agent::AgentLoopBuilder {
     let config = config_for(&route);
-    AgentLoop::new(session, route, config)
-        .with_system_prompt("You are a careful assistant. Read before you edit.")
-        .with_tool_order(order)
+    AgentLoop::builder(session, route)
+        .config(config)
+        .system_prompt("You are a careful assistant. Read before you edit.")
+        .tool_order(order)
 }
 
 /// One user turn with `tools`, sent and metered, then the model's answer.
@@ -212,7 +217,10 @@ fn three_first_seen_steps() -> (Session, String) {
 fn assert_resumed_keeps_the_order(session: Session, meter: &str) {
     let route = no_mode();
     let meter = Meter::restore(&route, meter).unwrap();
-    let mut a = agent(session, route, ToolOrder::FirstSeen).with_meter(meter);
+    let mut a = builder(session, route, ToolOrder::FirstSeen)
+        .meter(meter)
+        .build()
+        .unwrap();
     let before = a.meter().rows().last().unwrap().total_bytes;
     let (request, row) = turn(&mut a, tools(&["a", "b", "c"]));
     assert_eq!(names(&request.tools), ["c", "a", "b"]);

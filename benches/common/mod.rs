@@ -14,8 +14,11 @@ pub fn session_with_churn(model: &str, steps: u64, churn_every: u64) -> (Session
     };
     let route = route_for(provider, model);
     let config = Config::new(provider, model).with("max_tokens", 1024.into());
-    let mut agent = AgentLoop::new(Session::new("bench"), route, config)
-        .with_system_prompt("You are a careful assistant.");
+    let mut agent = AgentLoop::builder(Session::new("bench"), route)
+        .config(config)
+        .system_prompt("You are a careful assistant.")
+        .build()
+        .expect("the loop builds");
     let pool: Vec<ToolSchema> = (0..12)
         .map(|i| {
             let mut parameters = serde_json::Map::new();

@@ -171,7 +171,7 @@ pub enum Cause {
     Compaction,
     /// The caller asked for a new request series (`new_series`).
     NewSeries,
-    /// The caller switched models (`set_config`).
+    /// The caller switched models (another loop over the same log, or a replay).
     ModelChanged,
     /// The recorder replaced the system prompt node ([reference
     /// §4.1](crate::manual::reference#41-system-prompt-in-history)): on a route that takes no

@@ -158,9 +158,12 @@ fn run(
         session.set_thinking_policy(policy).expect("policy");
     }
     let config = Config::new(provider, model).with("max_tokens", 256.into());
-    let mut agent = AgentLoop::new(session, route.clone(), config)
-        .with_system_prompt("Be brief.")
-        .with_tools([tool(0), tool(1)]);
+    let mut agent = AgentLoop::builder(session, route.clone())
+        .config(config)
+        .system_prompt("Be brief.")
+        .tools([tool(0), tool(1)])
+        .build()
+        .unwrap();
     agent.recorder.set_resume(resume);
     let mut sent = Vec::new();
     let mut resumable = 0;
@@ -197,7 +200,11 @@ fn a_loop_resumes_from_a_growing_prefix() {
     let route = route_for("deepseek", "deepseek-flash");
     let session = Session::new("s");
     let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 256.into());
-    let mut agent = AgentLoop::new(session, route.clone(), config).with_tools([tool(0)]);
+    let mut agent = AgentLoop::builder(session, route.clone())
+        .config(config)
+        .tools([tool(0)])
+        .build()
+        .unwrap();
     let mut lens = Vec::new();
     for (n, a) in actions.iter().enumerate() {
         match a {
@@ -225,9 +232,12 @@ fn a_loop_resumes_from_a_growing_prefix() {
 fn a_chat_loop_resumes_after_every_message_sent() {
     let route = route_for("openai-compatible", "any");
     let config = Config::new("openai-compatible", "any");
-    let mut agent = AgentLoop::new(Session::new("s"), route.clone(), config)
-        .with_system_prompt("Be brief.")
-        .with_tools([tool(0)]);
+    let mut agent = AgentLoop::builder(Session::new("s"), route.clone())
+        .config(config)
+        .system_prompt("Be brief.")
+        .tools([tool(0)])
+        .build()
+        .unwrap();
     agent.user_turn([Message::user("u", "go")]).unwrap();
     let mut lens = vec![agent.recorder.resumable_messages(&route)];
     for n in 0..5 {
@@ -280,9 +290,12 @@ proptest! {
 fn copies_stay_in_step(provider: &str, model: &str, actions: &[Action]) -> Result<(), String> {
     let route = route_for(provider, model);
     let config = Config::new(provider, model).with("max_tokens", 256.into());
-    let mut agent = AgentLoop::new(Session::new("s"), route.clone(), config)
-        .with_system_prompt("Be brief.")
-        .with_tools([tool(0), tool(1)]);
+    let mut agent = AgentLoop::builder(Session::new("s"), route.clone())
+        .config(config)
+        .system_prompt("Be brief.")
+        .tools([tool(0), tool(1)])
+        .build()
+        .unwrap();
     let mut observed: Option<String> = None;
     let mut unobserved: Option<crate::WireRequest> = None;
     let mut n = 0;

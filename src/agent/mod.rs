@@ -9,6 +9,7 @@
 //! itself knows nothing of routes.
 
 pub mod attribution;
+mod builder;
 mod continuity;
 #[cfg(test)]
 mod incremental_tests;
@@ -23,6 +24,7 @@ use std::sync::Arc;
 pub use attribution::{
     Attribution, AttributionReport, Attributor, Cause, CauseTotal, Change, Check,
 };
+pub use builder::{AgentLoopBuilder, BuildError, BuildFault};
 pub use order::ToolOrder;
 pub use record::{RecordError, Recorder, Step};
 
@@ -35,9 +37,11 @@ use crate::project::{
     validate_tool_name,
 };
 use crate::response::Usage;
-use crate::route::{Price, Route, ToolRefused};
+use crate::route::{Route, ToolRefused};
 use crate::session::{AppendError, Position, Session};
-use crate::vocab::{Message, Messages, MessagesRef, Seq, ToolSchema};
+use crate::vocab::{
+    ContentBlock, Message, MessageSource, Messages, MessagesRef, Role, Seq, ToolSchema,
+};
 use crate::wire::{WireContext, WireError, WireRequest, serialize_with};
 
 /// What one recorded attempt sends: the log as it stood right after the attempt's batch, and
@@ -118,10 +122,9 @@ impl Request {
     /// with the route's mode. Borrows from the request.
     ///
     /// ```
-    /// use mektpoy::{AgentLoop, Config, Message, Session, route_for};
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
     /// let route = route_for("deepseek", "deepseek-v4-pro");
-    /// let config = Config::new("deepseek", "deepseek-v4-pro");
-    /// let mut agent = AgentLoop::new(Session::new("s"), route, config);
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route).build()?;
     /// let request = agent.user_turn([Message::user("u1", "hi")])?;
     /// assert_eq!(request.project().messages.len(), 1);
     /// # Ok::<(), mektpoy::Error>(())
@@ -147,11 +150,11 @@ impl Request {
     /// tool the route refuses, ...). The attempt is in the log; retry after fixing the cause.
     ///
     /// ```
-    /// use mektpoy::{AgentLoop, Config, Message, Session, route_for};
-    /// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
     /// let route = route_for("deepseek", "deepseek-flash");
-    /// let mut agent = AgentLoop::new(Session::new("s"), route, config)
-    ///     .with_system_prompt("Be brief.");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route).option("max_tokens", 64.into())
+    ///     .system_prompt("Be brief.")
+    ///     .build()?;
     /// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
     /// assert!(wire.body().starts_with(r#"{"model":"deepseek-flash","max_tokens":64,"system":"Be brief.""#));
     /// # Ok::<(), mektpoy::Error>(())
@@ -187,9 +190,10 @@ impl Request {
     /// As [`to_wire`](Self::to_wire).
     ///
     /// ```
-    /// use mektpoy::{AgentLoop, Config, Message, Session, route_for};
-    /// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
-    /// let mut agent = AgentLoop::new(Session::new("s"), route_for("deepseek", "deepseek-flash"), config);
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+    ///     .option("max_tokens", 64.into())
+    ///     .build()?;
     /// let request = agent.user_turn([Message::user("u1", "hi")])?;
     /// let copied = request.to_wire()?;
     /// assert_eq!(request.into_wire()?, copied);
@@ -246,11 +250,11 @@ impl Request {
     ///
     /// ```
     /// use mektpoy::notice::Locale;
-    /// use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
+    /// use mektpoy::{AgentLoop, Message, Session, ToolSchema, route_for};
     /// let read = ToolSchema::no_input("read", "Read a file");
-    /// let config = Config::new("deepseek", "deepseek-flash");
-    /// let mut agent = AgentLoop::new(Session::new("s"), route_for("deepseek", "deepseek-flash"), config)
-    ///     .with_tools([read.clone()]);
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+    ///     .tools([read.clone()])
+    ///     .build()?;
     /// assert!(agent.user_turn([Message::user("u1", "hi")])?.notice(Locale::En).is_none());
     /// agent.set_tools([read, ToolSchema::no_input("grep", "Search")])?;
     /// let request = agent.user_turn([Message::user("u2", "go on")])?;
@@ -289,18 +293,19 @@ impl Request {
 /// session can be shared with readers. The loop owns its [`Meter`] for the route.
 ///
 /// ```
-/// use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
+/// use mektpoy::{AgentLoop, ContentBlock, Message, Session, ToolSchema, route_for};
 ///
-/// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 1024.into());
 /// let read = ToolSchema::no_input("read", "Read a file");
-/// let mut agent = AgentLoop::new(Session::new("s1"), route_for("deepseek", "deepseek-flash"), config)
-///     .with_system_prompt("Be brief.")
-///     .with_tools([read.clone()]);
+/// let mut agent = AgentLoop::builder(Session::new("s1"), route_for("deepseek", "deepseek-flash"))
+///     .option("max_tokens", 1024.into())
+///     .system_prompt("Be brief.")
+///     .tools([read.clone()])
+///     .build()?;
 ///
 /// let request = agent.user_turn([Message::user("u1", "hi")])?;
 /// let wire = request.to_wire()?; // send `wire.body()` with `wire.headers()`, then:
 /// agent.observe(&wire)?;
-/// agent.append(Message::assistant("a1", "ok", "deepseek", "deepseek-flash"))?;
+/// agent.append(agent.assistant("a1", [ContentBlock::text("ok")]))?; // stamped deepseek/deepseek-flash
 ///
 /// // A plugin adds a tool: the next turn logs the change as a developer message.
 /// agent.set_tools([read, ToolSchema::no_input("search", "Search")])?;
@@ -345,124 +350,6 @@ impl<S: Borrow<Session>> std::fmt::Debug for AgentLoop<S> {
 }
 
 impl<S: Borrow<Session>> AgentLoop<S> {
-    /// A loop over `session` sending to `route` with `config`.
-    ///
-    /// On a new session the loop has no system prompt and no tools. On a session that
-    /// already holds requests (a reopened file), it continues where the log ends: the
-    /// position from the last turn and step its messages carry, so the next
-    /// [`user_turn`](Self::user_turn) is the turn after it and [`retry`](Self::retry) resends
-    /// the step the log ends in; the effective tools of the log's last request for this
-    /// `config`'s provider and model (another model's, when the log has none; another loop may
-    /// share the log) and the latest system prompt on the surface. So a retry after a restart
-    /// resends the same request, and a loop that sets nothing logs no change it did not make.
-    ///
-    /// ```
-    /// use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
-    /// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
-    /// let route = route_for("deepseek", "deepseek-flash");
-    /// let mut agent = AgentLoop::new(Session::new("s"), route.clone(), config.clone())
-    ///     .with_system_prompt("Be brief.")
-    ///     .with_tools([ToolSchema::no_input("read", "Read a file")]);
-    /// agent.user_turn([Message::user("u1", "hi")])?;
-    /// // The process dies; the log is reopened.
-    /// let reopened = AgentLoop::new(agent.into_session(), route, config);
-    /// assert_eq!(reopened.tools()[0].name(), "read");
-    /// assert_eq!(reopened.system_prompt(), "Be brief.");
-    /// # Ok::<(), mektpoy::Error>(())
-    /// ```
-    pub fn new(session: S, route: Route, config: Config) -> Self {
-        let s = session.borrow();
-        let recorder = Recorder::attach(s);
-        let (turn, step) = last_position(s);
-        let tools = last_header(s, &config)
-            .map(|h| h.header.tools.to_vec())
-            .unwrap_or_default();
-        let system_prompt = prompt::PromptNodes::default()
-            .extended(&s.surface().0)
-            .latest
-            .map(|(_, m)| m.text())
-            .unwrap_or_default();
-        // Decision 105: a generic entry meters by the cache facts of the model it sends.
-        let mut meter = Meter::new(&route.metered_for(&config.model));
-        if let Some(price) = route.price().cloned() {
-            meter = meter.with_price(price);
-        }
-        AgentLoop {
-            session,
-            recorder,
-            route,
-            config,
-            system_prompt,
-            tools,
-            turn,
-            step,
-            attempt: 0,
-            new_series: false,
-            meter,
-            attributor: Attributor::new(),
-            last_recorded: None,
-        }
-    }
-
-    /// The same loop with this system prompt.
-    #[must_use]
-    pub fn with_system_prompt(mut self, prompt: impl Into<String>) -> Self {
-        self.set_system_prompt(prompt);
-        self
-    }
-
-    /// The same loop with these effective tools. Unchecked here, so that the builder chain
-    /// stays infallible: a tool the route refuses is reported by the first recorded attempt
-    /// ([`RecordError::Tool`]), before anything is logged. [`try_with_tools`](Self::try_with_tools)
-    /// and [`set_tools`](Self::set_tools) check at once.
-    #[must_use]
-    pub fn with_tools(mut self, tools: impl IntoIterator<Item = ToolSchema>) -> Self {
-        self.tools = tools.into_iter().collect();
-        self
-    }
-
-    /// The same loop with these effective tools, checked against the route as
-    /// [`set_tools`](Self::set_tools) checks them.
-    ///
-    /// # Errors
-    /// [`ToolRefused`] naming the first tool the route refuses; the loop is dropped with it.
-    pub fn try_with_tools(
-        mut self,
-        tools: impl IntoIterator<Item = ToolSchema>,
-    ) -> Result<Self, ToolRefused> {
-        self.set_tools(tools)?;
-        Ok(self)
-    }
-
-    /// The same loop drawing the ids of the messages it writes (system nodes, developer
-    /// messages) from `ids`; see [`Recorder::with_ids`] for what `ids` must not do.
-    #[must_use]
-    pub fn with_ids(mut self, ids: impl FnMut() -> String + Send + 'static) -> Self {
-        self.recorder = self.recorder.with_ids(ids);
-        self
-    }
-
-    /// The same loop logging its effective tools in `order` (default [`ToolOrder::AsGiven`]);
-    /// [`ToolOrder::FirstSeen`] keeps a reordered tool list from rewriting the cached prefix.
-    /// See [`Recorder::with_tool_order`].
-    #[must_use]
-    pub fn with_tool_order(mut self, order: ToolOrder) -> Self {
-        self.set_tool_order(order);
-        self
-    }
-
-    /// Logs the effective tools of the next attempts in `order`.
-    pub fn set_tool_order(&mut self, order: ToolOrder) {
-        self.recorder.set_tool_order(order);
-    }
-
-    /// The same loop pricing its meter with `price` instead of the route's catalog price.
-    #[must_use]
-    pub fn with_price(mut self, price: Price) -> Self {
-        self.meter = self.meter.with_price(price);
-        self
-    }
-
     /// The rendered system prompt for the next attempts.
     pub fn set_system_prompt(&mut self, prompt: impl Into<String>) {
         self.system_prompt = prompt.into();
@@ -475,10 +362,9 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// declaration series.
     ///
     /// ```
-    /// use mektpoy::{AgentLoop, Config, Session, ToolSchema, route_for};
+    /// use mektpoy::{AgentLoop, Session, ToolSchema, route_for};
     /// let route = route_for("anthropic", "claude-opus-5");
-    /// let config = Config::new("anthropic", "claude-opus-5");
-    /// let mut agent = AgentLoop::new(Session::new("s"), route, config);
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route).build()?;
     /// let object = serde_json::json!({"type": "object"}).as_object().unwrap().clone();
     /// let read = ToolSchema::new("read", "Read a file", object.clone());
     /// agent.set_tools([read.clone()])?;
@@ -513,9 +399,68 @@ impl<S: Borrow<Session>> AgentLoop<S> {
         self.session.borrow().check_tools(tools)
     }
 
-    /// The configuration (provider, model, options) for the next attempts.
-    pub fn set_config(&mut self, config: Config) {
+    /// The request options of the next attempts (`max_tokens`, `temperature`, ...), in place
+    /// of the current ones; the provider and model stay the route's. Checked with the route's
+    /// serializer as [`AgentLoopBuilder::options`] are.
+    ///
+    /// ```
+    /// use mektpoy::agent::BuildFault;
+    /// use mektpoy::{AgentLoop, Session, route_for};
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+    ///     .build()?;
+    /// agent.set_options([("max_tokens".to_owned(), 64.into())])?;
+    /// assert_eq!(agent.config().extra["max_tokens"], 64);
+    /// let refused = agent.set_options([("messages".to_owned(), 1.into())]).unwrap_err();
+    /// assert!(matches!(refused.faults(), [BuildFault::Option(_)]));
+    /// assert_eq!(agent.config().extra["max_tokens"], 64, "the previous options stay");
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`BuildError`] with the [`BuildFault::Option`] the serializer gives; the loop keeps
+    /// its previous options.
+    pub fn set_options(
+        &mut self,
+        options: impl IntoIterator<Item = (String, serde_json::Value)>,
+    ) -> Result<(), BuildError> {
+        let config = Config {
+            extra: options.into_iter().collect(),
+            ..Config::new(self.config.provider.clone(), self.config.model.clone())
+        };
+        if let Some(refusal) = crate::wire::option_refusal(&config, &self.route) {
+            return Err(BuildError::option(refusal));
+        }
         self.config = config;
+        Ok(())
+    }
+
+    /// An assistant message with `content`, stamped with the loop's provider and model (its
+    /// [`MessageSource::Model`]): what a loop appends for
+    /// the model's answer, without repeating the names the route already gave.
+    ///
+    /// ```
+    /// use mektpoy::vocab::MessageSource;
+    /// use mektpoy::{AgentLoop, ContentBlock, Session, route_for};
+    /// let agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+    ///     .build()?;
+    /// let answer = agent.assistant("a1", [ContentBlock::text("ok")]);
+    /// assert_eq!(answer.source(), &MessageSource::Model { provider: "deepseek".into(), model: "deepseek-flash".into() });
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
+    pub fn assistant(
+        &self,
+        id: impl Into<String>,
+        content: impl Into<Vec<ContentBlock>>,
+    ) -> Message {
+        Message::new(
+            id,
+            Role::Assistant,
+            content.into(),
+            MessageSource::Model {
+                provider: self.config.provider.clone(),
+                model: self.config.model.clone(),
+            },
+        )
     }
 
     /// Asks for a new request series: the next [`user_turn`](Self::user_turn) or
@@ -527,12 +472,14 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// Starts a user turn: logs `messages` and records the turn's first step.
     ///
     /// # Errors
-    /// [`RecordError`] when the session refuses the batch (a duplicate message id, a reserved
-    /// tool name, a failed write). Nothing is logged and the position is unchanged.
+    /// [`AppendError`] when the session refuses the batch (a duplicate message id, a failed
+    /// write). Nothing is logged and the position is unchanged. The loop's tools were checked
+    /// against its route as they were set, and its recorder is attached to its session, so
+    /// [`RecordError`]'s other reasons cannot occur here.
     pub fn user_turn(
         &mut self,
         messages: impl IntoIterator<Item = Message>,
-    ) -> Result<Request, RecordError> {
+    ) -> Result<Request, AppendError> {
         let messages: Vec<Message> = messages.into_iter().collect();
         self.record(self.turn + 1, 1, 0, &messages)
     }
@@ -542,7 +489,7 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     ///
     /// # Errors
     /// As [`user_turn`](Self::user_turn).
-    pub fn next_step(&mut self) -> Result<Request, RecordError> {
+    pub fn next_step(&mut self) -> Result<Request, AppendError> {
         self.record(self.turn, self.step + 1, 0, &[])
     }
 
@@ -551,7 +498,7 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     ///
     /// # Errors
     /// As [`user_turn`](Self::user_turn).
-    pub fn retry(&mut self) -> Result<Request, RecordError> {
+    pub fn retry(&mut self) -> Result<Request, AppendError> {
         self.record(self.turn, self.step, self.attempt + 1, &[])
     }
 
@@ -561,12 +508,14 @@ impl<S: Borrow<Session>> AgentLoop<S> {
         step: u64,
         attempt: u32,
         user_messages: &[Message],
-    ) -> Result<Request, RecordError> {
+    ) -> Result<Request, AppendError> {
         let step_record = Step::new(&self.config, &self.system_prompt, &self.tools, &self.route)
             .at(turn, step, attempt)
             .new_series(self.new_series && attempt == 0)
             .user_messages(user_messages);
-        let request = self.recorder.record(self.session.borrow(), step_record)?;
+        let request = self
+            .recorder
+            .record_admitted(self.session.borrow(), step_record)?;
         // Without the prepared bytes: the caller's request is then their only holder, so
         // `into_wire` moves them out instead of copying the body.
         self.last_recorded = Some(request.without_wire());
@@ -634,8 +583,10 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// // A chat route without a tool-change mode: its tools are declared in `tools`.
     /// let config = Config::new("acme", "acme-1");
     /// let tool = |n: &str| ToolSchema::no_input(n, "");
-    /// let mut agent = AgentLoop::new(Session::new("s"), route_for("acme", "acme-1"), config)
-    ///     .with_tools([tool("read"), tool("shell")]);
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("acme", "acme-1"))
+    ///     .config(config)
+    ///     .tools([tool("read"), tool("shell")])
+    ///     .build()?;
     /// let first = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
     /// agent.observe(&first)?;
     /// agent.append(Message::assistant("a1", "ok", "acme", "acme-1"))?;
@@ -683,20 +634,6 @@ impl<S: Borrow<Session>> AgentLoop<S> {
         self.meter.observe_usage(usage)
     }
 
-    /// The same loop counting on from `meter`: a meter a previous process saved
-    /// ([`Meter::save`]) and this one restored ([`Meter::restore`]) for the same route, so that
-    /// a resumed loop's next row compares with the request the dead process sent. It is
-    /// priced as [`new`](Self::new) prices (the saved form holds no price); call
-    /// [`with_price`](Self::with_price) after it for another.
-    #[must_use]
-    pub fn with_meter(mut self, meter: Meter) -> Self {
-        self.meter = match self.route.price().cloned() {
-            Some(price) => meter.with_price(price),
-            None => meter,
-        };
-        self
-    }
-
     /// Checks a tool call the model made in answer to the loop's last request: its name must
     /// be one of that request's effective tools. Before the loop has recorded a request (a
     /// restart with calls left pending), the request is the log's last one for the loop's
@@ -706,10 +643,11 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
     /// let config = Config::new("deepseek", "deepseek-flash");
     /// let route = route_for("deepseek", "deepseek-flash");
-    /// let mut agent = AgentLoop::new(Session::new("s"), route.clone(), config.clone())
-    ///     .with_tools([ToolSchema::no_input("read", "Read a file")]);
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route.clone()).config(config.clone())
+    ///     .tools([ToolSchema::no_input("read", "Read a file")])
+    ///     .build()?;
     /// agent.user_turn([Message::user("u1", "hi")])?;
-    /// let reopened = AgentLoop::new(agent.into_session(), route, config);
+    /// let reopened = AgentLoop::builder(agent.into_session(), route).config(config).build()?;
     /// assert!(reopened.validate_tool_call("read").is_ok());
     /// assert!(reopened.validate_tool_call("shell").is_err());
     /// # Ok::<(), mektpoy::Error>(())

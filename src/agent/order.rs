@@ -18,16 +18,16 @@ use crate::vocab::ToolSchema;
 /// The order [`Recorder::record`] logs (and so sends) the effective tools in.
 ///
 /// Set it with [`Recorder::with_tool_order`] or
-/// [`AgentLoop::with_tool_order`](super::AgentLoop::with_tool_order).
+/// [`AgentLoopBuilder::tool_order`](super::AgentLoopBuilder::tool_order).
 ///
 /// ```
 /// use mektpoy::agent::ToolOrder;
-/// use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
+/// use mektpoy::{AgentLoop, Message, Session, ToolSchema, route_for};
 /// let tool = |n: &str| ToolSchema::no_input(n, n);
-/// let config = Config::new("deepseek", "deepseek-v4-pro");
-/// let mut agent = AgentLoop::new(Session::new("s"), route_for("deepseek", "deepseek-v4-pro"), config)
-///     .with_tool_order(ToolOrder::FirstSeen)
-///     .with_tools([tool("read"), tool("search")]);
+/// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-v4-pro"))
+///     .tool_order(ToolOrder::FirstSeen)
+///     .tools([tool("read"), tool("search")])
+///     .build()?;
 /// agent.user_turn([Message::user("u1", "hi")])?;
 /// // The MCP server reconnects: the same tools, another order.
 /// agent.set_tools([tool("search"), tool("read")])?;

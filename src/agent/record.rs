@@ -280,7 +280,28 @@ impl Recorder {
             ..step
         };
         step.route.check_tools(step.tools)?;
-        let outcome = session.transact(|tx| self.batch(tx, &step))?;
+        Ok(self.commit(session, &step)?)
+    }
+
+    /// [`record`](Self::record) for the loop that attached this recorder to its session and
+    /// checked its tools against its route as they were set: nothing is left for it to meet
+    /// but the session's refusal.
+    pub(super) fn record_admitted(
+        &mut self,
+        session: &Session,
+        step: Step<'_>,
+    ) -> Result<Request, AppendError> {
+        let tools = self.tool_order.apply(session, step.tools);
+        let step = Step {
+            tools: &tools,
+            ..step
+        };
+        self.commit(session, &step)
+    }
+
+    /// Logs the batch of an admitted step and remembers its prepared request.
+    fn commit(&mut self, session: &Session, step: &Step<'_>) -> Result<Request, AppendError> {
+        let outcome = session.transact(|tx| self.batch(tx, step))?;
         self.generation = outcome.g_after;
         self.logged_header |= outcome.logged_header;
         if let Some(mut fp) = outcome.fingerprint {
@@ -321,7 +342,7 @@ impl Recorder {
         }
     }
 
-    fn batch(&mut self, tx: &mut Transaction<'_>, step: &Step<'_>) -> Result<Outcome, RecordError> {
+    fn batch(&mut self, tx: &mut Transaction<'_>, step: &Step<'_>) -> Result<Outcome, AppendError> {
         let session_id = self.session_id.clone();
         // 1.
         let asked = step.new_series && step.attempt == 0;

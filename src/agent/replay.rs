@@ -26,14 +26,15 @@
 //!
 //! ```
 //! use mektpoy::agent::replay::Replay;
-//! use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
+//! use mektpoy::{AgentLoop, Message, Session, ToolSchema, route_for};
 //!
 //! let route = route_for("deepseek", "deepseek-flash");
-//! let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
 //! let read = ToolSchema::no_input("read", "Read a file");
-//! let mut agent = AgentLoop::new(Session::new("s"), route.clone(), config)
-//!     .with_system_prompt("Be brief. ".repeat(100))
-//!     .with_tools([read.clone()]);
+//! let mut agent = AgentLoop::builder(Session::new("s"), route.clone())
+//!     .option("max_tokens", 64.into())
+//!     .system_prompt("Be brief. ".repeat(100))
+//!     .tools([read.clone()])
+//!     .build()?;
 //! for turn in 0..3 {
 //!     if turn == 2 {
 //!         agent.set_tools([read.clone(), ToolSchema::no_input("grep", "Search")])?;
@@ -230,13 +231,14 @@ pub fn missed(previous: &MeterRow, row: &MeterRow) -> bool {
 ///
 /// ```
 /// use mektpoy::agent::replay::miss_lines;
-/// use mektpoy::{AgentLoop, Config, Message, Session, ToolSchema, route_for};
+/// use mektpoy::{AgentLoop, Message, Session, ToolSchema, route_for};
 /// let route = route_for("deepseek", "deepseek-v4-pro");
 /// let tool = |n: &str| ToolSchema::no_input(n, "");
-/// let config = Config::new("deepseek", "deepseek-v4-pro").with("max_tokens", 64.into());
-/// let mut agent = AgentLoop::new(Session::new("s"), route.clone(), config)
-///     .with_system_prompt("Be brief. ".repeat(300))
-///     .with_tools([tool("read"), tool("shell")]);
+/// let mut agent = AgentLoop::builder(Session::new("s"), route.clone())
+///     .option("max_tokens", 64.into())
+///     .system_prompt("Be brief. ".repeat(300))
+///     .tools([tool("read"), tool("shell")])
+///     .build()?;
 /// for turn in 0..2 {
 ///     if turn == 1 {
 ///         agent.set_tools([tool("read")])?;

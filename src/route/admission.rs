@@ -79,19 +79,39 @@ impl Route {
     /// # Errors
     /// [`ToolRefused`] naming the first tool the route refuses and why.
     pub fn check_tools(&self, tools: &[ToolSchema]) -> Result<(), ToolRefused> {
+        self.tool_refusals(tools).next().map_or(Ok(()), Err)
+    }
+
+    /// Every tool of `tools` this route refuses, in order, each with its reason: what
+    /// [`AgentLoopBuilder::build`](crate::agent::AgentLoopBuilder::build) reports at once.
+    /// [`check_tools`](Self::check_tools) is its first item.
+    ///
+    /// ```
+    /// use mektpoy::{ToolSchema, route_for};
+    /// use mektpoy::route::ToolRefusal;
+    /// let route = route_for("anthropic", "claude-opus-5");
+    /// let tools = [ToolSchema::no_input("a.b", ""), ToolSchema::no_input("ok", ""), ToolSchema::no_input("ok", "")];
+    /// let refused: Vec<_> = route.tool_refusals(&tools).map(|r| (r.index, r.reason)).collect();
+    /// assert_eq!(refused, [(0, ToolRefusal::InvalidName { max_len: 128 }), (2, ToolRefusal::DuplicateName)]);
+    /// ```
+    pub fn tool_refusals<'t>(
+        &self,
+        tools: &'t [ToolSchema],
+    ) -> impl Iterator<Item = ToolRefused> + use<'_, 't> {
         let mut names = HashSet::with_capacity(tools.len());
-        for (index, tool) in tools.iter().enumerate() {
-            let refuse = |reason| ToolRefused {
+        tools.iter().enumerate().filter_map(move |(index, tool)| {
+            let reason = match self.check_tool(tool) {
+                Err(reason) => reason,
+                // A refused tool's name is not counted: its refusal already names it.
+                Ok(()) if names.insert(tool.name()) => return None,
+                Ok(()) => ToolRefusal::DuplicateName,
+            };
+            Some(ToolRefused {
                 tool: tool.name().to_owned(),
                 index,
                 reason,
-            };
-            self.check_tool(tool).map_err(refuse)?;
-            if !names.insert(tool.name()) {
-                return Err(refuse(ToolRefusal::DuplicateName));
-            }
-        }
-        Ok(())
+            })
+        })
     }
 
     /// Checks one tool (names within a set are [`check_tools`](Self::check_tools)' concern).

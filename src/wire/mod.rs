@@ -986,6 +986,30 @@ pub(crate) fn serialize_resuming(
     }
 }
 
+/// The refusal the route's serializer gives `config`'s options by themselves (a key the
+/// serializer writes itself, two names for one limit, a forced `tool_choice` the model
+/// refuses), found by serializing an empty conversation with them: the wire's own checks,
+/// run before anything is logged. A missing `max_tokens` is not one (the options do not
+/// conflict; the first request says what it lacks), so the probe supplies one on the
+/// Messages API. `None` when the options alone would be sent.
+pub(crate) fn option_refusal(config: &Config, route: &Route) -> Option<WireError> {
+    let probe = match route.api {
+        WireApi::Messages if !config.extra.contains_key("max_tokens") => {
+            std::borrow::Cow::Owned(config.clone().with("max_tokens", 1.into()))
+        }
+        _ => std::borrow::Cow::Borrowed(config),
+    };
+    let empty = ProjectedToolUpdates::new(&[] as &[crate::vocab::Message]);
+    match serialize_with(&probe, &empty, route, &WireContext::default()) {
+        Err(
+            e @ (WireError::ReservedConfigKey { .. }
+            | WireError::ForcedToolChoice { .. }
+            | WireError::DropBlockThinkingType { .. }),
+        ) => Some(e),
+        _ => None,
+    }
+}
+
 /// Body keys the serializers write themselves; a config option with one of these names would
 /// produce a duplicate key.
 const RESERVED_CONFIG_KEYS: [&str; 5] = ["model", "provider", "system", "tools", "messages"];

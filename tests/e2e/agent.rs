@@ -219,8 +219,16 @@ impl Agent {
         // `max_tokens` on every API: the Responses serializer sends it as `max_output_tokens`.
         let config = Config::new(route.provider.clone(), route.model.clone())
             .with("max_tokens", json!(1024));
+        let builder = AgentLoop::builder(Rc::clone(&session), route).config(config);
+        // A loop beside another sets its own tools at its first step: it restores none of the
+        // other model's, which its route may refuse (decision 151).
+        let builder = if prefix.is_empty() {
+            builder
+        } else {
+            builder.tools([])
+        };
         Agent {
-            agent: AgentLoop::new(Rc::clone(&session), route, config),
+            agent: builder.build().unwrap(),
             log: session,
             key: key.to_owned(),
             prefix,
@@ -260,7 +268,11 @@ impl Agent {
             .unwrap_or_else(|e| panic!("{}: the saved meter: {e}", self.key));
         let config = self.agent.config().clone();
         let route = self.agent.route().clone();
-        let agent = AgentLoop::new(Rc::clone(&self.log), route, config).with_meter(meter);
+        let agent = AgentLoop::builder(Rc::clone(&self.log), route)
+            .config(config)
+            .meter(meter)
+            .build()
+            .unwrap();
         self.agent = agent;
         self
     }
@@ -277,8 +289,11 @@ impl Agent {
 
     /// Requests are streamed: the config carries `stream: true`, which the serializer sends.
     pub fn streaming(mut self) -> Self {
-        let config = self.agent.config().clone().with("stream", json!(true));
-        self.agent.set_config(config);
+        let mut options = self.agent.config().extra.clone();
+        options.insert("stream".into(), json!(true));
+        self.agent
+            .set_options(options)
+            .expect("`stream` is an option");
         self
     }
 

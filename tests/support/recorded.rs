@@ -91,7 +91,10 @@ pub fn build_session(ops: &[StepOp]) -> (Session, Vec<Request>) {
     let config = Config::new("deepseek", "deepseek-flash");
     // Without a system prompt the route's capabilities change nothing the recorder logs.
     let route = mektpoy::route_for("deepseek", "deepseek-flash");
-    let mut agent = AgentLoop::new(Session::new("props"), route, config);
+    let mut agent = AgentLoop::builder(Session::new("props"), route)
+        .config(config)
+        .build()
+        .unwrap();
     let mut requests = Vec::with_capacity(ops.len());
     let mut current: Vec<ToolSchema> = Vec::new();
     let mut versions = [0u32; NAMES.len()];

@@ -60,8 +60,24 @@ fn direct_meter(route: &Route, model: &str) -> Meter {
     }
 }
 
-fn new_loop(session: Session, route: Route, config: Config) -> AgentLoop {
-    AgentLoop::new(session, route, config).with_tool_order(ToolOrder::FirstSeen)
+fn new_loop(
+    session: Session,
+    route: Route,
+    config: Config,
+) -> Result<AgentLoop, mektpoy::agent::BuildError> {
+    builder(session, route, config)
+        .tool_order(ToolOrder::FirstSeen)
+        .build()
+}
+
+/// A loop's builder without tools: each client request sets its own, so none is restored
+/// from the log (another model's may be ones this route refuses).
+fn builder<S: std::borrow::Borrow<Session>>(
+    session: S,
+    route: Route,
+    config: Config,
+) -> mektpoy::agent::AgentLoopBuilder<S> {
+    AgentLoop::builder(session, route).config(config).tools([])
 }
 
 /// Why a request was not prepared.
@@ -105,7 +121,8 @@ impl Conversation {
         };
         let route = route_for(provider, model);
         let direct = direct_meter(&route, model);
-        let agent = new_loop(session, route, Config::new(provider, model));
+        let agent = new_loop(session, route, Config::new(provider, model))
+            .map_err(|e| Refusal::Invalid(e.to_string()))?;
         Ok(Conversation {
             agent,
             direct,
@@ -227,20 +244,23 @@ impl Conversation {
             config = config.with(k, v);
         }
         if self.agent.config().provider != provider || self.agent.config().model != client.model {
-            let session = std::mem::replace(
-                &mut self.agent,
-                AgentLoop::new(
-                    Session::new("-"),
-                    route_for(provider, &client.model),
-                    config.clone(),
-                ),
-            )
-            .into_session();
             let route = route_for(provider, &client.model);
+            // The client's tools are set below; the rest is checked against the new route
+            // before the session moves, so that a refusal keeps the conversation.
+            let invalid = |e: mektpoy::agent::BuildError| Refusal::Invalid(e.to_string());
+            builder(self.agent.session(), route.clone(), config.clone())
+                .check()
+                .map_err(invalid)?;
+            let placeholder = builder(Session::new("-"), route.clone(), config.clone())
+                .build()
+                .map_err(invalid)?;
+            let session = std::mem::replace(&mut self.agent, placeholder).into_session();
             self.direct = direct_meter(&route, &client.model);
-            self.agent = new_loop(session, route, config);
+            self.agent = new_loop(session, route, config).map_err(invalid)?;
         } else {
-            self.agent.set_config(config);
+            self.agent
+                .set_options(config.extra)
+                .map_err(|e| Refusal::Invalid(e.to_string()))?;
         }
         self.agent.set_system_prompt(client.system);
         self.agent
@@ -353,11 +373,8 @@ fn visible_from(
     })
 }
 
-fn record(e: mektpoy::agent::RecordError) -> Refusal {
-    match e {
-        mektpoy::agent::RecordError::Append(e) => append(&e),
-        other => Refusal::Invalid(other.to_string()),
-    }
+fn record(e: mektpoy::session::AppendError) -> Refusal {
+    append(&e)
 }
 
 fn append(e: &mektpoy::session::AppendError) -> Refusal {

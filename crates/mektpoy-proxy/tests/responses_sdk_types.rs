@@ -25,13 +25,12 @@ fn accepted(body: &str) {
 #[test]
 fn async_openai_deserializes_every_body_of_a_churn_loop() {
     for model in ["gpt-5.4", "gpt-5.6-sol"] {
-        let mut agent = AgentLoop::new(
-            Session::new("s"),
-            route_for("openai", model),
-            Config::new("openai", model).with("tool_choice", json!("auto")),
-        )
-        .with_system_prompt("Be brief.")
-        .with_tools([tool("read"), tool("edit")]);
+        let mut agent = AgentLoop::builder(Session::new("s"), route_for("openai", model))
+            .config(Config::new("openai", model).with("tool_choice", json!("auto")))
+            .system_prompt("Be brief.")
+            .tools([tool("read"), tool("edit")])
+            .build()
+            .unwrap();
         let sets = [
             vec![tool("read"), tool("edit")],
             vec![tool("read"), tool("edit"), tool("grep")],

@@ -1349,12 +1349,15 @@ pub(crate) mod tests {
         let route = route_for("openai-compatible", "deepseek-v4-pro");
         assert_eq!(route.api, mektpoy::route::WireApi::OpenAiChat);
         let config = Config::new("deepseek", "deepseek-v4-pro");
-        let mut agent = AgentLoop::new(Session::new("s"), route, config)
-            .with_system_prompt("Be brief. ".repeat(100))
-            .with_tools([
+        let mut agent = AgentLoop::builder(Session::new("s"), route)
+            .config(config)
+            .system_prompt("Be brief. ".repeat(100))
+            .tools([
                 ToolSchema::no_input("read", "Read a file"),
                 ToolSchema::no_input("grep", "Search"),
-            ]);
+            ])
+            .build()
+            .unwrap();
         let session = "chat-http-serializer";
         let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
         let called = wire.clone().with_header(TOOL_USE_HEADER, "read");
