@@ -651,13 +651,21 @@ pub fn read_responses(
                     ),
                     _ => return Err(at(invalid("content: a string or an array is expected"))),
                 };
-                answer.push((
-                    i,
-                    json!({"type": "message", "role": "assistant", "content": content}),
-                ));
+                let mut message =
+                    json!({"type": "message", "role": "assistant", "content": content});
+                // Sent back as it came: gpt-5.3-codex and later read it (decision 141).
+                if let Some(phase) = item.get("phase").filter(|p| !p.is_null()) {
+                    message["phase"] = phase.clone();
+                }
+                answer.push((i, message));
                 continue;
             }
             ("reasoning" | "function_call", _) => {
+                answer.push((i, item));
+                continue;
+            }
+            // The model's items the log keeps verbatim (decisions 128 and 140).
+            (kind, _) if KEPT_CALLS.contains(&kind) => {
                 answer.push((i, item));
                 continue;
             }
@@ -671,19 +679,20 @@ pub fn read_responses(
                 reading.read(i, true, 0);
                 continue;
             }
-            ("message", Some("system" | "developer")) => {
+            // Kept in its place: the API takes developer messages anywhere in `input`
+            // (decision 142).
+            ("message", Some("developer")) => {
+                let text = responses_text(item.get("content")).map_err(at)?;
+                messages.push(Message::developer(id, vec![ContentBlock::text(text)]));
+            }
+            ("message", Some("system")) => {
                 return Err(at(invalid(
-                    "a developer or system message after the first user message is not supported by mektpoy-proxy",
+                    "a system message after the first user message is not supported by mektpoy-proxy (send it as a developer message)",
                 )));
             }
             ("message", Some("user")) => {
-                let text = responses_text(item.get("content")).map_err(at)?;
-                messages.push(Message::new(
-                    id,
-                    Role::User,
-                    vec![ContentBlock::text(text)],
-                    MessageSource::User,
-                ));
+                let content = user_blocks(item.get("content")).map_err(at)?;
+                messages.push(Message::new(id, Role::User, content, MessageSource::User));
             }
             ("message", Some(other)) => {
                 return Err(at(invalid(format!(
@@ -691,25 +700,44 @@ pub fn read_responses(
                 ))));
             }
             ("message", None) => return Err(at(invalid("role: a string is required"))),
-            ("function_call_output", _) => {
+            ("function_call_output" | "custom_tool_call_output" | "local_shell_call_output", _) => {
+                // A local shell call's output names its call by `id` (the call's `call_id`).
+                let key = if kind == "local_shell_call_output" {
+                    "id"
+                } else {
+                    "call_id"
+                };
                 let call = item
-                    .get("call_id")
+                    .get(key)
                     .and_then(Value::as_str)
-                    .ok_or_else(|| at(invalid("call_id: a string is required")))?;
-                let text = responses_text(item.get("output"))
-                    .map_err(|e| at(invalid(format!("output: {}", e.0))))?;
+                    .ok_or_else(|| at(invalid(format!("{key}: a string is required"))))?
+                    .to_owned();
+                // Text when the wire writes it back the same; else the item verbatim
+                // (decision 140).
+                let text = match (kind, item.get("output")) {
+                    ("local_shell_call_output", _) => None,
+                    ("custom_tool_call_output", Some(Value::String(t))) => Some(t.clone()),
+                    ("custom_tool_call_output", _) => None,
+                    (_, output) => match responses_text(output) {
+                        Ok(text) => Some(text),
+                        Err(_) if kept_output(output) => None,
+                        Err(e) => return Err(at(invalid(format!("output: {}", e.0)))),
+                    },
+                };
+                let content = match text {
+                    Some(text) => ContentBlock::text(text),
+                    None => ContentBlock::other(item).map_err(|e| at(invalid(e.to_string())))?,
+                };
                 messages.push(Message::new(
                     id,
                     Role::Tool,
-                    vec![ContentBlock::text(text)],
-                    MessageSource::Tool {
-                        call_id: call.to_owned(),
-                    },
+                    vec![content],
+                    MessageSource::Tool { call_id: call },
                 ));
             }
             (other, _) => {
                 return Err(at(invalid(format!(
-                    "an item of type `{other}` is not supported by mektpoy-proxy (message, reasoning, function_call, function_call_output)"
+                    "an item of type `{other}` is not supported by mektpoy-proxy (message, reasoning, function_call and its output, custom_tool_call and its output, local_shell_call and its output, web_search_call, file_search_call, image_generation_call, code_interpreter_call)"
                 ))));
             }
         }
@@ -726,6 +754,63 @@ pub fn read_responses(
         raw: reading.entries,
         reused: reading.reused,
     })
+}
+
+/// The model's output items the log keeps verbatim and the Responses wire sends back (decision
+/// 140): the calls of tools that are not functions, and the built-in tools' calls.
+const KEPT_CALLS: [&str; 6] = [
+    "custom_tool_call",
+    "local_shell_call",
+    "web_search_call",
+    "file_search_call",
+    "image_generation_call",
+    "code_interpreter_call",
+];
+
+/// Message parts the crate cannot type but the Responses wire writes back verbatim.
+const KEPT_PARTS: [&str; 2] = ["input_image", "input_file"];
+
+/// Whether a function's `output` is an array of text and kept parts, one at least kept: then
+/// the item goes back verbatim rather than be refused.
+fn kept_output(output: Option<&Value>) -> bool {
+    let Some(Value::Array(parts)) = output else {
+        return false;
+    };
+    let kind = |p: &Value| p.get("type").and_then(Value::as_str).map(str::to_owned);
+    parts
+        .iter()
+        .any(|p| kind(p).is_some_and(|k| KEPT_PARTS.contains(&k.as_str())))
+        && parts
+            .iter()
+            .all(|p| kind(p).is_some_and(|k| k == "input_text" || KEPT_PARTS.contains(&k.as_str())))
+}
+
+/// A user message's blocks: its text as one block, as [`responses_text`] joins it; or, when
+/// it holds an image or a file, a text block per text part and each such part verbatim, in
+/// order (decision 140).
+fn user_blocks(content: Option<&Value>) -> Result<Vec<ContentBlock>, Invalid> {
+    let Some(Value::Array(parts)) = content else {
+        return Ok(vec![ContentBlock::text(responses_text(content)?)]);
+    };
+    let kept = |p: &Value| {
+        p.get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|k| KEPT_PARTS.contains(&k))
+    };
+    if !parts.iter().any(kept) {
+        return Ok(vec![ContentBlock::text(responses_text(content)?)]);
+    }
+    parts
+        .iter()
+        .enumerate()
+        .map(|(j, p)| {
+            if kept(p) {
+                ContentBlock::other(p.clone()).map_err(|e| invalid(format!("content[{j}]: {e}")))
+            } else {
+                responses_text(Some(&Value::Array(vec![p.clone()]))).map(ContentBlock::text)
+            }
+        })
+        .collect()
 }
 
 fn raw_is_string(raw: &RawValue) -> bool {
@@ -767,16 +852,17 @@ fn responses_text(content: Option<&Value>) -> Result<String, Invalid> {
 }
 
 /// `{"type":"function","name","description","parameters","strict"}`: `strict` kept in the
-/// schema's extra, which the Responses wire reads.
+/// schema's extra, which the Responses wire reads. A tool of another type (Codex's `custom`
+/// grammar tools, `local_shell`, `web_search`, ...) is kept whole and sent as it came
+/// (decision 139).
 fn responses_tool(t: &Value) -> Result<ToolSchema, Invalid> {
-    match t.get("type").and_then(Value::as_str) {
-        Some("function") => {}
-        Some(kind) => {
-            return Err(invalid(format!(
-                "tool type `{kind}` is not supported by mektpoy-proxy (function tools only)"
-            )));
+    match (t.get("type").and_then(Value::as_str), t) {
+        (Some("function"), _) => {}
+        (Some(_), Value::Object(definition)) => {
+            return ToolSchema::from_responses_tool(definition.clone())
+                .map_err(|e| invalid(e.to_string()));
         }
-        None => return Err(invalid("type: a string is required")),
+        _ => return Err(invalid("type: a string is required")),
     }
     let (name, description, parameters) = function(t, "")?;
     let mut log = json!({"name": name, "description": description, "parameters": parameters});
@@ -893,6 +979,17 @@ fn same_block(a: &ContentBlock, b: &ContentBlock) -> bool {
                         (serde_json::from_str::<Value>(x), serde_json::from_str::<Value>(y)),
                         (Ok(p), Ok(q)) if p == q
                     ))
+        }
+        // A kept item the client sends without the `id` the answer gave it (decision 140).
+        (ContentBlock::Other(x), ContentBlock::Other(y)) => {
+            let fields = |o: &mektpoy::vocab::OtherBlock| {
+                o.fields()
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != "id")
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect::<Map<String, Value>>()
+            };
+            x == y || (x.type_name() == y.type_name() && fields(x) == fields(y))
         }
         (x, y) => x == y,
     }
