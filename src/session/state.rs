@@ -439,10 +439,18 @@ fn result_call_id(message: &Message) -> Option<&str> {
 }
 
 /// The calls an assistant message holds (calls in other messages answer nothing: the
-/// serializers refuse them).
+/// serializers refuse them): its tool calls, and the Responses API calls of tools that are
+/// not functions it keeps verbatim (decision 140).
 fn assistant_calls(message: &Message) -> impl Iterator<Item = &str> {
     (message.role() == Role::Assistant)
-        .then(|| message.tool_calls().map(|c| c.id()))
+        .then(|| {
+            message.tool_calls().map(|c| c.id()).chain(
+                message
+                    .content()
+                    .iter()
+                    .filter_map(ContentBlock::kept_call_id),
+            )
+        })
         .into_iter()
         .flatten()
 }

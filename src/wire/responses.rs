@@ -314,6 +314,18 @@ impl<'a> Pass<'a> {
             Role::System => check_system_without_history(message),
             Role::User => {
                 calls.require_answered()?;
+                // A client's developer or system message after the conversation started, kept
+                // verbatim (decision 142).
+                if let [ContentBlock::Other(o)] = message.content()
+                    && o.type_name() == "message"
+                    && matches!(
+                        o.get("role").and_then(Value::as_str),
+                        Some("developer" | "system")
+                    )
+                {
+                    self.push(index, Item::Kept { item: o, id: false });
+                    return Ok(());
+                }
                 let mut parts = Vec::with_capacity(message.content().len());
                 for (b, block) in message.content().iter().enumerate() {
                     match block {

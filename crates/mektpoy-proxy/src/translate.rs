@@ -679,16 +679,29 @@ pub fn read_responses(
                 reading.read(i, true, 0);
                 continue;
             }
-            // Kept in its place: the API takes developer messages anywhere in `input`
-            // (decision 142).
-            ("message", Some("developer")) => {
-                let text = responses_text(item.get("content")).map_err(at)?;
-                messages.push(Message::developer(id, vec![ContentBlock::text(text)]));
-            }
-            ("message", Some("system")) => {
-                return Err(at(invalid(
-                    "a system message after the first user message is not supported by mektpoy-proxy (send it as a developer message)",
-                )));
+            // Kept in its place, verbatim, carried by a user-role message: the API takes
+            // them anywhere in `input`, and the log's developer role is the crate's channel of
+            // tool changes, which projections drop or rewrite (decision 142).
+            ("message", Some("system" | "developer")) => {
+                if !matches!(
+                    item.get("content"),
+                    Some(Value::String(_) | Value::Array(_))
+                ) {
+                    return Err(at(invalid(
+                        "content: a string or an array of parts is expected",
+                    )));
+                }
+                let mut kept = item;
+                if let Some(o) = kept.as_object_mut() {
+                    o.remove("id");
+                }
+                let block = ContentBlock::other(kept).map_err(|e| at(invalid(e.to_string())))?;
+                messages.push(Message::new(
+                    id,
+                    Role::User,
+                    vec![block],
+                    MessageSource::User,
+                ));
             }
             ("message", Some("user")) => {
                 let content = user_blocks(item.get("content")).map_err(at)?;

@@ -748,7 +748,7 @@ fn answer(headers: &Headers, body: &str) -> Result<Answered, Refusal> {
                 (named == name).then_some(kind)
             })
         });
-        output.push(match declared {
+        let item = match declared {
             Some("custom") => json!({
                 "id": format!("ctc_standin_{n:04}"),
                 "type": "custom_tool_call",
@@ -757,6 +757,18 @@ fn answer(headers: &Headers, body: &str) -> Result<Answered, Refusal> {
                 "name": name,
                 "input": CUSTOM_INPUT
             }),
+            // A built-in tool's call needs no output: it goes before the message.
+            Some("web_search") => {
+                let call = json!({
+                    "id": format!("ws_standin_{n:04}"),
+                    "type": "web_search_call",
+                    "status": "completed",
+                    "action": {"type": "search", "query": format!("query {n}")}
+                });
+                let at = output.len() - 1;
+                output.insert(at, call);
+                Value::Null
+            }
             Some("local_shell") => json!({
                 "id": format!("lsh_standin_{n:04}"),
                 "type": "local_shell_call",
@@ -772,7 +784,10 @@ fn answer(headers: &Headers, body: &str) -> Result<Answered, Refusal> {
                 "name": name,
                 "arguments": r#"{"arg":"x"}"#
             }),
-        });
+        };
+        if !item.is_null() {
+            output.push(item);
+        }
     }
     // gpt-5.3-codex and later label each assistant message (`MessagePhase`).
     if model.contains("codex") {
