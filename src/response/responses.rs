@@ -54,7 +54,7 @@
 //! to "preserve and resend" on gpt-5.3-codex and later ("dropping it can degrade
 //! performance"), is a `{"type":"phase","phase"}` block before the item's text (and one with a
 //! `null` phase before a later message item without one), which the Responses wire reads
-//! back into the items it writes (decision 141).
+//! back into the items it writes ([decision 141](crate::manual::decisions#decision-141)).
 //!
 //! **The stream.** An item is what its `response.output_item.done` says; an item the stream
 //! never closed is rebuilt from its `added` item and its deltas. When no item event came at
@@ -196,7 +196,8 @@ fn finished(
 struct Seen {
     calls: bool,
     refusal: bool,
-    /// Whether the latest `phase` marker set one (decision 141).
+    /// Whether the latest `phase` marker set one ([decision
+    /// 141](crate::manual::decisions#decision-141)).
     phase: bool,
 }
 

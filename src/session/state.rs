@@ -440,7 +440,7 @@ fn result_call_id(message: &Message) -> Option<&str> {
 
 /// The calls an assistant message holds (calls in other messages answer nothing: the
 /// serializers refuse them): its tool calls, and the Responses API calls of tools that are
-/// not functions it keeps verbatim (decision 140).
+/// not functions it keeps verbatim ([decision 140](crate::manual::decisions#decision-140)).
 fn assistant_calls(message: &Message) -> impl Iterator<Item = &str> {
     (message.role() == Role::Assistant)
         .then(|| {

@@ -520,9 +520,10 @@ impl ContentBlock {
         }
     }
 
-    /// The `call_id` of a call the crate keeps verbatim that waits for an output: a Responses
-    /// API `custom_tool_call` or `local_shell_call` (decision 140). The session pairs its
-    /// result as it pairs a tool call's; `None` for every other block.
+    /// The `call_id` of a call the crate keeps verbatim that waits for an output: a Responses API
+    /// `custom_tool_call` or `local_shell_call` ([decision
+    /// 140](crate::manual::decisions#decision-140)). The session pairs its result as it pairs a
+    /// tool call's; `None` for every other block.
     ///
     /// ```
     /// use mektpoy::ContentBlock;

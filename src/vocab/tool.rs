@@ -341,11 +341,12 @@ impl ToolSchema {
         })
     }
 
-    /// A tool of the Responses API that is not a function (Codex's `custom` tools with a
-    /// grammar `format`, `local_shell`, `web_search`, ...), kept whole: the crate cannot type
-    /// it, so the Responses wire sends `definition` as it is and every other wire refuses it
-    /// ([`WireError::ResponsesOnlyTool`](crate::wire::WireError::ResponsesOnlyTool)) rather
-    /// than send a function the vendor never declared (decision 139).
+    /// A tool of the Responses API that is not a function (Codex's `custom` tools with a grammar
+    /// `format`, `local_shell`, `web_search`, ...), kept whole: the crate cannot type it, so the
+    /// Responses wire sends `definition` as it is and every other wire refuses it
+    /// ([`WireError::ResponsesOnlyTool`](crate::wire::WireError::ResponsesOnlyTool)) rather than
+    /// send a function the vendor never declared ([decision
+    /// 139](crate::manual::decisions#decision-139)).
     ///
     /// The name is the definition's `name`, else its `type` (`local_shell` and `web_search`
     /// have none, and one of each is all a request can declare); the description its

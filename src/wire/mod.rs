@@ -605,7 +605,7 @@ pub enum WireError {
     /// ([`ToolSchema::from_responses_tool`](crate::ToolSchema::from_responses_tool): a `custom`
     /// grammar tool, `local_shell`, `web_search`, ...) reached a route of another API, which
     /// has no such tool: sent as a function, it would declare a tool the vendor never made
-    /// (decision 139).
+    /// ([decision 139](crate::manual::decisions#decision-139)).
     ResponsesOnlyTool {
         /// The tool.
         tool: String,

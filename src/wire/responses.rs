@@ -36,11 +36,12 @@ use crate::project::ProjectedToolUpdates;
 use crate::route::Route;
 use crate::vocab::{ContentBlock, Message, OtherBlock, Role, ToolSchema};
 
-/// Output items of the model the log cannot type, kept verbatim by the decoder (decision 128)
-/// and sent back as input items (decision 140): the calls of Codex's tools that are not
-/// functions, which wait for an output, and the built-in tools' calls, which do not. Their
-/// `id` is left out as a message's and a function call's is (under `store: false` it names
-/// an item the server does not hold); Codex sends them without it too.
+/// Output items of the model the log cannot type, kept verbatim by the decoder ([decision
+/// 128](crate::manual::decisions#decision-128)) and sent back as input items ([decision
+/// 140](crate::manual::decisions#decision-140)): the calls of Codex's tools that are not functions,
+/// which wait for an output, and the built-in tools' calls, which do not. Their `id` is left out as
+/// a message's and a function call's is (under `store: false` it names an item the server does not
+/// hold); Codex sends them without it too.
 const KEPT_CALLS: [(&str, Option<&str>); 6] = [
     ("custom_tool_call", Some("custom_tool_call_output")),
     ("local_shell_call", Some("local_shell_call_output")),
@@ -51,9 +52,9 @@ const KEPT_CALLS: [(&str, Option<&str>); 6] = [
 ];
 
 /// The outputs a client sends that the log cannot type (a custom or local shell call's, or a
-/// function's holding an image), written back as they came (decision 140): each, and the
-/// calls it may answer. A `local_shell_call` is answered by a `function_call_output` too
-/// (Codex sends that one).
+/// function's holding an image), written back as they came ([decision
+/// 140](crate::manual::decisions#decision-140)): each, and the calls it may answer. A
+/// `local_shell_call` is answered by a `function_call_output` too (Codex sends that one).
 const KEPT_OUTPUTS: [(&str, &[&str]); 3] = [
     ("custom_tool_call_output", &["custom_tool_call"]),
     ("local_shell_call_output", &["local_shell_call"]),
@@ -64,10 +65,11 @@ const KEPT_OUTPUTS: [(&str, &[&str]); 3] = [
 ];
 
 /// The marker block the decoder puts before the text of a message item that carried a
-/// `phase` (decision 141).
+/// `phase` ([decision 141](crate::manual::decisions#decision-141)).
 const PHASE: &str = "phase";
 
-/// User message parts the log cannot type, written back verbatim (decision 140).
+/// User message parts the log cannot type, written back verbatim ([decision
+/// 140](crate::manual::decisions#decision-140)).
 const KEPT_PARTS: [&str; 2] = ["input_image", "input_file"];
 
 /// Body keys this serializer writes itself, and the two that would bring server-side state in.
@@ -120,6 +122,14 @@ const INCLUDE_REASONING: &str = "reasoning.encrypted_content";
 ///   [`WireReport::unverifiable_reasoning_left_out`]);
 /// - a tool result: `{"type":"function_call_output","call_id","output"}`, `output` a string
 ///   for one text block and `input_text` parts for several;
+/// - a kept call (`custom_tool_call`, `local_shell_call`, `web_search_call`, ...) as it came but
+///   its `id`, custom and local shell calls paired with their outputs ([decision
+///   140](crate::manual::decisions#decision-140)); a text result of a custom call as
+///   `custom_tool_call_output`; a result that is one kept output item as it came; a `phase`
+///   marker's phase on the assistant messages that follow it ([decision
+///   141](crate::manual::decisions#decision-141)); a user message that is one kept developer or
+///   system message item as it came ([decision 142](crate::manual::decisions#decision-142));
+///   `input_image` / `input_file` parts as they came;
 /// - a developer message: each run of `tool_addition` blocks as one `{"type":
 ///   "additional_tools","role":"developer","tools":[…]}` item (the definitions of the projected
 ///   declarations they name), each run of text as a developer message.
@@ -291,8 +301,9 @@ struct Pass<'a> {
     items: Vec<Item<'a>>,
     carried: Carried,
     unverifiable: usize,
-    /// The type of each kept call of the request (decision 140), by call id: what its output
-    /// is written as, and which outputs may answer it.
+    /// The type of each kept call of the request ([decision
+    /// 140](crate::manual::decisions#decision-140)), by call id: what its output is written as, and
+    /// which outputs may answer it.
     kinds: HashMap<&'a str, &'a str>,
 }
 
@@ -530,7 +541,8 @@ enum Item<'a> {
         text: &'a str,
         phase: Option<&'a Value>,
     },
-    /// An item the log keeps verbatim (decision 140), its `id` left out unless `id`.
+    /// An item the log keeps verbatim ([decision 140](crate::manual::decisions#decision-140)), its
+    /// `id` left out unless `id`.
     Kept {
         item: &'a OtherBlock,
         id: bool,
@@ -557,7 +569,7 @@ enum Item<'a> {
 /// One part of a message item's `content`: `{"type":"input_text","text"}`.
 enum Part<'a> {
     Input(&'a str),
-    /// A part the log keeps verbatim (decision 140).
+    /// A part the log keeps verbatim ([decision 140](crate::manual::decisions#decision-140)).
     Kept(&'a OtherBlock),
 }
 
@@ -693,7 +705,7 @@ fn write_fields(out: &mut Vec<u8>, block: &OtherBlock, id: bool) {
 }
 
 /// A declared tool: a function, or a Responses API tool that is not one, sent as the client
-/// defined it (decision 139).
+/// defined it ([decision 139](crate::manual::decisions#decision-139)).
 #[derive(Serialize)]
 #[serde(untagged)]
 enum SentTool<'a> {

@@ -562,14 +562,16 @@ const OWN_RESPONSES_KEYS: [&str; 4] = ["model", "tools", "input", "instructions"
 const REFUSED_RESPONSES_KEYS: [&str; 2] = ["previous_response_id", "conversation"];
 
 /// Reads an OpenAI Responses body: `instructions` and the leading `developer` / `system`
-/// messages are the system prompt; the items of one answer (reasoning, assistant messages,
-/// function calls) one assistant message, as the decoder reads the answer; a
-/// `function_call_output` a tool message; flat function tools the crate's schemas.
+/// messages are the system prompt; the items of one answer (reasoning, assistant messages with
+/// their `phase`, function calls, the calls the log keeps verbatim) one assistant message, as
+/// the decoder reads the answer; an output a tool message (its text, or the item verbatim); a
+/// later `developer` / `system` message the item verbatim in a user-role message (decision
+/// 142); flat function tools the crate's schemas, other tools kept whole (decision 139).
 ///
 /// # Errors
-/// [`Invalid`] for a body of another shape, for `previous_response_id` or `conversation`,
-/// for a `developer` / `system` message after the conversation started, an `additional_tools`
-/// or `item_reference` item, a part other than text, and a tool other than a function.
+/// [`Invalid`] for a body of another shape, for `previous_response_id` or `conversation`, an
+/// `additional_tools` or `item_reference` item or another item type not listed in
+/// `KEPT_CALLS`, and a part other than text, image or file.
 pub fn read_responses(
     body: &Body<'_>,
     provider: &str,
@@ -1300,6 +1302,124 @@ mod tests {
         assert_eq!(r.params.keys().collect::<Vec<_>>(), ["store"]);
         let string = read_r(r#"{"model":"gpt-5.4","input":"hi"}"#, None).unwrap();
         assert_eq!(string.messages[0].text(), "hi");
+    }
+
+    /// Codex's body: its tools that are not functions kept whole, its custom and local shell
+    /// calls and their outputs, a web search, a phase, a developer message mid-way and an
+    /// image read into the log's vocabulary, and written back by the Responses wire as they
+    /// came (decisions 139 to 142).
+    #[test]
+    fn a_codex_body_is_read_without_loss_and_written_back() {
+        let patch = "*** Begin Patch\n+\t\"é\" \\ 😀\n*** End Patch\n";
+        let grammar = json!({"type": "custom", "name": "apply_patch", "description": "Edit files.",
+            "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}});
+        let body = json!({"model": "gpt-5.3-codex", "instructions": "You are Codex.", "store": false,
+        "tools": [{"type": "function", "name": "shell", "description": "Run", "parameters": {"type": "object"}, "strict": false},
+            grammar, {"type": "local_shell"}, {"type": "web_search"}],
+        "input": [
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "sandbox"}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix"},
+                {"type": "input_image", "image_url": "data:image/png;base64,AA=="}]},
+            {"type": "message", "role": "assistant", "phase": "commentary",
+                "content": [{"type": "output_text", "text": "Patching."}]},
+            {"type": "custom_tool_call", "status": "completed", "call_id": "c1", "name": "apply_patch", "input": patch},
+            {"type": "custom_tool_call_output", "call_id": "c1", "output": "Done."},
+            {"type": "local_shell_call", "status": "completed", "call_id": "c2",
+                "action": {"type": "exec", "command": ["ls"]}},
+            {"type": "function_call_output", "call_id": "c2", "output": "a.txt"},
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "approval: never"}]},
+            {"type": "web_search_call", "status": "completed", "action": {"type": "search", "query": "q"}},
+            {"type": "message", "role": "assistant", "phase": "final_answer",
+                "content": [{"type": "output_text", "text": "Fixed."}]},
+            {"type": "custom_tool_call", "call_id": "c3", "name": "apply_patch", "input": "x"},
+            {"type": "custom_tool_call_output", "call_id": "c3",
+                "output": [{"type": "input_text", "text": "see"}, {"type": "input_image", "image_url": "data:image/png;base64,AA=="}]},
+            {"type": "local_shell_call", "call_id": "c4", "status": "completed",
+                "action": {"type": "exec", "command": ["pwd"]}},
+            {"type": "local_shell_call_output", "id": "c4", "output": "/"},
+            {"type": "message", "role": "user", "content": "thanks"},
+        ]});
+        let r = read_r(&body.to_string(), None).unwrap();
+        assert_eq!(r.system, "You are Codex.\n\nsandbox");
+        let names: Vec<_> = r.tools.iter().map(ToolSchema::name).collect();
+        assert_eq!(names, ["shell", "apply_patch", "local_shell", "web_search"]);
+        assert_eq!(
+            r.tools[1].responses_tool().unwrap()["format"]["syntax"],
+            "lark"
+        );
+        let roles: Vec<_> = r.messages.iter().map(Message::role).collect();
+        use Role::{Assistant as A, Tool as T, User as U};
+        assert_eq!(roles, [U, A, T, A, T, U, A, T, A, T, U]);
+
+        // Written back on the Responses route: every request the crate sends from this log.
+        let route = mektpoy::route_for("openai", "gpt-5.3-codex");
+        let config = mektpoy::Config::new("openai", "gpt-5.3-codex");
+        let projected = mektpoy::project::ProjectedToolUpdates::new(r.messages.as_slice())
+            .with_tools(r.tools.as_slice());
+        let wire = mektpoy::wire::serialize_responses(
+            &config,
+            &projected,
+            &route,
+            &mektpoy::wire::WireContext::default(),
+        )
+        .unwrap();
+        let sent: Value = serde_json::from_str(wire.body()).unwrap();
+        let tools = sent["tools"].as_array().unwrap();
+        assert_eq!(
+            tools[1], body["tools"][1],
+            "the grammar tool as the client sent it"
+        );
+        assert_eq!(tools[2], json!({"type": "local_shell"}));
+        let items = sent["input"].as_array().unwrap();
+        let kinds: Vec<_> = items.iter().map(|i| i["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "message",
+                "message",
+                "custom_tool_call",
+                "custom_tool_call_output",
+                "local_shell_call",
+                "function_call_output",
+                "message",
+                "web_search_call",
+                "message",
+                "custom_tool_call",
+                "custom_tool_call_output",
+                "local_shell_call",
+                "local_shell_call_output",
+                "message"
+            ]
+        );
+        assert_eq!(
+            items[2]["input"], patch,
+            "the custom call's input byte for byte"
+        );
+        assert!(wire.body().contains(&serde_json::to_string(patch).unwrap()));
+        assert_eq!(
+            items[0]["content"][1], body["input"][1]["content"][1],
+            "the image"
+        );
+        assert_eq!(items[1]["phase"], "commentary");
+        assert_eq!(items[8]["phase"], "final_answer");
+        assert_eq!(
+            items[3],
+            json!({"type": "custom_tool_call_output", "call_id": "c1", "output": "Done."})
+        );
+        assert_eq!(
+            items[6], body["input"][7],
+            "the developer message, in its place"
+        );
+        assert_eq!(
+            items[10], body["input"][11],
+            "an output with an image, verbatim"
+        );
+        assert_eq!(items[12], body["input"][13]);
+        // The same body read again against what it logged compares equal, ids aside.
+        let mut echoed = body.clone();
+        echoed["input"][3]["id"] = json!("ctc_1");
+        let again = read_r(&echoed.to_string(), None).unwrap();
+        assert!(same_message(&again.messages[1], &r.messages[1]));
     }
 
     #[test]
