@@ -9,8 +9,10 @@
 # writes (tests/responses_loop.rs) are checked against both `openai` SDKs' ResponseCreateParams
 # (responses_types.py: pydantic TypeAdapter; responses_types.mjs: tsc --strict), and a
 # Codex-like conversation goes through the proxy's POST /v1/responses with the Python SDK's
-# client.responses.create (harness_responses.py, gpt-5.4, without and with `stream=True`). Exits
-# non-zero if any request through the proxy fails or the SDKs' types refuse a body.
+# client.responses.create (harness_responses.py, gpt-5.4, without and with `stream=True`; then
+# Codex's own shapes on gpt-5.5-codex: custom, local_shell and web_search tools, custom and local
+# shell calls, phase, a developer message mid-way). Exits non-zero if any request through the
+# proxy fails or the SDKs' types refuse a body.
 #
 #   bash crates/mektpoy-proxy/clients/run.sh        (from anywhere)
 #
