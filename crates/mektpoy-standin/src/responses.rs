@@ -54,8 +54,17 @@
 //! encrypted content for item ... could not be verified.", quoted in `openai/codex#8145` and
 //! `smallmain/vscode-unify-chat-provider#178`); a `previous_response_id` (the stand-in keeps no response:
 //! [`PREVIOUS_NOT_FOUND`]); a tool that is not a flat function (`{"type":"function","name",
-//! "parameters"}`) or `tool_search`, a function name outside `^[a-zA-Z0-9_-]{1,64}$`,
+//! "parameters"}`), `tool_search` or one of [`OTHER_TOOL_TYPES`] (Codex's; a `custom` tool
+//! without a name or with a `format` other than `text` or a `lark` / `regex` grammar), a
+//! function or custom tool name outside `^[a-zA-Z0-9_-]{1,64}$`,
 //! `parameters` that is not an object or whose `type` is not `object`, a name declared twice;
+//! a `custom_tool_call` without `call_id`, name or string `input`, a `local_shell_call` without
+//! `call_id` or `action`; a `custom_tool_call_output` whose call is no earlier
+//! `custom_tool_call` ([`NO_CUSTOM_TOOL_CALL`]), a `local_shell_call_output` whose `id` names no
+//! earlier `local_shell_call` ([`NO_LOCAL_SHELL_CALL`]), a `function_call_output` answering a
+//! custom call, and a custom call whose output never comes ([`NO_CUSTOM_TOOL_OUTPUT`]) (a
+//! `function_call_output` answers a `local_shell_call`, as Codex sends it); a message `phase`
+//! other than `commentary` or `final_answer` (`MessagePhase`);
 //! and an `additional_tools` item ([`ADDITIONAL_TOOLS_MODEL`]) on a model before `gpt-5.4`
 //! (the safe side: the only page on tools added mid-input names `gpt-5.4` and later), with a
 //! role other than `developer`, with a tool refused as above, or standing between a
@@ -73,9 +82,14 @@
 //! with `include: ["reasoning.encrypted_content"]` first a `reasoning` item (`id`, a one-part
 //! `summary`, `encrypted_content`), then the `message` (`output_text` "ok N") and, with
 //! [`crate::TOOL_USE_HEADER`], a `function_call` (`call_id` `call_standin_N`, arguments
-//! `{"arg":"x"}`). With `"stream": true`, the semantic events: `response.created`,
-//! `response.in_progress`, for each item `response.output_item.added`, its parts and deltas
-//! (split as on the other paths) and `response.output_item.done`, then `response.completed`
+//! `{"arg":"x"}`); when that header names a declared `custom` tool, a `custom_tool_call` whose
+//! `input` is [`CUSTOM_INPUT`] instead, `local_shell` a `local_shell_call`, `web_search` a
+//! `web_search_call` before the message. On a model named `…codex…` the message carries a
+//! `phase` (`commentary` before a call, else `final_answer`). With `"stream": true`, the
+//! semantic events: `response.created`, `response.in_progress`, for each item
+//! `response.output_item.added`, its parts and deltas (a custom call's
+//! `response.custom_tool_call_input.delta` / `.done`)
+//! split as on the other paths, and `response.output_item.done`, then `response.completed`
 //! with the whole response; each event with its `event:` line and a `sequence_number`.
 //!
 //! Cached input: the prompt is each tool's JSON, the `instructions`, then each input item's
