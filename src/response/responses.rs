@@ -49,10 +49,12 @@
 //! block): the API takes its output items back as input items, and a built-in tool's item
 //! dropped from the log would make the next request differ from the conversation. Not kept:
 //! the `id` of message and `function_call` items (under `store: false` nothing is persisted;
-//! an id sent back names an item the server cannot find) and their `status`; and, a known
-//! gap, a message's `phase` (`commentary` / `final_answer`), which the OpenAPI document's
-//! `MessagePhase` says to "preserve and resend" on gpt-5.3-codex and later ("dropping it can
-//! degrade performance"): a text block has no place for it yet.
+//! an id sent back names an item the server cannot find) and their `status`. A message's
+//! `phase` (`commentary` / `final_answer`), which the OpenAPI document's `MessagePhase` says
+//! to "preserve and resend" on gpt-5.3-codex and later ("dropping it can degrade
+//! performance"), is a `{"type":"phase","phase"}` block before the item's text (and one with a
+//! `null` phase before a later message item without one), which the Responses wire reads
+//! back into the items it writes ([decision 141](crate::manual::decisions#decision-141)).
 //!
 //! **The stream.** An item is what its `response.output_item.done` says; an item the stream
 //! never closed is rebuilt from its `added` item and its deltas. When no item event came at
@@ -194,6 +196,9 @@ fn finished(
 struct Seen {
     calls: bool,
     refusal: bool,
+    /// Whether the latest `phase` marker set one ([decision
+    /// 141](crate::manual::decisions#decision-141)).
+    phase: bool,
 }
 
 fn string_field(item: &Item, field: &str, context: &str) -> Result<String, ResponseError> {
@@ -229,6 +234,21 @@ fn push_item(
                 Some(Value::Array(parts)) => parts,
                 _ => return Err(ResponseError::malformed(context, "no `content` array")),
             };
+            // The item's `phase`, as a marker before its text (decision 141); a message
+            // without one after one with it gets a marker that clears it.
+            match item.get("phase").filter(|p| !p.is_null()) {
+                Some(phase) => {
+                    let marker = serde_json::json!({"type": "phase", "phase": phase});
+                    out.push(unknown_block(out.len(), marker)?);
+                    seen.phase = true;
+                }
+                None if seen.phase => {
+                    let marker = serde_json::json!({"type": "phase", "phase": null});
+                    out.push(unknown_block(out.len(), marker)?);
+                    seen.phase = false;
+                }
+                None => {}
+            }
             for (j, part) in parts.into_iter().enumerate() {
                 let context = format!("{context}, part {j}");
                 match part.get("type").and_then(Value::as_str) {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::SurfaceNode;
 use crate::event::SurfaceOp;
-use crate::vocab::{Message, MessageSource, Role};
+use crate::vocab::{ContentBlock, Message, MessageSource, Role};
 
 /// Where the surface's tool calls and results are, kept as the surface changes so that the pairing
 /// rules ([reference §1](crate::manual::reference#1-vocabulary-and-json) items 17 and 18) cost
@@ -86,10 +86,18 @@ pub(super) fn result_call_id(message: &Message) -> Option<&str> {
 }
 
 /// The calls an assistant message holds (calls in other messages answer nothing: the
-/// serializers refuse them).
+/// serializers refuse them): its tool calls, and the Responses API calls of tools that are
+/// not functions it keeps verbatim ([decision 140](crate::manual::decisions#decision-140)).
 pub(super) fn assistant_calls(message: &Message) -> impl Iterator<Item = &str> {
     (message.role() == Role::Assistant)
-        .then(|| message.tool_calls().map(|c| c.id()))
+        .then(|| {
+            message.tool_calls().map(|c| c.id()).chain(
+                message
+                    .content()
+                    .iter()
+                    .filter_map(ContentBlock::kept_call_id),
+            )
+        })
         .into_iter()
         .flatten()
 }

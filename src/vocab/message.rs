@@ -520,6 +520,30 @@ impl ContentBlock {
         }
     }
 
+    /// The `call_id` of a call the crate keeps verbatim that waits for an output: a Responses API
+    /// `custom_tool_call` or `local_shell_call` ([decision
+    /// 140](crate::manual::decisions#decision-140)). The session pairs its result as it pairs a
+    /// tool call's; `None` for every other block.
+    ///
+    /// ```
+    /// use mektpoy::ContentBlock;
+    /// let call = ContentBlock::other(serde_json::json!(
+    ///     {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": "x"}))?;
+    /// assert_eq!(call.kept_call_id(), Some("c1"));
+    /// assert_eq!(ContentBlock::text("c1").kept_call_id(), None);
+    /// # Ok::<(), mektpoy::vocab::BlockError>(())
+    /// ```
+    pub fn kept_call_id(&self) -> Option<&str> {
+        match self {
+            ContentBlock::Other(o)
+                if matches!(o.type_name(), "custom_tool_call" | "local_shell_call") =>
+            {
+                o.get("call_id").and_then(Value::as_str)
+            }
+            _ => None,
+        }
+    }
+
     /// Whether this is a tool-addition, tool-removal or tool-redefinition block (by value
     /// included).
     pub fn is_tool_change(&self) -> bool {

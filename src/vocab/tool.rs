@@ -16,6 +16,10 @@ use serde_json::{Map, Value};
 use super::json::{entries_hash, map_equivalent, object_equivalent};
 use super::strict::{Entries, Strict, Strictly, wrong_shape};
 
+/// The unknown field holding a Responses API tool that is not a function
+/// ([`ToolSchema::from_responses_tool`]).
+pub(crate) const RESPONSES_TOOL: &str = "responsesTool";
+
 /// One tool declaration: `{"name","description","parameters","deferLoading"?, ...}`.
 ///
 /// Unknown fields (MCP `title`, `annotations`, …) are kept in [`extra`](Self::extra), in their
@@ -273,7 +277,7 @@ impl ToolSchema {
                     Value::Object(o) => parameters = Some(o),
                     _ => return Err(ToolError::McpField("inputSchema")),
                 },
-                "parameters" | "deferLoading" | "input_schema" => {
+                "parameters" | "deferLoading" | "input_schema" | RESPONSES_TOOL => {
                     return Err(ToolError::McpReservedKey(key));
                 }
                 _ => {
@@ -335,6 +339,70 @@ impl ToolSchema {
             )),
             defer_loading,
         })
+    }
+
+    /// A tool of the Responses API that is not a function (Codex's `custom` tools with a grammar
+    /// `format`, `local_shell`, `web_search`, ...), kept whole: the crate cannot type it, so the
+    /// Responses wire sends `definition` as it is and every other wire refuses it
+    /// ([`WireError::ResponsesOnlyTool`](crate::wire::WireError::ResponsesOnlyTool)) rather than
+    /// send a function the vendor never declared ([decision
+    /// 139](crate::manual::decisions#decision-139)).
+    ///
+    /// The name is the definition's `name`, else its `type` (`local_shell` and `web_search`
+    /// have none, and one of each is all a request can declare); the description its
+    /// `description` or empty; `parameters` `{"type": "object"}`, never sent. The definition
+    /// sits in [`extra`](Self::extra) under `responsesTool`, so the log keeps it and a changed
+    /// grammar is a changed tool.
+    ///
+    /// ```
+    /// use mektpoy::ToolSchema;
+    /// let def = serde_json::json!({"type": "custom", "name": "apply_patch", "format": {"type": "text"}});
+    /// let t = ToolSchema::from_responses_tool(def.as_object().unwrap().clone())?;
+    /// assert_eq!(t.name(), "apply_patch");
+    /// assert_eq!(t.responses_tool(), def.as_object());
+    /// let shell = ToolSchema::from_responses_tool(serde_json::json!({"type": "local_shell"}).as_object().unwrap().clone())?;
+    /// assert_eq!(shell.name(), "local_shell");
+    /// # Ok::<(), mektpoy::vocab::ToolError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ToolError::Field`] when `type` is not a string or is `function` (a function is an
+    /// ordinary schema), or when `name` or `description` is present and not a string;
+    /// [`ToolError::EmptyName`] for an empty name.
+    pub fn from_responses_tool(definition: Map<String, Value>) -> Result<Self, ToolError> {
+        let name = match (definition.get("name"), definition.get("type")) {
+            (_, Some(Value::String(t))) if t == "function" => return Err(ToolError::Field("type")),
+            (Some(Value::String(n)), Some(Value::String(_))) => n.clone(),
+            (Some(_), Some(Value::String(_))) => return Err(ToolError::Field("name")),
+            (None, Some(Value::String(t))) => t.clone(),
+            (_, _) => return Err(ToolError::Field("type")),
+        };
+        if name.is_empty() {
+            return Err(ToolError::EmptyName);
+        }
+        let description = match definition.get("description") {
+            None => String::new(),
+            Some(Value::String(d)) => d.clone(),
+            Some(_) => return Err(ToolError::Field("description")),
+        };
+        let mut parameters = Map::new();
+        parameters.insert("type".to_owned(), Value::String("object".to_owned()));
+        let mut extra = IndexMap::new();
+        extra.insert(RESPONSES_TOOL.to_owned(), Value::Object(definition));
+        Ok(ToolSchema {
+            def: Arc::new(ToolDef::new(name, description, parameters, extra)),
+            defer_loading: false,
+        })
+    }
+
+    /// The Responses API definition of a tool made by
+    /// [`from_responses_tool`](Self::from_responses_tool) (or read back from its log line),
+    /// `None` for a function.
+    pub fn responses_tool(&self) -> Option<&Map<String, Value>> {
+        self.def
+            .extra
+            .get(RESPONSES_TOOL)
+            .and_then(Value::as_object)
     }
 
     /// The same definition with `defer_loading` set to `on`. O(1): the definition is shared.

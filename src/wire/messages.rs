@@ -26,8 +26,9 @@ use super::limits::{self, ByValue};
 use super::thinking::{self, Binding, THINKING_BINDING_BETA, Verdict};
 use super::{
     BlockSpan, Body, Calls, Carried, MESSAGES_MAX_TOOL_NAME, MessageFault, Segments, TurnSpan,
-    WireContext, WireError, WireReport, WireRequest, block_type, check_system_without_history,
-    check_tool_name, checked_tools, latest_prompt, sorted_options, system_text, unsupported,
+    WireContext, WireError, WireReport, WireRequest, block_type, check_not_responses_only,
+    check_system_without_history, check_tool_name, checked_tools, latest_prompt, sorted_options,
+    system_text, unsupported,
 };
 #[cfg(doc)]
 use super::{ThinkingPlan, ToolLimit};

@@ -601,6 +601,19 @@ pub enum WireError {
         /// deferred declarations, which are counted in `tools`).
         message_id: Option<String>,
     },
+    /// A Responses API tool that is not a function
+    /// ([`ToolSchema::from_responses_tool`](crate::ToolSchema::from_responses_tool): a `custom`
+    /// grammar tool, `local_shell`, `web_search`, ...) reached a route of another API, which
+    /// has no such tool: sent as a function, it would declare a tool the vendor never made
+    /// ([decision 139](crate::manual::decisions#decision-139)).
+    ResponsesOnlyTool {
+        /// The tool.
+        tool: String,
+        /// The developer message that defines it by value; `None` for a `tools` entry.
+        message_id: Option<String>,
+        /// 0-based index of the by-value block in that message; `None` for a `tools` entry.
+        index: Option<usize>,
+    },
     /// A forced `tool_choice` (`any` or `tool`) on a route whose model refuses it.
     ForcedToolChoice {
         /// The refused `tool_choice.type`.
@@ -641,6 +654,7 @@ impl WireError {
             WireError::Message { message_id, .. } => Some(message_id),
             WireError::SchemaRootNotObject { message_id, .. }
             | WireError::InvalidToolName { message_id, .. }
+            | WireError::ResponsesOnlyTool { message_id, .. }
             | WireError::ToolLimitExceeded { message_id, .. } => message_id.as_deref(),
             _ => None,
         }
@@ -676,6 +690,16 @@ impl std::fmt::Display for WireError {
             } => write!(
                 f,
                 "tool `{tool}` ({}): a name is 1 to {max_len} ASCII letters, digits, `_` or `-`",
+                definition_site(message_id, index)
+            ),
+            WireError::ResponsesOnlyTool {
+                tool,
+                message_id,
+                index,
+            } => write!(
+                f,
+                "tool `{tool}` ({}) is a Responses API tool that is not a function, which this \
+                 route's API cannot declare",
                 definition_site(message_id, index)
             ),
             WireError::SchemaRootNotObject {
@@ -1066,10 +1090,39 @@ pub(crate) fn check_tool_name(
     })
 }
 
+/// Refuses a Responses API tool that is not a function on a route of another API (a
+/// by-value definition's when `message_id` and `index` are set).
+pub(crate) fn check_not_responses_only(
+    tool: &ToolSchema,
+    message_id: Option<&str>,
+    index: Option<usize>,
+) -> Result<(), WireError> {
+    if tool.responses_tool().is_none() {
+        return Ok(());
+    }
+    Err(WireError::ResponsesOnlyTool {
+        tool: tool.name().to_owned(),
+        message_id: message_id.map(str::to_owned),
+        index,
+    })
+}
+
+/// [`checked_tools`], and no Responses API tool that is not a function among them.
+fn checked_tools<'p>(
+    projected: &'p ProjectedToolUpdates<'_>,
+    max_len: usize,
+) -> Result<&'p [ToolSchema], WireError> {
+    let tools = checked_tools_of_any_api(projected, max_len)?;
+    for tool in tools {
+        check_not_responses_only(tool, None, None)?;
+    }
+    Ok(tools)
+}
+
 /// The projected tools (none when absent), refused when one uses the reserved placeholder name,
 /// a name the provider refuses (longer than `max_len` or outside `[a-zA-Z0-9_-]`), or two share
 /// a name.
-fn checked_tools<'p>(
+fn checked_tools_of_any_api<'p>(
     projected: &'p ProjectedToolUpdates<'_>,
     max_len: usize,
 ) -> Result<&'p [ToolSchema], WireError> {

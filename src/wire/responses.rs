@@ -28,13 +28,49 @@ use super::openai::json;
 use super::thinking::from_provider;
 use super::{
     BlockSpan, CHAT_MAX_TOOL_NAME, Calls, Carried, MessageFault, Segments, TurnSpan, WireContext,
-    WireError, WireReport, WireRequest, check_system_without_history, checked_tools, system_text,
-    unsupported,
+    WireError, WireReport, WireRequest, check_system_without_history, checked_tools_of_any_api,
+    system_text, unsupported,
 };
 use crate::event::Config;
 use crate::project::ProjectedToolUpdates;
 use crate::route::Route;
-use crate::vocab::{ContentBlock, Message, Role, ToolSchema};
+use crate::vocab::{ContentBlock, Message, OtherBlock, Role, ToolSchema};
+
+/// Output items of the model the log cannot type, kept verbatim by the decoder ([decision
+/// 128](crate::manual::decisions#decision-128)) and sent back as input items ([decision
+/// 140](crate::manual::decisions#decision-140)): the calls of Codex's tools that are not functions,
+/// which wait for an output, and the built-in tools' calls, which do not. Their `id` is left out as
+/// a message's and a function call's is (under `store: false` it names an item the server does not
+/// hold); Codex sends them without it too.
+const KEPT_CALLS: [(&str, Option<&str>); 6] = [
+    ("custom_tool_call", Some("custom_tool_call_output")),
+    ("local_shell_call", Some("local_shell_call_output")),
+    ("web_search_call", None),
+    ("file_search_call", None),
+    ("image_generation_call", None),
+    ("code_interpreter_call", None),
+];
+
+/// The outputs a client sends that the log cannot type (a custom or local shell call's, or a
+/// function's holding an image), written back as they came ([decision
+/// 140](crate::manual::decisions#decision-140)): each, and the calls it may answer. A
+/// `local_shell_call` is answered by a `function_call_output` too (Codex sends that one).
+const KEPT_OUTPUTS: [(&str, &[&str]); 3] = [
+    ("custom_tool_call_output", &["custom_tool_call"]),
+    ("local_shell_call_output", &["local_shell_call"]),
+    (
+        "function_call_output",
+        &["function_call", "local_shell_call"],
+    ),
+];
+
+/// The marker block the decoder puts before the text of a message item that carried a
+/// `phase` ([decision 141](crate::manual::decisions#decision-141)).
+const PHASE: &str = "phase";
+
+/// User message parts the log cannot type, written back verbatim ([decision
+/// 140](crate::manual::decisions#decision-140)).
+const KEPT_PARTS: [&str; 2] = ["input_image", "input_file"];
 
 /// Body keys this serializer writes itself, and the two that would bring server-side state in.
 const RESERVED: [&str; 9] = [
@@ -86,6 +122,14 @@ const INCLUDE_REASONING: &str = "reasoning.encrypted_content";
 ///   [`WireReport::unverifiable_reasoning_left_out`]);
 /// - a tool result: `{"type":"function_call_output","call_id","output"}`, `output` a string
 ///   for one text block and `input_text` parts for several;
+/// - a kept call (`custom_tool_call`, `local_shell_call`, `web_search_call`, ...) as it came but
+///   its `id`, custom and local shell calls paired with their outputs ([decision
+///   140](crate::manual::decisions#decision-140)); a text result of a custom call as
+///   `custom_tool_call_output`; a result that is one kept output item as it came; a `phase`
+///   marker's phase on the assistant messages that follow it ([decision
+///   141](crate::manual::decisions#decision-141)); a user message that is one kept developer or
+///   system message item as it came ([decision 142](crate::manual::decisions#decision-142));
+///   `input_image` / `input_file` parts as they came;
 /// - a developer message: each run of `tool_addition` blocks as one `{"type":
 ///   "additional_tools","role":"developer","tools":[…]}` item (the definitions of the projected
 ///   declarations they name), each run of text as a developer message.
@@ -106,7 +150,7 @@ pub fn serialize_responses(
     route: &Route,
     context: &WireContext<'_>,
 ) -> Result<WireRequest, WireError> {
-    let tools = checked_tools(projected, CHAT_MAX_TOOL_NAME)?;
+    let tools = checked_tools_of_any_api(projected, CHAT_MAX_TOOL_NAME)?;
     check_tool_choice(config, route)?;
     let messages = &projected.messages;
     let latest = (0..messages.len()).rev().find(|&i| messages[i].is_prompt());
@@ -121,6 +165,7 @@ pub fn serialize_responses(
         items: Vec::with_capacity(messages.len()),
         carried: Carried::default(),
         unverifiable: 0,
+        kinds: HashMap::new(),
     };
     let mut calls = Calls::default();
     for index in 0..messages.len() {
@@ -181,10 +226,10 @@ pub fn serialize_responses(
         json(&mut out, text);
         segments.system = Some(at..out.len());
     }
-    let sent: Vec<FunctionTool<'_>> = tools
+    let sent: Vec<SentTool<'_>> = tools
         .iter()
         .filter(|t| !t.defer_loading())
-        .map(FunctionTool::new)
+        .map(SentTool::new)
         .collect();
     if !sent.is_empty() {
         out.extend_from_slice(br#","tools":"#);
@@ -256,6 +301,10 @@ struct Pass<'a> {
     items: Vec<Item<'a>>,
     carried: Carried,
     unverifiable: usize,
+    /// The type of each kept call of the request ([decision
+    /// 140](crate::manual::decisions#decision-140)), by call id: what its output is written as, and
+    /// which outputs may answer it.
+    kinds: HashMap<&'a str, &'a str>,
 }
 
 impl<'a> Pass<'a> {
@@ -276,10 +325,25 @@ impl<'a> Pass<'a> {
             Role::System => check_system_without_history(message),
             Role::User => {
                 calls.require_answered()?;
+                // A client's developer or system message after the conversation started, kept
+                // verbatim (decision 142).
+                if let [ContentBlock::Other(o)] = message.content()
+                    && o.type_name() == "message"
+                    && matches!(
+                        o.get("role").and_then(Value::as_str),
+                        Some("developer" | "system")
+                    )
+                {
+                    self.push(index, Item::Kept { item: o, id: false });
+                    return Ok(());
+                }
                 let mut parts = Vec::with_capacity(message.content().len());
                 for (b, block) in message.content().iter().enumerate() {
                     match block {
                         ContentBlock::Text { text } => parts.push((b, Part::Input(text))),
+                        ContentBlock::Other(o) if KEPT_PARTS.contains(&o.type_name()) => {
+                            parts.push((b, Part::Kept(o)));
+                        }
                         other => return Err(unsupported(message, b, other)),
                     }
                 }
@@ -291,6 +355,28 @@ impl<'a> Pass<'a> {
             }
             Role::Tool => {
                 let call_id = calls.answer(message)?;
+                let call = self.kinds.get(call_id).copied();
+                if let [ContentBlock::Other(o)] = message.content()
+                    && let Some((_, answers)) =
+                        KEPT_OUTPUTS.iter().find(|(t, _)| *t == o.type_name())
+                {
+                    // An output of a kind the call does not take would be refused as an
+                    // output without its call.
+                    if !call.is_some_and(|c| answers.contains(&c)) {
+                        return Err(WireError::message(
+                            message.id(),
+                            MessageFault::OrphanToolResult {
+                                call_id: call_id.to_owned(),
+                            },
+                        ));
+                    }
+                    self.push(index, Item::Kept { item: o, id: true });
+                    return Ok(());
+                }
+                let kind = match call {
+                    Some("custom_tool_call") => "custom_tool_call_output",
+                    _ => "function_call_output",
+                };
                 let mut texts = Vec::with_capacity(message.content().len());
                 for (b, block) in message.content().iter().enumerate() {
                     match block {
@@ -298,7 +384,14 @@ impl<'a> Pass<'a> {
                         other => return Err(unsupported(message, b, other)),
                     }
                 }
-                self.push(index, Item::Output { call_id, texts });
+                self.push(
+                    index,
+                    Item::Output {
+                        kind,
+                        call_id,
+                        texts,
+                    },
+                );
                 Ok(())
             }
             Role::Developer => {
@@ -372,16 +465,35 @@ impl<'a> Pass<'a> {
         calls: &mut Calls<'a>,
     ) -> Result<(), WireError> {
         let verifiable = from_provider(message, &self.route.provider, None);
+        // The phase of the message item the text blocks came from (decision 141).
+        let mut phase: Option<&'a Value> = None;
         for (b, block) in message.content().iter().enumerate() {
             let item = match block {
                 // An empty text says nothing; the Messages wire drops it too.
                 ContentBlock::Text { text } if text.is_empty() => continue,
-                ContentBlock::Text { text } => Item::Said { text },
+                ContentBlock::Text { text } => Item::Said { text, phase },
+                ContentBlock::Other(o) if o.type_name() == PHASE => {
+                    phase = o.get(PHASE).filter(|p| !p.is_null());
+                    continue;
+                }
                 ContentBlock::Other(o) if o.type_name() == "refusal" => {
                     match o.get("refusal").and_then(Value::as_str) {
-                        Some(text) => Item::Said { text },
+                        Some(text) => Item::Said { text, phase },
                         None => return Err(unsupported(message, b, block)),
                     }
+                }
+                ContentBlock::Other(o) if KEPT_CALLS.iter().any(|(t, _)| *t == o.type_name()) => {
+                    let waits = KEPT_CALLS
+                        .iter()
+                        .any(|(t, out)| *t == o.type_name() && out.is_some());
+                    if waits {
+                        let Some(call_id) = o.get("call_id").and_then(Value::as_str) else {
+                            return Err(unsupported(message, b, block));
+                        };
+                        calls.call(message, call_id)?;
+                        self.kinds.insert(call_id, o.type_name());
+                    }
+                    Item::Kept { item: o, id: false }
                 }
                 ContentBlock::ToolCall {
                     id,
@@ -389,6 +501,7 @@ impl<'a> Pass<'a> {
                     arguments,
                 } => {
                     calls.call(message, id)?;
+                    self.kinds.insert(id, "function_call");
                     Item::Call {
                         call_id: id,
                         name,
@@ -422,9 +535,17 @@ enum Item<'a> {
         role: &'static str,
         parts: Vec<Part<'a>>,
     },
-    /// An assistant's text: `{"type":"message","role":"assistant","content":"…"}`.
+    /// An assistant's text: `{"type":"message","role":"assistant","content":"…"}`, with the
+    /// `phase` of the message item it came from.
     Said {
         text: &'a str,
+        phase: Option<&'a Value>,
+    },
+    /// An item the log keeps verbatim ([decision 140](crate::manual::decisions#decision-140)), its
+    /// `id` left out unless `id`.
+    Kept {
+        item: &'a OtherBlock,
+        id: bool,
     },
     Call {
         call_id: &'a str,
@@ -432,6 +553,7 @@ enum Item<'a> {
         arguments: &'a str,
     },
     Output {
+        kind: &'static str,
         call_id: &'a str,
         texts: Vec<&'a str>,
     },
@@ -447,6 +569,8 @@ enum Item<'a> {
 /// One part of a message item's `content`: `{"type":"input_text","text"}`.
 enum Part<'a> {
     Input(&'a str),
+    /// A part the log keeps verbatim ([decision 140](crate::manual::decisions#decision-140)).
+    Kept(&'a OtherBlock),
 }
 
 #[derive(Serialize)]
@@ -477,6 +601,7 @@ impl Item<'_> {
                                 text,
                             },
                         ),
+                        Part::Kept(part) => write_fields(out, part, true),
                     }
                     blocks.push(BlockSpan {
                         span: at..out.len(),
@@ -485,11 +610,16 @@ impl Item<'_> {
                 }
                 out.extend_from_slice(b"]}");
             }
-            Item::Said { text } => {
+            Item::Said { text, phase } => {
                 out.extend_from_slice(br#"{"type":"message","role":"assistant","content":"#);
                 json(out, text);
+                if let Some(phase) = phase {
+                    out.extend_from_slice(br#","phase":"#);
+                    json(out, &Canonical(phase));
+                }
                 out.push(b'}');
             }
+            Item::Kept { item, id } => write_fields(out, item, *id),
             Item::Call {
                 call_id,
                 name,
@@ -503,8 +633,14 @@ impl Item<'_> {
                 json(out, arguments);
                 out.push(b'}');
             }
-            Item::Output { call_id, texts } => {
-                out.extend_from_slice(br#"{"type":"function_call_output","call_id":"#);
+            Item::Output {
+                kind,
+                call_id,
+                texts,
+            } => {
+                out.extend_from_slice(br#"{"type":"#);
+                json(out, kind);
+                out.extend_from_slice(br#","call_id":"#);
                 json(out, call_id);
                 out.extend_from_slice(br#","output":"#);
                 match texts.as_slice() {
@@ -544,11 +680,44 @@ impl Item<'_> {
             }
             Item::Additional { tools } => {
                 out.extend_from_slice(br#"{"type":"additional_tools","role":"developer","tools":"#);
-                let tools: Vec<FunctionTool<'_>> =
-                    tools.iter().map(|t| FunctionTool::new(t)).collect();
+                let tools: Vec<SentTool<'_>> = tools.iter().map(|t| SentTool::new(t)).collect();
                 json(out, &tools);
                 out.push(b'}');
             }
+        }
+    }
+}
+
+/// An item or part kept verbatim: `type` first, then its other fields (`id` only when `id`).
+fn write_fields(out: &mut Vec<u8>, block: &OtherBlock, id: bool) {
+    out.extend_from_slice(br#"{"type":"#);
+    json(out, block.type_name());
+    for (k, v) in block.fields() {
+        if k == "type" || (!id && k == "id") {
+            continue;
+        }
+        out.push(b',');
+        json(out, k);
+        out.push(b':');
+        json(out, &Canonical(v));
+    }
+    out.push(b'}');
+}
+
+/// A declared tool: a function, or a Responses API tool that is not one, sent as the client
+/// defined it ([decision 139](crate::manual::decisions#decision-139)).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum SentTool<'a> {
+    Function(FunctionTool<'a>),
+    Native(CanonicalObject<'a>),
+}
+
+impl<'a> SentTool<'a> {
+    fn new(tool: &'a ToolSchema) -> Self {
+        match tool.responses_tool() {
+            Some(definition) => SentTool::Native(CanonicalObject(definition)),
+            None => SentTool::Function(FunctionTool::new(tool)),
         }
     }
 }

@@ -11,8 +11,10 @@ The client is `openai.OpenAI(base_url=<URL>/v1, api_key="sk-test")` on `gpt-5.4`
 re-sends the whole input (the answer's output items as the SDK returns them, reasoning
 included) and the whole tool list, which gains two tools at step 3 and loses one at step 5.
 Every third step asks the stand-in for a tool call, answered with a `function_call_output`.
-Without and with `stream=True` (the input rebuilt from `response.completed`). Prints one
-`RESPONSES` line per mode; exits 1 when a request failed or the cache read nothing from the
+Without and with `stream=True` (the input rebuilt from `response.completed`); then a
+Codex-shaped conversation on `gpt-5.5-codex` (`custom`, `local_shell` and `web_search` tools,
+custom and local shell calls and their outputs, `phase`, a developer message mid-way). Prints
+one `RESPONSES` line per mode; exits 1 when a request failed or the cache read nothing from the
 second request on.
 """
 
@@ -71,6 +73,56 @@ def conversation(client, thread, stream):
     return refused, cached
 
 
+CODEX_TOOLS = [
+    tool("shell", "Run a command"),
+    {"type": "custom", "name": "apply_patch", "description": "Edit files.",
+     "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}},
+    {"type": "local_shell"},
+    {"type": "web_search"},
+]
+# mektpoy_standin::responses::CUSTOM_INPUT, the custom call the stand-in makes.
+CUSTOM_INPUT = ("*** Begin Patch\n*** Update File: a \"b\".txt\n@@\n-\told\\path\n"
+                "+\tnew \u00e9t\u00e9 \U0001f600\n*** End Patch\n")
+CODEX_CALLS = ["apply_patch", "local_shell", "web_search", "shell", "apply_patch", None]
+
+
+def codex_conversation(client, thread):
+    """Codex's own shapes (decisions 139 to 142): its tools that are not functions, custom and
+    local shell calls answered as Codex answers them, the answers' `phase`, a developer message
+    mid-way. Returns refusals, cached tokens, and whether the custom calls' `input` came back in
+    the stand-in's exact bytes (the SDK types it as a string)."""
+    items, cached, refused, exact = [], [], 0, True
+    for i, call in enumerate(CODEX_CALLS):
+        if i == 2:
+            items.append({"type": "message", "role": "developer",
+                          "content": [{"type": "input_text", "text": "approval: never"}]})
+        items.append({"role": "user", "content": f"step {i}: go on"})
+        headers = {"thread_id": thread, "x-mektpoy-test-session": thread}
+        if call:
+            headers["x-mektpoy-test-tool-use"] = call
+        try:
+            response = client.responses.create(
+                model="gpt-5.5-codex", instructions=INSTRUCTIONS + "codex " * 200, input=items, tools=CODEX_TOOLS,
+                store=False, include=["reasoning.encrypted_content"], prompt_cache_key=thread,
+                extra_headers=headers)
+        except openai.APIError as e:
+            print(f"FAIL codex step {i}: {e}", file=sys.stderr)
+            refused += 1
+            items.pop()
+            continue
+        cached.append(response.usage.input_tokens_details.cached_tokens)
+        for item in response.output:
+            items.append(item.model_dump(mode="json", exclude_none=True))
+            if item.type == "custom_tool_call":
+                exact = exact and item.input == CUSTOM_INPUT
+                items.append({"type": "custom_tool_call_output", "call_id": item.call_id,
+                              "output": "Success."})
+            elif item.type in ("function_call", "local_shell_call"):
+                items.append({"type": "function_call_output", "call_id": item.call_id,
+                              "output": "exit 0"})
+    return refused, cached, exact
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--proxy", required=True)
@@ -84,6 +136,10 @@ def main():
         print(f"RESPONSES sdk=python-openai model=gpt-5.4 mode={mode} requests={STEPS} "
               f"refused={refused} cached_tokens={','.join(map(str, cached))}")
         ok = ok and refused == 0 and len(cached) == STEPS and all(c > 0 for c in cached[1:5])
+    refused, cached, exact = codex_conversation(client, f"{args.run}-responses-codex")
+    print(f"RESPONSES sdk=python-openai model=gpt-5.5-codex mode=codex requests={len(CODEX_CALLS)} "
+          f"refused={refused} cached_tokens={','.join(map(str, cached))} custom_input_exact={exact}")
+    ok = ok and refused == 0 and exact and all(c > 0 for c in cached[1:])
     sys.exit(0 if ok else 1)
 
 

@@ -9,8 +9,11 @@
 # writes (tests/responses_loop.rs) are checked against both `openai` SDKs' ResponseCreateParams
 # (responses_types.py: pydantic TypeAdapter; responses_types.mjs: tsc --strict), and a
 # Codex-like conversation goes through the proxy's POST /v1/responses with the Python SDK's
-# client.responses.create (harness_responses.py, gpt-5.4, without and with `stream=True`). Exits
-# non-zero if any request through the proxy fails or the SDKs' types refuse a body.
+# client.responses.create (harness_responses.py, gpt-5.4, without and with `stream=True`; then
+# Codex's own shapes on gpt-5.5-codex: custom, local_shell and web_search tools, custom and local
+# shell calls, phase, a developer message mid-way), and the real Codex CLI (`codex exec`,
+# @openai/codex pinned, codex_cli.sh) runs against the proxy. Exits non-zero if any request
+# through the proxy fails or the SDKs' types refuse a body.
 #
 #   bash crates/mektpoy-proxy/clients/run.sh        (from anywhere)
 #
@@ -56,6 +59,12 @@ elif [[ ! -f "$openai_pkg" ]]; then
   (cd "$npm_dir" && npm install --silent --no-audit --no-fund openai typescript)
 elif [[ ! -x "$npm_dir/node_modules/.bin/tsc" ]]; then
   (cd "$npm_dir" && npm install --silent --no-audit --no-fund typescript)
+fi
+# The Codex CLI, pinned: its config keys and request shapes change between releases.
+codex_version=0.171.0
+codex_bin="$npm_dir/node_modules/.bin/codex"
+if [[ ! -x "$codex_bin" ]] || [[ "$("$codex_bin" --version 2>/dev/null)" != "codex-cli $codex_version" ]]; then
+  (cd "$npm_dir" && npm install --silent --no-audit --no-fund "@openai/codex@$codex_version")
 fi
 python_is="on Python $("$venv/bin/python" -c 'import platform; print(platform.python_version())')"
 py_version="$("$venv/bin/python" -c "$pkg_version" anthropic) $python_is"
@@ -136,6 +145,8 @@ MEKTPOY_NPM_DIR="$npm_dir" node "$here/harness_chat.mjs" --proxy "$proxy" --stan
   --run "$run" --out "$last/failures" | tee -a "$results" || status=1
 echo "== python openai SDK (responses.create, through the proxy)"
 "$venv/bin/python" "$here/harness_responses.py" --proxy "$proxy" --run "$run" || status=1
+echo "== the Codex CLI $codex_version (codex exec, through the proxy)"
+bash "$here/codex_cli.sh" "$proxy" "$codex_bin" "$work" || status=1
 echo "== the Responses bodies the crate writes, against both openai SDKs' types"
 bodies="$work/responses-bodies"
 mkdir -p "$bodies"

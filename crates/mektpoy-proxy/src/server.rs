@@ -826,7 +826,7 @@ fn stream_back(
             let chunk = tokio::select! {
                 chunk = chunks.next() => chunk,
                 () = tx.closed() => {
-                    trace.ended("client_gone");
+                    gone(decoder, &mut slot, &wire, &metrics, &mut trace);
                     return;
                 }
             };
@@ -846,9 +846,9 @@ fn stream_back(
                         }
                     }
                     if tx.send(Ok(chunk)).await.is_err() {
-                        // The client is gone: so is the answer (not logged), and the upstream
-                        // request with this task.
-                        trace.ended("client_gone");
+                        // The client is gone: so is the upstream request with this task, and
+                        // the answer unless it was whole.
+                        gone(decoder, &mut slot, &wire, &metrics, &mut trace);
                         return;
                     }
                 }
@@ -874,6 +874,25 @@ fn stream_back(
         rx.recv().await.map(|item| (item, rx))
     });
     Body::from_stream(stream)
+}
+
+/// A client gone before the stream's end: its answer is logged when the events it was sent
+/// already make it whole (Codex 0.171 closes the stream once it reads `response.completed`,
+/// before the upstream's end of stream), else nothing is (no half answer in the log).
+fn gone(
+    decoder: StreamDecoder,
+    slot: &mut OwnedMutexGuard<Option<Conversation>>,
+    wire: &WireRequest,
+    metrics: &crate::metrics::Metrics,
+    trace: &mut Trace,
+) {
+    match decoder.finish() {
+        Ok(answer) => {
+            let ((), spent) = blocking(|| log_answer(slot, wire, Ok(answer), metrics, trace));
+            trace.store += spent;
+        }
+        Err(_) => trace.ended("client_gone"),
+    }
 }
 
 /// Headers a proxy does not forward (RFC 9110 §7.6.1), and the ones it sets itself.

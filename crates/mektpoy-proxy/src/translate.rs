@@ -562,14 +562,16 @@ const OWN_RESPONSES_KEYS: [&str; 4] = ["model", "tools", "input", "instructions"
 const REFUSED_RESPONSES_KEYS: [&str; 2] = ["previous_response_id", "conversation"];
 
 /// Reads an OpenAI Responses body: `instructions` and the leading `developer` / `system`
-/// messages are the system prompt; the items of one answer (reasoning, assistant messages,
-/// function calls) one assistant message, as the decoder reads the answer; a
-/// `function_call_output` a tool message; flat function tools the crate's schemas.
+/// messages are the system prompt; the items of one answer (reasoning, assistant messages with
+/// their `phase`, function calls, the calls the log keeps verbatim) one assistant message, as
+/// the decoder reads the answer; an output a tool message (its text, or the item verbatim); a
+/// later `developer` / `system` message the item verbatim in a user-role message (decision
+/// 142); flat function tools the crate's schemas, other tools kept whole (decision 139).
 ///
 /// # Errors
-/// [`Invalid`] for a body of another shape, for `previous_response_id` or `conversation`,
-/// for a `developer` / `system` message after the conversation started, an `additional_tools`
-/// or `item_reference` item, a part other than text, and a tool other than a function.
+/// [`Invalid`] for a body of another shape, for `previous_response_id` or `conversation`, an
+/// `additional_tools` or `item_reference` item or another item type not listed in
+/// `KEPT_CALLS`, and a part other than text, image or file.
 pub fn read_responses(
     body: &Body<'_>,
     provider: &str,
@@ -651,13 +653,21 @@ pub fn read_responses(
                     ),
                     _ => return Err(at(invalid("content: a string or an array is expected"))),
                 };
-                answer.push((
-                    i,
-                    json!({"type": "message", "role": "assistant", "content": content}),
-                ));
+                let mut message =
+                    json!({"type": "message", "role": "assistant", "content": content});
+                // Sent back as it came: gpt-5.3-codex and later read it (decision 141).
+                if let Some(phase) = item.get("phase").filter(|p| !p.is_null()) {
+                    message["phase"] = phase.clone();
+                }
+                answer.push((i, message));
                 continue;
             }
             ("reasoning" | "function_call", _) => {
+                answer.push((i, item));
+                continue;
+            }
+            // The model's items the log keeps verbatim (decisions 128 and 140).
+            (kind, _) if KEPT_CALLS.contains(&kind) => {
                 answer.push((i, item));
                 continue;
             }
@@ -671,19 +681,33 @@ pub fn read_responses(
                 reading.read(i, true, 0);
                 continue;
             }
+            // Kept in its place, verbatim, carried by a user-role message: the API takes
+            // them anywhere in `input`, and the log's developer role is the crate's channel of
+            // tool changes, which projections drop or rewrite (decision 142).
             ("message", Some("system" | "developer")) => {
-                return Err(at(invalid(
-                    "a developer or system message after the first user message is not supported by mektpoy-proxy",
-                )));
-            }
-            ("message", Some("user")) => {
-                let text = responses_text(item.get("content")).map_err(at)?;
+                if !matches!(
+                    item.get("content"),
+                    Some(Value::String(_) | Value::Array(_))
+                ) {
+                    return Err(at(invalid(
+                        "content: a string or an array of parts is expected",
+                    )));
+                }
+                let mut kept = item;
+                if let Some(o) = kept.as_object_mut() {
+                    o.remove("id");
+                }
+                let block = ContentBlock::other(kept).map_err(|e| at(invalid(e.to_string())))?;
                 messages.push(Message::new(
                     id,
                     Role::User,
-                    vec![ContentBlock::text(text)],
+                    vec![block],
                     MessageSource::User,
                 ));
+            }
+            ("message", Some("user")) => {
+                let content = user_blocks(item.get("content")).map_err(at)?;
+                messages.push(Message::new(id, Role::User, content, MessageSource::User));
             }
             ("message", Some(other)) => {
                 return Err(at(invalid(format!(
@@ -691,25 +715,44 @@ pub fn read_responses(
                 ))));
             }
             ("message", None) => return Err(at(invalid("role: a string is required"))),
-            ("function_call_output", _) => {
+            ("function_call_output" | "custom_tool_call_output" | "local_shell_call_output", _) => {
+                // A local shell call's output names its call by `id` (the call's `call_id`).
+                let key = if kind == "local_shell_call_output" {
+                    "id"
+                } else {
+                    "call_id"
+                };
                 let call = item
-                    .get("call_id")
+                    .get(key)
                     .and_then(Value::as_str)
-                    .ok_or_else(|| at(invalid("call_id: a string is required")))?;
-                let text = responses_text(item.get("output"))
-                    .map_err(|e| at(invalid(format!("output: {}", e.0))))?;
+                    .ok_or_else(|| at(invalid(format!("{key}: a string is required"))))?
+                    .to_owned();
+                // Text when the wire writes it back the same; else the item verbatim
+                // (decision 140).
+                let text = match (kind, item.get("output")) {
+                    ("local_shell_call_output", _) => None,
+                    ("custom_tool_call_output", Some(Value::String(t))) => Some(t.clone()),
+                    ("custom_tool_call_output", _) => None,
+                    (_, output) => match responses_text(output) {
+                        Ok(text) => Some(text),
+                        Err(_) if kept_output(output) => None,
+                        Err(e) => return Err(at(invalid(format!("output: {}", e.0)))),
+                    },
+                };
+                let content = match text {
+                    Some(text) => ContentBlock::text(text),
+                    None => ContentBlock::other(item).map_err(|e| at(invalid(e.to_string())))?,
+                };
                 messages.push(Message::new(
                     id,
                     Role::Tool,
-                    vec![ContentBlock::text(text)],
-                    MessageSource::Tool {
-                        call_id: call.to_owned(),
-                    },
+                    vec![content],
+                    MessageSource::Tool { call_id: call },
                 ));
             }
             (other, _) => {
                 return Err(at(invalid(format!(
-                    "an item of type `{other}` is not supported by mektpoy-proxy (message, reasoning, function_call, function_call_output)"
+                    "an item of type `{other}` is not supported by mektpoy-proxy (message, reasoning, function_call and its output, custom_tool_call and its output, local_shell_call and its output, web_search_call, file_search_call, image_generation_call, code_interpreter_call)"
                 ))));
             }
         }
@@ -726,6 +769,63 @@ pub fn read_responses(
         raw: reading.entries,
         reused: reading.reused,
     })
+}
+
+/// The model's output items the log keeps verbatim and the Responses wire sends back (decision
+/// 140): the calls of tools that are not functions, and the built-in tools' calls.
+const KEPT_CALLS: [&str; 6] = [
+    "custom_tool_call",
+    "local_shell_call",
+    "web_search_call",
+    "file_search_call",
+    "image_generation_call",
+    "code_interpreter_call",
+];
+
+/// Message parts the crate cannot type but the Responses wire writes back verbatim.
+const KEPT_PARTS: [&str; 2] = ["input_image", "input_file"];
+
+/// Whether a function's `output` is an array of text and kept parts, one at least kept: then
+/// the item goes back verbatim rather than be refused.
+fn kept_output(output: Option<&Value>) -> bool {
+    let Some(Value::Array(parts)) = output else {
+        return false;
+    };
+    let kind = |p: &Value| p.get("type").and_then(Value::as_str).map(str::to_owned);
+    parts
+        .iter()
+        .any(|p| kind(p).is_some_and(|k| KEPT_PARTS.contains(&k.as_str())))
+        && parts
+            .iter()
+            .all(|p| kind(p).is_some_and(|k| k == "input_text" || KEPT_PARTS.contains(&k.as_str())))
+}
+
+/// A user message's blocks: its text as one block, as [`responses_text`] joins it; or, when
+/// it holds an image or a file, a text block per text part and each such part verbatim, in
+/// order (decision 140).
+fn user_blocks(content: Option<&Value>) -> Result<Vec<ContentBlock>, Invalid> {
+    let Some(Value::Array(parts)) = content else {
+        return Ok(vec![ContentBlock::text(responses_text(content)?)]);
+    };
+    let kept = |p: &Value| {
+        p.get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|k| KEPT_PARTS.contains(&k))
+    };
+    if !parts.iter().any(kept) {
+        return Ok(vec![ContentBlock::text(responses_text(content)?)]);
+    }
+    parts
+        .iter()
+        .enumerate()
+        .map(|(j, p)| {
+            if kept(p) {
+                ContentBlock::other(p.clone()).map_err(|e| invalid(format!("content[{j}]: {e}")))
+            } else {
+                responses_text(Some(&Value::Array(vec![p.clone()]))).map(ContentBlock::text)
+            }
+        })
+        .collect()
 }
 
 fn raw_is_string(raw: &RawValue) -> bool {
@@ -767,16 +867,17 @@ fn responses_text(content: Option<&Value>) -> Result<String, Invalid> {
 }
 
 /// `{"type":"function","name","description","parameters","strict"}`: `strict` kept in the
-/// schema's extra, which the Responses wire reads.
+/// schema's extra, which the Responses wire reads. A tool of another type (Codex's `custom`
+/// grammar tools, `local_shell`, `web_search`, ...) is kept whole and sent as it came
+/// (decision 139).
 fn responses_tool(t: &Value) -> Result<ToolSchema, Invalid> {
-    match t.get("type").and_then(Value::as_str) {
-        Some("function") => {}
-        Some(kind) => {
-            return Err(invalid(format!(
-                "tool type `{kind}` is not supported by mektpoy-proxy (function tools only)"
-            )));
+    match (t.get("type").and_then(Value::as_str), t) {
+        (Some("function"), _) => {}
+        (Some(_), Value::Object(definition)) => {
+            return ToolSchema::from_responses_tool(definition.clone())
+                .map_err(|e| invalid(e.to_string()));
         }
-        None => return Err(invalid("type: a string is required")),
+        _ => return Err(invalid("type: a string is required")),
     }
     let (name, description, parameters) = function(t, "")?;
     let mut log = json!({"name": name, "description": description, "parameters": parameters});
@@ -893,6 +994,17 @@ fn same_block(a: &ContentBlock, b: &ContentBlock) -> bool {
                         (serde_json::from_str::<Value>(x), serde_json::from_str::<Value>(y)),
                         (Ok(p), Ok(q)) if p == q
                     ))
+        }
+        // A kept item the client sends without the `id` the answer gave it (decision 140).
+        (ContentBlock::Other(x), ContentBlock::Other(y)) => {
+            let fields = |o: &mektpoy::vocab::OtherBlock| {
+                o.fields()
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != "id")
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect::<Map<String, Value>>()
+            };
+            x == y || (x.type_name() == y.type_name() && fields(x) == fields(y))
         }
         (x, y) => x == y,
     }
@@ -1190,6 +1302,124 @@ mod tests {
         assert_eq!(r.params.keys().collect::<Vec<_>>(), ["store"]);
         let string = read_r(r#"{"model":"gpt-5.4","input":"hi"}"#, None).unwrap();
         assert_eq!(string.messages[0].text(), "hi");
+    }
+
+    /// Codex's body: its tools that are not functions kept whole, its custom and local shell
+    /// calls and their outputs, a web search, a phase, a developer message mid-way and an
+    /// image read into the log's vocabulary, and written back by the Responses wire as they
+    /// came (decisions 139 to 142).
+    #[test]
+    fn a_codex_body_is_read_without_loss_and_written_back() {
+        let patch = "*** Begin Patch\n+\t\"é\" \\ 😀\n*** End Patch\n";
+        let grammar = json!({"type": "custom", "name": "apply_patch", "description": "Edit files.",
+            "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}});
+        let body = json!({"model": "gpt-5.3-codex", "instructions": "You are Codex.", "store": false,
+        "tools": [{"type": "function", "name": "shell", "description": "Run", "parameters": {"type": "object"}, "strict": false},
+            grammar, {"type": "local_shell"}, {"type": "web_search"}],
+        "input": [
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "sandbox"}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix"},
+                {"type": "input_image", "image_url": "data:image/png;base64,AA=="}]},
+            {"type": "message", "role": "assistant", "phase": "commentary",
+                "content": [{"type": "output_text", "text": "Patching."}]},
+            {"type": "custom_tool_call", "status": "completed", "call_id": "c1", "name": "apply_patch", "input": patch},
+            {"type": "custom_tool_call_output", "call_id": "c1", "output": "Done."},
+            {"type": "local_shell_call", "status": "completed", "call_id": "c2",
+                "action": {"type": "exec", "command": ["ls"]}},
+            {"type": "function_call_output", "call_id": "c2", "output": "a.txt"},
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "approval: never"}]},
+            {"type": "web_search_call", "status": "completed", "action": {"type": "search", "query": "q"}},
+            {"type": "message", "role": "assistant", "phase": "final_answer",
+                "content": [{"type": "output_text", "text": "Fixed."}]},
+            {"type": "custom_tool_call", "call_id": "c3", "name": "apply_patch", "input": "x"},
+            {"type": "custom_tool_call_output", "call_id": "c3",
+                "output": [{"type": "input_text", "text": "see"}, {"type": "input_image", "image_url": "data:image/png;base64,AA=="}]},
+            {"type": "local_shell_call", "call_id": "c4", "status": "completed",
+                "action": {"type": "exec", "command": ["pwd"]}},
+            {"type": "local_shell_call_output", "id": "c4", "output": "/"},
+            {"type": "message", "role": "user", "content": "thanks"},
+        ]});
+        let r = read_r(&body.to_string(), None).unwrap();
+        assert_eq!(r.system, "You are Codex.\n\nsandbox");
+        let names: Vec<_> = r.tools.iter().map(ToolSchema::name).collect();
+        assert_eq!(names, ["shell", "apply_patch", "local_shell", "web_search"]);
+        assert_eq!(
+            r.tools[1].responses_tool().unwrap()["format"]["syntax"],
+            "lark"
+        );
+        let roles: Vec<_> = r.messages.iter().map(Message::role).collect();
+        use Role::{Assistant as A, Tool as T, User as U};
+        assert_eq!(roles, [U, A, T, A, T, U, A, T, A, T, U]);
+
+        // Written back on the Responses route: every request the crate sends from this log.
+        let route = mektpoy::route_for("openai", "gpt-5.3-codex");
+        let config = mektpoy::Config::new("openai", "gpt-5.3-codex");
+        let projected = mektpoy::project::ProjectedToolUpdates::new(r.messages.as_slice())
+            .with_tools(r.tools.as_slice());
+        let wire = mektpoy::wire::serialize_responses(
+            &config,
+            &projected,
+            &route,
+            &mektpoy::wire::WireContext::default(),
+        )
+        .unwrap();
+        let sent: Value = serde_json::from_str(wire.body()).unwrap();
+        let tools = sent["tools"].as_array().unwrap();
+        assert_eq!(
+            tools[1], body["tools"][1],
+            "the grammar tool as the client sent it"
+        );
+        assert_eq!(tools[2], json!({"type": "local_shell"}));
+        let items = sent["input"].as_array().unwrap();
+        let kinds: Vec<_> = items.iter().map(|i| i["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "message",
+                "message",
+                "custom_tool_call",
+                "custom_tool_call_output",
+                "local_shell_call",
+                "function_call_output",
+                "message",
+                "web_search_call",
+                "message",
+                "custom_tool_call",
+                "custom_tool_call_output",
+                "local_shell_call",
+                "local_shell_call_output",
+                "message"
+            ]
+        );
+        assert_eq!(
+            items[2]["input"], patch,
+            "the custom call's input byte for byte"
+        );
+        assert!(wire.body().contains(&serde_json::to_string(patch).unwrap()));
+        assert_eq!(
+            items[0]["content"][1], body["input"][1]["content"][1],
+            "the image"
+        );
+        assert_eq!(items[1]["phase"], "commentary");
+        assert_eq!(items[8]["phase"], "final_answer");
+        assert_eq!(
+            items[3],
+            json!({"type": "custom_tool_call_output", "call_id": "c1", "output": "Done."})
+        );
+        assert_eq!(
+            items[6], body["input"][7],
+            "the developer message, in its place"
+        );
+        assert_eq!(
+            items[10], body["input"][11],
+            "an output with an image, verbatim"
+        );
+        assert_eq!(items[12], body["input"][13]);
+        // The same body read again against what it logged compares equal, ids aside.
+        let mut echoed = body.clone();
+        echoed["input"][3]["id"] = json!("ctc_1");
+        let again = read_r(&echoed.to_string(), None).unwrap();
+        assert!(same_message(&again.messages[1], &r.messages[1]));
     }
 
     #[test]

@@ -489,27 +489,9 @@ fn watched_relay(upstream: String, pause: Duration, marked: bool) -> (String, Ar
             let upstream = upstream.clone();
             let count = Arc::clone(&count);
             std::thread::spawn(move || {
-                let mut reader = BufReader::new(client.try_clone().unwrap());
-                let mut request = Vec::new();
-                let mut length = 0;
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    request.extend_from_slice(line.as_bytes());
-                    let lower = line.to_ascii_lowercase();
-                    if let Some(v) = lower.strip_prefix("content-length:") {
-                        length = v.trim().parse().unwrap();
-                    }
-                    if line == "\r\n" {
-                        break;
-                    }
-                }
-                let mut body = vec![0; length];
-                reader.read_exact(&mut body).unwrap();
-                let head = String::from_utf8_lossy(&request).to_ascii_lowercase();
-                request.extend_from_slice(&body);
+                let Some((request, head)) = read_request(&client) else {
+                    return;
+                };
                 let pause = if !marked || head.contains(&format!("{SLOW}:")) {
                     pause
                 } else {
@@ -566,6 +548,109 @@ fn watched_relay(upstream: String, pause: Duration, marked: bool) -> (String, Ar
         }
     });
     (format!("http://{addr}"), closed)
+}
+
+/// One request from `client`: its bytes, and its head in lower case.
+fn read_request(client: &TcpStream) -> Option<(Vec<u8>, String)> {
+    let mut reader = BufReader::new(client.try_clone().unwrap());
+    let mut request = Vec::new();
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        request.extend_from_slice(line.as_bytes());
+        let lower = line.to_ascii_lowercase();
+        if let Some(v) = lower.strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap();
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    let head = String::from_utf8_lossy(&request).to_ascii_lowercase();
+    request.extend_from_slice(&body);
+    Some((request, head))
+}
+
+/// An upstream whose end of stream comes `hold` after its last event: each request goes to
+/// `upstream` (the stand-in), whose whole answer is sent at once, then the connection is held.
+fn holding_relay(upstream: String, hold: Duration) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(mut client) = client else { continue };
+            let upstream = upstream.clone();
+            std::thread::spawn(move || {
+                let Some((request, _)) = read_request(&client) else {
+                    return;
+                };
+                let mut up = TcpStream::connect(&upstream).unwrap();
+                up.write_all(&request).unwrap();
+                let mut answer = Vec::new();
+                up.read_to_end(&mut answer).unwrap();
+                if client
+                    .write_all(&answer)
+                    .and_then(|()| client.flush())
+                    .is_ok()
+                {
+                    std::thread::sleep(hold);
+                }
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// Codex (0.171) closes a stream once it reads `response.completed`, before the upstream's
+/// end of stream: the answer, whole, is logged all the same. A client gone before the end
+/// event leaves none (`a_client_gone_from_a_slow_upstream_…`).
+#[test]
+fn an_answer_whole_when_the_client_leaves_is_logged() {
+    let standin = mektpoy_standin::start("127.0.0.1:0").unwrap().to_string();
+    let upstream = holding_relay(standin, Duration::from_secs(30));
+    let dir = tempfile::tempdir().unwrap();
+    let openai = format!("openai={upstream}/v1");
+    let proxy = ProxyProcess::start_with(&sqlite(&dir), &upstream, &["--upstream", &openai]);
+    let agent: ureq::Agent = ureq::Agent::config_builder().proxy(None).build().into();
+    let body = json!({"model": "gpt-5.4", "input": "hi", "stream": true, "store": false});
+    let response = agent
+        .post(format!("{}/v1/responses", proxy.url))
+        .header("authorization", "Bearer sk-test")
+        .header("x-mektpoy-session", "whole")
+        .header(SESSION_HEADER, "whole")
+        .header("content-type", "application/json")
+        .send(body.to_string())
+        .unwrap();
+    let mut reader = BufReader::new(response.into_body().into_reader());
+    loop {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "the stream ended");
+        if line.starts_with("data:") && line.contains(r#""type":"response.completed""#) {
+            break;
+        }
+    }
+    drop(reader);
+    let id = format!(
+        "{}:session:whole",
+        mektpoy_proxy::conversation::scope(b"sk-test")
+    );
+    let log = || {
+        agent
+            .get(format!("{}/mektpoy/sessions/{id}/log.jsonl", proxy.url))
+            .header("authorization", "Bearer sk-test")
+            .call()
+            .map(|mut r| r.body_mut().read_to_string().unwrap())
+            .unwrap_or_default()
+    };
+    eventually("the whole answer is logged", || {
+        log().contains(r#""type":"assistant/message""#)
+    });
+    proxy.terminate();
 }
 
 /// Waits (at most 10 s) until `done`.

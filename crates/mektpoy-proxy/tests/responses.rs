@@ -3,6 +3,7 @@
 //! and outputs) and its whole tool list on every request while its tools churn.
 
 use mektpoy_proxy::demo::{Rig, tools_at};
+use mektpoy_standin::responses::CUSTOM_INPUT;
 use mektpoy_standin::{
     CACHED_BYTES_HEADER, CONTENT_HEADER, SESSION_HEADER, TOOL_USE_HEADER, TOTAL_BYTES_HEADER,
 };
@@ -259,11 +260,12 @@ async fn hostile_bodies_get_openais_error_shape_and_change_nothing() {
         json!({"model": "gpt-5.4", "input": "hi", "conversation": "conv_1"}),
         json!({"model": "gpt-5.4", "input": [{"role": "robot", "content": "x"}]}),
         json!({"model": "gpt-5.4", "input": [{"type": "item_reference", "id": "x"}]}),
-        json!({"model": "gpt-5.4", "input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}),
         json!({"model": "gpt-5.4", "input": [{"type": "function_call_output", "output": "x"}]}),
-        json!({"model": "gpt-5.4", "input": "hi", "tools": [{"type": "web_search"}]}),
         json!({"model": "gpt-5.4", "input": "hi", "instructions": 3}),
-        json!({"model": "gpt-5.4", "input": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}, {"role": "developer", "content": "later"}]}),
+        json!({"model": "gpt-5.4", "input": [{"role": "user", "content": "hi"}, {"type": "custom_tool_call_output", "call_id": "nope", "output": "x"}]}),
+        json!({"model": "gpt-5.4", "input": [{"role": "user", "content": "hi"}, {"type": "local_shell_call_output", "id": "nope", "output": "x"}]}),
+        json!({"model": "gpt-5.4", "input": "hi", "tools": [{"type": 5}]}),
+        json!({"model": "gpt-5.4", "input": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}, {"role": "developer", "content": 5}]}),
     ] {
         let response = post(bad.to_string()).await.unwrap();
         assert_eq!(response.status(), 400, "{bad}");
@@ -285,4 +287,234 @@ async fn hostile_bodies_get_openais_error_shape_and_change_nothing() {
     assert_eq!(not_json.status(), 400);
     let error: Value = not_json.json().await.unwrap();
     assert_eq!(error["error"]["type"], "invalid_request_error");
+}
+
+/// Codex's tools as `codex-rs` declares them: a function, the freeform `apply_patch` with its
+/// Lark grammar, `local_shell` and `web_search`.
+fn codex_tools() -> Vec<Value> {
+    vec![
+        json!({"type": "function", "name": "shell", "description": "Runs a command.",
+            "strict": false, "parameters": {"type": "object",
+                "properties": {"command": {"type": "array", "items": {"type": "string"}}},
+                "required": ["command"], "additionalProperties": false}}),
+        json!({"type": "custom", "name": "apply_patch",
+            "description": "Use the `apply_patch` tool to edit files.",
+            "format": {"type": "grammar", "syntax": "lark",
+                "definition": "start: begin_patch hunk+ end_patch\nbegin_patch: \"*** Begin Patch\" LF\n"}}),
+        json!({"type": "local_shell"}),
+        json!({"type": "web_search"}),
+    ]
+}
+
+/// One step of a Codex-shaped conversation: what the client adds before sending, and which
+/// tool the stand-in calls in its answer.
+struct CodexStep {
+    add: Vec<Value>,
+    call: Option<&'static str>,
+}
+
+/// A Codex-shaped conversation through `base`: items echoed without their `id` (as
+/// `codex-rs` serializes them, reasoning aside, whose `id` the stand-in needs to check its
+/// state), every call answered as Codex answers it. Returns each step's status, figures and
+/// body, and the whole input of the last request.
+async fn codex_conversation(
+    base: &str,
+    thread: &str,
+    model: &str,
+    stream: bool,
+) -> (Vec<Step>, Vec<Value>) {
+    let http = client();
+    let instructions = format!("You are Codex. {}", "rules ".repeat(700));
+    let user = |text: &str| json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]});
+    let developer = json!({"type": "message", "role": "developer",
+        "content": [{"type": "input_text", "text": "<permissions instructions>approval: never</permissions instructions>"}]});
+    let image = json!({"type": "message", "role": "user", "content": [
+        {"type": "input_text", "text": "what is in this picture?"},
+        {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}]});
+    let plan = [
+        CodexStep {
+            add: vec![
+                user("<environment_context>cwd</environment_context>"),
+                user("fix the bug"),
+            ],
+            call: Some("apply_patch"),
+        },
+        CodexStep {
+            add: vec![],
+            call: Some("local_shell"),
+        },
+        CodexStep {
+            add: vec![developer, user("now search the docs")],
+            call: Some("web_search"),
+        },
+        CodexStep {
+            add: vec![image],
+            call: Some("shell"),
+        },
+        CodexStep {
+            add: vec![],
+            call: Some("apply_patch"),
+        },
+        CodexStep {
+            add: vec![user("thanks")],
+            call: None,
+        },
+    ];
+    let mut input: Vec<Value> = Vec::new();
+    let mut steps = Vec::new();
+    for step in plan {
+        input.extend(step.add);
+        let body = json!({"model": model, "instructions": instructions, "input": input,
+            "tools": codex_tools(), "tool_choice": "auto", "parallel_tool_calls": false,
+            "reasoning": {"effort": "medium", "summary": "auto"}, "store": false,
+            "stream": stream, "include": ["reasoning.encrypted_content"],
+            "prompt_cache_key": thread});
+        let mut request = http
+            .post(format!("{base}/v1/responses"))
+            .header("authorization", "Bearer sk-codex")
+            .header("session_id", "codex-session")
+            .header("thread_id", thread)
+            .header(SESSION_HEADER, thread)
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if let Some(tool) = step.call {
+            request = request.header(TOOL_USE_HEADER, tool);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let figure = |name: &str| -> u64 {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(0)
+        };
+        let (total, cached) = (figure(TOTAL_BYTES_HEADER), figure(CACHED_BYTES_HEADER));
+        let text = response.text().await.unwrap();
+        // The answer's output, from the body or the stream's last event (the figures'
+        // header cannot carry the custom call's non-ASCII input).
+        let output = if stream {
+            text.lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+                .find(|e| e["type"] == "response.completed")
+                .map(|e| e["response"]["output"].clone())
+        } else {
+            serde_json::from_str::<Value>(&text)
+                .ok()
+                .map(|b| b["output"].clone())
+        };
+        steps.push(Step {
+            status,
+            total,
+            cached,
+            body: text,
+        });
+        if status != 200 {
+            break;
+        }
+        for item in output.unwrap().as_array().unwrap() {
+            let mut echoed = item.clone();
+            if item["type"] != "reasoning" {
+                echoed.as_object_mut().unwrap().remove("id");
+            }
+            input.push(echoed);
+            match item["type"].as_str().unwrap() {
+                "custom_tool_call" => input.push(json!({"type": "custom_tool_call_output",
+                    "call_id": item["call_id"], "output": "Success. Updated the following files:\nM a.txt\n"})),
+                // Codex answers a local shell call with a function call output.
+                "local_shell_call" | "function_call" => input.push(json!({"type": "function_call_output",
+                    "call_id": item["call_id"], "output": "exit 0"})),
+                _ => {}
+            }
+        }
+    }
+    (steps, input)
+}
+
+/// Codex through the proxy: its tools that are not functions, its custom and local shell
+/// calls and their outputs, a web search, a message's `phase`, a developer message mid-way
+/// and an image are taken, sent on so the stand-in (which refuses an output without its call,
+/// a call without its output, an unknown phase) accepts every request, the custom call's
+/// input comes back byte for byte, and each request reads the whole previous one from the
+/// cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_tools_and_items_pass_the_proxy_and_keep_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let rig = Rig::start(&dir.path().join("proxy.db")).await.unwrap();
+    // gpt-5.3-codex: no tool additions in input; gpt-5.5-codex: additions (decision 130).
+    for (model, stream) in [
+        ("gpt-5.5-codex", false),
+        ("gpt-5.5-codex", true),
+        ("gpt-5.3-codex", false),
+    ] {
+        let thread = format!("codex-{model}-{stream}");
+        let (steps, input) = codex_conversation(&rig.url, &thread, model, stream).await;
+        assert_eq!(
+            steps.len(),
+            6,
+            "stream={stream}: {}",
+            steps.last().unwrap().body
+        );
+        for (i, s) in steps.iter().enumerate() {
+            eprintln!("stream={stream} step {i}: {}/{} cached", s.cached, s.total);
+            assert_eq!(s.status, 200, "stream={stream} step {i}: {}", s.body);
+        }
+        // The stand-in called every kind of tool and labelled its messages.
+        let kinds: Vec<&str> = input.iter().filter_map(|i| i["type"].as_str()).collect();
+        for kind in [
+            "custom_tool_call",
+            "custom_tool_call_output",
+            "local_shell_call",
+            "web_search_call",
+        ] {
+            assert!(
+                kinds.contains(&kind),
+                "stream={stream}: {kind} in {kinds:?}"
+            );
+        }
+        assert!(
+            input.iter().any(|i| i["phase"] == "commentary"),
+            "stream={stream}"
+        );
+        // Each request's prompt is the previous one and what followed: all of the previous
+        // one is read from the cache, but for OpenAI's last partial 128-token step.
+        for i in 1..steps.len() {
+            assert!(
+                steps[i].cached + 512 > steps[i - 1].total,
+                "stream={stream} step {i}: {} cached of the previous {}",
+                steps[i].cached,
+                steps[i - 1].total
+            );
+        }
+        // The custom calls' input, byte for byte, in the log the proxy sent from.
+        let id = format!(
+            "{}:codex:{thread}",
+            mektpoy_proxy::conversation::scope(b"sk-codex")
+        );
+        let log = client()
+            .get(format!("{}/mektpoy/sessions/{id}/log.jsonl", rig.url))
+            .header("authorization", "Bearer sk-codex")
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let escaped = serde_json::to_string(CUSTOM_INPUT).unwrap();
+        assert_eq!(
+            log.matches(&escaped).count(),
+            2,
+            "stream={stream}: two custom calls"
+        );
+        assert!(log.contains(r#""phase":"commentary""#), "stream={stream}");
+        // The log grew by the new items only: the developer message and what follows it
+        // were never written again.
+        assert_eq!(
+            log.matches("now search the docs").count(),
+            1,
+            "stream={stream}"
+        );
+        assert_eq!(log.matches("approval: never").count(), 1, "stream={stream}");
+    }
 }

@@ -54,8 +54,17 @@
 //! encrypted content for item ... could not be verified.", quoted in `openai/codex#8145` and
 //! `smallmain/vscode-unify-chat-provider#178`); a `previous_response_id` (the stand-in keeps no response:
 //! [`PREVIOUS_NOT_FOUND`]); a tool that is not a flat function (`{"type":"function","name",
-//! "parameters"}`) or `tool_search`, a function name outside `^[a-zA-Z0-9_-]{1,64}$`,
+//! "parameters"}`), `tool_search` or one of [`OTHER_TOOL_TYPES`] (Codex's; a `custom` tool
+//! without a name or with a `format` other than `text` or a `lark` / `regex` grammar), a
+//! function or custom tool name outside `^[a-zA-Z0-9_-]{1,64}$`,
 //! `parameters` that is not an object or whose `type` is not `object`, a name declared twice;
+//! a `custom_tool_call` without `call_id`, name or string `input`, a `local_shell_call` without
+//! `call_id` or `action`; a `custom_tool_call_output` whose call is no earlier
+//! `custom_tool_call` ([`NO_CUSTOM_TOOL_CALL`]), a `local_shell_call_output` whose `id` names no
+//! earlier `local_shell_call` ([`NO_LOCAL_SHELL_CALL`]), a `function_call_output` answering a
+//! custom call, and a custom call whose output never comes ([`NO_CUSTOM_TOOL_OUTPUT`]) (a
+//! `function_call_output` answers a `local_shell_call`, as Codex sends it); a message `phase`
+//! other than `commentary` or `final_answer` (`MessagePhase`);
 //! and an `additional_tools` item ([`ADDITIONAL_TOOLS_MODEL`]) on a model before `gpt-5.4`
 //! (the safe side: the only page on tools added mid-input names `gpt-5.4` and later), with a
 //! role other than `developer`, with a tool refused as above, or standing between a
@@ -73,9 +82,14 @@
 //! with `include: ["reasoning.encrypted_content"]` first a `reasoning` item (`id`, a one-part
 //! `summary`, `encrypted_content`), then the `message` (`output_text` "ok N") and, with
 //! [`crate::TOOL_USE_HEADER`], a `function_call` (`call_id` `call_standin_N`, arguments
-//! `{"arg":"x"}`). With `"stream": true`, the semantic events: `response.created`,
-//! `response.in_progress`, for each item `response.output_item.added`, its parts and deltas
-//! (split as on the other paths) and `response.output_item.done`, then `response.completed`
+//! `{"arg":"x"}`); when that header names a declared `custom` tool, a `custom_tool_call` whose
+//! `input` is [`CUSTOM_INPUT`] instead, `local_shell` a `local_shell_call`, `web_search` a
+//! `web_search_call` before the message. On a model named `…codex…` the message carries a
+//! `phase` (`commentary` before a call, else `final_answer`). With `"stream": true`, the
+//! semantic events: `response.created`, `response.in_progress`, for each item
+//! `response.output_item.added`, its parts and deltas (a custom call's
+//! `response.custom_tool_call_input.delta` / `.done`)
+//! split as on the other paths, and `response.output_item.done`, then `response.completed`
 //! with the whole response; each event with its `event:` line and a `sequence_number`.
 //!
 //! Cached input: the prompt is each tool's JSON, the `instructions`, then each input item's
@@ -85,7 +99,7 @@
 //! [`crate::TOTAL_BYTES_HEADER`], [`crate::CACHED_BYTES_HEADER`], [`crate::CONTENT_HEADER`]
 //! (here the `output` array) and [`crate::CUT_OFF_HEADER`] as on the other paths.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::io::Read;
 use std::net::TcpStream;
@@ -119,6 +133,11 @@ pub const CHAT_PARAMETERS: [&str; 6] = [
     "seed",
     "logprobs",
 ];
+
+/// The `input` of the custom tool call [`crate::TOOL_USE_HEADER`] asks for when it names a
+/// `custom` tool: a patch whose quotes, backslashes, tab, non-ASCII letters and lines must come
+/// back byte for byte.
+pub const CUSTOM_INPUT: &str = "*** Begin Patch\n*** Update File: a \"b\".txt\n@@\n-\told\\path\n+\tnew \u{e9}t\u{e9} \u{1f600}\n*** End Patch\n";
 
 /// The request path this module answers.
 pub const PATH: &str = "/v1/responses";
@@ -158,6 +177,30 @@ pub const ITEM_TYPES: [&str; 27] = [
 pub const NO_TOOL_CALL: &str = "No tool call found for function call output with call_id";
 /// The start of the vendor's refusal of a call without its output.
 pub const NO_TOOL_OUTPUT: &str = "No tool output found for function call";
+/// The start of the vendor's refusal of a custom tool call without its output, as quoted from
+/// its answers ("No tool output found for custom tool call call_…", Soju06/codex-lb#1168 and
+/// diegosouzapw/OmniRoute#8946, read 2026-12-07).
+pub const NO_CUSTOM_TOOL_OUTPUT: &str = "No tool output found for custom tool call";
+/// The stand-in's refusal of an output without its custom tool call: the function call's
+/// wording, for the custom call (the vendor's own wording was not found).
+pub const NO_CUSTOM_TOOL_CALL: &str = "No tool call found for custom tool call output with call_id";
+/// The stand-in's refusal of a local shell call's output without its call (the vendor's
+/// wording was not found).
+pub const NO_LOCAL_SHELL_CALL: &str = "No tool call found for local shell call output with id";
+
+/// Tool types besides `function` and `tool_search` the stand-in takes, those Codex declares
+/// (openai/codex `codex-rs/core/src/tools/spec.rs`: `custom` freeform tools such as
+/// `apply_patch` with a grammar `format`, `local_shell`, `web_search`, `image_generation`), as
+/// the API reference lists them (`Tool` in OpenAI's OpenAPI document, read 2026-12-07 at
+/// <https://developers.openai.com/api/reference/resources/responses/methods/create> through
+/// copies of the reference).
+pub const OTHER_TOOL_TYPES: [&str; 5] = [
+    "custom",
+    "local_shell",
+    "web_search",
+    "web_search_preview",
+    "image_generation",
+];
 /// The end of the vendor's refusal of an item it does not hold, under `store: false`.
 pub const ITEM_NOT_FOUND: &str = "Items are not persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input.";
 /// The start of the vendor's refusal of an unknown `previous_response_id`.
@@ -200,6 +243,8 @@ fn check_tool<'v>(at: &str, tool: &'v Value) -> Result<Option<&'v str>, Refusal>
     match kind.as_str() {
         Some("function") => {}
         Some("tool_search") => return Ok(None),
+        Some("custom") => return check_custom_tool(at, tool).map(Some),
+        Some(other) if OTHER_TOOL_TYPES.contains(&other) => return Ok(None),
         _ => {
             return Err(invalid(
                 format!(
@@ -233,6 +278,59 @@ fn check_tool<'v>(at: &str, tool: &'v Value) -> Result<Option<&'v str>, Refusal>
         Some(other) => return Err(wrong_type(format!("{at}.parameters"), "an object", other)),
     }
     Ok(name.as_str())
+}
+
+/// A custom tool: `name`, an optional string `description`, an optional `format` `{"type":
+/// "text"}` or `{"type":"grammar","syntax":"lark"|"regex","definition"}` (the reference's
+/// `CustomTool`).
+fn check_custom_tool<'v>(at: &str, tool: &'v Value) -> Result<&'v str, Refusal> {
+    let name = tool
+        .get("name")
+        .ok_or_else(|| missing(format!("{at}.name")))?;
+    check_name(format!("{at}.name"), name)?;
+    match tool.get("description") {
+        None | Some(Value::Null | Value::String(_)) => {}
+        Some(other) => return Err(wrong_type(format!("{at}.description"), "a string", other)),
+    }
+    match tool.get("format") {
+        None | Some(Value::Null) => {}
+        Some(format) => match format.get("type").and_then(Value::as_str) {
+            Some("text") => {}
+            Some("grammar") => {
+                let syntax = format.get("syntax").unwrap_or(&Value::Null);
+                if !matches!(syntax.as_str(), Some("lark" | "regex")) {
+                    return Err(invalid(
+                        format!(
+                            "Invalid value: {}. Supported values are: 'lark' and 'regex'.",
+                            quoted(syntax)
+                        ),
+                        format!("{at}.format.syntax"),
+                    ));
+                }
+                match format.get("definition") {
+                    Some(Value::String(_)) => {}
+                    None => return Err(missing(format!("{at}.format.definition"))),
+                    Some(other) => {
+                        return Err(wrong_type(
+                            format!("{at}.format.definition"),
+                            "a string",
+                            other,
+                        ));
+                    }
+                }
+            }
+            _ => {
+                return Err(invalid(
+                    format!(
+                        "Invalid value: {}. Supported values are: 'text' and 'grammar'.",
+                        quoted(format.get("type").unwrap_or(&Value::Null))
+                    ),
+                    format!("{at}.format.type"),
+                ));
+            }
+        },
+    }
+    Ok(name.as_str().unwrap_or_default())
 }
 
 fn check_tools(v: &Value) -> Result<(), Refusal> {
@@ -291,9 +389,9 @@ fn check_input(v: &Value, model: &str) -> Result<(), Refusal> {
         }
     };
     let store = v.get("store") != Some(&Value::Bool(false));
-    // Calls made so far, and those still waiting for their output.
-    let mut calls: HashSet<&str> = HashSet::new();
-    let mut pending: Vec<&str> = Vec::new();
+    // Calls made so far (call id, item type), and those still waiting for their output.
+    let mut calls: HashMap<&str, &str> = HashMap::new();
+    let mut pending: Vec<(&str, &str)> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let at = |key: &str| format!("input[{i}].{key}");
         let kind = match item.get("type") {
@@ -337,6 +435,62 @@ fn check_input(v: &Value, model: &str) -> Result<(), Refusal> {
                         return Err(wrong_type(at("content"), "a string or an array", other));
                     }
                 }
+                // `MessagePhase`: `commentary` or `final_answer`.
+                if let Some(phase) = item.get("phase").filter(|p| !p.is_null())
+                    && !matches!(phase.as_str(), Some("commentary" | "final_answer"))
+                {
+                    return Err(invalid(
+                        format!(
+                            "Invalid value: {}. Supported values are: 'commentary' and 'final_answer'.",
+                            quoted(phase)
+                        ),
+                        at("phase"),
+                    ));
+                }
+            }
+            "custom_tool_call" | "local_shell_call" => {
+                let id = match item.get("call_id") {
+                    None | Some(Value::Null) => return Err(missing(at("call_id"))),
+                    Some(Value::String(id)) => id.as_str(),
+                    Some(other) => return Err(wrong_type(at("call_id"), "a string", other)),
+                };
+                if kind == "custom_tool_call" {
+                    let name = item.get("name").ok_or_else(|| missing(at("name")))?;
+                    check_name(at("name"), name)?;
+                    match item.get("input") {
+                        Some(Value::String(_)) => {}
+                        None => return Err(missing(at("input"))),
+                        Some(other) => return Err(wrong_type(at("input"), "a string", other)),
+                    }
+                } else if !item.get("action").is_some_and(Value::is_object) {
+                    return Err(missing(at("action")));
+                }
+                calls.insert(id, kind);
+                pending.push((id, kind));
+            }
+            "custom_tool_call_output" | "local_shell_call_output" => {
+                // A local shell call's output names the call's `call_id` in its `id`.
+                let (key, call, refusal) = if kind == "custom_tool_call_output" {
+                    ("call_id", "custom_tool_call", NO_CUSTOM_TOOL_CALL)
+                } else {
+                    ("id", "local_shell_call", NO_LOCAL_SHELL_CALL)
+                };
+                let id = match item.get(key) {
+                    None | Some(Value::Null) => return Err(missing(at(key))),
+                    Some(Value::String(id)) => id.as_str(),
+                    Some(other) => return Err(wrong_type(at(key), "a string", other)),
+                };
+                if calls.get(id) != Some(&call) {
+                    return Err(Refusal::new(
+                        format!("{refusal} {id}."),
+                        Some("input".to_owned()),
+                        None,
+                    ));
+                }
+                pending.retain(|(p, _)| *p != id);
+                if item.get("output").is_none_or(Value::is_null) {
+                    return Err(missing(at("output")));
+                }
             }
             "function_call" => {
                 let id = match item.get("call_id") {
@@ -351,8 +505,8 @@ fn check_input(v: &Value, model: &str) -> Result<(), Refusal> {
                     None => return Err(missing(at("arguments"))),
                     Some(other) => return Err(wrong_type(at("arguments"), "a string", other)),
                 }
-                calls.insert(id);
-                pending.push(id);
+                calls.insert(id, kind);
+                pending.push((id, kind));
             }
             "function_call_output" => {
                 let id = match item.get("call_id") {
@@ -360,14 +514,15 @@ fn check_input(v: &Value, model: &str) -> Result<(), Refusal> {
                     Some(Value::String(id)) => id.as_str(),
                     Some(other) => return Err(wrong_type(at("call_id"), "a string", other)),
                 };
-                if !calls.contains(id) {
+                // Codex answers a local shell call with a function call output.
+                if !matches!(calls.get(id), Some(&("function_call" | "local_shell_call"))) {
                     return Err(Refusal::new(
                         format!("{NO_TOOL_CALL} {id}."),
                         Some("input".to_owned()),
                         None,
                     ));
                 }
-                pending.retain(|p| *p != id);
+                pending.retain(|(p, _)| *p != id);
                 if item.get("output").is_none_or(Value::is_null) {
                     return Err(missing(at("output")));
                 }
@@ -401,7 +556,7 @@ fn check_input(v: &Value, model: &str) -> Result<(), Refusal> {
                         at("role"),
                     ));
                 }
-                if let Some(call) = pending.first() {
+                if let Some((call, _)) = pending.first() {
                     return Err(invalid(
                         format!(
                             "An 'additional_tools' item cannot stand between function call {call} and its output."
@@ -421,9 +576,14 @@ fn check_input(v: &Value, model: &str) -> Result<(), Refusal> {
             _ => {}
         }
     }
-    if let Some(call) = pending.first() {
+    if let Some((call, kind)) = pending.first() {
+        let refusal = if *kind == "custom_tool_call" {
+            NO_CUSTOM_TOOL_OUTPUT
+        } else {
+            NO_TOOL_OUTPUT
+        };
         return Err(Refusal::new(
-            format!("{NO_TOOL_OUTPUT} {call}."),
+            format!("{refusal} {call}."),
             Some("input".to_owned()),
             None,
         ));
@@ -594,14 +754,65 @@ fn answer(headers: &Headers, body: &str) -> Result<Answered, Refusal> {
         "content": [{"type": "output_text", "text": format!("ok {n}"), "annotations": []}]
     }));
     if let Some(name) = header(headers, TOOL_USE_HEADER) {
-        output.push(json!({
-            "id": format!("fc_standin_{n:04}"),
-            "type": "function_call",
-            "status": "completed",
-            "call_id": format!("call_standin_{n:04}"),
-            "name": name,
-            "arguments": r#"{"arg":"x"}"#
-        }));
+        // The declared tool of that name (a `local_shell` tool is named by its type).
+        let declared = v.get("tools").and_then(Value::as_array).and_then(|tools| {
+            tools.iter().find_map(|t| {
+                let kind = t.get("type").and_then(Value::as_str)?;
+                let named = t.get("name").and_then(Value::as_str).unwrap_or(kind);
+                (named == name).then_some(kind)
+            })
+        });
+        let item = match declared {
+            Some("custom") => json!({
+                "id": format!("ctc_standin_{n:04}"),
+                "type": "custom_tool_call",
+                "status": "completed",
+                "call_id": format!("call_standin_{n:04}"),
+                "name": name,
+                "input": CUSTOM_INPUT
+            }),
+            // A built-in tool's call needs no output: it goes before the message.
+            Some("web_search") => {
+                let call = json!({
+                    "id": format!("ws_standin_{n:04}"),
+                    "type": "web_search_call",
+                    "status": "completed",
+                    "action": {"type": "search", "query": format!("query {n}")}
+                });
+                let at = output.len() - 1;
+                output.insert(at, call);
+                Value::Null
+            }
+            Some("local_shell") => json!({
+                "id": format!("lsh_standin_{n:04}"),
+                "type": "local_shell_call",
+                "status": "completed",
+                "call_id": format!("call_standin_{n:04}"),
+                "action": {"type": "exec", "command": ["echo", "ok"], "env": {}}
+            }),
+            _ => json!({
+                "id": format!("fc_standin_{n:04}"),
+                "type": "function_call",
+                "status": "completed",
+                "call_id": format!("call_standin_{n:04}"),
+                "name": name,
+                "arguments": r#"{"arg":"x"}"#
+            }),
+        };
+        if !item.is_null() {
+            output.push(item);
+        }
+    }
+    // gpt-5.3-codex and later label each assistant message (`MessagePhase`).
+    if model.contains("codex") {
+        let phase = if output.last().is_some_and(|o| o["type"] != "message") {
+            "commentary"
+        } else {
+            "final_answer"
+        };
+        if let Some(message) = output.iter_mut().find(|o| o["type"] == "message") {
+            message["phase"] = json!(phase);
+        }
     }
     let tokens = |b: u64| b.div_ceil(4);
     let (input, hit) = (tokens(total), tokens(cached));
@@ -663,6 +874,7 @@ fn sse(answered: &Answered) -> String {
         match item["type"].as_str() {
             Some("message") => added["content"] = json!([]),
             Some("function_call") => added["arguments"] = json!(""),
+            Some("custom_tool_call") => added["input"] = json!(""),
             Some("reasoning") => added["summary"] = json!([]),
             _ => {}
         }
@@ -703,6 +915,19 @@ fn sse(answered: &Answered) -> String {
                 push(
                     "response.function_call_arguments.done",
                     json!({"item_id": id, "output_index": i, "arguments": arguments}),
+                );
+            }
+            Some("custom_tool_call") => {
+                let input = item["input"].as_str().unwrap_or_default();
+                for piece in rng.pieces(input) {
+                    push(
+                        "response.custom_tool_call_input.delta",
+                        json!({"item_id": id, "output_index": i, "delta": piece}),
+                    );
+                }
+                push(
+                    "response.custom_tool_call_input.done",
+                    json!({"item_id": id, "output_index": i, "input": input}),
                 );
             }
             Some("reasoning") => {
@@ -826,6 +1051,24 @@ mod tests {
         answer(&headers("responses-verdicts"), &v.to_string())
     }
 
+    fn custom(name: &str) -> Value {
+        json!({"type": "custom", "name": name, "description": "d",
+            "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}})
+    }
+
+    fn custom_call(id: &str) -> Value {
+        json!({"type": "custom_tool_call", "call_id": id, "name": "apply_patch", "input": "*** Begin Patch"})
+    }
+
+    fn custom_output(id: &str) -> Value {
+        json!({"type": "custom_tool_call_output", "call_id": id, "output": "done"})
+    }
+
+    fn shell_call(id: &str) -> Value {
+        json!({"type": "local_shell_call", "call_id": id, "status": "completed",
+            "action": {"type": "exec", "command": ["ls"]}})
+    }
+
     /// (case, body, refusal: status, the message's start or a part of it, and `param`)
     type Row<'a> = (&'a str, Value, Option<(u16, &'a str, Option<&'a str>)>);
 
@@ -904,7 +1147,32 @@ mod tests {
                 Some((400, "Invalid type for 'tools[0].parameters': expected an object", Some("tools[0].parameters")))),
             ("a name declared twice", with_tools(&[tool("a"), tool("a")]), Some((400, "Invalid 'tools': the function name 'a' is declared more than once.", Some("tools[1].name")))),
             ("tool search", with_tools(&[tool("a"), json!({"type": "tool_search"})]), None),
-            ("a built-in tool the stand-in does not model", with_tools(&[json!({"type": "web_search"})]), Some((400, "Invalid value: 'web_search'.", Some("tools[0].type")))),
+            ("a built-in tool the stand-in does not model", with_tools(&[json!({"type": "computer_use_preview"})]), Some((400, "Invalid value: 'computer_use_preview'.", Some("tools[0].type")))),
+            ("Codex's tools", with_tools(&[tool("shell"), custom("apply_patch"), json!({"type": "local_shell"}), json!({"type": "web_search"})]), None),
+            ("a custom tool with a regex", with_tools(&[json!({"type": "custom", "name": "n", "format": {"type": "grammar", "syntax": "regex", "definition": "[0-9]+"}})]), None),
+            ("a custom tool of another syntax", with_tools(&[json!({"type": "custom", "name": "n", "format": {"type": "grammar", "syntax": "peg", "definition": "x"}})]),
+                Some((400, "Invalid value: 'peg'. Supported values are: 'lark' and 'regex'.", Some("tools[0].format.syntax")))),
+            ("a custom tool without a name", with_tools(&[json!({"type": "custom"})]), Some((400, "Missing required parameter: 'tools[0].name'.", Some("tools[0].name")))),
+            ("a custom name declared twice", with_tools(&[tool("a"), custom("a")]), Some((400, "Invalid 'tools': the function name 'a' is declared more than once.", Some("tools[1].name")))),
+            ("a custom call and its output", gpt(&[user("u"), custom_call("c1"), custom_output("c1"), user("v")]), None),
+            ("a custom output without its call", gpt(&[user("u"), custom_output("c1")]),
+                Some((400, "No tool call found for custom tool call output with call_id c1.", Some("input")))),
+            ("a custom output answering a function call", gpt(&[user("u"), call("c1"), custom_output("c1")]), Some((400, NO_CUSTOM_TOOL_CALL, Some("input")))),
+            ("a function output answering a custom call", gpt(&[user("u"), custom_call("c1"), output("c1")]), Some((400, NO_TOOL_CALL, Some("input")))),
+            ("a custom call without its output", gpt(&[user("u"), custom_call("c1"), user("v")]),
+                Some((400, "No tool output found for custom tool call c1.", Some("input")))),
+            ("a custom call without input", gpt(&[user("u"), json!({"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch"}), custom_output("c1")]),
+                Some((400, "Missing required parameter: 'input[1].input'.", Some("input[1].input")))),
+            ("a local shell call, answered as a function", gpt(&[user("u"), shell_call("c1"), output("c1"), user("v")]), None),
+            ("a local shell call and its own output", gpt(&[user("u"), shell_call("c1"), json!({"type": "local_shell_call_output", "id": "c1", "output": "ok"}), user("v")]), None),
+            ("a local shell output without its call", gpt(&[user("u"), json!({"type": "local_shell_call_output", "id": "c1", "output": "ok"})]),
+                Some((400, NO_LOCAL_SHELL_CALL, Some("input")))),
+            ("a local shell call without its output", gpt(&[user("u"), shell_call("c1"), user("v")]), Some((400, "No tool output found for function call c1.", Some("input")))),
+            ("a web search call sent back", gpt(&[user("u"), json!({"type": "web_search_call", "status": "completed", "action": {"type": "search", "query": "q"}}), user("v")]), None),
+            ("a phase", gpt(&[user("u"), json!({"type": "message", "role": "assistant", "content": "ok", "phase": "commentary"}), user("v")]), None),
+            ("an unknown phase", gpt(&[user("u"), json!({"type": "message", "role": "assistant", "content": "ok", "phase": "draft"}), user("v")]),
+                Some((400, "Invalid value: 'draft'. Supported values are: 'commentary' and 'final_answer'.", Some("input[1].phase")))),
+            ("a developer message mid-way", gpt(&[user("u"), json!({"type": "message", "role": "developer", "content": "d"}), user("v")]), None),
             ("more tools on gpt-5.5", gpt(&[user("u"), more_tools(&[tool("b")]), user("v")]), None),
             ("more tools after a call's output", gpt(&[user("u"), call("c1"), output("c1"), more_tools(&[tool("b")])]), None),
             ("more tools on gpt-5.4", body("gpt-5.4", &[], &[more_tools(&[tool("b")]), user("u")]), None),

@@ -231,6 +231,7 @@ impl<'a> Builder<'a, '_> {
                         Some(message.id()),
                         Some(index),
                     )?;
+                    check_not_responses_only(definition, Some(message.id()), Some(index))?;
                     limits::check_schema_root(definition, Some(message.id()), Some(index))?;
                     self.queue(message, index, Block::ToolDefinition(definition));
                 }
