@@ -227,13 +227,28 @@ fn memory() -> (f64, f64) {
     (read("VmHWM:"), read("VmRSS:"))
 }
 
+/// Two proxies' cumulative histograms, bucket by bucket.
+fn sum_buckets(a: Vec<(f64, f64)>, b: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+    a.into_iter()
+        .zip(b)
+        .map(|((bound, x), (_, y))| (bound, x + y))
+        .collect()
+}
+
 /// `VmHWM` and `VmRSS` of process `pid`, in MiB.
 fn memory_of(pid: u32) -> (f64, f64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let read = |key: &str| {
         status
             .lines()
-            .find_map(|l| l.strip_prefix(key)?.trim().strip_suffix("kB")?.trim().parse::<f64>().ok())
+            .find_map(|l| {
+                l.strip_prefix(key)?
+                    .trim()
+                    .strip_suffix("kB")?
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
             .unwrap_or(0.0)
             / 1024.0
     };
@@ -279,7 +294,11 @@ impl Running {
     }
 }
 
-async fn start_proxy(standin: &str, store: Store, max_sessions: Option<usize>) -> (String, Arc<Proxy>) {
+async fn start_proxy(
+    standin: &str,
+    store: Store,
+    max_sessions: Option<usize>,
+) -> (String, Arc<Proxy>) {
     let mut settings = Settings::default();
     if let Some(m) = max_sessions {
         settings.max_sessions = m;
@@ -315,9 +334,11 @@ async fn main() {
             .expect("--conversations N");
     }
     let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .map(|i| args.get(i + 1).unwrap_or_else(|| panic!("{flag} VALUE")).clone())
+        args.iter().position(|a| a == flag).map(|i| {
+            args.get(i + 1)
+                .unwrap_or_else(|| panic!("{flag} VALUE"))
+                .clone()
+        })
     };
     let rate: Option<f64> = value("--rate").map(|v| v.parse().expect("--rate R"));
     let max_sessions: Option<usize> =
@@ -365,7 +386,12 @@ async fn main() {
         };
         let pa = support::ProxyProcess::start_with(&spec, &standin, &extra);
         let pb = support::ProxyProcess::start_with(&spec, &standin, &extra);
-        (pa.url.clone(), Running::Program(pa), pb.url.clone(), Running::Program(pb))
+        (
+            pa.url.clone(),
+            Running::Program(pa),
+            pb.url.clone(),
+            Running::Program(pb),
+        )
     } else {
         let (a, pa) = start_proxy(&standin, Store::connect(&spec).unwrap(), max_sessions).await;
         let (b, pb) = start_proxy(&standin, Store::connect(&spec).unwrap(), max_sessions).await;
@@ -380,13 +406,26 @@ async fn main() {
     println!(
         "{n} concurrent conversations x {REQUESTS} requests, {size}; two proxies on one \
          store: {kind}; {}; {}; at most {} conversations in memory per proxy",
-        if processes { "each proxy a program of its own" } else { "the proxies in this process" },
-        rate.map_or_else(|| "a closed loop".to_owned(), |r| format!("paced at {r} requests/s")),
+        if processes {
+            "each proxy a program of its own"
+        } else {
+            "the proxies in this process"
+        },
+        rate.map_or_else(
+            || "a closed loop".to_owned(),
+            |r| format!("paced at {r} requests/s")
+        ),
         max_sessions.unwrap_or(Settings::default().max_sessions),
     );
     let run_started = Instant::now();
-    let (mut direct, direct_wall, direct_failed) =
-        load(&http, vec![standin.clone()], (false, bodies), ("direct", rate), n).await;
+    let (mut direct, direct_wall, direct_failed) = load(
+        &http,
+        vec![standin.clone()],
+        (false, bodies),
+        ("direct", rate),
+        n,
+    )
+    .await;
     direct.sort();
     let (direct_hwm, direct_rss) = memory();
     println!(
@@ -414,6 +453,7 @@ async fn main() {
     };
     for &(name, sticky) in phases {
         let before = (own_time(&a).await, own_time(&b).await);
+        let buckets_before = sum_buckets(own_buckets(&a).await, own_buckets(&b).await);
         let (mut proxied, wall, failed) = load(
             &http,
             vec![a.clone(), b.clone()],
@@ -423,6 +463,7 @@ async fn main() {
         )
         .await;
         let after = (own_time(&a).await, own_time(&b).await);
+        let buckets_after = sum_buckets(own_buckets(&a).await, own_buckets(&b).await);
         let own = ((after.0.0 - before.0.0) + (after.1.0 - before.1.0))
             / ((after.0.1 - before.0.1) + (after.1.1 - before.1.1)).max(1.0);
         proxied.sort();
@@ -439,6 +480,12 @@ async fn main() {
             ms(added(0.999)),
             proxied.len() as f64 / wall.as_secs_f64(),
             own * 1e3,
+        );
+        println!(
+            "|  the proxies' own time (their `/metrics` histogram), p50 / p99 / p99.9: {} / {} / {} ms | | | | | | |",
+            bucket_percentile(&buckets_before, &buckets_after, 0.5),
+            bucket_percentile(&buckets_before, &buckets_after, 0.99),
+            bucket_percentile(&buckets_before, &buckets_after, 0.999),
         );
         failures.push((name, failed));
         let (hwm, rss) = memory();
@@ -485,4 +532,51 @@ async fn main() {
         );
     }
     drop(cluster);
+}
+
+/// The proxy's own-time histogram so far, from its `/metrics`: each bucket's upper bound (s)
+/// and cumulative count, `+Inf` last.
+pub async fn own_buckets(proxy: &str) -> Vec<(f64, f64)> {
+    let text = reqwest::get(format!("{proxy}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("mektpoy_proxy_added_seconds_bucket{le=\"")?;
+            let (bound, count) = rest.split_once("\"} ")?;
+            let bound = if bound == "+Inf" {
+                f64::INFINITY
+            } else {
+                bound.parse().ok()?
+            };
+            Some((bound, count.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// The bucket bound (ms) under which fraction `p` of the requests counted between `before`
+/// and `after` (cumulative histograms of one or more proxies, summed) fall: "at most".
+pub fn bucket_percentile(before: &[(f64, f64)], after: &[(f64, f64)], p: f64) -> String {
+    let counts: Vec<(f64, f64)> = after
+        .iter()
+        .zip(before)
+        .map(|((bound, a), (_, b))| (*bound, a - b))
+        .collect();
+    let total = counts.last().map_or(0.0, |c| c.1);
+    counts
+        .iter()
+        .find(|(_, c)| *c >= total * p && total > 0.0)
+        .map_or_else(
+            || "-".to_owned(),
+            |(bound, _)| {
+                if bound.is_finite() {
+                    format!("≤ {}", bound * 1e3)
+                } else {
+                    "> 2500".to_owned()
+                }
+            },
+        )
 }

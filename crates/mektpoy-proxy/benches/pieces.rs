@@ -16,18 +16,15 @@
 
 #[path = "../../../tests/support/counting.rs"]
 mod counting;
+#[path = "../tests/support/drive.rs"]
+mod drive;
 
 use std::sync::atomic::Ordering::Relaxed;
 
 use std::time::Instant;
 
-use axum::http::HeaderMap;
 use mektpoy_proxy::Store;
-use mektpoy_proxy::client_body::parse;
-use mektpoy_proxy::conversation::conversation_key;
 use mektpoy_proxy::conversation_state::Conversation;
-use mektpoy_proxy::translate;
-use serde_json::{Value, json};
 
 const PIECES: [&str; 6] = [
     "read the body",
@@ -173,65 +170,25 @@ fn conversation(requests: usize, tools: usize, turn: usize) -> Vec<Piece> {
 fn run(
     store: &Store,
     session: &str,
-    (requests, tools, turn, direct): (usize, usize, usize, bool),
+    shape: (usize, usize, usize, bool),
     out: &mut Vec<Piece>,
 ) -> (Conversation, usize) {
-    let tools: Vec<Value> = (0..tools)
-        .map(|i| {
-            json!({"name": format!("tool_{i}"), "description": "d".repeat(60),
-                "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}})
-        })
-        .collect();
-    let mut headers = HeaderMap::new();
-    headers.insert("x-api-key", "sk-bench".parse().unwrap());
-    headers.insert("x-mektpoy-session", session.parse().unwrap());
-    let mut history: Vec<Value> = Vec::new();
-    let mut slot: Option<Conversation> = None;
-    let mut len = 0;
-    for step in 0..requests {
-        history
-            .push(json!({"role": "user", "content": format!("step {step} {}", "x".repeat(turn))}));
-        let text =
-            json!({"model": "claude-opus-5", "max_tokens": 64, "system": "You are a coding agent.",
-            "tools": tools, "messages": history})
-            .to_string();
-        len = text.len();
-        let mut t = Piece::default();
-        let mut clock = Instant::now();
-        let mut counted = counting::ALLOCATED.load(Relaxed);
-        let mut lap = |k: usize| {
+    let mut t = Piece::default();
+    let mut clock = Instant::now();
+    let mut counted = counting::ALLOCATED.load(Relaxed);
+    drive::run(store, session, shape, &mut |lap| {
+        if let Some(k) = lap {
             t.ms[k] = clock.elapsed().as_secs_f64() * 1e3;
             let now = counting::ALLOCATED.load(Relaxed);
             t.bytes[k] = now - counted;
             counted = now;
-            clock = Instant::now();
-        };
-        let body = parse(&text).unwrap();
-        lap(0);
-        let key = conversation_key(&headers, &body);
-        let c = slot.get_or_insert_with(|| {
-            Conversation::load(store, &key, "anthropic", "claude-opus-5").unwrap()
-        });
-        lap(1);
-        let client = translate::read(&body, "anthropic", c.known()).unwrap();
-        lap(2);
-        let wire = c.prepare("anthropic", client).unwrap();
-        lap(3);
-        if direct {
-            c.observe_direct(&text);
+            if k == 5 {
+                out.push(t);
+            }
+        } else {
+            t = Piece::default();
+            counted = counting::ALLOCATED.load(Relaxed);
         }
-        lap(4);
-        let answer = json!({"id": format!("msg_{step}"), "type": "message", "role": "assistant",
-            "model": "claude-opus-5", "content": [{"type": "text", "text": format!("done {step}")}],
-            "stop_reason": "end_turn", "stop_sequence": null,
-            "usage": {"input_tokens": 10, "output_tokens": 2}});
-        let answer =
-            mektpoy::response::decode_messages(&answer.to_string(), "anthropic", None).unwrap();
-        c.agent().observe(&wire).unwrap();
-        c.agent().append(answer.message).unwrap();
-        lap(5);
-        out.push(t);
-        history.push(json!({"role": "assistant", "content": [{"type": "text", "text": format!("done {step}")}]}));
-    }
-    (slot.expect("one request at least"), len)
+        clock = Instant::now();
+    })
 }
