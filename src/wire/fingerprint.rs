@@ -5,11 +5,12 @@
 //! `system` differ from the previous request's, or when the previous request's messages are
 //! not a prefix of its own. Thinking blocks are ignored because the thinking policy decides
 //! them; the lookback breakpoint because it moves without changing the prompt. `tools` and
-//! `system` compare byte for byte: the serializer puts no breakpoint there, and a schema may
+//! `system` compare byte for byte (by a keyed hash of their bytes, as the messages do): the serializer puts no breakpoint there, and a schema may
 //! well have a property named `cache_control`, whose change is a change of the prompt.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::hash::BuildHasher;
+use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -23,12 +24,17 @@ use super::{Rewrite, Segments, WireRequest};
 /// `tail`, the rest. A request that resumed from the previous request's resume point shares
 /// its prefix chain, so comparing the two skips that part: its bytes are the same by
 /// construction (see `messages::Resume`).
+///
+/// Each part is kept as a [`TextKey`] of its bytes, not the bytes: rewrite detection only asks
+/// whether two parts are equal, and a copy of every turn's text, a route's whole conversation
+/// once more, was the largest thing a held conversation kept after its log ([decision
+/// 150](crate::manual::decisions#decision-150)).
 #[derive(Clone, Debug)]
 pub(crate) struct Fingerprint {
-    tools: String,
-    system: String,
+    tools: TextKey,
+    system: TextKey,
     prefix: Option<Arc<Chunk>>,
-    tail: Vec<String>,
+    tail: Vec<TextKey>,
     /// Content blocks over the wire messages, in order (thinking included): what the
     /// automatic-caching lookback counts.
     pub blocks: usize,
@@ -38,8 +44,29 @@ pub(crate) struct Fingerprint {
 #[derive(Debug)]
 pub(crate) struct Chunk {
     parent: Option<Arc<Chunk>>,
-    turns: Vec<String>,
+    turns: Vec<TextKey>,
     len: usize,
+}
+
+/// A text's bytes, keyed: their length and a 64-bit hash keyed at random per process
+/// (SipHash-1-3, std's `RandomState`), so that no input can be written to make two different
+/// texts compare equal without knowing the key. Two texts of one length collide with a
+/// probability of about 2⁻⁶⁴ per comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct TextKey {
+    len: usize,
+    hash: u64,
+}
+
+impl TextKey {
+    /// The key of `text`'s bytes.
+    fn of(text: &str) -> TextKey {
+        static KEYS: OnceLock<std::collections::hash_map::RandomState> = OnceLock::new();
+        TextKey {
+            len: text.len(),
+            hash: KEYS.get_or_init(Default::default).hash_one(text.as_bytes()),
+        }
+    }
 }
 
 /// A chain is one chunk per request: dropped iteratively, not by recursion.
@@ -65,7 +92,7 @@ impl Fingerprint {
     }
 
     /// The wire messages from `from` on, in order.
-    fn turns_from(&self, from: usize) -> impl Iterator<Item = &str> {
+    fn turns_from(&self, from: usize) -> impl Iterator<Item = &TextKey> {
         let mut chunks = Vec::new();
         let mut next = self.prefix.as_deref();
         while let Some(c) = next.filter(|c| c.len > from) {
@@ -80,7 +107,6 @@ impl Fingerprint {
                 c.turns[from.saturating_sub(start)..].iter()
             })
             .chain(self.tail[from.saturating_sub(self.prefix_len())..].iter())
-            .map(String::as_str)
     }
 
     /// Whether `self`'s prefix chain holds `previous`'s (the same chunk).
@@ -151,12 +177,12 @@ impl Fingerprint {
             } else {
                 Cow::Borrowed(text)
             };
-            messages.push(kept.into_owned());
+            messages.push(TextKey::of(&kept));
         }
-        let part = |v: Option<&RawValue>| v.map(|v| v.get().to_owned());
+        let part = |v: Option<&RawValue>| TextKey::of(v.map_or("", RawValue::get));
         Some(Fingerprint {
-            tools: part(parsed.tools).unwrap_or_default(),
-            system: part(parsed.system).unwrap_or_default(),
+            tools: part(parsed.tools),
+            system: part(parsed.system),
             prefix: None,
             tail: messages,
             blocks,
@@ -198,9 +224,8 @@ impl Fingerprint {
         } else {
             parent
         };
-        let part = |r: &Option<std::ops::Range<usize>>| {
-            r.clone().map(|r| body[r].to_owned()).unwrap_or_default()
-        };
+        let part =
+            |r: &Option<std::ops::Range<usize>>| TextKey::of(r.clone().map_or("", |r| &body[r]));
         let fingerprint = Fingerprint {
             tools: part(&segments.tools),
             system: part(&segments.system),
@@ -256,9 +281,9 @@ impl Fingerprint {
     }
 }
 
-/// The wire messages `range` of `body` as rewrite detection compares them: thinking blocks
-/// left out (every other byte kept as sent) and cache breakpoints removed.
-fn turn_texts(body: &str, segments: &Segments, range: std::ops::Range<usize>) -> Vec<String> {
+/// The wire messages `range` of `body` as rewrite detection compares them, keyed: thinking
+/// blocks left out (every other byte kept as sent) and cache breakpoints removed.
+fn turn_texts(body: &str, segments: &Segments, range: std::ops::Range<usize>) -> Vec<TextKey> {
     const CONTENT: &str = "\"content\":";
     let mut out = Vec::with_capacity(range.len());
     let turns = range.start - segments.first..range.end - segments.first;
@@ -282,7 +307,7 @@ fn turn_texts(body: &str, segments: &Segments, range: std::ops::Range<usize>) ->
         } else {
             Cow::Borrowed(text)
         };
-        out.push(kept.into_owned());
+        out.push(TextKey::of(&kept));
     }
     out
 }

@@ -8,6 +8,10 @@ pub struct Counting;
 
 pub static CURRENT: AtomicUsize = AtomicUsize::new(0);
 pub static PEAK: AtomicUsize = AtomicUsize::new(0);
+/// Every byte ever allocated (reallocations count their growth): the work a piece of code
+/// does in allocations, whatever it frees.
+#[allow(dead_code)]
+pub static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
@@ -15,6 +19,7 @@ unsafe impl GlobalAlloc for Counting {
         if !p.is_null() {
             let now = CURRENT.fetch_add(layout.size(), Relaxed) + layout.size();
             PEAK.fetch_max(now, Relaxed);
+            ALLOCATED.fetch_add(layout.size(), Relaxed);
         }
         p
     }
@@ -31,6 +36,7 @@ unsafe impl GlobalAlloc for Counting {
                 let now =
                     CURRENT.fetch_add(new_size - layout.size(), Relaxed) + new_size - layout.size();
                 PEAK.fetch_max(now, Relaxed);
+                ALLOCATED.fetch_add(new_size - layout.size(), Relaxed);
             } else {
                 CURRENT.fetch_sub(layout.size() - new_size, Relaxed);
             }

@@ -5,20 +5,26 @@
 //! of tiny bodies and of Claude Code-sized ones. Every request is timed once (a request
 //! cannot be repeated without changing the conversation), so this bench has its own harness.
 //!
+//! Beside each piece's time, the bytes it allocates (a counting allocator): a count, not a
+//! clock, so that what grows with the conversation shows on a busy machine too.
+//!
 //! `cargo bench -p mektpoy-proxy --bench pieces` (figures in `docs/benchmarks.md`);
 //! `-- --quick` for 100 requests; `-- --memory` instead holds 20 conversations of 20 requests
-//! in memory for each of three body shapes and prints the process's resident set after each,
-//! to tell what a conversation's memory grows with.
+//! in memory for each of three body shapes and counts the bytes they hold (the counting
+//! allocator's live bytes, and the process's resident set beside it), with and without the
+//! counterfactual meter, to tell what a conversation's memory is made of.
+
+#[path = "../../../tests/support/counting.rs"]
+mod counting;
+#[path = "../tests/support/drive.rs"]
+mod drive;
+
+use std::sync::atomic::Ordering::Relaxed;
 
 use std::time::Instant;
 
-use axum::http::HeaderMap;
 use mektpoy_proxy::Store;
-use mektpoy_proxy::client_body::parse;
-use mektpoy_proxy::conversation::conversation_key;
 use mektpoy_proxy::conversation_state::Conversation;
-use mektpoy_proxy::translate;
-use serde_json::{Value, json};
 
 const PIECES: [&str; 6] = [
     "read the body",
@@ -44,38 +50,49 @@ fn main() {
         1_000
     };
     println!(
-        "| bodies | piece | requests 1–10, median (ms) | {}–{requests}, median (ms) |",
+        "| bodies | piece | requests 1–10, median (ms) | {}–{requests}, median (ms) | allocated, 1–10 (KB) | {}–{requests} (KB) |",
+        requests - 9,
         requests - 9
     );
-    println!("|---|---|---|---|");
+    println!("|---|---|---|---|---|---|");
     for (name, tools, turn) in [("tiny", 1, 8), ("Claude Code-sized", 300, 100)] {
-        let times = conversation(requests, tools, turn);
+        let pieces = conversation(requests, tools, turn);
         // Medians: on a shared machine a mean is one preempted request away from another
         // figure.
-        let median = |w: &[[f64; 6]], k: usize| {
-            let mut xs: Vec<f64> = w.iter().map(|t| t[k]).collect();
+        let median = |w: &[Piece], f: &dyn Fn(&Piece) -> f64| {
+            let mut xs: Vec<f64> = w.iter().map(f).collect();
             xs.sort_by(f64::total_cmp);
             xs[xs.len() / 2]
         };
-        let (first, last) = (&times[..10], &times[requests - 10..]);
+        let (first, last) = (&pieces[..10], &pieces[requests - 10..]);
         for (k, piece) in PIECES.iter().enumerate() {
+            let time = |p: &Piece| p.ms[k];
+            let bytes = |p: &Piece| p.bytes[k] as f64 / 1024.0;
             println!(
-                "| {name} | {piece} | {:.3} | {:.3} |",
-                median(first, k),
-                median(last, k)
+                "| {name} | {piece} | {:.3} | {:.3} | {:.1} | {:.1} |",
+                median(first, &time),
+                median(last, &time),
+                median(first, &bytes),
+                median(last, &bytes)
             );
         }
-        let total = |w: &[[f64; 6]]| {
-            let mut xs: Vec<f64> = w.iter().map(|t| t.iter().sum()).collect();
-            xs.sort_by(f64::total_cmp);
-            xs[xs.len() / 2]
-        };
+        let time = |p: &Piece| p.ms.iter().sum();
+        let bytes = |p: &Piece| p.bytes.iter().sum::<usize>() as f64 / 1024.0;
         println!(
-            "| {name} | **all** | {:.3} | {:.3} |",
-            total(first),
-            total(last)
+            "| {name} | **all** | {:.3} | {:.3} | {:.1} | {:.1} |",
+            median(first, &time),
+            median(last, &time),
+            median(first, &bytes),
+            median(last, &bytes)
         );
     }
+}
+
+/// One request's pieces: each one's time (ms) and the bytes it allocated.
+#[derive(Clone, Copy, Default)]
+struct Piece {
+    ms: [f64; 6],
+    bytes: [usize; 6],
 }
 
 /// `VmRSS` of this process, in MiB.
@@ -95,105 +112,83 @@ fn rss() -> f64 {
         / 1024.0
 }
 
-/// The resident set grown by holding 20 conversations of 20 requests, per body shape.
+/// The bytes held by 20 conversations of 20 requests, per body shape: counted (the live bytes
+/// of the counting allocator), with and without the counterfactual meter, and the resident
+/// set grown beside it.
 fn memory() {
     println!(
-        "| tools | turn (bytes) | last body (KB) | resident set grown, per conversation (KB) |"
+        "| tools | turn (bytes) | last body (KB) | held per conversation (KB) | without the counterfactual meter (KB) | resident set grown, per conversation (KB) |"
     );
-    println!("|---|---|---|---|");
+    println!("|---|---|---|---|---|---|");
     for (tools, turn) in [(1, 12_000), (300, 100), (300, 12_000)] {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path().join("memory.db")).unwrap();
-        let before = rss();
-        let mut held = Vec::new();
+        let mut figures = [0.0; 2];
+        let mut grown = 0.0;
         let mut last = 0;
-        for n in 0..20 {
-            let (c, len) = run(
-                &store,
-                &format!("memory-{n}"),
-                20,
-                tools,
-                turn,
-                &mut Vec::new(),
-            );
-            held.push(c);
-            last = len;
+        for (k, direct) in [true, false].into_iter().enumerate() {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(dir.path().join("memory.db")).unwrap();
+            let (before, resident) = (counting::CURRENT.load(Relaxed), rss());
+            let mut held = Vec::new();
+            for n in 0..20 {
+                let (c, len) = run(
+                    &store,
+                    &format!("memory-{n}"),
+                    (20, tools, turn, direct),
+                    &mut Vec::new(),
+                );
+                held.push(c);
+                last = len;
+            }
+            let live = counting::CURRENT.load(Relaxed).saturating_sub(before);
+            figures[k] = live as f64 / 1024.0 / 20.0;
+            if direct {
+                grown = (rss() - resident) * 1024.0 / 20.0;
+            }
+            drop(held);
         }
-        let grown = (rss() - before) * 1024.0 / 20.0;
-        println!("| {tools} | {turn} | {} | {grown:.0} |", last / 1024);
-        drop(held);
+        println!(
+            "| {tools} | {turn} | {} | {:.0} | {:.0} | {grown:.0} |",
+            last / 1024,
+            figures[0],
+            figures[1]
+        );
     }
 }
 
-/// One conversation of `requests` requests: each request's pieces, in ms.
-fn conversation(requests: usize, tools: usize, turn: usize) -> Vec<[f64; 6]> {
+/// One conversation of `requests` requests: each request's pieces.
+fn conversation(requests: usize, tools: usize, turn: usize) -> Vec<Piece> {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("pieces.db")).unwrap();
     let mut out = Vec::with_capacity(requests);
-    run(&store, "pieces", requests, tools, turn, &mut out);
+    run(&store, "pieces", (requests, tools, turn, true), &mut out);
     out
 }
 
-/// One conversation `session` of `requests` requests on `store`, each request's pieces pushed
-/// to `out`: the conversation, held, and the last body's length.
+/// One conversation `session` of `requests` requests on `store` (the client's bodies metered
+/// when `direct`), each request's pieces pushed to `out`: the conversation, held, and the
+/// last body's length.
 fn run(
     store: &Store,
     session: &str,
-    requests: usize,
-    tools: usize,
-    turn: usize,
-    out: &mut Vec<[f64; 6]>,
+    shape: (usize, usize, usize, bool),
+    out: &mut Vec<Piece>,
 ) -> (Conversation, usize) {
-    let tools: Vec<Value> = (0..tools)
-        .map(|i| {
-            json!({"name": format!("tool_{i}"), "description": "d".repeat(60),
-                "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}})
-        })
-        .collect();
-    let mut headers = HeaderMap::new();
-    headers.insert("x-api-key", "sk-bench".parse().unwrap());
-    headers.insert("x-mektpoy-session", session.parse().unwrap());
-    let mut history: Vec<Value> = Vec::new();
-    let mut slot: Option<Conversation> = None;
-    let mut len = 0;
-    for step in 0..requests {
-        history
-            .push(json!({"role": "user", "content": format!("step {step} {}", "x".repeat(turn))}));
-        let text =
-            json!({"model": "claude-opus-5", "max_tokens": 64, "system": "You are a coding agent.",
-            "tools": tools, "messages": history})
-            .to_string();
-        len = text.len();
-        let mut t = [0.0; 6];
-        let mut clock = Instant::now();
-        let mut lap = |k: usize| {
-            t[k] = clock.elapsed().as_secs_f64() * 1e3;
-            clock = Instant::now();
-        };
-        let body = parse(&text).unwrap();
-        lap(0);
-        let key = conversation_key(&headers, &body);
-        let c = slot.get_or_insert_with(|| {
-            Conversation::load(store, &key, "anthropic", "claude-opus-5").unwrap()
-        });
-        lap(1);
-        let client = translate::read(&body, "anthropic", c.known()).unwrap();
-        lap(2);
-        let wire = c.prepare("anthropic", client).unwrap();
-        lap(3);
-        c.observe_direct(&text);
-        lap(4);
-        let answer = json!({"id": format!("msg_{step}"), "type": "message", "role": "assistant",
-            "model": "claude-opus-5", "content": [{"type": "text", "text": format!("done {step}")}],
-            "stop_reason": "end_turn", "stop_sequence": null,
-            "usage": {"input_tokens": 10, "output_tokens": 2}});
-        let answer =
-            mektpoy::response::decode_messages(&answer.to_string(), "anthropic", None).unwrap();
-        c.agent().observe(&wire).unwrap();
-        c.agent().append(answer.message).unwrap();
-        lap(5);
-        out.push(t);
-        history.push(json!({"role": "assistant", "content": [{"type": "text", "text": format!("done {step}")}]}));
-    }
-    (slot.expect("one request at least"), len)
+    let mut t = Piece::default();
+    let mut clock = Instant::now();
+    let mut counted = counting::ALLOCATED.load(Relaxed);
+    drive::run(store, session, shape, &mut |lap| {
+        if let Some(k) = lap {
+            t.ms[k] = clock.elapsed().as_secs_f64() * 1e3;
+            let now = counting::ALLOCATED.load(Relaxed);
+            t.bytes[k] = now - counted;
+            counted = now;
+            if k == 5 {
+                out.push(t);
+            }
+        } else {
+            t = Piece::default();
+            counted = counting::ALLOCATED.load(Relaxed);
+        }
+        clock = Instant::now();
+    })
 }

@@ -263,8 +263,17 @@ impl Conversation {
                 .map_err(|e| Refusal::Invalid(e.to_string()))?;
         }
         self.agent.set_system_prompt(client.system);
+        // The tools the loop holds when the client sent the same ones again (as a harness does
+        // with every request): the decoded copies are dropped here, not held until the next
+        // request beside the log's (decision 150). The recorder writes the previous header's
+        // tools for the same tools anyway, so the body sent is the same.
+        let tools = if client.tools == self.agent.tools() {
+            self.agent.tools().to_vec()
+        } else {
+            client.tools
+        };
         self.agent
-            .set_tools(client.tools)
+            .set_tools(tools)
             .map_err(|e| Refusal::Invalid(e.to_string()))?;
 
         let surface = self.agent.session().surface();

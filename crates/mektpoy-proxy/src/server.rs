@@ -118,14 +118,58 @@ impl Proxy {
         self.streams.wait().await;
     }
 
+    /// The slot of conversation `key`. A conversation new to memory first makes room: past
+    /// [`Settings::max_sessions`], the least recently used ones nobody holds leave now, not at
+    /// the next housekeeping, so that a burst of new conversations (a thousand harnesses
+    /// starting at once) cannot hold more than the bound between two housekeeping runs
+    /// (decision 148). Those evicted are dropped after the map's lock is released.
     fn slot(&self, key: &str) -> Slot {
-        let mut map = self.map();
         let now = Instant::now();
-        let entry = map
-            .entry(key.to_owned())
-            .or_insert_with(|| (Slot::default(), now));
-        entry.1 = now;
-        entry.0.clone()
+        let mut evicted = Vec::new();
+        let slot = {
+            let mut map = self.map();
+            if let Some(entry) = map.get_mut(key) {
+                entry.1 = now;
+                entry.0.clone()
+            } else {
+                if map.len() >= self.settings.max_sessions {
+                    evicted = self.evict_least_recent(&mut map, 1);
+                }
+                let slot = Slot::default();
+                map.insert(key.to_owned(), (slot.clone(), now));
+                slot
+            }
+        };
+        drop(evicted);
+        slot
+    }
+
+    /// Takes out of `map` the least recently used conversations nobody holds, so that `room`
+    /// more fit under [`Settings::max_sessions`] (fewer when too many are held): what left, to
+    /// be dropped by the caller. A batch of a sixteenth of the bound leaves at once, so that
+    /// the sort is paid once per that many new conversations, not for each.
+    fn evict_least_recent(
+        &self,
+        map: &mut HashMap<String, (Slot, Instant)>,
+        room: usize,
+    ) -> Vec<(Slot, Instant)> {
+        let bound = self.settings.max_sessions;
+        let target = bound.saturating_sub(room);
+        if map.len() <= target {
+            return Vec::new();
+        }
+        let batch = if room > 0 { bound / 16 } else { 0 };
+        let excess = (map.len() - target + batch).min(map.len());
+        let mut free: Vec<(Instant, String)> = map
+            .iter()
+            .filter(|(_, (slot, _))| Arc::strong_count(slot) == 1)
+            .map(|(k, (_, used))| (*used, k.clone()))
+            .collect();
+        free.sort_unstable();
+        free.into_iter()
+            .take(excess)
+            .filter_map(|(_, key)| map.remove(&key))
+            .collect()
     }
 
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Slot, Instant)>> {
@@ -155,19 +199,11 @@ impl Proxy {
         map.retain(|_, (slot, used)| {
             Arc::strong_count(slot) > 1 || now.duration_since(*used) < self.settings.idle
         });
-        if map.len() > self.settings.max_sessions {
-            let mut free: Vec<(Instant, String)> = map
-                .iter()
-                .filter(|(_, (slot, _))| Arc::strong_count(slot) == 1)
-                .map(|(k, (_, used))| (*used, k.clone()))
-                .collect();
-            free.sort();
-            let excess = map.len() - self.settings.max_sessions;
-            for (_, key) in free.into_iter().take(excess) {
-                map.remove(&key);
-            }
-        }
-        before - map.len()
+        let evicted = self.evict_least_recent(&mut map, 0);
+        let left = before - map.len();
+        drop(map);
+        drop(evicted);
+        left
     }
 
     /// Deletes from the store the conversations past [`Settings::retention`] that are not in
@@ -510,7 +546,7 @@ async fn answer(
         }
     });
     trace.store += spent;
-    let wire = match prepared {
+    let wire = match prepared.map(Arc::new) {
         Ok(wire) => {
             trace.outcome = slot.as_ref().map_or("", Conversation::outcome);
             wire
@@ -806,7 +842,7 @@ fn log_answer(
 /// logged when the stream is whole. A client gone stops the upstream read.
 fn stream_back(
     mut slot: OwnedMutexGuard<Option<Conversation>>,
-    wire: WireRequest,
+    wire: Arc<WireRequest>,
     mut decoder: StreamDecoder,
     upstream: reqwest::Response,
     (metrics, mut trace): (Arc<crate::metrics::Metrics>, Trace),
@@ -917,7 +953,7 @@ fn upstream_request(
     api: Api,
     base: &str,
     client: &HeaderMap,
-    wire: &WireRequest,
+    wire: &Arc<WireRequest>,
 ) -> reqwest::RequestBuilder {
     let mut headers = reqwest::header::HeaderMap::new();
     for (k, v) in client {
@@ -964,7 +1000,18 @@ fn upstream_request(
         .http
         .post(format!("{}{}", base.trim_end_matches('/'), api.path()))
         .headers(headers)
-        .body(wire.body().to_owned())
+        .body(Bytes::from_owner(WireBody(Arc::clone(wire))))
+}
+
+/// The upstream body: the prepared request's own bytes, shared with the handler that meters
+/// and logs it once the answer is in, not copied (decision 147: a copy is a pass over the
+/// whole conversation, and as many bytes more held per request in flight).
+struct WireBody(Arc<WireRequest>);
+
+impl AsRef<[u8]> for WireBody {
+    fn as_ref(&self) -> &[u8] {
+        self.0.body().as_bytes()
+    }
 }
 
 /// `GET /mektpoy/sessions/{id}/log.jsonl`: the conversation's log, byte for byte the crate's

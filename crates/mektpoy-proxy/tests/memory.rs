@@ -51,13 +51,22 @@ async fn an_idle_conversation_leaves_memory_and_comes_back_from_the_store() {
     )
     .await
     .unwrap();
+    // The bound holds as new conversations arrive, not only when housekeeping runs
+    // (decision 148): the least recently used leave to make room, and come back from the
+    // store.
     for n in 0..5 {
         conversation(&rig.url, &format!("c{n}"), "claude-opus-5", 1, fable)
             .await
             .unwrap();
+        assert!(rig.proxy.sessions_in_memory() <= 2, "after c{n}");
     }
-    assert_eq!(rig.proxy.sessions_in_memory(), 5);
-    assert_eq!(rig.proxy.evict_idle(), 3);
+    assert_eq!(rig.proxy.sessions_in_memory(), 2);
+    assert_eq!(rig.proxy.evict_idle(), 0);
+    let back = conversation(&rig.url, "c0", "claude-opus-5", 3, fable)
+        .await
+        .unwrap();
+    assert_eq!(back.refused, 0, "{:?}", back.first_refusal);
+    assert!(back.cached_bytes > 0, "c0 came back from the store");
     assert_eq!(rig.proxy.sessions_in_memory(), 2);
 }
 
