@@ -1357,12 +1357,13 @@ impl Meter {
     fn observe_segments(&mut self, wire: &WireRequest) -> Option<(MeterRow, Path)> {
         let segs = wire.segments.as_deref()?;
         let body = wire.body.as_str();
-        // A body edited after the serializer wrote it is read by the parsing path.
+        // A body edited after the serializer wrote it is read by the parsing path. A Responses
+        // body's items are its `input` (read as `messages`, as the parsing path does).
         let framed = body.len() == segs.body_len
             && body.ends_with("]}")
             && body
                 .get(..segs.messages_at)
-                .is_some_and(|h| h.ends_with("\"messages\":["));
+                .is_some_and(|h| h.ends_with("\"messages\":[") || h.ends_with("\"input\":["));
         if !framed {
             return None;
         }
@@ -2593,6 +2594,22 @@ mod tests {
             paths[1..].iter().all(|p| *p == Some(Path::Extended)),
             "{paths:?}"
         );
+    }
+
+    #[test]
+    fn a_resumed_responses_request_is_metered_from_what_is_new() {
+        // A Responses pass leaves its point at its end as a chat pass does (decision 143):
+        // its body's items (`input`) are cut by the spans, and from the second request on only
+        // the new items are read. Without the `"input":[` head the meter parsed every body.
+        for model in ["gpt-5.4", "gpt-0-unknown"] {
+            let route = crate::route::route_for("openai", model);
+            let paths = drive(&route, 8, |n| if n == 5 { 12 } else { 1 });
+            assert_eq!(paths[0], Some(Path::Whole), "{model}: cut from the spans");
+            assert!(
+                paths[1..].iter().all(|p| *p == Some(Path::Extended)),
+                "{model}: {paths:?}"
+            );
+        }
     }
 
     #[test]
