@@ -76,11 +76,25 @@ pub struct Price {
 /// per model).
 pub const ANTHROPIC_PRICING_DOC: &str = "https://platform.claude.com/docs/en/about-claude/pricing";
 
+/// OpenAI's model page for GPT-5.4 ("Text tokens, per 1M tokens: Input $2.50, Cached input
+/// $0.25, Output $15.00"; prompts over 272K input tokens are priced at 2x input for the whole
+/// session, which this estimate leaves out), read 2026-12-07.
+pub const OPENAI_GPT_5_4_PRICE_DOC: &str = "https://developers.openai.com/api/docs/models/gpt-5.4";
+
+/// OpenAI's prompt-caching guide: "Cache writes have no additional fee on models before the
+/// GPT-5.6 family. For GPT-5.6 models and later model families, cache writes cost 1.25x the
+/// uncached input token rate", read 2026-12-07 ([decision
+/// 144](crate::manual::decisions#decision-144)).
+pub const OPENAI_CACHE_WRITE_DOC: &str =
+    "https://developers.openai.com/api/docs/guides/prompt-caching";
+
 impl Price {
-    /// The published price of a built-in route's model, read 2026-12-01, with a 5-minute
-    /// cache write (1.25× input). `None` where no price was verified on the vendor's page
-    /// (DeepSeek, Claude Fable 5.2 / Mythos 5.2, Claude Haiku 5.5, unknown models): the
-    /// meter then shows tokens only.
+    /// The published price of a built-in route's model: Claude models read 2026-12-01, with a
+    /// 5-minute cache write (1.25× input); OpenAI's `gpt-5.4` read 2026-12-07, whose cache
+    /// writes cost nothing extra (the prompt-caching guide: no fee before the GPT-5.6 family).
+    /// `None` where no price was verified on the vendor's page (DeepSeek, Claude Fable 5.2 /
+    /// Mythos 5.2, Claude Haiku 5.5, the rest of the GPT-5.4 family, GPT-5.6, unknown models;
+    /// [decision 144](crate::manual::decisions#decision-144)): the meter then shows tokens only.
     ///
     /// ```
     /// use mektpoy::{route_for, meter::Price};
@@ -88,9 +102,28 @@ impl Price {
     /// assert_eq!((p.input_per_mtok, p.cache_read_per_mtok), (4.0, 0.2));
     /// let sonnet = Price::for_route(&route_for("anthropic", "claude-sonnet-5-5")).unwrap();
     /// assert_eq!(sonnet.cache_read_per_mtok, 0.1, "since 2026-10-07");
+    /// let gpt = Price::for_route(&route_for("openai", "gpt-5.4")).unwrap();
+    /// assert_eq!((gpt.input_per_mtok, gpt.cache_read_per_mtok), (2.5, 0.25));
+    /// assert_eq!(gpt.cache_write_multiplier, 1.0);
     /// assert!(Price::for_route(&route_for("deepseek", "deepseek-flash")).is_none());
+    /// assert!(Price::for_route(&route_for("openai", "gpt-5.4-mini")).is_none());
     /// ```
     pub fn for_route(route: &Route) -> Option<Price> {
+        if route.provider == "openai" {
+            // Only the model whose own page was read; a price is per model, and a family
+            // member's page that was not read is not assumed.
+            return (route.model == "gpt-5.4").then(|| Price {
+                input_per_mtok: 2.5,
+                cache_read_per_mtok: 0.25,
+                cache_write_multiplier: 1.0,
+                currency: "USD".into(),
+                source: format!(
+                    "{OPENAI_GPT_5_4_PRICE_DOC}, read 2026-12-07; cache writes: \
+                     {OPENAI_CACHE_WRITE_DOC}, read 2026-12-07"
+                )
+                .into(),
+            });
+        }
         if route.provider != "anthropic" {
             return None;
         }

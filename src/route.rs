@@ -634,6 +634,15 @@ pub const OPENAI_TOOL_SEARCH_DOC: &str =
 pub const OPENAI_GPT_5_4_DOC: &str =
     "https://developers.openai.com/api/docs/guides/latest-model?model=gpt-5.4";
 
+/// OpenAI's model page for GPT-5.6 Sol (read 2026-12-07 in the vendor's Japanese and
+/// Portuguese renderings): "the flagship model of the GPT-5.6 family", served on
+/// `v1/responses` and `v1/chat/completions`; "the gpt-5.6 alias routes requests to GPT-5.6
+/// Sol"; cache writes billed at 1.25x the uncached input rate. A model after GPT-5.4, so the
+/// tool-search guide's "gpt-5.4 and later" names it ([decision
+/// 144](crate::manual::decisions#decision-144)).
+pub const OPENAI_GPT_5_6_SOL_DOC: &str =
+    "https://developers.openai.com/api/docs/models/gpt-5.6-sol";
+
 /// The date the OpenAI pages were read.
 pub const OPENAI_READ_ON: &str = "2026-12-06";
 
@@ -931,6 +940,10 @@ static CATALOG: &[Route] = &[
     openai("gpt-5.4-pro", true),
     openai("gpt-5.4-mini", true),
     openai("gpt-5.4-nano", true),
+    // GPT-5.6 Sol and the alias its page documents (decision 144): later than GPT-5.4, so
+    // named by the tool-search guide. Terra and Luna: no page read, the generic entry.
+    openai("gpt-5.6-sol", true),
+    openai("gpt-5.6", true),
     // Generic entries: what unknown models get. No evidence, no mode; an unknown Anthropic
     // model gets what the vendor documents for every model, and the refusals of its newest.
     deepseek(ANY_MODEL),

@@ -1,9 +1,10 @@
-//! The recorder's serializer resumes from the route's previous request (issue 13, decisions
-//! 77 and 81; the Responses API, decision 143): over random loops (tool churn, compactions, thinking, prompt changes, new series,
-//! retries) a loop whose serializer resumes, and whose recorder scans only the new surface
-//! nodes for prompt nodes, sends exactly the requests of a loop that starts from the first
-//! message and scans the whole surface every time. (Every debug build also checks each
-//! resumed pass against a pass from the first message, inside the serializer.)
+//! The recorder's serializer resumes from the route's previous request (issue 13, [decisions
+//! 77](crate::manual::decisions#decision-77) and 81; the Responses API, [decision
+//! 143](crate::manual::decisions#decision-143)): over random loops (tool churn, compactions,
+//! thinking, prompt changes, new series, retries) a loop whose serializer resumes, and whose
+//! recorder scans only the new surface nodes for prompt nodes, sends exactly the requests of a loop
+//! that starts from the first message and scans the whole surface every time. (Every debug build
+//! also checks each resumed pass against a pass from the first message, inside the serializer.)
 
 use proptest::prelude::*;
 
