@@ -333,9 +333,11 @@ fn written(
         pass.message(index, &messages[index], &mut calls)?;
     }
     calls.require_answered()?;
-    let new_ids: Vec<String> = keep
-        .then(|| calls.seen.iter().map(|id| (*id).to_owned()).collect())
-        .unwrap_or_default();
+    let new_ids: Vec<String> = if keep {
+        calls.seen.iter().map(|id| (*id).to_owned()).collect()
+    } else {
+        Vec::new()
+    };
     drop(calls);
 
     let include = Value::from(vec![INCLUDE_REASONING]);
