@@ -23,15 +23,19 @@
 //! - `copy`: copying a `String` of the body's length, the one copy of the body the issue
 //!   leaves out of its 3x target.
 //!
-//! Routes: `deepseek-flash` (Messages API, addition-only mode) and OpenAI-compatible chat. The
+//! The `resume` group compares, on each route at 10 and 1,000 messages, `record` (resumed from
+//! the route's previous request) with `serialize` (written from the first message).
+//!
+//! Routes: `deepseek-flash` (Messages API, addition-only mode), OpenAI-compatible chat and
+//! `gpt-5.4` (OpenAI's Responses API, addition-only mode). The
 //! history is appended directly (a user turn, then answer / tool result pairs), so building
 //! 10,000 messages takes a moment, not the recorder's quadratic minutes; the recorder then
 //! records one warm-up step (its memory of the route is warm, as in a running loop). Every 2%
 //! of growth the loop is forked again from the built session, so the history stays within 2%
 //! of its nominal length.
 //!
-//! Run: `cargo bench --bench step -- --warm-up-time 1 --measurement-time 3`. Figures in
-//! `docs/benchmarks.md`.
+//! Run: `cargo bench --bench step -- --warm-up-time 1 --measurement-time 3` (the resume group
+//! alone: `... 'resume/'`). Figures in `docs/benchmarks.md`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -51,7 +55,7 @@ struct Setup {
     model: &'static str,
 }
 
-const ROUTES: [Setup; 2] = [
+const ROUTES: [Setup; 3] = [
     Setup {
         label: "messages_api",
         provider: "deepseek",
@@ -62,7 +66,15 @@ const ROUTES: [Setup; 2] = [
         provider: "openai-compatible",
         model: "any",
     },
+    Setup {
+        label: "responses",
+        provider: "openai",
+        model: "gpt-5.4",
+    },
 ];
+
+/// The `resume` group's histories: 10 and 1,000 messages into a conversation.
+const RESUME_SIZES: [usize; 2] = [10, 1_000];
 
 fn tools() -> Vec<ToolSchema> {
     (0..8)
@@ -305,5 +317,38 @@ fn step(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, step);
+/// Resumed against full: on each route, `record` (the recorder's `next_step`, whose serializer
+/// resumes from the route's previous request and writes only the new wire messages) and
+/// `serialize` (a fresh `wire::serialize` of the same request, from the first message), at 10
+/// and 1,000 messages. A resumed step should cost about the same at both sizes; a full write
+/// grows with the history.
+fn resume(c: &mut Criterion) {
+    let mut group = c.benchmark_group("resume");
+    group.sampling_mode(SamplingMode::Flat).sample_size(10);
+    for s in &ROUTES {
+        for size in RESUME_SIZES {
+            let f = fixture(s, size);
+            let id = |stage: &str| BenchmarkId::new(format!("{}/{stage}", s.label), size);
+            group.bench_function(id("record"), |b| {
+                b.iter_custom(|iters| steps(&f, s, iters, Timed::Record))
+            });
+            let mut warm = Warm::new(&f, s);
+            let (request, _) = warm.step(s);
+            let projected = request.project();
+            group.bench_function(id("serialize"), |b| {
+                b.iter(|| {
+                    black_box(mektpoy::wire::serialize(
+                        &request.config,
+                        &projected,
+                        request.route(),
+                    ))
+                    .expect("serialize")
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, step, resume);
 criterion_main!(benches);

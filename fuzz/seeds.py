@@ -270,13 +270,14 @@ write("append_json", "after-header", "1" + "\n".join([
 ]))
 
 # --- proxy_request ---------------------------------------------------------------------------
-# First byte: bit i set makes body i a chat-API body; bodies are separated by NUL bytes. Each
+# First two bytes: bit i of the second set makes body i a Responses-API body, else bit i of the
+# first set a chat-API body, else a Messages one; bodies are separated by NUL bytes. Each
 # sequence is one conversation: extended, retried, rewritten (compaction), the route switched.
 import json
 
 
-def bodies(apis, *items):
-    return bytes([apis]) + b"\0".join(json.dumps(i).encode() for i in items)
+def bodies(apis, *items, responses=0):
+    return bytes([apis, responses]) + b"\0".join(json.dumps(i).encode() for i in items)
 
 
 TOOLS = [{"name": "read", "description": "read a file", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}},
@@ -302,3 +303,73 @@ write("proxy_request", "chat-loop", bodies(0xFF, dict(C, tools=CT, messages=[{"r
       dict(C, tools=[], messages=[{"role": "developer", "content": "tools changed"}, {"role": "user", "content": [{"type": "text", "text": "fix it"}]}])))
 write("proxy_request", "retry-and-switch", bodies(0b0100, dict(M, messages=[U1]), dict(M, messages=[U1]),
       dict(C, messages=[{"role": "user", "content": "fix the bug"}]), dict(M, model="claude-fable-5-1", messages=[U1])))
+
+# Responses-API conversations (Codex's shapes: `instructions`, `input` items, flat function
+# tools, `store: false`, reasoning items with `encrypted_content`, `additional_tools` items).
+RT = [{"type": "function", "name": "read", "description": "read a file", "strict": False,
+       "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}]
+RU = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the bug"}]}
+RR = {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "look"}], "encrypted_content": "gAAA=="}
+RC = {"type": "function_call", "call_id": "call_1", "name": "read", "arguments": "{\"path\":\"a.rs\"}"}
+RO = {"type": "function_call_output", "call_id": "call_1", "output": "fn main() {}"}
+RA = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Fixed."}]}
+RX = {"type": "additional_tools", "role": "developer", "tools": [{"type": "function", "name": "grep", "description": "search",
+                                                                  "parameters": {"type": "object"}, "strict": False}]}
+R = {"model": "gpt-5.4", "instructions": "Be careful.", "store": False, "stream": True,
+     "include": ["reasoning.encrypted_content"], "prompt_cache_key": "thread-1", "parallel_tool_calls": True}
+write("proxy_request", "responses-loop", bodies(0, dict(R, tools=RT, input=[RU]),
+      dict(R, tools=RT, input=[RU, RR, RC, RO]),
+      dict(R, tools=RT, input=[RU, RR, RC, RO, RA, {"role": "user", "content": "and the tests"}, RX]),
+      dict(R, tools=RT, input=[RU, RR, RC, RO, RA, {"role": "user", "content": "and the tests"}, RX]),
+      dict(R, tools=[], input=[{"role": "user", "content": "Summary: fixed a.rs"}, {"role": "user", "content": "next"}]),
+      responses=0xFF))
+write("proxy_request", "responses-refused", bodies(0b0100, dict(R, input=[RO]), dict(R, previous_response_id="resp_1", input=[RU]),
+      dict(C, messages=[{"role": "user", "content": "fix the bug"}]), dict(R, model="gpt-4.1", input=[RU, RX]),
+      dict(R, input=[{"type": "item_reference", "id": "x"}]), responses=0b11011))
+
+# --- responses_answer --------------------------------------------------------------------------
+# First byte: the SSE split (1 + byte % 61 bytes a push); the rest a JSON body or SSE text.
+def answer_seed(split, text):
+    return bytes([split]) + text.encode()
+
+
+USAGE = {"input_tokens": 2006, "input_tokens_details": {"cached_tokens": 1920},
+         "output_tokens": 300, "output_tokens_details": {"reasoning_tokens": 128}, "total_tokens": 2306}
+OUT = [{"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": "look"}], "encrypted_content": "gAAA=="},
+       {"id": "msg_1", "type": "message", "status": "completed", "role": "assistant",
+        "content": [{"type": "output_text", "text": "Reading.", "annotations": []}]},
+       {"id": "fc_1", "type": "function_call", "status": "completed", "call_id": "call_1", "name": "read",
+        "arguments": "{\"path\":\"a.rs\"}"}]
+BODY = {"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-5.4", "output": OUT, "usage": USAGE}
+write("responses_answer", "json-completed", answer_seed(7, json.dumps(BODY)))
+write("responses_answer", "json-incomplete", answer_seed(7, json.dumps(dict(BODY, status="incomplete",
+      incomplete_details={"reason": "max_output_tokens"}, output=OUT[:2]))))
+write("responses_answer", "json-failed", answer_seed(7, json.dumps(dict(BODY, status="failed", output=[],
+      error={"code": "server_error", "message": "The server had an error."}))))
+
+
+def sse(events):
+    return "".join("event: %s\ndata: %s\n\n" % (e["type"], json.dumps(e)) for e in events)
+
+
+HEAD = dict(BODY, status="in_progress", output=[], usage=None)
+EVENTS = [{"type": "response.created", "response": HEAD},
+          {"type": "response.in_progress", "response": HEAD},
+          {"type": "response.output_item.added", "output_index": 0, "item": dict(OUT[0], summary=[])},
+          {"type": "response.output_item.done", "output_index": 0, "item": OUT[0]},
+          {"type": "response.output_item.added", "output_index": 1, "item": dict(OUT[1], content=[], status="in_progress")},
+          {"type": "response.output_text.delta", "output_index": 1, "content_index": 0, "delta": "Read"},
+          {"type": "response.output_text.delta", "output_index": 1, "content_index": 0, "delta": "ing."},
+          {"type": "response.output_item.done", "output_index": 1, "item": OUT[1]},
+          {"type": "response.output_item.added", "output_index": 2, "item": dict(OUT[2], arguments="", status="in_progress")},
+          {"type": "response.function_call_arguments.delta", "output_index": 2, "item_id": "fc_1", "delta": "{\"path\":"},
+          {"type": "response.function_call_arguments.delta", "output_index": 2, "item_id": "fc_1", "delta": "\"a.rs\"}"},
+          {"type": "response.function_call_arguments.done", "output_index": 2, "item_id": "fc_1", "arguments": OUT[2]["arguments"]},
+          {"type": "response.completed", "response": BODY}]
+write("responses_answer", "sse-completed", answer_seed(5, sse(EVENTS)))
+# Items never closed: rebuilt from their `added` item and deltas.
+write("responses_answer", "sse-unclosed", answer_seed(13, sse([e for e in EVENTS if e["type"] != "response.output_item.done"])))
+write("responses_answer", "sse-incomplete", answer_seed(60, sse(EVENTS[:7] + [{"type": "response.incomplete",
+      "response": dict(BODY, status="incomplete", incomplete_details={"reason": "max_output_tokens"}, output=OUT[:2])}])))
+write("responses_answer", "sse-error", answer_seed(2, sse(EVENTS[:3] + [{"type": "error", "code": "rate_limit_exceeded",
+      "message": "Rate limit reached", "param": None}])))

@@ -992,6 +992,22 @@ mod tests {
     }
 
     #[test]
+    fn a_resumed_responses_request_is_metered_from_what_is_new() {
+        // A Responses pass leaves its point at its end as a chat pass does (decision 143):
+        // its body's items (`input`) are cut by the spans, and from the second request on only
+        // the new items are read. Without the `"input":[` head the meter parsed every body.
+        for model in ["gpt-5.4", "gpt-0-unknown"] {
+            let route = crate::route::route_for("openai", model);
+            let paths = drive(&route, 8, |n| if n == 5 { 12 } else { 1 });
+            assert_eq!(paths[0], Some(Path::Whole), "{model}: cut from the spans");
+            assert!(
+                paths[1..].iter().all(|p| *p == Some(Path::Extended)),
+                "{model}: {paths:?}"
+            );
+        }
+    }
+
+    #[test]
     fn a_lookback_mark_among_the_kept_messages_takes_the_parsing_path() {
         // 12 rounds at once: 36 blocks after the previous request's last one, which gets
         // the lookback mark; the next request keeps the marked message.

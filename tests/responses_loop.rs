@@ -87,7 +87,8 @@ fn an_addition_keeps_the_prefix_on_gpt_5_4_and_a_removal_rewrites_tools() {
 
 #[test]
 fn an_unknown_openai_model_rewrites_tools_on_an_addition() {
-    let turns = churn("gpt-5.6-sol");
+    // GPT-5.6 Terra: no model page read (decision 144), so the generic entry.
+    let turns = churn("gpt-5.6-terra");
     let second = &turns[1].0;
     assert_eq!(names(&second["tools"]), ["read", "edit", "grep"]);
     assert!(!second.to_string().contains("additional_tools"));
@@ -109,7 +110,7 @@ fn bodies_for_the_sdk_type_checks() {
     use mektpoy::ContentBlock;
     use mektpoy::vocab::{MessageSource, Role};
     let mut bodies: Vec<(String, Value)> = Vec::new();
-    for model in ["gpt-5.4", "gpt-5.6-sol"] {
+    for model in ["gpt-5.4", "gpt-5.6-terra"] {
         for (i, (b, _, _)) in churn(model).into_iter().enumerate() {
             bodies.push((format!("churn-{model}-{i}"), b));
         }

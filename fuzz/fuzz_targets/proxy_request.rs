@@ -5,20 +5,22 @@
 //! to be loaded again), or accepted: the body for upstream is JSON, and the stored log loads back,
 //! whole, to the session in memory.
 //!
-//! Input: the first byte's bits pick each body's API (set: the OpenAI-compatible chat API,
-//! else Messages); the rest is split on NUL bytes (JSON text holds none) into the bodies.
+//! Input: the first two bytes' bits pick each body's API (bit i of the second byte set: the
+//! Responses API, `mektpoy_proxy::fuzzing::take_responses`; else bit i of the first set: the
+//! OpenAI-compatible chat API; else Messages); the rest is split on NUL bytes (JSON text holds
+//! none) into the bodies.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use mektpoy::Session;
 use mektpoy_proxy::Store;
 use mektpoy_proxy::conversation_state::Refusal;
-use mektpoy_proxy::fuzzing::take;
+use mektpoy_proxy::fuzzing::{take, take_responses};
 
 const KEY: &str = "0123:session:fuzz";
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&apis, rest)) = data.split_first() else {
+    let [apis, responses, rest @ ..] = data else {
         return;
     };
     let store = Store::open(":memory:").expect("an in-memory store");
@@ -26,7 +28,12 @@ fuzz_target!(|data: &[u8]| {
     for (i, body) in rest.split(|&b| b == 0).take(8).enumerate() {
         let chat = apis >> i & 1 == 1;
         let stored = store.load(KEY).expect("the store reads");
-        match take(&store, &mut slot, KEY, chat, body) {
+        let taken = if responses >> i & 1 == 1 {
+            take_responses(&store, &mut slot, KEY, body)
+        } else {
+            take(&store, &mut slot, KEY, chat, body)
+        };
+        match taken {
             Err(refusal) => {
                 assert!(
                     matches!(refusal, Refusal::Invalid(_)),

@@ -1,9 +1,10 @@
-//! The recorder's serializer resumes from the route's previous request (issue 13, decisions
-//! 77 and 81): over random loops (tool churn, compactions, thinking, prompt changes, new series,
-//! retries) a loop whose serializer resumes, and whose recorder scans only the new surface
-//! nodes for prompt nodes, sends exactly the requests of a loop that starts from the first
-//! message and scans the whole surface every time. (Every debug build also checks each
-//! resumed pass against a pass from the first message, inside the serializer.)
+//! The recorder's serializer resumes from the route's previous request (issue 13, [decisions
+//! 77](crate::manual::decisions#decision-77) and 81; the Responses API, [decision
+//! 143](crate::manual::decisions#decision-143)): over random loops (tool churn, compactions,
+//! thinking, prompt changes, new series, retries) a loop whose serializer resumes, and whose
+//! recorder scans only the new surface nodes for prompt nodes, sends exactly the requests of a loop
+//! that starts from the first message and scans the whole surface every time. (Every debug build
+//! also checks each resumed pass against a pass from the first message, inside the serializer.)
 
 use proptest::prelude::*;
 
@@ -54,6 +55,15 @@ fn answer(n: usize, thinking: bool, calls: u8, provider: &str, model: &str) -> V
     let mut content = Vec::new();
     if thinking {
         let mut extra = indexmap::IndexMap::new();
+        if provider == "openai" {
+            // A Responses reasoning item, as the decoder keeps it (decision 128).
+            extra.insert("id".to_owned(), serde_json::json!(format!("rs_{n}")));
+            extra.insert("summary".to_owned(), serde_json::json!([]));
+            extra.insert(
+                "encrypted_content".to_owned(),
+                serde_json::json!(format!("enc{n}")),
+            );
+        }
         extra.insert("signature".to_owned(), serde_json::json!(format!("sig{n}")));
         content.push(ContentBlock::Reasoning {
             text: format!("think {n}"),
@@ -256,13 +266,60 @@ fn a_chat_loop_resumes_after_every_message_sent() {
     );
 }
 
+/// On a Responses route a request leaves its point at its end too ([decision
+/// 143](crate::manual::decisions#decision-143)), `additional_tools` items included: each step
+/// resumes after every message the previous one sent, and the loop's meter cuts it by the
+/// serializer's spans, from what is new.
+#[test]
+fn a_responses_loop_resumes_after_every_message_sent() {
+    let route = route_for("openai", "gpt-5.4");
+    let mut agent = AgentLoop::builder(Session::new("s"), route.clone())
+        .system_prompt("Be brief.")
+        .tools([tool(0)])
+        .build()
+        .unwrap();
+    let first = agent.user_turn([Message::user("u", "go")]).unwrap();
+    agent.observe(&first.to_wire().unwrap()).unwrap();
+    let mut lens = vec![agent.recorder.resumable_messages(&route)];
+    for n in 0..5 {
+        if n == 2 {
+            // An addition: a developer message, an `additional_tools` item at the end.
+            agent.set_tools([tool(0), tool(1)]).unwrap();
+        }
+        for m in answer(n, n % 2 == 0, 1, "openai", "gpt-5.4") {
+            agent.append(m).unwrap();
+        }
+        let request = agent.next_step().unwrap();
+        let wire = request.to_wire().unwrap();
+        let segments = wire.segments.as_deref().unwrap();
+        assert!(segments.resumed.is_some(), "step {n}");
+        assert!(segments.first > 0, "step {n}");
+        let before = agent.meter.rows().len();
+        agent.observe(&wire).unwrap();
+        assert_eq!(agent.meter.rows().len(), before + 1);
+        if n == 2 {
+            assert!(wire.body().contains(r#""type":"additional_tools""#));
+        }
+        lens.push(agent.recorder.resumable_messages(&route));
+        assert_eq!(lens.last().copied().flatten(), Some(request.messages.len()));
+    }
+    // The system node and the user's message, then two messages a step (three with the
+    // developer message of the addition).
+    assert_eq!(lens[0], Some(2));
+    let steps: Vec<usize> = lens
+        .windows(2)
+        .map(|w| w[1].unwrap() - w[0].unwrap())
+        .collect();
+    assert_eq!(steps, [2, 2, 3, 2, 2], "{lens:?}");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
     #[test]
     fn resumed_requests_are_the_requests_of_a_fresh_pass(
         actions in proptest::collection::vec(action(), 1..40),
-        route in 0usize..5,
+        route in 0usize..7,
         drop_block in any::<bool>(),
     ) {
         let (provider, model) = [
@@ -271,6 +328,9 @@ proptest! {
             ("anthropic", "claude-opus-5"),
             ("deepseek", "deepseek-v4-pro"),
             ("openai-compatible", "any"),
+            // The Responses API, with `additional_tools` items and without (decision 143).
+            ("openai", "gpt-5.4"),
+            ("openai", "gpt-0-unknown"),
         ][route];
         let policy = if drop_block { ThinkingPolicy::DropBlock } else { ThinkingPolicy::StripThinking };
         let (incremental, _) = run(provider, model, policy, &actions, true);
@@ -351,7 +411,7 @@ proptest! {
     #[test]
     fn the_recorders_and_the_meters_copies_are_the_last_accepted_request(
         actions in proptest::collection::vec(action(), 1..40),
-        route in 0usize..5,
+        route in 0usize..7,
     ) {
         let (provider, model) = [
             ("deepseek", "deepseek-flash"),
@@ -359,6 +419,8 @@ proptest! {
             ("anthropic", "claude-opus-5"),
             ("anthropic", "claude-fable-5-2"),
             ("openai-compatible", "any"),
+            ("openai", "gpt-5.4"),
+            ("openai", "gpt-0-unknown"),
         ][route];
         prop_assert_eq!(copies_stay_in_step(provider, model, &actions), Ok(()));
     }

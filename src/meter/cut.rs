@@ -259,6 +259,10 @@ pub(super) struct ToolFlags<'a> {
     /// Chat tools: `{"type":"function","function":{"name"}}`.
     #[serde(borrow, default)]
     pub(super) function: Option<FunctionName<'a>>,
+    /// A Responses API tool without a name (`{"type":"local_shell"}`) is named by its type, as
+    /// the log names it ([decision 139](crate::manual::decisions#decision-139)).
+    #[serde(borrow, default, rename = "type")]
+    pub(super) kind: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -272,6 +276,7 @@ impl ToolFlags<'_> {
         self.name
             .as_deref()
             .or_else(|| self.function.as_ref().and_then(|f| f.name.as_deref()))
+            .or(self.kind.as_deref())
             .unwrap_or_default()
             .to_owned()
     }

@@ -124,12 +124,13 @@ impl Meter {
     pub(super) fn observe_segments(&mut self, wire: &WireRequest) -> Option<(MeterRow, Path)> {
         let segs = wire.segments.as_deref()?;
         let body = wire.body.as_str();
-        // A body edited after the serializer wrote it is read by the parsing path.
+        // A body edited after the serializer wrote it is read by the parsing path. A Responses
+        // body's items are its `input` (read as `messages`, as the parsing path does).
         let framed = body.len() == segs.body_len
             && body.ends_with("]}")
             && body
                 .get(..segs.messages_at)
-                .is_some_and(|h| h.ends_with("\"messages\":["));
+                .is_some_and(|h| h.ends_with("\"messages\":[") || h.ends_with("\"input\":["));
         if !framed {
             return None;
         }

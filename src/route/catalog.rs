@@ -137,6 +137,18 @@ const OPENAI_RESPONSES_DOC: &str =
 const OPENAI_TOOL_SEARCH_DOC: &str =
     "https://developers.openai.com/api/docs/guides/tools-tool-search";
 
+/// GPT-5.4's prices: its model page ("Text tokens, per 1M tokens: Input $2.50, Cached input
+/// $0.25, Output $15.00"; prompts over 272K input tokens are priced at 2x input for the whole
+/// session, which the meter's estimate leaves out), read 2026-12-07 ([decision
+/// 144](crate::manual::decisions#decision-144)). Cache writes are free before the GPT-5.6
+/// family (the prompt-caching guide).
+const GPT_5_4_PRICE: Usd = Usd {
+    input: 2.5,
+    read: 0.25,
+    page: "https://developers.openai.com/api/docs/models/gpt-5.4",
+    read_on: "2026-12-07",
+};
+
 /// The date the OpenAI pages were read.
 const OPENAI_READ_ON: &str = "2026-12-06";
 
@@ -172,7 +184,7 @@ const OPENAI_CLAIMS: &[Claim] = &[
 /// for tools arriving mid-conversation, so additions go as `additional_tools` items
 /// (addition-only: no item removes a tool, a removal rewrites `tools`). Without it, a tool
 /// change rewrites `tools`.
-const fn openai(model: &'static str, additions: bool) -> Route {
+const fn openai(model: &'static str, additions: bool, price: Option<Usd>) -> Route {
     Route {
         provider: Cow::Borrowed("openai"),
         model: Cow::Borrowed(model),
@@ -194,7 +206,9 @@ const fn openai(model: &'static str, additions: bool) -> Route {
             Evidence::None
         },
         claims: Cow::Borrowed(OPENAI_CLAIMS),
-        price: None,
+        // The prompt-caching guide: "Cache writes have no additional fee on models before the
+        // GPT-5.6 family" (read 2026-12-07).
+        price: priced_usd(price, 1.0),
     }
 }
 
@@ -239,6 +253,17 @@ struct AnthropicModel {
     claims: &'static [Claim],
     /// Input and cache-read prices from the vendor's pricing page, where it gives them.
     price: Option<Usd>,
+}
+
+/// `price` as a [`Price`], new input written to the cache billed at `write` × input.
+const fn priced_usd(price: Option<Usd>, write: f64) -> Option<Price> {
+    match price {
+        Some(p) => Some(
+            Price::usd(p.input, p.read, vendor(p.page, p.read_on))
+                .with_cache_write_multiplier(write),
+        ),
+        None => None,
+    }
 }
 
 /// Input and cache-read prices in US dollars per million tokens, and the page that gives them
@@ -539,10 +564,20 @@ static CATALOG: &[Route] = &[
     // The GPT-5.4 family ("Using GPT-5.4"), the models the tool-search guide names ("gpt-5.4
     // and later"); later models are not named by a page read here, so they get the generic
     // entry until one is.
-    openai("gpt-5.4", true),
-    openai("gpt-5.4-pro", true),
-    openai("gpt-5.4-mini", true),
-    openai("gpt-5.4-nano", true),
+    openai("gpt-5.4", true, Some(GPT_5_4_PRICE)),
+    openai("gpt-5.4-pro", true, None),
+    openai("gpt-5.4-mini", true, None),
+    openai("gpt-5.4-nano", true, None),
+    // GPT-5.6 Sol and the alias its page documents (decision 144): later than GPT-5.4, so
+    // named by the tool-search guide. Its model page
+    // (<https://developers.openai.com/api/docs/models/gpt-5.6-sol>, read 2026-12-07 in the
+    // vendor's Japanese and Portuguese renderings): "the flagship model of the GPT-5.6 family",
+    // served on `v1/responses` and `v1/chat/completions`; "the gpt-5.6 alias routes requests
+    // to GPT-5.6 Sol"; cache writes billed at 1.25x the uncached input rate; its prices are a
+    // promotion "at least until 2026-11-21", past, so no price. Terra and Luna: no page read,
+    // the generic entry.
+    openai("gpt-5.6-sol", true, None),
+    openai("gpt-5.6", true, None),
     // Generic entries: what unknown models get. No evidence, no mode; an unknown Anthropic
     // model gets what the vendor documents for every model, and the refusals of its newest.
     deepseek(ANY_MODEL),
@@ -565,7 +600,7 @@ static CATALOG: &[Route] = &[
     },
     // An unknown OpenAI model: the Responses API, no mode (additions only where a page names
     // the model), the vendor-wide cache facts and `prompt_cache_key`.
-    openai(ANY_MODEL, false),
+    openai(ANY_MODEL, false, None),
     Route::plain(OPENAI_COMPATIBLE, ANY_MODEL, WireApi::OpenAiChat),
 ];
 
@@ -1097,8 +1132,7 @@ mod tests {
         let zh = include_str!("../../docs/capability-rule.zh.md");
         let listed = |doc: &str| {
             doc.lines()
-                .filter(|l| l.starts_with("- `claude-"))
-                .filter(|l| l.contains('$'))
+                .filter(|l| l.starts_with("- `") && (l.contains(": $") || l.contains("：输入 $")))
                 .count()
         };
         let mut priced = 0;
@@ -1113,25 +1147,33 @@ mod tests {
                 p.cache_read_per_mtok < p.input_per_mtok,
                 "{id}: a read costs less"
             );
-            assert_eq!(
-                (&*p.currency, p.cache_write_multiplier),
-                ("USD", 1.25),
-                "{id}"
+            assert_eq!(&*p.currency, "USD", "{id}");
+            let (input, read, write) = (
+                p.input_per_mtok,
+                p.cache_read_per_mtok,
+                p.cache_write_multiplier,
             );
-            let (input, read) = (p.input_per_mtok, p.cache_read_per_mtok);
+            let (write_en, write_zh) = if write == 1.0 {
+                ("cache writes free".to_owned(), "缓存写入免费".to_owned())
+            } else {
+                (
+                    format!("cache write {write}× input"),
+                    format!("缓存写入为输入的 {write} 倍"),
+                )
+            };
             let line = format!(
-                "- `{}`: ${input} input, ${read} cache read, cache write 1.25× input; <{url}>, read {read_on}",
+                "- `{}`: ${input} input, ${read} cache read, {write_en}; <{url}>, read {read_on}",
                 r.model
             );
             assert!(en.lines().any(|l| l == line), "{id}: {line}");
             let line = format!(
-                "- `{}`：输入 ${input}，缓存读取 ${read}，缓存写入为输入的 1.25 倍；<{url}>，{read_on} 阅读",
+                "- `{}`：输入 ${input}，缓存读取 ${read}，{write_zh}；<{url}>，{read_on} 阅读",
                 r.model
             );
             assert!(zh.lines().any(|l| l == line), "{id}: {line}");
         }
         assert_eq!(listed(en), priced, "one line per priced entry");
         assert_eq!(listed(zh), priced, "one line per priced entry (zh)");
-        assert!(priced >= 8);
+        assert!(priced >= 9);
     }
 }

@@ -940,12 +940,13 @@ fn with_cache_key<'c>(
 }
 
 /// What a route's previous request left for the next one to resume from: the wire messages it
-/// wrote, once, and its serializer's state after them (see `messages::Resume` and
-/// `openai::Resume`).
+/// wrote, once, and its serializer's state after them (see `messages::Resume`,
+/// `openai::Resume` and `responses::Resume`).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Resume {
     Messages(messages::Resume),
     Chat(openai::Resume),
+    Responses(responses::Resume),
 }
 
 impl Resume {
@@ -954,6 +955,7 @@ impl Resume {
         match self {
             Resume::Messages(r) => r.turns(),
             Resume::Chat(r) => r.turns(),
+            Resume::Responses(r) => r.turns(),
         }
     }
 
@@ -963,6 +965,7 @@ impl Resume {
         match self {
             Resume::Messages(r) => r.len(),
             Resume::Chat(r) => r.len(),
+            Resume::Responses(r) => r.len(),
         }
     }
 }
@@ -1001,12 +1004,15 @@ pub(crate) fn serialize_resuming(
                 openai::serialize_openai_chat_resuming(&config, projected, resume);
             (request, next.map(Resume::Chat), resumed)
         }
-        // No resume point: every request is written from its first message.
-        WireApi::Responses => (
-            serialize_responses(config, projected, route, context),
-            None,
-            None,
-        ),
+        WireApi::Responses => {
+            let resume = match resume {
+                Some(Resume::Responses(r)) => Some(r),
+                _ => None,
+            };
+            let (request, next, resumed) =
+                responses::serialize_responses_resuming(config, projected, route, context, resume);
+            (request, next.map(Resume::Responses), resumed)
+        }
     }
 }
 

@@ -412,7 +412,7 @@ fn next_resume(
 
 /// The index of the latest prompt node at or after `from`. Reads from the back: O(messages
 /// after it).
-fn latest_prompt_from(messages: &ProjectedMessages<'_>, from: usize) -> Option<usize> {
+pub(super) fn latest_prompt_from(messages: &ProjectedMessages<'_>, from: usize) -> Option<usize> {
     messages
         .iter()
         .skip(from)

@@ -14,17 +14,20 @@
 //! stands. No input item removes a tool: a removal leaves the name out of `tools` (the
 //! projection drops its declaration and its addition), which rewrites the prefix.
 //!
-//! No resume point: each request is written from its first message (the chat and Messages
-//! wires resume; this one is new, and O(request) per request).
+//! Each input item is written from its message alone (and from the state [`Resume`] keeps), so
+//! a pass that ended well leaves a resume point at its end, as on the chat wire: the next
+//! request of the route whose messages start with the same messages takes those items as they
+//! were written and writes only the new ones
+//! ([decision 143](crate::manual::decisions#decision-143)).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
 
 use super::canonical::{Canonical, CanonicalObject};
-use super::openai::json;
+use super::openai::{json, latest_prompt_from};
 use super::thinking::from_provider;
 use super::{
     BlockSpan, CHAT_MAX_TOOL_NAME, Calls, Carried, MessageFault, Segments, TurnSpan, WireContext,
@@ -32,7 +35,7 @@ use super::{
     system_text, unsupported,
 };
 use crate::event::Config;
-use crate::project::ProjectedToolUpdates;
+use crate::project::{HeldPrefix, ProjectedMessages, ProjectedToolUpdates};
 use crate::route::Route;
 use crate::vocab::{ContentBlock, Message, OtherBlock, Role, ToolSchema};
 
@@ -150,28 +153,241 @@ pub fn serialize_responses(
     route: &Route,
     context: &WireContext<'_>,
 ) -> Result<WireRequest, WireError> {
+    pass(config, projected, route, context, None, false).0
+}
+
+/// [`serialize_responses`], resuming from what the route's previous request left (`resume`)
+/// when this request's messages start with the messages it was built from and the state its
+/// items were written in still holds; otherwise from the first message. Returns what the next
+/// request of the route can resume from (`None` after a refusal) and, when it resumed, the
+/// number of input items it took as they were.
+pub(crate) fn serialize_responses_resuming(
+    config: &Config,
+    projected: &ProjectedToolUpdates<'_>,
+    route: &Route,
+    context: &WireContext<'_>,
+    resume: Option<Resume>,
+) -> (
+    Result<WireRequest, WireError>,
+    Option<Resume>,
+    Option<usize>,
+) {
+    pass(config, projected, route, context, resume, true)
+}
+
+/// Where a Responses pass that ended well stood at its end: the input items it sent, written
+/// once, and what a pass over more messages needs to go on from there
+/// ([decision 143](crate::manual::decisions#decision-143)).
+///
+/// An input item is a function of its message and of this state alone: the call ids seen
+/// (none is unanswered at the end of a pass that was not refused), the route's provider (a
+/// reasoning item goes back only to it), whether the route sends `additional_tools` items,
+/// and the definitions those items carried. `instructions`, `tools` and the options are the
+/// head, written anew for every request. So a request whose messages start with
+/// [`messages`](Self::messages), on a route with the same provider and mode, whose declared
+/// tools write every kept addition's definition to the same bytes, gets from a pass that
+/// starts after them the bytes and the refusals of a pass from the first message. Every debug
+/// build checks that. An item that reads anything else (a new arm of [`Pass`]) must add it
+/// here.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Resume {
+    /// The projected messages the kept items were written from.
+    messages: HeldPrefix,
+    /// Their input items, comma-joined.
+    bytes: String,
+    /// How many input items `bytes` holds.
+    turns: usize,
+    /// How many content parts those hold (what the meter counts as blocks).
+    blocks: usize,
+    /// The index of the latest prompt node among `messages`.
+    latest_prompt: Option<usize>,
+    /// Every tool call id of `messages`.
+    seen: HashSet<String>,
+    /// The type of each call of `messages` that is not a function call, by call id ([decision
+    /// 140](crate::manual::decisions#decision-140)): what its output is written as.
+    kinds: HashMap<String, String>,
+    /// The reasoning blocks of `messages` left out.
+    unverifiable: usize,
+    /// The provider the reasoning items were checked against.
+    provider: String,
+    /// Whether the route sends `additional_tools` items (else a tool addition is refused).
+    additions: bool,
+    /// Each tool an `additional_tools` item of `messages` carries, by name: the declaration
+    /// it was written from and the bytes it was written as.
+    added: HashMap<String, Added>,
+    /// What each of the kept items carries.
+    carried: Carried,
+    /// Names this point for the meter (see `Segments::resumed`): minted anew by every pass
+    /// that leaves one. Equality ignores it (`()` == `()`).
+    token: Arc<()>,
+}
+
+/// A definition an `additional_tools` item carried.
+#[derive(Clone, Debug, PartialEq)]
+struct Added {
+    tool: ToolSchema,
+    /// `FunctionTool::new(tool)`'s bytes.
+    bytes: String,
+}
+
+impl Resume {
+    /// The number of input items this point holds.
+    pub(crate) fn turns(&self) -> usize {
+        self.turns
+    }
+
+    /// The number of messages this point was built from.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// Where this request's pass starts (the number of kept messages) when the kept items are
+    /// what a pass from the first message would write for them: the same provider and mode,
+    /// every kept addition's tool declared and written to the same bytes (O(1) per tool when
+    /// it is the same definition, which is refreshed so the next point names the request's
+    /// own declarations), and messages that start with the kept ones (O(chunks + parts)).
+    fn matches(
+        &mut self,
+        messages: &ProjectedMessages<'_>,
+        route: &Route,
+        declared: &HashMap<&str, &ToolSchema>,
+    ) -> Option<usize> {
+        if self.provider != route.provider || self.additions != route.tool_update().is_some() {
+            return None;
+        }
+        for (name, kept) in &mut self.added {
+            let now = *declared.get(name.as_str())?;
+            if !now.shares_definition_with(&kept.tool) && tool_bytes(now) != kept.bytes {
+                return None;
+            }
+            kept.tool = now.clone();
+        }
+        self.messages
+            .starts(messages)
+            .then_some(self.messages.len())
+    }
+}
+
+/// A tool as an `additional_tools` item writes it.
+fn tool_bytes(tool: &ToolSchema) -> String {
+    let mut out = Vec::new();
+    json(&mut out, &FunctionTool::new(tool));
+    // serde_json writes UTF-8.
+    String::from_utf8(out).expect("JSON is UTF-8")
+}
+
+/// The serializer's pass, from the first message or from `resume`; `keep`: whether to build
+/// what the next request resumes from.
+fn pass(
+    config: &Config,
+    projected: &ProjectedToolUpdates<'_>,
+    route: &Route,
+    context: &WireContext<'_>,
+    resume: Option<Resume>,
+    keep: bool,
+) -> (
+    Result<WireRequest, WireError>,
+    Option<Resume>,
+    Option<usize>,
+) {
+    #[cfg(debug_assertions)]
+    let given = resume.is_some();
+    let (request, next, resumed) = resumed_pass(config, projected, route, context, resume, keep);
+    // Every debug build (the tests) checks that a pass given a resume point sends the bytes
+    // (or the refusal), and leaves the state, of a pass from the first message.
+    #[cfg(debug_assertions)]
+    if given {
+        let (fresh, fresh_next, _) = resumed_pass(config, projected, route, context, None, keep);
+        match (&fresh, &request) {
+            (Ok(f), Ok(r)) => debug_assert_eq!(f, r, "resumed Responses body departs"),
+            (f, r) => debug_assert_eq!(
+                format!("{:?}", f.as_ref().err()),
+                format!("{:?}", r.as_ref().err()),
+                "resumed Responses refusal departs"
+            ),
+        }
+        debug_assert_eq!(fresh_next, next, "resumed Responses state departs");
+    }
+    (request, next, resumed)
+}
+
+/// [`pass`] without the debug builds' check.
+fn resumed_pass(
+    config: &Config,
+    projected: &ProjectedToolUpdates<'_>,
+    route: &Route,
+    context: &WireContext<'_>,
+    resume: Option<Resume>,
+    keep: bool,
+) -> (
+    Result<WireRequest, WireError>,
+    Option<Resume>,
+    Option<usize>,
+) {
+    let mut resume = resume;
+    match written(config, projected, route, context, &mut resume, keep) {
+        Ok((request, next)) => {
+            let segments = request.segments.as_deref();
+            let resumed = segments.and_then(|s| s.resumed.as_ref().map(|_| s.first));
+            (Ok(request), next, resumed)
+        }
+        Err(e) => (Err(e), None, None),
+    }
+}
+
+/// The request, and the point it leaves when `keep` (taken from `resume` when this request
+/// goes on from it).
+fn written(
+    config: &Config,
+    projected: &ProjectedToolUpdates<'_>,
+    route: &Route,
+    context: &WireContext<'_>,
+    resume: &mut Option<Resume>,
+    keep: bool,
+) -> Result<(WireRequest, Option<Resume>), WireError> {
     let tools = checked_tools_of_any_api(projected, CHAT_MAX_TOOL_NAME)?;
     check_tool_choice(config, route)?;
     let messages = &projected.messages;
-    let latest = (0..messages.len()).rev().find(|&i| messages[i].is_prompt());
+    let declared: HashMap<&str, &ToolSchema> = tools.iter().map(|t| (t.name(), t)).collect();
+    let start = resume
+        .as_mut()
+        .and_then(|r| r.matches(messages, route, &declared));
+    if start.is_none() {
+        *resume = None;
+    }
+    let start = start.unwrap_or(0);
+    let kept = resume.as_ref();
+    // The latest prompt: among the new messages, else the one the kept messages had.
+    let latest = latest_prompt_from(messages, start).or_else(|| kept.and_then(|r| r.latest_prompt));
     let instructions = match latest.map(|i| system_text(&messages[i])).transpose()? {
         Some(text) if !text.is_empty() => Some(text),
         _ => None,
     };
-    let declared: HashMap<&str, &ToolSchema> = tools.iter().map(|t| (t.name(), t)).collect();
     let mut pass = Pass {
         route,
         declared,
-        items: Vec::with_capacity(messages.len()),
-        carried: Carried::default(),
-        unverifiable: 0,
+        items: Vec::with_capacity(messages.len() - start),
+        carried: kept.map(|r| r.carried.clone()).unwrap_or_default(),
+        unverifiable: kept.map_or(0, |r| r.unverifiable),
         kinds: HashMap::new(),
+        kept_kinds: kept.map(|r| &r.kinds),
+        added: Vec::new(),
     };
-    let mut calls = Calls::default();
-    for index in 0..messages.len() {
+    let mut calls = Calls {
+        prior: kept.map(|r| &r.seen),
+        ..Calls::default()
+    };
+    for index in start..messages.len() {
         pass.message(index, &messages[index], &mut calls)?;
     }
     calls.require_answered()?;
+    let new_ids: Vec<String> = if keep {
+        calls.seen.iter().map(|id| (*id).to_owned()).collect()
+    } else {
+        Vec::new()
+    };
+    drop(calls);
 
     let include = Value::from(vec![INCLUDE_REASONING]);
     let store = Value::Bool(false);
@@ -210,7 +426,12 @@ pub fn serialize_responses(
     }
     options.sort_unstable_by(|a, b| a.0.cmp(b.0));
 
-    let mut segments = Segments::default();
+    let mut segments = Segments {
+        first: kept.map_or(0, |r| r.turns),
+        first_block: kept.map_or(0, |r| r.blocks),
+        resumed: kept.map(|r| Arc::clone(&r.token)),
+        ..Segments::default()
+    };
     let mut out = Vec::new();
     out.extend_from_slice(br#"{"model":"#);
     json(&mut out, &config.model);
@@ -239,38 +460,216 @@ pub fn serialize_responses(
     }
     out.extend_from_slice(br#","input":["#);
     segments.messages_at = out.len();
-    for (i, item) in pass.items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
+    // A pass from the first message writes its items straight into the body (and copies them
+    // out only for a resume point); a resumed one writes its new ones apart (only they and
+    // the head are checked as UTF-8), to join them to the kept bytes.
+    let body = match kept {
+        None => {
+            write_items(
+                &mut out,
+                &pass.items,
+                0,
+                &mut segments.messages,
+                &mut segments.blocks,
+            );
+            out.extend_from_slice(b"]}");
+            // serde_json writes UTF-8 and so do the literals.
+            String::from_utf8(out).expect("JSON is UTF-8")
         }
-        let start = out.len();
-        let first = segments.blocks.len();
-        item.write(&mut out, &mut segments.blocks);
-        segments.messages.push(TurnSpan {
-            span: start..out.len(),
-            blocks: first..segments.blocks.len(),
-        });
-    }
-    out.extend_from_slice(b"]}");
-    // serde_json writes UTF-8 and so do the literals.
-    let body = String::from_utf8(out).expect("JSON is UTF-8");
+        Some(r) => {
+            let mut tail = Vec::new();
+            let (mut turns, mut blocks) = (Vec::new(), Vec::new());
+            write_items(&mut tail, &pass.items, r.blocks, &mut turns, &mut blocks);
+            let head = String::from_utf8(out).expect("JSON is UTF-8");
+            let tail = String::from_utf8(tail).expect("JSON is UTF-8");
+            let sep = usize::from(!r.bytes.is_empty() && !tail.is_empty());
+            let mut body = head;
+            body.reserve(r.bytes.len() + sep + tail.len() + 2);
+            body.push_str(&r.bytes);
+            body.push_str(&","[..sep]);
+            let at = body.len();
+            body.push_str(&tail);
+            body.push_str("]}");
+            let shift = |s: std::ops::Range<usize>| s.start + at..s.end + at;
+            segments.messages = turns
+                .into_iter()
+                .map(|t| TurnSpan {
+                    span: shift(t.span),
+                    blocks: t.blocks,
+                })
+                .collect();
+            segments.blocks = blocks
+                .into_iter()
+                .map(|b| BlockSpan {
+                    span: shift(b.span),
+                    thinking: false,
+                })
+                .collect();
+            body
+        }
+    };
     segments.body_len = body.len();
-    segments.carried = pass.carried;
+    let unverifiable = pass.unverifiable;
+    let new_turns = segments.messages.len();
+    let new_blocks = segments.blocks.len();
+    let Pass {
+        items,
+        carried,
+        added,
+        kinds,
+        ..
+    } = pass;
+    let new_kinds: Vec<(String, String)> = if keep {
+        kinds
+            .into_iter()
+            .filter(|(_, kind)| *kind != "function_call")
+            .map(|(id, kind)| (id.to_owned(), kind.to_owned()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    drop(items);
+    // Owned (an `Arc` clone each), so that nothing borrowed from the kept point outlives this.
+    let added: Vec<ToolSchema> = if keep {
+        added.into_iter().cloned().collect()
+    } else {
+        Vec::new()
+    };
+    segments.carried = carried;
     debug_assert_eq!(
         segments.carried.turns(),
-        segments.messages.len(),
+        segments.first + segments.messages.len(),
         "the Responses grouping counts other items than the body holds"
     );
+    // The items this pass wrote: after the kept ones, up to the closing `]}`.
+    let from = match kept {
+        Some(_) => segments
+            .messages
+            .first()
+            .map_or(body.len() - 2, |t| t.span.start),
+        None => segments.messages_at,
+    };
+    let next = keep.then(|| {
+        let tail = Tail {
+            bytes: &body[from..body.len() - 2],
+            turns: new_turns,
+            blocks: new_blocks,
+        };
+        next_resume(
+            resume.take(),
+            messages,
+            route,
+            latest,
+            tail,
+            new_ids,
+            new_kinds,
+            &added,
+            unverifiable,
+            segments.carried.clone(),
+        )
+    });
+    segments.leaves = next.as_ref().map(|r| Arc::clone(&r.token));
     let mut request = WireRequest::new(
         body,
         vec![("content-type".to_owned(), "application/json".to_owned())],
     );
     request.report = WireReport {
-        unverifiable_reasoning_left_out: pass.unverifiable,
+        unverifiable_reasoning_left_out: unverifiable,
         ..WireReport::default()
     };
     request.segments = Some(Arc::new(segments));
-    Ok(request)
+    Ok((request, next))
+}
+
+/// The items a pass wrote itself, comma-joined, and how many items and content parts they
+/// hold.
+struct Tail<'t> {
+    bytes: &'t str,
+    turns: usize,
+    blocks: usize,
+}
+
+/// What the next request resumes from after a pass over `messages` that resumed from `old`
+/// (or started from the first message), found the latest prompt at `latest`, wrote `tail`,
+/// saw the new call ids `new_ids` (of kinds `new_kinds` where not functions), sent the additions `added`, left out `unverifiable`
+/// reasoning blocks in all and grouped the items as `carried`.
+#[allow(clippy::too_many_arguments)]
+fn next_resume(
+    old: Option<Resume>,
+    messages: &ProjectedMessages<'_>,
+    route: &Route,
+    latest: Option<usize>,
+    tail: Tail<'_>,
+    new_ids: Vec<String>,
+    new_kinds: Vec<(String, String)>,
+    added: &[ToolSchema],
+    unverifiable: usize,
+    carried: Carried,
+) -> Resume {
+    let mut r = old.unwrap_or_else(|| Resume {
+        messages: HeldPrefix::empty(),
+        bytes: String::with_capacity(tail.bytes.len()),
+        turns: 0,
+        blocks: 0,
+        latest_prompt: None,
+        seen: HashSet::with_capacity(new_ids.len()),
+        kinds: HashMap::new(),
+        unverifiable: 0,
+        provider: route.provider.to_string(),
+        additions: route.tool_update().is_some(),
+        added: HashMap::new(),
+        carried: Carried::default(),
+        token: Arc::new(()),
+    });
+    r.messages = HeldPrefix::of(messages, messages.len());
+    if !r.bytes.is_empty() && !tail.bytes.is_empty() {
+        r.bytes.push(',');
+    }
+    r.bytes.push_str(tail.bytes);
+    r.turns += tail.turns;
+    r.blocks += tail.blocks;
+    r.latest_prompt = latest;
+    r.seen.extend(new_ids);
+    r.kinds.extend(new_kinds);
+    r.unverifiable = unverifiable;
+    for tool in added {
+        if !r.added.contains_key(tool.name()) {
+            let kept = Added {
+                tool: tool.clone(),
+                bytes: tool_bytes(tool),
+            };
+            r.added.insert(tool.name().to_owned(), kept);
+        }
+    }
+    r.carried = carried;
+    r.token = Arc::new(());
+    r
+}
+
+/// Writes `items` comma-joined at the end of `out`, pushing each item's span and each content
+/// part's span (positions in `out`; `blocks[0]` is the request's part `block_base`, the number
+/// the item spans count from). The one writer of a request's items: a resumed pass writes them
+/// into a buffer of their own, a pass from the first message straight into the body.
+fn write_items(
+    out: &mut Vec<u8>,
+    items: &[Item<'_>],
+    block_base: usize,
+    turns: &mut Vec<TurnSpan>,
+    blocks: &mut Vec<BlockSpan>,
+) {
+    turns.reserve(items.len());
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let start = out.len();
+        let first = blocks.len();
+        item.write(out, blocks);
+        turns.push(TurnSpan {
+            span: start..out.len(),
+            blocks: block_base + first..block_base + blocks.len(),
+        });
+    }
 }
 
 /// Refuses a forced `tool_choice` (`"required"`, or an object naming a function) on a route
@@ -305,6 +704,11 @@ struct Pass<'a> {
     /// 140](crate::manual::decisions#decision-140)), by call id: what its output is written as, and
     /// which outputs may answer it.
     kinds: HashMap<&'a str, &'a str>,
+    /// The kinds of the kept point's calls that are not functions, by call id (a call made
+    /// before the point whose output comes after it).
+    kept_kinds: Option<&'a HashMap<String, String>>,
+    /// The declarations each `additional_tools` item carries, in order (a name may recur).
+    added: Vec<&'a ToolSchema>,
 }
 
 impl<'a> Pass<'a> {
@@ -355,7 +759,14 @@ impl<'a> Pass<'a> {
             }
             Role::Tool => {
                 let call_id = calls.answer(message)?;
-                let call = self.kinds.get(call_id).copied();
+                // A call id `calls` knows and neither map names is a function call's (the kept
+                // point keeps only the other kinds).
+                let call = self
+                    .kinds
+                    .get(call_id)
+                    .copied()
+                    .or_else(|| self.kept_kinds?.get(call_id).map(String::as_str))
+                    .or(Some("function_call"));
                 if let [ContentBlock::Other(o)] = message.content()
                     && let Some((_, answers)) =
                         KEPT_OUTPUTS.iter().find(|(t, _)| *t == o.type_name())
@@ -418,6 +829,12 @@ impl<'a> Pass<'a> {
         });
     }
 
+    /// An `additional_tools` item carrying `tools`, noted for the resume point.
+    fn additional(&mut self, index: usize, tools: Vec<&'a ToolSchema>) {
+        self.added.extend(tools.iter().copied());
+        self.push(index, Item::Additional { tools });
+    }
+
     fn developer(&mut self, index: usize, message: &'a Message) -> Result<(), WireError> {
         let mut texts: Vec<(usize, Part<'a>)> = Vec::new();
         let mut added: Vec<&'a ToolSchema> = Vec::new();
@@ -426,7 +843,7 @@ impl<'a> Pass<'a> {
                 ContentBlock::Text { text } => {
                     if !added.is_empty() {
                         let tools = std::mem::take(&mut added);
-                        self.push(index, Item::Additional { tools });
+                        self.additional(index, tools);
                     }
                     texts.push((b, Part::Input(text)));
                 }
@@ -450,7 +867,7 @@ impl<'a> Pass<'a> {
             }
         }
         if !added.is_empty() {
-            self.push(index, Item::Additional { tools: added });
+            self.additional(index, added);
         }
         if !texts.is_empty() {
             self.push_message(index, "developer", texts);
@@ -601,7 +1018,7 @@ impl Item<'_> {
                                 text,
                             },
                         ),
-                        Part::Kept(part) => write_fields(out, part, true),
+                        Part::Kept(part) => write_fields(out, part, true, None),
                     }
                     blocks.push(BlockSpan {
                         span: at..out.len(),
@@ -619,7 +1036,7 @@ impl Item<'_> {
                 }
                 out.push(b'}');
             }
-            Item::Kept { item, id } => write_fields(out, item, *id),
+            Item::Kept { item, id } => write_fields(out, item, *id, Some(blocks)),
             Item::Call {
                 call_id,
                 name,
@@ -665,7 +1082,7 @@ impl Item<'_> {
                     out.push(b',');
                     json(out, k);
                     out.push(b':');
-                    json(out, &Canonical(v));
+                    write_field_value(out, k, v, Some(blocks));
                 }
                 if !extra.contains_key("summary") {
                     out.extend_from_slice(br#","summary":["#);
@@ -689,9 +1106,15 @@ impl Item<'_> {
 }
 
 /// An item or part kept verbatim: `type` first, then its other fields (`id` only when `id`).
-fn write_fields(out: &mut Vec<u8>, block: &OtherBlock, id: bool) {
+fn write_fields(
+    out: &mut Vec<u8>,
+    block: &OtherBlock,
+    id: bool,
+    blocks: Option<&mut Vec<BlockSpan>>,
+) {
     out.extend_from_slice(br#"{"type":"#);
     json(out, block.type_name());
+    let mut blocks = blocks;
     for (k, v) in block.fields() {
         if k == "type" || (!id && k == "id") {
             continue;
@@ -699,9 +1122,38 @@ fn write_fields(out: &mut Vec<u8>, block: &OtherBlock, id: bool) {
         out.push(b',');
         json(out, k);
         out.push(b':');
-        json(out, &Canonical(v));
+        write_field_value(out, k, v, blocks.as_deref_mut());
     }
     out.push(b'}');
+}
+
+/// Writes an item's field value; the elements of an item's `content` array are what the meter
+/// counts as the item's blocks, so their spans go to `blocks` (an item written as kept has
+/// them too: a client's developer message, a reasoning item with reasoning text).
+fn write_field_value(
+    out: &mut Vec<u8>,
+    key: &str,
+    value: &Value,
+    blocks: Option<&mut Vec<BlockSpan>>,
+) {
+    match (key, value, blocks) {
+        ("content", Value::Array(parts), Some(blocks)) => {
+            out.push(b'[');
+            for (i, part) in parts.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                let at = out.len();
+                json(out, &Canonical(part));
+                blocks.push(BlockSpan {
+                    span: at..out.len(),
+                    thinking: false,
+                });
+            }
+            out.push(b']');
+        }
+        _ => json(out, &Canonical(value)),
+    }
 }
 
 /// A declared tool: a function, or a Responses API tool that is not one, sent as the client
@@ -743,3 +1195,7 @@ impl<'a> FunctionTool<'a> {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "responses_tests.rs"]
+mod tests;

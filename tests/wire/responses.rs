@@ -349,7 +349,15 @@ fn strict_comes_from_the_tool_and_multi_part_outputs_are_parts() {
 
 #[test]
 fn the_catalog_s_openai_routes() {
-    for model in ["gpt-5.4", "gpt-5.4-pro", "gpt-5.4-mini", "gpt-5.4-nano"] {
+    // The GPT-5.4 family, and GPT-5.6 Sol with its alias (decision 144).
+    for model in [
+        "gpt-5.4",
+        "gpt-5.4-pro",
+        "gpt-5.4-mini",
+        "gpt-5.4-nano",
+        "gpt-5.6-sol",
+        "gpt-5.6",
+    ] {
         let r = route_for("openai", model);
         assert_eq!((r.model.as_ref(), r.api), (model, WireApi::Responses));
         assert_eq!(
@@ -360,7 +368,8 @@ fn the_catalog_s_openai_routes() {
         assert!(r.prompt_cache_key() && !r.inline_definitions() && !r.system_prompt_in_history());
         assert_eq!((r.min_cache_tokens(), r.cache_block_tokens()), (1024, 128));
     }
-    let unknown = route_for("openai", "gpt-5.6-sol");
+    // GPT-5.6 Terra: no model page read.
+    let unknown = route_for("openai", "gpt-5.6-terra");
     assert_eq!(
         (unknown.model.as_ref(), unknown.api),
         (ANY_MODEL, WireApi::Responses)

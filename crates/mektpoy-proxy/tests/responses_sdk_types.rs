@@ -24,7 +24,7 @@ fn accepted(body: &str) {
 
 #[test]
 fn async_openai_deserializes_every_body_of_a_churn_loop() {
-    for model in ["gpt-5.4", "gpt-5.6-sol"] {
+    for model in ["gpt-5.4", "gpt-5.6-terra"] {
         let mut agent = AgentLoop::builder(Session::new("s"), route_for("openai", model))
             .config(Config::new("openai", model).with("tool_choice", json!("auto")))
             .system_prompt("Be brief.")
