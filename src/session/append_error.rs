@@ -2,6 +2,8 @@
 
 use crate::event::DecodeError;
 use crate::store::WriteError;
+#[cfg(doc)]
+use crate::vocab::ContentBlock;
 use crate::vocab::{DEFERRED_PLACEHOLDER_NAME, Role, Seq};
 
 /// Why `append` (or loading) refused an event: the event's position and what is wrong with it. The
