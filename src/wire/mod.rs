@@ -257,6 +257,46 @@ pub(crate) struct BlockSpan {
     pub thinking: bool,
 }
 
+/// The body of a resumed request on a wire that lists its items in one array (chat's
+/// `messages`, the Responses API's `input`): `head` up to the array's `[`, the kept items'
+/// bytes `kept`, the new ones `tail` (their spans `turns` and `blocks` relative to it) and the
+/// closing `]}`. The new spans move to the body, into `segments` (neither wire carries signed
+/// thinking blocks); returns the body and where the new items start.
+pub(crate) fn join_resumed(
+    head: String,
+    kept: &str,
+    tail: Vec<u8>,
+    (turns, blocks): (Vec<TurnSpan>, Vec<BlockSpan>),
+    segments: &mut Segments,
+) -> (String, usize) {
+    // serde_json writes UTF-8 and so do the literals.
+    let tail = String::from_utf8(tail).expect("JSON is UTF-8");
+    let sep = usize::from(!kept.is_empty() && !tail.is_empty());
+    let mut body = head;
+    body.reserve(kept.len() + sep + tail.len() + 2);
+    body.push_str(kept);
+    body.push_str(&","[..sep]);
+    let at = body.len();
+    body.push_str(&tail);
+    body.push_str("]}");
+    let shift = |s: Range<usize>| s.start + at..s.end + at;
+    segments.messages = turns
+        .into_iter()
+        .map(|t| TurnSpan {
+            span: shift(t.span),
+            blocks: t.blocks,
+        })
+        .collect();
+    segments.blocks = blocks
+        .into_iter()
+        .map(|b| BlockSpan {
+            span: shift(b.span),
+            thinking: false,
+        })
+        .collect();
+    (body, at)
+}
+
 /// What a serializer did to a request beyond writing it out.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]

@@ -21,8 +21,8 @@ use serde_json::Value;
 use super::canonical::CanonicalObject;
 use super::{
     BlockSpan, Body, CHAT_MAX_TOOL_NAME, Calls, Carried, MessageFault, Segments, TurnSpan,
-    WireError, WireRequest, check_system_without_history, checked_tools, sorted_options,
-    system_text, unsupported,
+    WireError, WireRequest, check_system_without_history, checked_tools, join_resumed,
+    sorted_options, system_text, unsupported,
 };
 use crate::event::Config;
 use crate::project::{HeldPrefix, ProjectedMessages, ProjectedToolUpdates};
@@ -264,31 +264,7 @@ fn resumed_pass(
             let mut tail = Vec::new();
             let (mut turns, mut blocks) = (Vec::new(), Vec::new());
             write_messages(&mut tail, &wire_messages, r.blocks, &mut turns, &mut blocks);
-            let tail = String::from_utf8(tail).expect("JSON is UTF-8");
-            let sep = usize::from(!r.bytes.is_empty() && !tail.is_empty());
-            let mut body = head;
-            body.reserve(r.bytes.len() + sep + tail.len() + 2);
-            body.push_str(&r.bytes);
-            body.push_str(&","[..sep]);
-            let at = body.len();
-            body.push_str(&tail);
-            body.push_str("]}");
-            let shift = |s: std::ops::Range<usize>| s.start + at..s.end + at;
-            segments.messages = turns
-                .into_iter()
-                .map(|t| TurnSpan {
-                    span: shift(t.span),
-                    blocks: t.blocks,
-                })
-                .collect();
-            segments.blocks = blocks
-                .into_iter()
-                .map(|b| BlockSpan {
-                    span: shift(b.span),
-                    thinking: false,
-                })
-                .collect();
-            (body, at)
+            join_resumed(head, &r.bytes, tail, (turns, blocks), &mut segments)
         }
     };
     segments.body_len = body.len();

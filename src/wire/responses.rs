@@ -32,7 +32,7 @@ use super::thinking::from_provider;
 use super::{
     BlockSpan, CHAT_MAX_TOOL_NAME, Calls, Carried, MessageFault, Segments, TurnSpan, WireContext,
     WireError, WireReport, WireRequest, check_system_without_history, checked_tools_of_any_api,
-    system_text, unsupported,
+    join_resumed, system_text, unsupported,
 };
 use crate::event::Config;
 use crate::project::{HeldPrefix, ProjectedMessages, ProjectedToolUpdates};
@@ -481,31 +481,7 @@ fn written(
             let (mut turns, mut blocks) = (Vec::new(), Vec::new());
             write_items(&mut tail, &pass.items, r.blocks, &mut turns, &mut blocks);
             let head = String::from_utf8(out).expect("JSON is UTF-8");
-            let tail = String::from_utf8(tail).expect("JSON is UTF-8");
-            let sep = usize::from(!r.bytes.is_empty() && !tail.is_empty());
-            let mut body = head;
-            body.reserve(r.bytes.len() + sep + tail.len() + 2);
-            body.push_str(&r.bytes);
-            body.push_str(&","[..sep]);
-            let at = body.len();
-            body.push_str(&tail);
-            body.push_str("]}");
-            let shift = |s: std::ops::Range<usize>| s.start + at..s.end + at;
-            segments.messages = turns
-                .into_iter()
-                .map(|t| TurnSpan {
-                    span: shift(t.span),
-                    blocks: t.blocks,
-                })
-                .collect();
-            segments.blocks = blocks
-                .into_iter()
-                .map(|b| BlockSpan {
-                    span: shift(b.span),
-                    thinking: false,
-                })
-                .collect();
-            body
+            join_resumed(head, &r.bytes, tail, (turns, blocks), &mut segments).0
         }
     };
     segments.body_len = body.len();
