@@ -52,49 +52,6 @@ pub(crate) fn object_equivalent(
             .all(|(k, v)| b.get(k).is_some_and(|w| json_equivalent(v, w)))
 }
 
-/// A hash of the entries of an object (a `serde_json::Map` or an `IndexMap`) that is equal for
-/// every two objects [`json_equivalent`] finds equivalent: entries are combined by a
-/// commutative sum (key order does not enter it) and numbers hash by the value they denote.
-pub(crate) fn entries_hash<'a>(
-    entries: impl ExactSizeIterator<Item = (&'a String, &'a Value)>,
-) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let len = entries.len() as u64;
-    let sum = entries.fold(0u64, |sum, (k, v)| {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        k.hash(&mut h);
-        value_hash(v).hash(&mut h);
-        sum.wrapping_add(h.finish())
-    });
-    sum ^ len.wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
-
-/// [`entries_hash`]'s hash of one value: equivalent values ([reference
-/// §1](crate::manual::reference#1-vocabulary-and-json)) hash alike.
-fn value_hash(v: &Value) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    match v {
-        Value::Null => 0u8.hash(&mut h),
-        Value::Bool(b) => (1u8, b).hash(&mut h),
-        // As `number_equivalent` compares: the exact integer when there is one, else the
-        // float (never `-0.0`, which is integral; never NaN, which JSON has not).
-        Value::Number(n) => match integral(n) {
-            Some(i) => (2u8, i).hash(&mut h),
-            None => (3u8, n.as_f64().map(f64::to_bits)).hash(&mut h),
-        },
-        Value::String(s) => (4u8, s).hash(&mut h),
-        Value::Array(items) => {
-            (5u8, items.len()).hash(&mut h);
-            for item in items {
-                value_hash(item).hash(&mut h);
-            }
-        }
-        Value::Object(map) => (6u8, entries_hash(map.iter())).hash(&mut h),
-    }
-    h.finish()
-}
-
 fn number_equivalent(x: &Number, y: &Number) -> bool {
     match (integral(x), integral(y)) {
         (Some(a), Some(b)) => a == b,

@@ -820,13 +820,8 @@ impl<'de> Visitor<'de> for BlockSeed<'_> {
 #[derive(Clone, PartialEq)]
 pub struct Message(Arc<MessageData>);
 
-/// In declaration order (`repr(C)`): the role sits beside the id and the content, so that
-/// reading a message's role, the one field a projection reads of every message, brings in
-/// the id and the blocks' handle too (a developer message needs them next), instead of a
-/// line of its own at the end of the allocation.
 #[derive(Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-#[repr(C)]
 struct MessageData {
     id: String,
     role: Role,

@@ -6,14 +6,14 @@
 //! and must not deep-copy the schema to do so.
 
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use indexmap::IndexMap;
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::json::{entries_hash, map_equivalent, object_equivalent};
+use super::json::{map_equivalent, object_equivalent};
 use super::strict::{Entries, Strict, Strictly, wrong_shape};
 
 /// The unknown field holding a Responses API tool that is not a function
@@ -33,22 +33,17 @@ pub struct ToolSchema {
     defer_loading: bool,
 }
 
-/// In declaration order (`repr(C)`): the name and its key sit right after the
-/// reference counts, so that a name lookup (and the clone that follows it) reads one line of
-/// the allocation, not two at its ends.
-#[repr(C)]
 struct ToolDef {
     name: String,
-    /// [`NameKey`] of `name`, computed once: the projection's name tables compare it instead
-    /// of the bytes (which it is, for a name of up to 15 bytes), so a lookup never reads or
-    /// hashes this name's bytes.
+    /// [`NameKey`] of `name`, computed once: the projection's name tables compare it instead of the
+    /// bytes (which it is, for a name of up to 15 bytes), so a lookup never reads or hashes this
+    /// name's bytes. Measured alone ([decision 154](crate::manual::decisions#decision-154)):
+    /// without it the conformance vectors project 7–18 % slower (`addition-only` 84 → 100 µs),
+    /// beyond the 0–5 % between two runs of the same build.
     name_key: NameKey,
     description: String,
     parameters: Map<String, Value>,
     extra: IndexMap<String, Value>,
-    /// [`ToolDef::equivalence`]'s hash, computed on the first comparison that needs it (a
-    /// definition that is never compared as data never pays for it).
-    equivalence: OnceLock<u64>,
 }
 
 impl ToolDef {
@@ -64,24 +59,7 @@ impl ToolDef {
             description,
             parameters,
             extra,
-            equivalence: OnceLock::new(),
         }
-    }
-
-    /// A hash equal for every two definitions [reference
-    /// §1](crate::manual::reference#1-vocabulary-and-json) finds equivalent (key order and number
-    /// spelling do not enter it), so that unequal hashes tell two definitions apart without walking
-    /// them. Computed once per allocation.
-    fn equivalence(&self) -> u64 {
-        *self.equivalence.get_or_init(|| {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            self.name.hash(&mut h);
-            self.description.hash(&mut h);
-            entries_hash(self.parameters.iter()).hash(&mut h);
-            entries_hash(self.extra.iter()).hash(&mut h);
-            h.finish()
-        })
     }
 }
 
@@ -447,16 +425,16 @@ impl ToolSchema {
 
     /// Whether both have an equivalent definition, `defer_loading` aside.
     ///
-    /// O(1) when they share an allocation or when their cached equivalence hashes differ
-    /// (each definition hashes itself once, on its first comparison as data); else
-    /// O(size of the definitions).
+    /// O(1) when they share an allocation (interned definitions do) or have different names;
+    /// else it walks both, stopping at the first difference. A cached hash of each definition
+    /// used to tell different ones apart first; measured alone it stayed within the run-to-run
+    /// spread ([decision 154](crate::manual::decisions#decision-154)), so it went.
     pub fn same_definition(&self, other: &ToolSchema) -> bool {
         Arc::ptr_eq(&self.def, &other.def)
             || (self
                 .def
                 .name_key
                 .same_name(other.def.name_key, &self.def.name, &other.def.name)
-                && self.def.equivalence() == other.def.equivalence()
                 && self.def.description == other.def.description
                 && object_equivalent(&self.def.parameters, &other.def.parameters)
                 && map_equivalent(&self.def.extra, &other.def.extra))
@@ -504,9 +482,6 @@ pub(crate) struct ToolIndex {
 impl ToolIndex {
     /// Indexes `tools`. O(tools). Of two tools with one name the first stays (validation
     /// refuses such a header before it is indexed).
-    // A `ByName` hashes and compares the name alone, which never changes; the only interior
-    // mutability of a schema is its definition's cached equivalence hash, set once.
-    #[allow(clippy::mutable_key_type)]
     pub fn new(tools: &[ToolSchema]) -> Self {
         let mut index = std::collections::HashSet::with_capacity(tools.len());
         for t in tools {
@@ -869,7 +844,7 @@ mod tests {
     }
 
     /// The definition as [reference §1](crate::manual::reference#1-vocabulary-and-json) compares
-    /// it, without the cached hash: what `same_definition` answered before the hash filter.
+    /// it, walking both definitions: what `same_definition` must answer.
     fn equivalent_by_walk(a: &ToolSchema, b: &ToolSchema) -> bool {
         a.name() == b.name()
             && a.description() == b.description()
@@ -926,11 +901,10 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The cached equivalence hash only filters: equivalent definitions (respelled, in
-        /// another key order) hash alike, and `same_definition` answers exactly as the walk
-        /// over both definitions does, for equivalent and unrelated pairs alike.
+        /// `same_definition` answers exactly as the walk over both definitions does, for
+        /// equivalent (respelled, in another key order) and unrelated pairs alike.
         #[test]
-        fn the_definition_hash_never_changes_an_answer(
+        fn same_definition_answers_as_the_walk_does(
             a in json_value(),
             b in json_value(),
             x in json_value(),
@@ -939,7 +913,6 @@ mod tests {
             let left = tool_of("t", &a, &x);
             let right = tool_of("t", &respelled(&a), &respelled(&x));
             proptest::prop_assert!(equivalent_by_walk(&left, &right));
-            proptest::prop_assert_eq!(left.def.equivalence(), right.def.equivalence());
             proptest::prop_assert!(left.same_definition(&right) && right.same_definition(&left));
             let other = tool_of(if same_name { "t" } else { "u" }, &b, &x);
             proptest::prop_assert_eq!(left.same_definition(&other), equivalent_by_walk(&left, &other));
