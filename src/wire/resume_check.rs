@@ -38,3 +38,47 @@ pub(super) fn check_resumed<R: PartialEq + Debug>(
     }
     assert_eq!(fresh_next.as_ref(), next, "resumed {api} state departs");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(body: &str) -> WireRequest {
+        WireRequest::new(body, vec![])
+    }
+
+    #[test]
+    fn equal_passes_pass() {
+        let r = request("{}");
+        check_resumed("chat", Ok(&r), Some(&1), || (Ok(request("{}")), Some(1)));
+        let refused = WireError::MissingMaxTokens;
+        check_resumed::<u8>("chat", Err(&refused), None, || {
+            (Err(WireError::MissingMaxTokens), None)
+        });
+    }
+
+    #[test]
+    #[should_panic(expected = "resumed chat body departs")]
+    fn another_body_panics() {
+        let r = request(r#"{"a":1}"#);
+        check_resumed("chat", Ok(&r), Some(&1), || (Ok(request("{}")), Some(1)));
+    }
+
+    #[test]
+    #[should_panic(expected = "resumed Responses refusal departs")]
+    fn a_refusal_the_fresh_pass_does_not_make_panics() {
+        let refused = WireError::MissingMaxTokens;
+        check_resumed::<u8>("Responses", Err(&refused), None, || {
+            (Ok(request("{}")), None)
+        });
+    }
+
+    #[test]
+    #[should_panic(expected = "resumed Messages state departs")]
+    fn another_resume_point_panics() {
+        let r = request("{}");
+        check_resumed("Messages", Ok(&r), Some(&1), || {
+            (Ok(request("{}")), Some(2))
+        });
+    }
+}
