@@ -16,6 +16,18 @@ use crate::wire::WireError;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Any error of this crate, by concern. Each variant wraps the module's own typed error.
+///
+/// ```
+/// use mektpoy::{AgentLoop, Error, Message, Session, route_for};
+/// fn turn(agent: &mut AgentLoop) -> mektpoy::Result<String> {
+///     let request = agent.user_turn([Message::user("u1", "hi")])?; // an AppendError
+///     Ok(request.to_wire()?.body().to_owned()) // a WireError
+/// }
+/// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash")).build()?;
+/// // The Messages API needs `max_tokens`: the wire error, by concern.
+/// assert!(matches!(turn(&mut agent), Err(Error::Wire(_))));
+/// # Ok::<(), Error>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

@@ -66,6 +66,15 @@ pub fn min_cache_tokens(route: &Route) -> u32 {
 }
 
 /// Why a body could not be metered.
+///
+/// ```
+/// use mektpoy::meter::{MeterError, Measured};
+/// use mektpoy::{Meter, route_for};
+/// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+/// assert!(matches!(meter.observe("[]", None), Err(MeterError::Body(_))));
+/// let refused = meter.observe_measured(Measured::new(10, None, None)).unwrap_err();
+/// assert!(matches!(refused, MeterError::NoRequest));
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MeterError {
@@ -90,6 +99,16 @@ pub enum MeterError {
 }
 
 /// Why a saved meter was refused.
+///
+/// ```
+/// use mektpoy::meter::{MeterError, RestoreFault};
+/// use mektpoy::{Meter, route_for};
+/// let saved = Meter::new(&route_for("deepseek", "deepseek-flash")).save();
+/// let elsewhere = Meter::restore(&route_for("openai", "gpt-5.4"), &saved).unwrap_err();
+/// assert!(matches!(elsewhere, MeterError::Restore { reason: RestoreFault::Route { .. } }));
+/// let garbage = Meter::restore(&route_for("deepseek", "deepseek-flash"), "{}").unwrap_err();
+/// assert!(matches!(garbage, MeterError::Restore { reason: RestoreFault::Malformed(_) }));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RestoreFault {
@@ -116,6 +135,20 @@ pub enum RestoreFault {
 pub const SAVE_VERSION: u64 = 3;
 
 /// Feeds on the requests of one route, in order.
+///
+/// ```
+/// use mektpoy::{Meter, route_for};
+/// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+/// let turn = |text: &str| format!(r#"{{"role":"user","content":"{text}"}}"#);
+/// let first = format!(r#"{{"messages":[{}]}}"#, turn(&"x".repeat(1000)));
+/// let second = format!(r#"{{"messages":[{},{}]}}"#, turn(&"x".repeat(1000)), turn("next"));
+/// meter.observe(&first, None)?;
+/// let row = meter.observe(&second, None)?;
+/// // The second request extends the first: DeepSeek serves its whole 64-token units.
+/// assert_eq!(row.cached_bytes, 1024);
+/// assert_eq!(meter.departures()[1], None);
+/// # Ok::<(), mektpoy::meter::MeterError>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Meter {
     deferred_section_bytes: u32,
@@ -156,9 +189,26 @@ impl Rate {
     }
 }
 
+/// Feeding a meter and reading it.
+///
+/// ```
+/// use mektpoy::{Meter, route_for};
+/// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+/// let row = meter.observe(r#"{"messages":[{"role":"user","content":"hi"}]}"#, None)?;
+/// assert_eq!(meter.rows(), [row]);
+/// assert_eq!(meter.report().requests, 1);
+/// # Ok::<(), mektpoy::meter::MeterError>(())
+/// ```
 impl Meter {
     /// A meter for `route`, whose deferred-tools section counts
     /// `route.deferred_section_bytes()`.
+    ///
+    /// ```
+    /// use mektpoy::{Meter, route_for};
+    /// let meter = Meter::new(&route_for("anthropic", "claude-fable-5-1"));
+    /// assert!(meter.rows().is_empty());
+    /// assert!(!meter.has_previous());
+    /// ```
     pub fn new(route: &Route) -> Self {
         let block_tokens = match route.cache_block_tokens() {
             0 => DEFAULT_CACHE_BLOCK_TOKENS,
@@ -187,6 +237,17 @@ impl Meter {
     }
 
     /// The same meter pricing tokens with `price`.
+    ///
+    /// ```
+    /// use mektpoy::route::{Evidence, Price};
+    /// use mektpoy::{Meter, route_for};
+    /// let price = Price::usd(1.0, 0.1, Evidence::None);
+    /// let mut meter = Meter::new(&route_for("acme", "acme-1")).with_price(price);
+    /// meter.observe(r#"{"messages":[{"role":"user","content":"hi"}]}"#, None)?;
+    /// // 30 bytes ≈ 8 tokens, none cached, at $1 per million.
+    /// assert!((meter.report().cost.unwrap() - 8e-6).abs() < 1e-12);
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     #[must_use]
     pub fn with_price(mut self, price: Price) -> Self {
         self.price = Some(price);
@@ -196,6 +257,16 @@ impl Meter {
     /// The segments of a body, concatenated in the provider's caching order, with each
     /// block's `cache_control` marker left out (a breakpoint moves from request to request
     /// without changing the prompt).
+    ///
+    /// ```
+    /// use mektpoy::{Meter, route_for};
+    /// let meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    /// let marked = r#"{"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}]}"#;
+    /// let plain = r#"{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}"#;
+    /// // A breakpoint marker is not part of the prompt.
+    /// assert_eq!(meter.prefix_bytes(marked)?, meter.prefix_bytes(plain)?);
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     ///
     /// # Errors
     /// [`MeterError::Body`] when `body` is not an object with a `messages` array.
@@ -272,6 +343,18 @@ impl Meter {
     /// request that keeps the smaller of the previous request and this one (its unit and
     /// minimum applied), or more when an older entry gave more, so that a loss a route's
     /// rules impose shows as a miss.
+    ///
+    /// ```
+    /// use mektpoy::{Meter, route_for};
+    /// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    /// let body = format!(r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#, "x".repeat(1000));
+    /// assert_eq!(meter.observe(&body, None)?.cached_bytes, 0, "nothing before it");
+    /// let again = meter.observe(&body, None)?;
+    /// assert_eq!(again.cached_bytes, 1024, "the same prompt: its whole 64-token units");
+    /// assert!(meter.observe("not json", None).is_err());
+    /// assert_eq!(meter.rows().len(), 2, "a refused body adds no row");
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     ///
     /// # Errors
     /// [`MeterError::Body`] for a body that is not a request body; the meter is unchanged.
@@ -418,6 +501,15 @@ impl Meter {
 
     /// Whether the meter has a previous request to compare the next one with (an observed
     /// or [primed](Self::prime) body).
+    ///
+    /// ```
+    /// use mektpoy::{Meter, route_for};
+    /// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    /// assert!(!meter.has_previous());
+    /// meter.prime(r#"{"messages":[{"role":"user","content":"hi"}]}"#)?;
+    /// assert!(meter.has_previous());
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     pub fn has_previous(&self) -> bool {
         self.previous.is_some()
     }
@@ -425,6 +517,18 @@ impl Meter {
     /// Beside each row of [`rows`](Self::rows), at the same index: where its request departed
     /// from the previous request of the route, `None` when it extended it (or had none). Rows
     /// restored from a version-1 save have `None`: that version did not keep departures.
+    ///
+    /// ```
+    /// use mektpoy::meter::Segment;
+    /// use mektpoy::{Meter, route_for};
+    /// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    /// meter.observe(r#"{"system":"A","messages":[{"role":"user","content":"hi"}]}"#, None)?;
+    /// meter.observe(r#"{"system":"B","messages":[{"role":"user","content":"hi"}]}"#, None)?;
+    /// let departure = meter.departures()[1].as_ref().unwrap();
+    /// assert_eq!(departure.segment, Segment::System);
+    /// assert_eq!(meter.departures()[0], None, "the first request departs from nothing");
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     pub fn departures(&self) -> &[Option<Departure>] {
         &self.departures
     }
@@ -432,6 +536,22 @@ impl Meter {
     /// Attaches the provider's usage for the latest observed request (decoded from its response,
     /// [reference §12](crate::manual::reference#12-provider-responses-and-usage)) and returns the
     /// row with it.
+    ///
+    /// ```
+    /// use mektpoy::response::decode_chat;
+    /// use mektpoy::{Meter, route_for};
+    /// let mut meter = Meter::new(&route_for("acme", "acme-1"));
+    /// meter.observe(r#"{"messages":[{"role":"user","content":"hi"}]}"#, None)?;
+    /// let answer = decode_chat(
+    ///     r#"{"id":"r1","model":"acme-1","choices":[{"index":0,"message":{"role":"assistant",
+    ///     "content":"hello"}}],"usage":{"prompt_tokens":9,"completion_tokens":1}}"#,
+    ///     "acme",
+    ///     None,
+    /// )?;
+    /// let row = meter.observe_usage(&answer.usage.unwrap())?;
+    /// assert_eq!(row.measured.unwrap().prompt_tokens, 9);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     ///
     /// # Errors
     /// [`MeterError::NoRequest`] before any request was observed;
@@ -442,6 +562,18 @@ impl Meter {
     }
 
     /// [`observe_usage`](Self::observe_usage) with the figures given by hand.
+    ///
+    /// ```
+    /// use mektpoy::meter::{Measured, MeterError};
+    /// use mektpoy::{Meter, route_for};
+    /// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    /// meter.observe(r#"{"messages":[{"role":"user","content":"hi"}]}"#, None)?;
+    /// let row = meter.observe_measured(Measured::new(9, Some(0), None))?;
+    /// assert_eq!(row.measured, Some(Measured::new(9, Some(0), None)));
+    /// let twice = meter.observe_measured(Measured::new(9, Some(0), None));
+    /// assert!(matches!(twice, Err(MeterError::AlreadyMeasured { row: 0 })));
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     ///
     /// # Errors
     /// As [`observe_usage`](Self::observe_usage).
@@ -480,6 +612,17 @@ impl Meter {
     /// resumed process calls with the last request it rebuilds from the log, so that the
     /// next request is compared with it. The rows stay as they are (empty in a new meter).
     ///
+    /// ```
+    /// use mektpoy::{Meter, route_for};
+    /// let body = format!(r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#, "x".repeat(1000));
+    /// // A restarted process rebuilds the last request it sent and primes a new meter with it.
+    /// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    /// meter.prime(&body)?;
+    /// assert!(meter.rows().is_empty());
+    /// assert_eq!(meter.observe(&body, None)?.cached_bytes, 1024);
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
+    ///
     /// # Errors
     /// [`MeterError::Body`] for a body that is not a request body; the meter is unchanged.
     pub fn prime(&mut self, previous_body: &str) -> Result<(), MeterError> {
@@ -498,17 +641,48 @@ impl Meter {
     /// them for minutes (Anthropic 5 minutes or an hour, refreshed on each read; DeepSeek and
     /// OpenAI unspecified, usually minutes to hours): a loop that paused longer than its
     /// vendor's lifetime calls this before its next request.
+    ///
+    /// ```
+    /// use mektpoy::{Meter, route_for};
+    /// let body = format!(r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#, "x".repeat(1000));
+    /// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    /// meter.observe(&body, None)?;
+    /// meter.forget_cache(); // the loop slept for a day
+    /// assert_eq!(meter.observe(&body, None)?.cached_bytes, 0);
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     pub fn forget_cache(&mut self) {
         self.cache.forget();
     }
 
     /// Every row so far.
+    ///
+    /// ```
+    /// use mektpoy::{Meter, route_for};
+    /// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    /// meter.observe(r#"{"messages":[{"role":"user","content":"hi"}]}"#, None)?;
+    /// assert_eq!(meter.rows().len(), 1);
+    /// assert_eq!(meter.rows()[0].total_bytes, 30, "the cut: the message, without the body around it");
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     pub fn rows(&self) -> &[MeterRow] {
         &self.rows
     }
 
     /// Totals, token estimates and, with a price, the estimated cost; the measured figures
     /// summed over the rows that have them, and the number of unexplained misses.
+    ///
+    /// ```
+    /// use mektpoy::{Meter, route_for};
+    /// let body = format!(r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#, "x".repeat(1000));
+    /// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    /// meter.observe(&body, None)?;
+    /// meter.observe(&body, None)?;
+    /// let report = meter.report();
+    /// assert_eq!((report.requests, report.total_bytes, report.cached_bytes), (2, 2056, 1024));
+    /// assert!(report.hit_ratio() < report.best_ratio() || report.best_bytes == report.cached_bytes);
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     pub fn report(&self) -> MeterReport {
         let tokens = |b: u64| b.div_ceil(4);
         let sum =

@@ -11,6 +11,20 @@ use std::fmt;
 use crate::vocab::{ContentBlock, Message, Role};
 
 /// The language of a [`Notice`].
+///
+/// ```
+/// use mektpoy::notice::Locale;
+/// use mektpoy::{AgentLoop, ContentBlock, Message, Session, ToolSchema, route_for};
+/// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+///     .build()?;
+/// agent.user_turn([Message::user("u1", "hi")])?;
+/// agent.append(agent.assistant("a1", [ContentBlock::text("ok")]))?;
+/// agent.set_tools([ToolSchema::no_input("grep", "Search")])?;
+/// let request = agent.user_turn([Message::user("u2", "go on")])?;
+/// assert_eq!(request.notice(Locale::En).unwrap().title, "Tool added: grep");
+/// assert_eq!(request.notice(Locale::Zh).unwrap().title, "已添加工具：grep");
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Locale {
@@ -26,6 +40,21 @@ pub enum Locale {
 /// "Tools updated", a `summary` counting additions, removals and redefinitions (in that
 /// order, kinds without a change left out), and one `details` line per kind listing the
 /// names in block order. `Display` writes `title · summary`.
+///
+/// ```
+/// use mektpoy::notice::Locale;
+/// use mektpoy::{AgentLoop, ContentBlock, Message, Session, ToolSchema, route_for};
+/// let tool = |name: &str| ToolSchema::no_input(name, "");
+/// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+///     .build()?;
+/// agent.user_turn([Message::user("u1", "hi")])?;
+/// agent.append(agent.assistant("a1", [ContentBlock::text("ok")]))?;
+/// agent.set_tools([tool("read"), tool("grep")])?; // an MCP server connects
+/// let notice = agent.user_turn([Message::user("u2", "go on")])?.notice(Locale::En).unwrap();
+/// assert_eq!(notice.to_string(), "Tools updated · 2 added");
+/// assert_eq!(notice.details, ["Added: read, grep"]);
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Notice {

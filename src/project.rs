@@ -35,6 +35,25 @@ pub use messages::{MessagesIter, ProjectedMessages};
 ///
 /// Serializes as `{"messages":[...],"tools":[...]|null}` (the JSON the `project` example
 /// prints), tools with `deferLoading` only when true.
+///
+/// ```
+/// use mektpoy::project::{ProjectionPath, project_tool_updates};
+/// use mektpoy::{Message, ToolSchema};
+/// let dev: Message = serde_json::from_str(
+///     r#"{"id":"d1","role":"developer","content":[{"type":"tool-addition","toolName":"grep"}],"source":{"kind":"tool-registry"}}"#,
+/// )?;
+/// let messages = [
+///     Message::user("u1", "hi"),
+///     dev.clone(),
+/// ];
+/// let tools = [ToolSchema::no_input("read", ""), ToolSchema::no_input("grep", "")];
+/// // A route without a mode: the developer message goes, the tools are sent as given.
+/// let projected = project_tool_updates(&messages[..], Some(&tools[..]), None, None);
+/// assert_eq!(projected.path, ProjectionPath::NoMode);
+/// assert_eq!(projected.messages.len(), 1);
+/// assert_eq!(projected.tools.as_deref().map(<[ToolSchema]>::len), Some(2));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct ProjectedToolUpdates<'a> {
@@ -49,10 +68,29 @@ pub struct ProjectedToolUpdates<'a> {
     pub path: ProjectionPath,
 }
 
+/// Building a request the caller projected itself.
+///
+/// ```
+/// use mektpoy::project::ProjectedToolUpdates;
+/// use mektpoy::{Message, ToolSchema};
+/// let messages = [Message::user("u1", "hi")];
+/// let tools = [ToolSchema::no_input("read", "")];
+/// let projected = ProjectedToolUpdates::new(&messages[..]).with_tools(&tools[..]);
+/// assert_eq!((projected.messages.len(), projected.tools.map(|t| t.len())), (1, Some(1)));
+/// ```
 impl<'a> ProjectedToolUpdates<'a> {
     /// A request the caller projected itself (path [`ProjectionPath::Given`]), without tools:
     /// serializers take it as it is, e.g. to send a prefix for an auxiliary call. `messages`
     /// is a slice, a `Vec` or a `Cow` of messages.
+    ///
+    /// ```
+    /// use mektpoy::project::{ProjectedToolUpdates, ProjectionPath};
+    /// use mektpoy::Message;
+    /// let messages = vec![Message::user("u1", "summarize the above")];
+    /// let projected = ProjectedToolUpdates::new(messages);
+    /// assert_eq!(projected.path, ProjectionPath::Given);
+    /// assert!(projected.tools.is_none());
+    /// ```
     pub fn new(messages: impl Into<ProjectedMessages<'a>>) -> Self {
         ProjectedToolUpdates {
             messages: messages.into(),
@@ -62,6 +100,15 @@ impl<'a> ProjectedToolUpdates<'a> {
     }
 
     /// The same request declaring `tools`.
+    ///
+    /// ```
+    /// use mektpoy::project::ProjectedToolUpdates;
+    /// use mektpoy::{Message, ToolSchema};
+    /// let messages = [Message::user("u1", "hi")];
+    /// let tools = vec![ToolSchema::no_input("read", "")];
+    /// let projected = ProjectedToolUpdates::new(&messages[..]).with_tools(tools);
+    /// assert_eq!(projected.tools.unwrap()[0].name(), "read");
+    /// ```
     #[must_use]
     pub fn with_tools(mut self, tools: impl Into<Cow<'a, [ToolSchema]>>) -> Self {
         self.tools = Some(tools.into());
@@ -76,6 +123,17 @@ impl<'a> ProjectedToolUpdates<'a> {
 /// that drops developer messages and sends the tools as given (cleared of `defer_loading` on
 /// [`NoMode`](Self::NoMode)). Fallbacks are always correct, only dearer: they give up the
 /// cached prefix that updates in history would keep.
+///
+/// ```
+/// use mektpoy::project::{ProjectionPath, project_tool_updates};
+/// use mektpoy::route::ToolUpdateMode;
+/// use mektpoy::{Message, ToolSchema};
+/// let messages = [Message::user("u1", "hi")];
+/// let tools = [ToolSchema::no_input("read", "")];
+/// // A mode but no snapshot: the fallback.
+/// let projected = project_tool_updates(&messages[..], Some(&tools[..]), Some(ToolUpdateMode::AdditionOnly), None);
+/// assert_eq!(projected.path, ProjectionPath::NoHistory);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ProjectionPath {
@@ -97,8 +155,23 @@ pub enum ProjectionPath {
     Given,
 }
 
+/// Which rule made a projection.
+///
+/// ```
+/// use mektpoy::project::{ProjectionPath, project_tool_updates};
+/// use mektpoy::Message;
+/// let messages = [Message::user("u1", "hi")];
+/// let path = project_tool_updates(&messages[..], None, None, None).path;
+/// assert_eq!((path, path.is_main()), (ProjectionPath::NoMode, false));
+/// ```
 impl ProjectionPath {
     /// Whether this is the main path (rules 4–5 without a fallback).
+    ///
+    /// ```
+    /// use mektpoy::project::ProjectionPath;
+    /// assert!(ProjectionPath::Main.is_main());
+    /// assert!(!ProjectionPath::NoMode.is_main());
+    /// ```
     pub fn is_main(self) -> bool {
         self == ProjectionPath::Main
     }
@@ -1026,6 +1099,16 @@ fn same_schema(x: &ToolSchema, y: &ToolSchema) -> bool {
 
 /// A tool call naming a tool the model may not call ([reference
 /// §5](crate::manual::reference#5-projection-project_tool_updates), §7).
+///
+/// ```
+/// use mektpoy::event::RequestHeader;
+/// use mektpoy::project::{UnknownTool, validate_tool_call};
+/// use mektpoy::{Config, ToolSchema};
+/// let header = RequestHeader::new(Config::new("acme", "acme-1"), vec![ToolSchema::no_input("read", "")]);
+/// assert_eq!(validate_tool_call("", &header), Err(UnknownTool::EmptyName));
+/// assert!(matches!(validate_tool_call("shell", &header), Err(UnknownTool::NotEffective { .. })));
+/// assert_eq!(validate_tool_call("read", &header), Ok(()));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum UnknownTool {
@@ -1047,8 +1130,20 @@ pub enum UnknownTool {
     EmptyName,
 }
 
+/// The name an unknown call used.
+///
+/// ```
+/// use mektpoy::project::UnknownTool;
+/// assert_eq!(UnknownTool::Reserved { name: "mektpoy_deferred_placeholder".into() }.name(), "mektpoy_deferred_placeholder");
+/// ```
 impl UnknownTool {
     /// The called name.
+    ///
+    /// ```
+    /// use mektpoy::project::UnknownTool;
+    /// assert_eq!(UnknownTool::NotEffective { name: "shell".into() }.name(), "shell");
+    /// assert_eq!(UnknownTool::EmptyName.name(), "");
+    /// ```
     pub fn name(&self) -> &str {
         match self {
             UnknownTool::NotEffective { name } | UnknownTool::Reserved { name } => name,

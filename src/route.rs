@@ -23,6 +23,14 @@ use serde::{Deserialize, Serialize};
 /// How a route takes tool changes in history ([reference
 /// §5](crate::manual::reference#5-projection-project_tool_updates)). `None` where a route has no
 /// mode.
+///
+/// ```
+/// use mektpoy::route::ToolUpdateMode;
+/// use mektpoy::route_for;
+/// assert_eq!(route_for("anthropic", "claude-fable-5-1").tool_update(), Some(ToolUpdateMode::InHistory));
+/// assert_eq!(route_for("deepseek", "deepseek-flash").tool_update(), Some(ToolUpdateMode::AdditionOnly));
+/// assert_eq!(route_for("deepseek", "deepseek-v4-pro").tool_update(), None);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ToolUpdateMode {
     /// Additions of deferred declarations *and* removals are accepted in history and keep
@@ -33,8 +41,21 @@ pub enum ToolUpdateMode {
     AdditionOnly,
 }
 
+/// Spelling a mode.
+///
+/// ```
+/// use mektpoy::route::ToolUpdateMode;
+/// assert_eq!(ToolUpdateMode::AdditionOnly.as_str(), "addition-only");
+/// ```
 impl ToolUpdateMode {
     /// The JSON spelling (`"in-history"`, `"addition-only"`).
+    ///
+    /// ```
+    /// use mektpoy::route::ToolUpdateMode;
+    /// assert_eq!(ToolUpdateMode::InHistory.as_str(), "in-history");
+    /// assert_eq!(serde_json::to_string(&ToolUpdateMode::AdditionOnly)?, r#""addition-only""#);
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             ToolUpdateMode::InHistory => "in-history",
@@ -61,6 +82,14 @@ impl<'de> Deserialize<'de> for ToolUpdateMode {
 }
 
 /// The wire format a route speaks.
+///
+/// ```
+/// use mektpoy::route::WireApi;
+/// use mektpoy::route_for;
+/// assert_eq!(route_for("anthropic", "claude-opus-5").api, WireApi::Messages);
+/// assert_eq!(route_for("openai", "gpt-5.4").api, WireApi::Responses);
+/// assert_eq!(route_for("acme", "acme-1").api, WireApi::OpenAiChat);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum WireApi {
@@ -73,6 +102,20 @@ pub enum WireApi {
 }
 
 /// What a route's capabilities rest on.
+///
+/// ```
+/// use mektpoy::route::Evidence;
+/// use mektpoy::route_for;
+/// match route_for("anthropic", "claude-fable-5-1").evidence() {
+///     Evidence::VendorDoc { url, read_on } => {
+///         assert!(url.starts_with("https://platform.claude.com/"));
+///         assert_eq!(read_on, "2026-12-01");
+///     }
+///     other => panic!("{other:?}"),
+/// }
+/// // An unknown model claims nothing.
+/// assert_eq!(route_for("acme", "acme-1").evidence(), &Evidence::None);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Evidence {
@@ -103,6 +146,15 @@ pub enum Evidence {
 /// methods and set only through [`RouteBuilder`], which refuses combinations no provider accepts
 /// ([reference §6](crate::manual::reference#6-routes-catalog-decision-rule)), so an impossible
 /// route cannot be built.
+///
+/// ```
+/// use mektpoy::route::{ToolUpdateMode, WireApi};
+/// use mektpoy::route_for;
+/// let route = route_for("deepseek", "deepseek-flash");
+/// assert_eq!((&*route.provider, &*route.model), ("deepseek", "deepseek-flash"));
+/// assert_eq!(route.api, WireApi::Messages);
+/// assert_eq!(route.tool_update(), Some(ToolUpdateMode::AdditionOnly));
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct Route {
@@ -172,6 +224,14 @@ impl Capabilities {
 
 /// A route capability that rests on its own vendor evidence ([reference
 /// §6](crate::manual::reference#6-routes-catalog-decision-rule), v4).
+///
+/// ```
+/// use mektpoy::route::{Capability, Evidence};
+/// use mektpoy::route_for;
+/// let fable = route_for("anthropic", "claude-fable-5-1");
+/// assert!(matches!(fable.claim(Capability::BindsThinking), Some(Evidence::VendorDoc { .. })));
+/// assert_eq!(route_for("deepseek", "deepseek-flash").claim(Capability::BindsThinking), None);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Capability {
@@ -194,6 +254,15 @@ pub enum Capability {
 }
 
 /// One capability and the evidence it rests on.
+///
+/// ```
+/// use mektpoy::route::Capability;
+/// use mektpoy::route_for;
+/// let route = route_for("deepseek", "deepseek-flash");
+/// let claims = route.claims();
+/// assert_eq!(claims.len(), 1);
+/// assert_eq!(claims[0].capability, Capability::CacheBlockTokens);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Claim {
     /// The capability.
@@ -204,6 +273,13 @@ pub struct Claim {
 
 /// A capability combination no provider accepts ([reference
 /// §6](crate::manual::reference#6-routes-catalog-decision-rule)).
+///
+/// ```
+/// use mektpoy::route::{RouteError, WireApi};
+/// use mektpoy::Route;
+/// let refused = Route::builder("acme", "m", WireApi::Messages).beta_always(true).build();
+/// assert_eq!(refused.unwrap_err(), RouteError::BetaWithoutMode);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RouteError {
@@ -219,10 +295,29 @@ pub enum RouteError {
     BetaWithoutMode,
 }
 
+/// Building a route and reading its capabilities.
+///
+/// ```
+/// use mektpoy::route::{ToolUpdateMode, WireApi};
+/// use mektpoy::Route;
+/// let route = Route::builder("acme", "acme-1", WireApi::Messages)
+///     .tool_update(Some(ToolUpdateMode::AdditionOnly))
+///     .build()?;
+/// assert_eq!((route.tool_update(), route.auto_cache()), (Some(ToolUpdateMode::AdditionOnly), false));
+/// # Ok::<(), mektpoy::route::RouteError>(())
+/// ```
 impl Route {
     /// A route with no mode, no prompts in history and no evidence: what an unknown model
     /// gets. The fallback is always correct, only dearer.
     /// `const`, for built-in tables; [`Route::new`] takes runtime strings.
+    ///
+    /// ```
+    /// use mektpoy::route::WireApi;
+    /// use mektpoy::Route;
+    /// const FALLBACK: Route = Route::plain("acme", "acme-1", WireApi::OpenAiChat);
+    /// assert_eq!(FALLBACK.tool_update(), None);
+    /// assert!(FALLBACK.forced_tool_choice() && FALLBACK.assistant_prefill());
+    /// ```
     pub const fn plain(provider: &'static str, model: &'static str, api: WireApi) -> Self {
         Route {
             provider: Cow::Borrowed(provider),
@@ -238,6 +333,16 @@ impl Route {
     /// A route with no mode, no prompts in history and no evidence, for a provider and model
     /// known only at run time (read from a configuration file, say). Claim capabilities with
     /// [`Route::builder`], with the evidence they rest on.
+    ///
+    /// ```
+    /// use mektpoy::route::WireApi;
+    /// use mektpoy::Route;
+    /// let model = String::from("acme-2"); // read from a configuration file, say
+    /// let route = Route::new("acme", model, WireApi::OpenAiChat);
+    /// assert_eq!(route.model, "acme-2");
+    /// assert_eq!(route.tool_update(), None);
+    /// assert!(route.claims().is_empty());
+    /// ```
     pub fn new(
         provider: impl Into<Cow<'static, str>>,
         model: impl Into<Cow<'static, str>>,
@@ -276,34 +381,80 @@ impl Route {
     }
 
     /// A builder starting from this route's capabilities (to vary a catalog entry).
+    ///
+    /// ```
+    /// use mektpoy::route_for;
+    /// // The catalog entry, with automatic caching turned off.
+    /// let route = route_for("anthropic", "claude-fable-5-1").into_builder().auto_cache(false).build()?;
+    /// assert!(!route.auto_cache());
+    /// assert!(route.binds_thinking(), "the rest is the entry's");
+    /// # Ok::<(), mektpoy::route::RouteError>(())
+    /// ```
     pub fn into_builder(self) -> RouteBuilder {
         RouteBuilder(self)
     }
 
     /// Tool-update mode; `None` = changes rewrite the declarations.
+    ///
+    /// ```
+    /// use mektpoy::route::ToolUpdateMode;
+    /// use mektpoy::route_for;
+    /// assert_eq!(route_for("openai", "gpt-5.4").tool_update(), Some(ToolUpdateMode::AdditionOnly));
+    /// assert_eq!(route_for("acme", "acme-1").tool_update(), None);
+    /// ```
     pub fn tool_update(&self) -> Option<ToolUpdateMode> {
         self.caps.tool_update
     }
 
     /// Whether prompt updates may be appended to history as system nodes ([reference
     /// §4.1](crate::manual::reference#41-system-prompt-in-history)).
+    ///
+    /// ```
+    /// use mektpoy::route_for;
+    /// assert!(route_for("deepseek", "deepseek-flash").system_prompt_in_history());
+    /// assert!(!route_for("deepseek", "deepseek-v4-pro").system_prompt_in_history());
+    /// ```
     pub fn system_prompt_in_history(&self) -> bool {
         self.caps.system_prompt_in_history
     }
 
     /// Whether the tool-change beta header goes on every request.
+    ///
+    /// ```
+    /// use mektpoy::route_for;
+    /// assert!(route_for("anthropic", "claude-fable-5-1").beta_always());
+    /// assert!(!route_for("deepseek", "deepseek-flash").beta_always());
+    /// ```
     pub fn beta_always(&self) -> bool {
         self.caps.beta_always
     }
 
     /// Bytes the provider's deferred-tools section adds to the cached prefix ([reference
     /// §9](crate::manual::reference#9-prefix-cache-meter)).
+    ///
+    /// ```
+    /// use mektpoy::route_for;
+    /// assert_eq!(route_for("anthropic", "claude-fable-5-1").deferred_section_bytes(), 512);
+    /// assert_eq!(route_for("deepseek", "deepseek-flash").deferred_section_bytes(), 0);
+    /// ```
     pub fn deferred_section_bytes(&self) -> u32 {
         self.caps.deferred_section_bytes
     }
 
     /// Whether the serializer appends the reserved deferred placeholder ([reference
     /// §7](crate::manual::reference#7-wire-serialization)).
+    ///
+    /// ```
+    /// use mektpoy::route::{ToolUpdateMode, WireApi};
+    /// use mektpoy::{Route, route_for};
+    /// assert!(!route_for("anthropic", "claude-fable-5-1").deferred_placeholder());
+    /// let route = Route::builder("acme", "m", WireApi::Messages)
+    ///     .tool_update(Some(ToolUpdateMode::InHistory))
+    ///     .deferred_placeholder(true)
+    ///     .build()?;
+    /// assert!(route.deferred_placeholder());
+    /// # Ok::<(), mektpoy::route::RouteError>(())
+    /// ```
     pub fn deferred_placeholder(&self) -> bool {
         self.caps.deferred_placeholder
     }
@@ -312,34 +463,70 @@ impl Route {
     /// (`inline-tools-2026-09-15`): the projection of [reference
     /// §5.1](crate::manual::reference#51-projection-on-inline-definition-routes), the by-value
     /// snapshot.
+    ///
+    /// ```
+    /// use mektpoy::route_for;
+    /// assert!(route_for("anthropic", "claude-fable-5-1").inline_definitions());
+    /// assert!(!route_for("deepseek", "deepseek-flash").inline_definitions());
+    /// ```
     pub fn inline_definitions(&self) -> bool {
         self.caps.inline_definitions
     }
 
     /// Whether the provider checks signed thinking blocks against the conversation before
     /// them, so that a rewrite before one is refused unless the thinking policy acts.
+    ///
+    /// ```
+    /// use mektpoy::route_for;
+    /// assert!(route_for("anthropic", "claude-fable-5-1").binds_thinking());
+    /// assert!(!route_for("deepseek", "deepseek-flash").binds_thinking());
+    /// ```
     pub fn binds_thinking(&self) -> bool {
         self.caps.binds_thinking
     }
 
     /// Whether the provider caches only when asked: the serializer adds automatic
     /// `cache_control` ([reference §7](crate::manual::reference#7-wire-serialization)).
+    ///
+    /// ```
+    /// use mektpoy::route_for;
+    /// assert!(route_for("anthropic", "claude-fable-5-1").auto_cache());
+    /// assert!(!route_for("deepseek", "deepseek-flash").auto_cache(), "DeepSeek caches by default");
+    /// ```
     pub fn auto_cache(&self) -> bool {
         self.caps.auto_cache
     }
 
     /// Whether a forced `tool_choice` (`any` / `tool`) is accepted.
+    ///
+    /// ```
+    /// use mektpoy::route_for;
+    /// assert!(!route_for("anthropic", "claude-fable-5-1").forced_tool_choice());
+    /// assert!(route_for("deepseek", "deepseek-flash").forced_tool_choice());
+    /// ```
     pub fn forced_tool_choice(&self) -> bool {
         self.caps.forced_tool_choice
     }
 
     /// Whether a request may end with an assistant turn (prefill).
+    ///
+    /// ```
+    /// use mektpoy::route_for;
+    /// assert!(!route_for("anthropic", "claude-fable-5-1").assistant_prefill());
+    /// assert!(route_for("deepseek", "deepseek-flash").assistant_prefill());
+    /// ```
     pub fn assistant_prefill(&self) -> bool {
         self.caps.assistant_prefill
     }
 
     /// The shortest prefix, in tokens, the provider caches (0 where none is documented): the
     /// meter counts no cache read below it.
+    ///
+    /// ```
+    /// use mektpoy::route_for;
+    /// assert_eq!(route_for("anthropic", "claude-fable-5-1").min_cache_tokens(), 512);
+    /// assert_eq!(route_for("openai", "gpt-5.4").min_cache_tokens(), 1024);
+    /// ```
     pub fn min_cache_tokens(&self) -> u32 {
         self.caps.min_cache_tokens
     }
@@ -348,6 +535,12 @@ impl Route {
     /// measured read may fall short of the meter's estimate by up to one block before the meter
     /// flags the request ([reference §9](crate::manual::reference#9-prefix-cache-meter)). Only the
     /// meter reads it.
+    ///
+    /// ```
+    /// use mektpoy::route_for;
+    /// assert_eq!(route_for("deepseek", "deepseek-flash").cache_block_tokens(), 64);
+    /// assert_eq!(route_for("openai", "gpt-5.4").cache_block_tokens(), 128);
+    /// ```
     pub fn cache_block_tokens(&self) -> u32 {
         self.caps.cache_block_tokens
     }
@@ -405,16 +598,37 @@ impl Route {
     /// Whether the provider takes a `prompt_cache_key` that routes requests sharing a prefix
     /// to the same cache: the loop sends the session id as the key, so that a session's
     /// requests meet the entries its earlier requests wrote.
+    ///
+    /// ```
+    /// use mektpoy::route_for;
+    /// assert!(route_for("openai", "gpt-5.4").prompt_cache_key());
+    /// assert!(!route_for("anthropic", "claude-fable-5-1").prompt_cache_key());
+    /// ```
     pub fn prompt_cache_key(&self) -> bool {
         self.caps.prompt_cache_key
     }
 
     /// What the tool-update mode and prompts in history rest on.
+    ///
+    /// ```
+    /// use mektpoy::route::Evidence;
+    /// use mektpoy::route_for;
+    /// let evidence = route_for("deepseek", "deepseek-flash").evidence().clone();
+    /// assert!(matches!(evidence, Evidence::UpstreamDefault { .. }));
+    /// ```
     pub fn evidence(&self) -> &Evidence {
         &self.evidence
     }
 
     /// The evidence of each v4 capability this route claims.
+    ///
+    /// ```
+    /// use mektpoy::route::Capability;
+    /// use mektpoy::route_for;
+    /// let route = route_for("openai", "gpt-5.4");
+    /// let claimed: Vec<Capability> = route.claims().iter().map(|c| c.capability).collect();
+    /// assert!(claimed.contains(&Capability::PromptCacheKey));
+    /// ```
     pub fn claims(&self) -> &[Claim] {
         &self.claims
     }
@@ -437,6 +651,14 @@ impl Route {
     }
 
     /// The evidence `capability` rests on, if the route claims it.
+    ///
+    /// ```
+    /// use mektpoy::route::{Capability, Evidence};
+    /// use mektpoy::route_for;
+    /// let route = route_for("openai", "gpt-5.4");
+    /// assert!(matches!(route.claim(Capability::MinCacheTokens), Some(Evidence::VendorDoc { .. })));
+    /// assert_eq!(route.claim(Capability::BindsThinking), None);
+    /// ```
     pub fn claim(&self, capability: Capability) -> Option<&Evidence> {
         self.claims
             .iter()
@@ -446,14 +668,37 @@ impl Route {
 }
 
 /// Builds a [`Route`] whose capabilities are valid together.
+///
+/// ```
+/// use mektpoy::route::{ToolUpdateMode, WireApi};
+/// use mektpoy::Route;
+/// let route = Route::builder("acme", "m", WireApi::Messages)
+///     .tool_update(Some(ToolUpdateMode::InHistory))
+///     .inline_definitions(true)
+///     .build()?;
+/// assert!(route.inline_definitions());
+/// # Ok::<(), mektpoy::route::RouteError>(())
+/// ```
 #[derive(Clone, Debug)]
 #[must_use]
 pub struct RouteBuilder(Route);
 
+/// Each setter's doc example sets `$example` on a mode route and reads it back.
 macro_rules! setters {
-    ($($(#[$doc:meta])* $name:ident: $ty:ty,)*) => {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty = $example:literal,)*) => {
         $(
             $(#[$doc])*
+            ///
+            /// ```
+            /// use mektpoy::Route;
+            /// use mektpoy::route::{ToolUpdateMode, WireApi};
+            /// let route = Route::builder("acme", "m", WireApi::Messages)
+            ///     .tool_update(Some(ToolUpdateMode::InHistory))
+            #[doc = concat!("    .", stringify!($name), "(", $example, ")")]
+            ///     .build()?;
+            #[doc = concat!("assert_eq!(route.", stringify!($name), "(), ", $example, ");")]
+            /// # Ok::<(), mektpoy::route::RouteError>(())
+            /// ```
             pub fn $name(mut self, value: $ty) -> Self {
                 self.0.caps.$name = value;
                 self
@@ -462,49 +707,90 @@ macro_rules! setters {
     };
 }
 
+/// Setting a route's capabilities.
+///
+/// ```
+/// use mektpoy::route::{Capability, Evidence, WireApi};
+/// use mektpoy::Route;
+/// let route = Route::builder("acme", "acme-1", WireApi::OpenAiChat)
+///     .prompt_cache_key(true)
+///     .claim(Capability::PromptCacheKey, Evidence::MeasuredE2e { test: "acme_live::key".into() })
+///     .build()?;
+/// assert!(route.prompt_cache_key() && route.claim(Capability::PromptCacheKey).is_some());
+/// # Ok::<(), mektpoy::route::RouteError>(())
+/// ```
 impl RouteBuilder {
     setters! {
         /// See [`Route::tool_update`].
-        tool_update: Option<ToolUpdateMode>,
+        tool_update: Option<ToolUpdateMode> = "Some(ToolUpdateMode::AdditionOnly)",
         /// See [`Route::system_prompt_in_history`].
-        system_prompt_in_history: bool,
+        system_prompt_in_history: bool = "true",
         /// See [`Route::beta_always`].
-        beta_always: bool,
+        beta_always: bool = "true",
         /// See [`Route::deferred_section_bytes`].
-        deferred_section_bytes: u32,
+        deferred_section_bytes: u32 = "512",
         /// See [`Route::deferred_placeholder`].
-        deferred_placeholder: bool,
+        deferred_placeholder: bool = "true",
         /// See [`Route::inline_definitions`].
-        inline_definitions: bool,
+        inline_definitions: bool = "true",
         /// See [`Route::binds_thinking`].
-        binds_thinking: bool,
+        binds_thinking: bool = "true",
         /// See [`Route::auto_cache`].
-        auto_cache: bool,
+        auto_cache: bool = "true",
         /// See [`Route::forced_tool_choice`].
-        forced_tool_choice: bool,
+        forced_tool_choice: bool = "false",
         /// See [`Route::assistant_prefill`].
-        assistant_prefill: bool,
+        assistant_prefill: bool = "false",
         /// See [`Route::min_cache_tokens`].
-        min_cache_tokens: u32,
+        min_cache_tokens: u32 = "1024",
         /// See [`Route::cache_block_tokens`].
-        cache_block_tokens: u32,
+        cache_block_tokens: u32 = "128",
         /// See [`Route::prompt_cache_key`].
-        prompt_cache_key: bool,
+        prompt_cache_key: bool = "true",
     }
 
     /// What the mode and prompts in history rest on.
+    ///
+    /// ```
+    /// use mektpoy::route::{Evidence, WireApi};
+    /// use mektpoy::Route;
+    /// let route = Route::builder("acme", "m", WireApi::OpenAiChat)
+    ///     .evidence(Evidence::MeasuredE2e { test: "acme_live::tools".into() })
+    ///     .build()?;
+    /// assert!(matches!(route.evidence(), Evidence::MeasuredE2e { test } if test == "acme_live::tools"));
+    /// # Ok::<(), mektpoy::route::RouteError>(())
+    /// ```
     pub fn evidence(mut self, evidence: Evidence) -> Self {
         self.0.evidence = evidence;
         self
     }
 
     /// The model's prices (see [`Route::price`]); `None` removes them.
+    ///
+    /// ```
+    /// use mektpoy::route_for;
+    /// let unpriced = route_for("anthropic", "claude-opus-5-5").into_builder().price(None).build()?;
+    /// assert!(unpriced.price().is_none());
+    /// # Ok::<(), mektpoy::route::RouteError>(())
+    /// ```
     pub fn price(mut self, price: Option<Price>) -> Self {
         self.0.price = price;
         self
     }
 
     /// Adds (or replaces) the evidence of one capability.
+    ///
+    /// ```
+    /// use mektpoy::route::{Capability, Evidence, WireApi};
+    /// use mektpoy::Route;
+    /// let test = Evidence::MeasuredE2e { test: "acme_live::prefill".into() };
+    /// let route = Route::builder("acme", "m", WireApi::OpenAiChat)
+    ///     .assistant_prefill(false)
+    ///     .claim(Capability::AssistantPrefill, test.clone())
+    ///     .build()?;
+    /// assert_eq!(route.claim(Capability::AssistantPrefill), Some(&test));
+    /// # Ok::<(), mektpoy::route::RouteError>(())
+    /// ```
     pub fn claim(mut self, capability: Capability, evidence: Evidence) -> Self {
         let claims = self.0.claims.to_mut();
         claims.retain(|c| c.capability != capability);
@@ -516,6 +802,16 @@ impl RouteBuilder {
     }
 
     /// The route.
+    ///
+    /// ```
+    /// use mektpoy::route::{RouteError, ToolUpdateMode, WireApi};
+    /// use mektpoy::Route;
+    /// let builder = Route::builder("acme", "m", WireApi::Messages).inline_definitions(true);
+    /// assert_eq!(builder.clone().build().unwrap_err(), RouteError::InlineWithoutInHistory);
+    /// let route = builder.tool_update(Some(ToolUpdateMode::InHistory)).build()?;
+    /// assert!(route.inline_definitions());
+    /// # Ok::<(), mektpoy::route::RouteError>(())
+    /// ```
     ///
     /// # Errors
     /// A [`RouteError`] for a combination no provider accepts: inline definitions without

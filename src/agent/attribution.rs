@@ -122,6 +122,18 @@ pub fn ask_cache_diagnostics(
 }
 
 /// What changed against the previous request of the route, in the caller's terms.
+///
+/// ```
+/// use mektpoy::agent::{Attributor, Change};
+/// use mektpoy::{Meter, WireRequest, route_for};
+/// let route = route_for("deepseek", "deepseek-flash");
+/// let (mut meter, mut attributor) = (Meter::new(&route), Attributor::new());
+/// let body = |system: &str| WireRequest::new(format!(r#"{{"system":"{system}","messages":[]}}"#), vec![]);
+/// assert_eq!(attributor.observe(&mut meter, None, &body("A"))?.1.change, Change::First);
+/// assert_eq!(attributor.observe(&mut meter, None, &body("A"))?.1.change, Change::Extends);
+/// assert_eq!(attributor.observe(&mut meter, None, &body("B"))?.1.change, Change::System);
+/// # Ok::<(), mektpoy::meter::MeterError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Change {
@@ -159,6 +171,13 @@ pub enum Change {
 /// Who made the rewrite, and by which rule. [`by_caller`](Self::by_caller) says whether the
 /// loss was the caller's choice; the others are the crate's rules, each with its reference
 /// section.
+///
+/// ```
+/// use mektpoy::agent::Cause;
+/// assert!(Cause::ToolsChanged.by_caller());
+/// assert!(!Cause::PromptReplaced.by_caller());
+/// assert_eq!(Cause::ToolsChanged.to_string(), "tools changed by the caller");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Cause {
@@ -194,6 +213,14 @@ pub enum Cause {
     Unexplained,
 }
 
+/// Reading a cause: whether the caller chose the loss, and the crate's rule behind it.
+///
+/// ```
+/// use mektpoy::agent::Cause;
+/// let rules: Vec<&str> = Cause::ALL.into_iter().filter_map(Cause::rule).collect();
+/// assert_eq!(rules.len(), 4);
+/// assert!(Cause::ALL.into_iter().filter(|c| c.rule().is_some()).all(|c| !c.by_caller()));
+/// ```
 impl Cause {
     /// Every cause, in report order.
     pub const ALL: [Cause; 10] = [
@@ -211,6 +238,13 @@ impl Cause {
 
     /// Whether the caller made the rewrite (a loss it chose), rather than one of the crate's
     /// rules or nothing known.
+    ///
+    /// ```
+    /// use mektpoy::agent::Cause;
+    /// let chosen: Vec<Cause> = Cause::ALL.into_iter().filter(|c| c.by_caller()).collect();
+    /// assert_eq!(chosen.len(), 5);
+    /// assert!(!Cause::Unexplained.by_caller());
+    /// ```
     pub fn by_caller(self) -> bool {
         matches!(
             self,
@@ -224,6 +258,12 @@ impl Cause {
 
     /// The crate's rule behind the rewrite, as a short name with its reference section, for
     /// the causes that are rules.
+    ///
+    /// ```
+    /// use mektpoy::agent::Cause;
+    /// assert_eq!(Cause::Redeclared.rule(), Some("new declaration series (reference §3 step 2)"));
+    /// assert_eq!(Cause::NewSeries.rule(), None, "the caller's choice, not a rule");
+    /// ```
     pub fn rule(self) -> Option<&'static str> {
         Some(match self {
             Cause::PromptReplaced => "prompt node replaced (reference §4.1)",
@@ -254,6 +294,27 @@ impl fmt::Display for Cause {
 
 /// One request's attribution: where it departs from the previous request of its route, what
 /// changed in the caller's terms, and who made it.
+///
+/// ```
+/// use mektpoy::agent::{Cause, Change};
+/// use mektpoy::{AgentLoop, ContentBlock, Message, Session, route_for};
+/// // DeepSeek V4 Pro takes no prompt update in history: a new prompt rewrites `system`.
+/// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-v4-pro"))
+///     .option("max_tokens", 64.into())
+///     .system_prompt("A")
+///     .build()?;
+/// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
+/// agent.observe(&wire)?;
+/// agent.append(agent.assistant("a1", [ContentBlock::text("ok")]))?;
+/// agent.set_system_prompt("B");
+/// let wire = agent.user_turn([Message::user("u2", "again")])?.to_wire()?;
+/// agent.observe(&wire)?;
+/// let a = &agent.attributions()[1];
+/// assert_eq!((a.request, a.position), (1, Some((2, 1, 0))));
+/// assert_eq!((a.cause, &a.change), (Some(Cause::SystemPromptChanged), &Change::System));
+/// assert!(a.lost_tokens > 0);
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Attribution {
@@ -288,10 +349,37 @@ fn kind_str(kind: &CacheMissKind) -> &str {
     }
 }
 
+/// Checking an attribution against what the provider reported.
+///
+/// ```
+/// use mektpoy::agent::{Attributor, Check};
+/// use mektpoy::response::CacheMissKind;
+/// use mektpoy::{Meter, WireRequest, route_for};
+/// let route = route_for("anthropic", "claude-opus-5");
+/// let (mut meter, mut attributor) = (Meter::new(&route), Attributor::new());
+/// let body = |system: &str| WireRequest::new(format!(r#"{{"system":"{system}","messages":[]}}"#), vec![]);
+/// attributor.observe(&mut meter, None, &body("A"))?;
+/// let (_, a) = attributor.observe(&mut meter, None, &body("B"))?;
+/// assert_eq!(a.check(None), Check::Unreported { predicted: CacheMissKind::SystemChanged });
+/// # Ok::<(), mektpoy::meter::MeterError>(())
+/// ```
 impl Attribution {
     /// The kind of Anthropic cache-diagnostics miss this attribution predicts: where the
     /// first divergence is in the provider's order (model, tools, `system`, messages).
     /// `None` when nothing departs.
+    ///
+    /// ```
+    /// use mektpoy::agent::Attributor;
+    /// use mektpoy::response::CacheMissKind;
+    /// use mektpoy::{Meter, WireRequest, route_for};
+    /// let route = route_for("anthropic", "claude-opus-5");
+    /// let (mut meter, mut attributor) = (Meter::new(&route), Attributor::new());
+    /// let body = |system: &str| WireRequest::new(format!(r#"{{"system":"{system}","messages":[]}}"#), vec![]);
+    /// attributor.observe(&mut meter, None, &body("A"))?;
+    /// let (_, a) = attributor.observe(&mut meter, None, &body("B"))?;
+    /// assert_eq!(a.predicted(), Some(CacheMissKind::SystemChanged));
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     pub fn predicted(&self) -> Option<CacheMissKind> {
         if matches!(self.change, Change::Model { .. }) {
             return Some(CacheMissKind::ModelChanged);
@@ -356,6 +444,19 @@ impl Attribution {
 }
 
 /// A prediction checked against what the provider reported ([`Attribution::check`]).
+///
+/// ```
+/// use mektpoy::agent::{Attributor, Check};
+/// use mektpoy::{Meter, WireRequest, route_for};
+/// let route = route_for("anthropic", "claude-opus-5");
+/// let (mut meter, mut attributor) = (Meter::new(&route), Attributor::new());
+/// let body = WireRequest::new(r#"{"system":"A","messages":[]}"#, vec![]);
+/// attributor.observe(&mut meter, None, &body)?;
+/// let (_, a) = attributor.observe(&mut meter, None, &body)?;
+/// // Nothing departs and the response reports nothing: the two agree.
+/// assert_eq!(a.check(None), Check::Agrees { kind: None });
+/// # Ok::<(), mektpoy::meter::MeterError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Check {
@@ -540,6 +641,21 @@ struct Observed {
 /// session report. It reads the route's [`Meter`] (the byte-level departure) and keeps the
 /// previous observed request (the caller's terms). [`AgentLoop`](super::AgentLoop) owns one;
 /// a replay of a log can drive one with its own meter.
+///
+/// ```
+/// use mektpoy::agent::{Attributor, Cause};
+/// use mektpoy::{Meter, WireRequest, route_for};
+/// // Bodies a proxy saw, without the log that made them.
+/// let route = route_for("deepseek", "deepseek-flash");
+/// let (mut meter, mut attributor) = (Meter::new(&route), Attributor::new());
+/// let body = |system: &str| WireRequest::new(format!(r#"{{"system":"{system}","messages":[]}}"#), vec![]);
+/// attributor.observe(&mut meter, None, &body("A"))?;
+/// attributor.observe(&mut meter, None, &body("B"))?;
+/// assert_eq!(attributor.attributions().len(), 2);
+/// // Named from the bytes alone: the `system` changed.
+/// assert_eq!(attributor.attributions()[1].cause, Some(Cause::SystemPromptChanged));
+/// # Ok::<(), mektpoy::meter::MeterError>(())
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct Attributor {
     previous: Option<Observed>,
@@ -556,8 +672,28 @@ fn body_model(body: &str) -> Option<String> {
     serde_json::from_str::<M>(body).ok()?.model
 }
 
+/// Attributing a route's requests as they are sent, and the session's report.
+///
+/// ```
+/// use mektpoy::agent::Attributor;
+/// use mektpoy::{Meter, WireRequest, route_for};
+/// let route = route_for("deepseek", "deepseek-flash");
+/// let (mut meter, mut attributor) = (Meter::new(&route), Attributor::new());
+/// let wire = WireRequest::new(r#"{"messages":[]}"#, vec![]);
+/// let asked = attributor.attribute(&meter, None, &wire)?; // before sending: nothing kept
+/// attributor.observe(&mut meter, None, &wire)?; // once sent
+/// assert_eq!(attributor.attributions(), [asked]);
+/// # Ok::<(), mektpoy::meter::MeterError>(())
+/// ```
 impl Attributor {
     /// An attributor with no previous request.
+    ///
+    /// ```
+    /// use mektpoy::agent::Attributor;
+    /// let attributor = Attributor::new();
+    /// assert!(attributor.attributions().is_empty());
+    /// assert_eq!(attributor.report().requests, 0);
+    /// ```
     pub fn new() -> Self {
         Attributor::default()
     }
@@ -565,6 +701,20 @@ impl Attributor {
     /// Attributes `wire` (serialized from `request`, when the caller has it) against the
     /// route's previous observed request, without changing anything: what a loop asks before
     /// sending. `meter` must be the route's meter, not yet fed `wire`.
+    ///
+    /// ```
+    /// use mektpoy::agent::{Attributor, Change};
+    /// use mektpoy::{Meter, WireRequest, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let (mut meter, mut attributor) = (Meter::new(&route), Attributor::new());
+    /// let body = |system: &str| WireRequest::new(format!(r#"{{"system":"{system}","messages":[]}}"#), vec![]);
+    /// attributor.observe(&mut meter, None, &body("A"))?;
+    /// // Asked before sending: nothing is kept, the meter is untouched.
+    /// let a = attributor.attribute(&meter, None, &body("B"))?;
+    /// assert_eq!(a.change, Change::System);
+    /// assert_eq!((attributor.attributions().len(), meter.rows().len()), (1, 1));
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     ///
     /// # Errors
     /// [`MeterError::Body`] for a body that is not a request body.
@@ -589,6 +739,18 @@ impl Attributor {
     /// Meters `wire` with `meter` (the route's meter) and keeps its attribution; `request` is
     /// the request it was serialized from, when the caller has it (without it the change is
     /// named from the bytes alone and the next request has no log to compare with).
+    ///
+    /// ```
+    /// use mektpoy::agent::Attributor;
+    /// use mektpoy::{Meter, WireRequest, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let (mut meter, mut attributor) = (Meter::new(&route), Attributor::new());
+    /// let wire = WireRequest::new(r#"{"messages":[{"role":"user","content":"hi"}]}"#, vec![]);
+    /// let (row, attribution) = attributor.observe(&mut meter, None, &wire)?;
+    /// assert_eq!((row.cached_bytes, attribution.request), (0, 0));
+    /// assert_eq!(meter.rows().len(), 1);
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     ///
     /// # Errors
     /// [`MeterError::Body`] for a body that is not a request body; nothing changes.
@@ -634,12 +796,40 @@ impl Attributor {
     }
 
     /// The attribution of every observed request, in order.
+    ///
+    /// ```
+    /// use mektpoy::agent::Attributor;
+    /// use mektpoy::{Meter, WireRequest, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let (mut meter, mut attributor) = (Meter::new(&route), Attributor::new());
+    /// let wire = WireRequest::new(r#"{"messages":[]}"#, vec![]);
+    /// attributor.observe(&mut meter, None, &wire)?;
+    /// attributor.observe(&mut meter, None, &wire)?;
+    /// let indices: Vec<usize> = attributor.attributions().iter().map(|a| a.request).collect();
+    /// assert_eq!(indices, [0, 1]);
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     pub fn attributions(&self) -> &[Attribution] {
         &self.list
     }
 
     /// Totals over the observed requests: per cause, how many requests and how many
     /// estimated tokens lost.
+    ///
+    /// ```
+    /// use mektpoy::agent::{Attributor, Cause};
+    /// use mektpoy::{Meter, WireRequest, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let (mut meter, mut attributor) = (Meter::new(&route), Attributor::new());
+    /// let body = |system: &str| WireRequest::new(format!(r#"{{"system":"{system}","messages":[]}}"#), vec![]);
+    /// for system in ["A", "A", "B"] {
+    ///     attributor.observe(&mut meter, None, &body(system))?;
+    /// }
+    /// let report = attributor.report();
+    /// assert_eq!((report.requests, report.extended), (3, 1));
+    /// assert_eq!(report.causes[0].cause, Cause::SystemPromptChanged);
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     pub fn report(&self) -> AttributionReport {
         let mut by_cause: HashMap<Cause, (usize, u64)> = HashMap::new();
         let mut extended = 0;
@@ -906,6 +1096,20 @@ fn first_block(a: &[ContentBlock], b: &[ContentBlock]) -> Option<usize> {
 }
 
 /// One cause's totals in an [`AttributionReport`].
+///
+/// ```
+/// use mektpoy::agent::{Attributor, Cause};
+/// use mektpoy::{Meter, WireRequest, route_for};
+/// let route = route_for("deepseek", "deepseek-flash");
+/// let (mut meter, mut attributor) = (Meter::new(&route), Attributor::new());
+/// let body = |system: &str| WireRequest::new(format!(r#"{{"system":"{system}","messages":[]}}"#), vec![]);
+/// attributor.observe(&mut meter, None, &body("A"))?;
+/// attributor.observe(&mut meter, None, &body("B"))?;
+/// let total = attributor.report().causes[0];
+/// assert_eq!((total.cause, total.requests), (Cause::SystemPromptChanged, 1));
+/// assert!(total.lost_tokens > 0);
+/// # Ok::<(), mektpoy::meter::MeterError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CauseTotal {
@@ -918,6 +1122,22 @@ pub struct CauseTotal {
 }
 
 /// Totals over a session's observed requests: which causes cost how much.
+///
+/// ```
+/// use mektpoy::{AgentLoop, ContentBlock, Message, Session, route_for};
+/// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+///     .option("max_tokens", 64.into())
+///     .build()?;
+/// for (i, text) in ["hi", "more"].into_iter().enumerate() {
+///     let wire = agent.user_turn([Message::user(format!("u{i}"), text)])?.to_wire()?;
+///     agent.observe(&wire)?;
+///     agent.append(agent.assistant(format!("a{i}"), [ContentBlock::text("ok")]))?;
+/// }
+/// let report = agent.attribution_report();
+/// assert_eq!((report.requests, report.extended), (2, 1));
+/// assert!(report.causes.is_empty());
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct AttributionReport {
@@ -929,8 +1149,41 @@ pub struct AttributionReport {
     pub causes: Vec<CauseTotal>,
 }
 
+/// The report's totals, split by who made the loss.
+///
+/// ```
+/// use mektpoy::agent::Attributor;
+/// use mektpoy::{Meter, WireRequest, route_for};
+/// let route = route_for("deepseek", "deepseek-flash");
+/// let (mut meter, mut attributor) = (Meter::new(&route), Attributor::new());
+/// let body = |system: &str| WireRequest::new(format!(r#"{{"system":"{system}","messages":[]}}"#), vec![]);
+/// attributor.observe(&mut meter, None, &body("A"))?;
+/// attributor.observe(&mut meter, None, &body("B"))?;
+/// let report = attributor.report();
+/// let total: u64 = report.causes.iter().map(|c| c.lost_tokens).sum();
+/// assert_eq!(report.lost_by_caller() + report.lost_otherwise(), total);
+/// # Ok::<(), mektpoy::meter::MeterError>(())
+/// ```
 impl AttributionReport {
     /// Σ estimated tokens lost to the caller's rewrites.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, ContentBlock, Message, Session, route_for};
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-v4-pro"))
+    ///     .option("max_tokens", 64.into())
+    ///     .system_prompt("A")
+    ///     .build()?;
+    /// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
+    /// agent.observe(&wire)?;
+    /// agent.append(agent.assistant("a1", [ContentBlock::text("ok")]))?;
+    /// agent.set_system_prompt("B"); // the caller's choice
+    /// let wire = agent.user_turn([Message::user("u2", "more")])?.to_wire()?;
+    /// agent.observe(&wire)?;
+    /// let report = agent.attribution_report();
+    /// assert!(report.lost_by_caller() > 0);
+    /// assert_eq!(report.lost_otherwise(), 0);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn lost_by_caller(&self) -> u64 {
         self.causes
             .iter()
@@ -940,6 +1193,21 @@ impl AttributionReport {
     }
 
     /// Σ estimated tokens lost to the crate's rules and to unexplained departures.
+    ///
+    /// ```
+    /// use mektpoy::agent::{Attributor, Cause};
+    /// use mektpoy::{Meter, WireRequest, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let (mut meter, mut attributor) = (Meter::new(&route), Attributor::new());
+    /// let body = |text: &str| WireRequest::new(format!(r#"{{"messages":[{{"role":"user","content":"{text}"}}]}}"#), vec![]);
+    /// attributor.observe(&mut meter, None, &body("a"))?;
+    /// attributor.observe(&mut meter, None, &body("b"))?; // bodies alone: nothing explains it
+    /// assert_eq!(attributor.attributions()[1].cause, Some(Cause::Unexplained));
+    /// let report = attributor.report();
+    /// assert_eq!(report.lost_otherwise(), attributor.attributions()[1].lost_tokens);
+    /// assert!(report.lost_otherwise() > 0 && report.lost_by_caller() == 0);
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     pub fn lost_otherwise(&self) -> u64 {
         self.causes
             .iter()

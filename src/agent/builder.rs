@@ -67,6 +67,14 @@ impl<S: Borrow<Session>> fmt::Debug for AgentLoopBuilder<S> {
     }
 }
 
+/// Building a loop.
+///
+/// ```
+/// use mektpoy::{AgentLoop, Session, route_for};
+/// let agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash")).build()?;
+/// assert_eq!(agent.config().model, "deepseek-flash");
+/// # Ok::<(), mektpoy::agent::BuildError>(())
+/// ```
 impl<S: Borrow<Session>> AgentLoop<S> {
     /// A builder for a loop over `session` sending to `route`: the route supplies the
     /// provider and the model (a generic route, model `*`, asks for [`model`](AgentLoopBuilder::model)).

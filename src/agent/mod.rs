@@ -46,6 +46,20 @@ use crate::wire::{WireContext, WireError, WireRequest, serialize_with};
 
 /// What one recorded attempt sends: the log as it stood right after the attempt's batch, and
 /// the route it was recorded for.
+///
+/// ```
+/// use mektpoy::{AgentLoop, Message, Session, ToolSchema, route_for};
+/// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+///     .option("max_tokens", 64.into())
+///     .tools([ToolSchema::no_input("read", "Read a file")])
+///     .build()?;
+/// let request = agent.user_turn([Message::user("u1", "hi")])?;
+/// assert_eq!((request.messages.len(), request.tools.len()), (1, 1));
+/// assert!(request.starts_series && request.header_seq.is_some());
+/// let wire = request.to_wire()?; // the bytes to send
+/// assert!(wire.body().contains(r#""name":"read""#));
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Request {
@@ -112,8 +126,29 @@ fn project_for<'a>(
     }
 }
 
+/// What a loop does with a recorded request: project it, serialize it, check the calls it gets back.
+///
+/// ```
+/// use mektpoy::{AgentLoop, Message, Session, route_for};
+/// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+///     .option("max_tokens", 64.into())
+///     .build()?;
+/// let request = agent.user_turn([Message::user("u1", "hi")])?;
+/// assert_eq!(request.project().messages.len(), request.messages.len());
+/// assert!(request.validate_tool_call("shell").is_err(), "no tools offered");
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 impl Request {
     /// The route this request was recorded for.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route.clone()).build()?;
+    /// let request = agent.user_turn([Message::user("u1", "hi")])?;
+    /// assert_eq!(request.route(), &route);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn route(&self) -> &Route {
         &self.route
     }
@@ -269,6 +304,18 @@ impl Request {
     /// Checks a tool call the model made in answer to this request: its name must be one of
     /// the effective tools this request was recorded with.
     ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Message, Session, ToolSchema, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route)
+    ///     .tools([ToolSchema::no_input("read", "Read a file")])
+    ///     .build()?;
+    /// let request = agent.user_turn([Message::user("u1", "hi")])?;
+    /// assert!(request.validate_tool_call("read").is_ok());
+    /// assert_eq!(request.validate_tool_call("shell").unwrap_err().name(), "shell");
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
+    ///
     /// # Errors
     /// [`UnknownTool`] for an empty, reserved or not effective name.
     pub fn validate_tool_call(&self, name: &str) -> Result<(), UnknownTool> {
@@ -349,8 +396,34 @@ impl<S: Borrow<Session>> std::fmt::Debug for AgentLoop<S> {
     }
 }
 
+/// A loop's steps, setters and readings.
+///
+/// ```
+/// use mektpoy::{AgentLoop, ContentBlock, Message, Session, route_for};
+/// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+///     .option("max_tokens", 64.into())
+///     .build()?;
+/// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
+/// agent.observe(&wire)?;
+/// agent.append(agent.assistant("a1", [ContentBlock::text("hello")]))?;
+/// assert_eq!((agent.turn(), agent.meter().rows().len(), agent.session().messages().len()), (1, 1, 2));
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 impl<S: Borrow<Session>> AgentLoop<S> {
     /// The rendered system prompt for the next attempts.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route)
+    ///     .option("max_tokens", 64.into())
+    ///     .build()?;
+    /// agent.set_system_prompt("Answer in French.");
+    /// assert_eq!(agent.system_prompt(), "Answer in French.");
+    /// let request = agent.user_turn([Message::user("u1", "hi")])?;
+    /// assert!(request.to_wire()?.body().contains("Answer in French."));
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn set_system_prompt(&mut self, prompt: impl Into<String>) {
         self.system_prompt = prompt.into();
     }
@@ -391,6 +464,15 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// The registration-time schema guard for a tool set before [`set_tools`](Self::set_tools):
     /// [`Session::check_tools`] on the loop's session. Nothing is changed; the caller decides
     /// whether to register the set anyway.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Session, ToolSchema, route_for};
+    /// let agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+    ///     .build()?;
+    /// // No call on the surface yet: any definition is free of conflicts.
+    /// assert!(agent.check_tools(&[ToolSchema::no_input("read", "Read a file")]).is_ok());
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     ///
     /// # Errors
     /// [`SchemaConflicts`](crate::session::SchemaConflicts) naming each tool of `tools` whose
@@ -465,11 +547,37 @@ impl<S: Borrow<Session>> AgentLoop<S> {
 
     /// Asks for a new request series: the next [`user_turn`](Self::user_turn) or
     /// [`next_step`](Self::next_step) opens one (a retry keeps the request it retries).
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route).build()?;
+    /// assert!(agent.user_turn([Message::user("u1", "hi")])?.starts_series);
+    /// agent.append(agent.assistant("a1", [mektpoy::ContentBlock::text("ok")]))?;
+    /// assert!(!agent.user_turn([Message::user("u2", "more")])?.starts_series);
+    /// agent.append(agent.assistant("a2", [mektpoy::ContentBlock::text("ok")]))?;
+    /// agent.new_series(); // e.g. after a compaction the caller asked for
+    /// assert!(agent.user_turn([Message::user("u3", "again")])?.starts_series);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn new_series(&mut self) {
         self.new_series = true;
     }
 
     /// Starts a user turn: logs `messages` and records the turn's first step.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route).build()?;
+    /// let request = agent.user_turn([Message::user("u1", "hi")])?;
+    /// assert_eq!(request.messages.len(), 1);
+    /// assert_eq!((agent.turn(), agent.step(), agent.attempt()), (1, 1, 0));
+    /// // A message id the log already holds is refused, and nothing moves.
+    /// assert!(agent.user_turn([Message::user("u1", "again")]).is_err());
+    /// assert_eq!(agent.turn(), 1);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     ///
     /// # Errors
     /// [`AppendError`] when the session refuses the batch (a duplicate message id, a failed
@@ -487,6 +595,19 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// Records the next step of the current turn: the request that continues after the
     /// answer and tool results appended since the last step.
     ///
+    /// ```
+    /// use mektpoy::{AgentLoop, ContentBlock, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route).build()?;
+    /// agent.user_turn([Message::user("u1", "hi")])?;
+    /// // In a real loop: the answer's tool calls, then their results.
+    /// agent.append(agent.assistant("a1", [ContentBlock::text("thinking aloud")]))?;
+    /// let request = agent.next_step()?;
+    /// assert_eq!(request.messages.len(), 2);
+    /// assert_eq!((agent.turn(), agent.step()), (1, 2));
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
+    ///
     /// # Errors
     /// As [`user_turn`](Self::user_turn).
     pub fn next_step(&mut self) -> Result<Request, AppendError> {
@@ -495,6 +616,20 @@ impl<S: Borrow<Session>> AgentLoop<S> {
 
     /// Records the same step again (the provider failed or the process restarted with the
     /// request in flight): no user messages, no new series.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route)
+    ///     .option("max_tokens", 64.into())
+    ///     .build()?;
+    /// let first = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
+    /// // The provider timed out: send the same step again.
+    /// let again = agent.retry()?.to_wire()?;
+    /// assert_eq!(again.body(), first.body());
+    /// assert_eq!((agent.turn(), agent.step(), agent.attempt()), (1, 1, 1));
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     ///
     /// # Errors
     /// As [`user_turn`](Self::user_turn).
@@ -529,6 +664,17 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// Appends a message the loop received or produced (the model's answer, a tool result) to
     /// the surface, stamped with the current turn and step.
     ///
+    /// ```
+    /// use mektpoy::{AgentLoop, ContentBlock, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route).build()?;
+    /// agent.user_turn([Message::user("u1", "hi")])?;
+    /// let seq = agent.append(agent.assistant("a1", [ContentBlock::text("hello")]))?;
+    /// assert_eq!(seq.0 + 1, agent.session().len() as u64);
+    /// assert_eq!(agent.session().messages().len(), 2);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
+    ///
     /// # Errors
     /// [`AppendError`] when the session refuses it; nothing is logged.
     pub fn append(&self, message: Message) -> Result<Seq, AppendError> {
@@ -542,6 +688,22 @@ impl<S: Borrow<Session>> AgentLoop<S> {
 
     /// Meters a request the provider accepted, in sending order. A request it refused is not
     /// the route's previous request: do not observe it.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Message, Session, WireRequest, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route)
+    ///     .option("max_tokens", 64.into())
+    ///     .build()?;
+    /// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
+    /// let row = agent.observe(&wire)?;
+    /// assert_eq!(row.cached_bytes, 0, "nothing before it to read");
+    /// assert_eq!(agent.meter().rows().len(), 1);
+    /// // Not a request body: refused, and the meter keeps its rows.
+    /// assert!(agent.observe(&WireRequest::new("[]", vec![])).is_err());
+    /// assert_eq!(agent.meter().rows().len(), 1);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     ///
     /// # Errors
     /// [`MeterError`] for a body that is not a request body; the meter is unchanged.
@@ -613,12 +775,44 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     }
 
     /// The attribution of every observed request, in order.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route)
+    ///     .option("max_tokens", 64.into())
+    ///     .build()?;
+    /// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
+    /// agent.observe(&wire)?;
+    /// assert_eq!(agent.attributions().len(), 1);
+    /// // The first request of a route departs from nothing: no cause.
+    /// assert_eq!(agent.attributions()[0].cause, None);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn attributions(&self) -> &[Attribution] {
         self.attributor.attributions()
     }
 
     /// The session's report: per cause, how many observed requests departed from the
     /// previous one and how many estimated tokens that lost.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, ContentBlock, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route)
+    ///     .option("max_tokens", 64.into())
+    ///     .build()?;
+    /// for (i, text) in ["hi", "go on"].into_iter().enumerate() {
+    ///     let wire = agent.user_turn([Message::user(format!("u{i}"), text)])?.to_wire()?;
+    ///     agent.observe(&wire)?;
+    ///     agent.append(agent.assistant(format!("a{i}"), [ContentBlock::text("ok")]))?;
+    /// }
+    /// // Two turns that only appended: nothing departed, nothing was lost.
+    /// let report = agent.attribution_report();
+    /// assert_eq!(report.requests, 2);
+    /// assert_eq!(report.lost_by_caller() + report.lost_otherwise(), 0);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn attribution_report(&self) -> AttributionReport {
         self.attributor.report()
     }
@@ -626,6 +820,27 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// Puts the provider's measured figures (the answer's usage) beside the estimate of the
     /// request observed last; the row then says whether the measured cache read falls short
     /// of the estimate by more than a cache block (`MeterRow::unexplained_miss`).
+    ///
+    /// ```
+    /// use mektpoy::response::decode_chat;
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route)
+    ///     .option("max_tokens", 64.into())
+    ///     .build()?;
+    /// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
+    /// agent.observe(&wire)?;
+    /// let body = r#"{"id":"r1","model":"deepseek-flash","choices":[{"index":0,
+    ///   "message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],
+    ///   "usage":{"prompt_tokens":12,"completion_tokens":2,"prompt_cache_hit_tokens":0,
+    ///   "prompt_cache_miss_tokens":12}}"#;
+    /// let answer = decode_chat(body, "deepseek", None)?;
+    /// let row = agent.observe_usage(&answer.usage.unwrap())?;
+    /// assert_eq!(row.measured.map(|m| m.prompt_tokens), Some(12));
+    /// // One usage per request.
+    /// assert!(agent.observe_usage(&answer.usage.unwrap()).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     /// [`MeterError::NoRequest`] before any observed request, [`MeterError::AlreadyMeasured`]
@@ -669,56 +884,168 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// What the loop does next, from the log alone ([`Session::position`]): after a restart,
     /// [`retry`](Self::retry) on `Resend`, run the calls and [`next_step`](Self::next_step) on
     /// `RunTools`, `next_step` on `Continue`, [`user_turn`](Self::user_turn) otherwise.
+    ///
+    /// ```
+    /// use mektpoy::session::Position;
+    /// use mektpoy::{AgentLoop, ContentBlock, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route).build()?;
+    /// assert_eq!(agent.position(), Position::Start);
+    /// agent.user_turn([Message::user("u1", "hi")])?;
+    /// assert_eq!(agent.position(), Position::Resend, "no answer yet");
+    /// agent.append(agent.assistant("a1", [ContentBlock::text("hello")]))?;
+    /// assert_eq!(agent.position(), Position::AwaitUser);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn position(&self) -> Position {
         self.session.borrow().position()
     }
 
     /// The session.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s1"), route).build()?;
+    /// agent.user_turn([Message::user("u1", "hi")])?;
+    /// assert_eq!(agent.session().id(), "s1");
+    /// assert_eq!(agent.session().messages().len(), 1);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn session(&self) -> &Session {
         self.session.borrow()
     }
 
     /// The route the loop sends to.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Session, route_for};
+    /// let agent = AgentLoop::builder(Session::new("s"), route_for("anthropic", "claude-opus-5"))
+    ///     .build()?;
+    /// assert_eq!(agent.route().provider, "anthropic");
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn route(&self) -> &Route {
         &self.route
     }
 
     /// The configuration of the next attempts.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Session, route_for};
+    /// let agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+    ///     .option("max_tokens", 256.into())
+    ///     .build()?;
+    /// assert_eq!((agent.config().provider.as_str(), agent.config().model.as_str()), ("deepseek", "deepseek-flash"));
+    /// assert_eq!(agent.config().extra["max_tokens"], 256);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn config(&self) -> &Config {
         &self.config
     }
 
     /// The effective tools of the next attempts.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Session, ToolSchema, route_for};
+    /// let read = ToolSchema::no_input("read", "Read a file");
+    /// let agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+    ///     .tools([read.clone()])
+    ///     .build()?;
+    /// assert_eq!(agent.tools(), &[read]);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn tools(&self) -> &[ToolSchema] {
         &self.tools
     }
 
     /// The system prompt of the next attempts.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Session, route_for};
+    /// let agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+    ///     .system_prompt("Be brief.")
+    ///     .build()?;
+    /// assert_eq!(agent.system_prompt(), "Be brief.");
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn system_prompt(&self) -> &str {
         &self.system_prompt
     }
 
     /// The current turn: 0 before the first user turn.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route).build()?;
+    /// assert_eq!(agent.turn(), 0);
+    /// agent.user_turn([Message::user("u1", "hi")])?;
+    /// assert_eq!(agent.turn(), 1);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn turn(&self) -> u64 {
         self.turn
     }
 
     /// The current step within the turn: 0 before the turn's first step.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route).build()?;
+    /// assert_eq!(agent.step(), 0);
+    /// agent.user_turn([Message::user("u1", "hi")])?;
+    /// assert_eq!(agent.step(), 1);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn step(&self) -> u64 {
         self.step
     }
 
     /// The current attempt of the step: 0 for its first.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route).build()?;
+    /// agent.user_turn([Message::user("u1", "hi")])?;
+    /// agent.retry()?;
+    /// assert_eq!(agent.attempt(), 1);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn attempt(&self) -> u32 {
         self.attempt
     }
 
     /// The loop's meter: one row per observed request.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route)
+    ///     .option("max_tokens", 64.into())
+    ///     .build()?;
+    /// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
+    /// agent.observe(&wire)?;
+    /// assert_eq!(agent.meter().rows()[0].cached_bytes, 0, "the first request reads nothing");
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn meter(&self) -> &Meter {
         &self.meter
     }
 
     /// The session back, ending the loop.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route).build()?;
+    /// agent.user_turn([Message::user("u1", "hi")])?;
+    /// let session: Session = agent.into_session();
+    /// assert_eq!(session.messages().len(), 1);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn into_session(self) -> S {
         self.session
     }

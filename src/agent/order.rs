@@ -169,11 +169,32 @@ impl Recorder {
     /// Logs the effective tools of the next records in `order`; see
     /// [`with_tool_order`](Self::with_tool_order). The first-seen ranks read so far are kept:
     /// they describe the log, whichever order wrote it.
+    ///
+    /// ```
+    /// use mektpoy::agent::{Recorder, Step, ToolOrder};
+    /// use mektpoy::{Config, Session, ToolSchema, route_for};
+    /// let session = Session::new("s");
+    /// let mut recorder = Recorder::attach(&session);
+    /// recorder.set_tool_order(ToolOrder::ByName);
+    /// let (config, route) = (Config::new("acme", "acme-1"), route_for("acme", "acme-1"));
+    /// let tools = [ToolSchema::no_input("b", ""), ToolSchema::no_input("a", "")];
+    /// let request = recorder.record(&session, Step::new(&config, "", &tools, &route))?;
+    /// assert_eq!(request.tools[0].name(), "a");
+    /// # Ok::<(), mektpoy::agent::RecordError>(())
+    /// ```
     pub fn set_tool_order(&mut self, order: ToolOrder) {
         self.tool_order.order = order;
     }
 
     /// The order the effective tools are logged in.
+    ///
+    /// ```
+    /// use mektpoy::agent::{Recorder, ToolOrder};
+    /// use mektpoy::Session;
+    /// let recorder = Recorder::attach(&Session::new("s"));
+    /// assert_eq!(recorder.tool_order(), ToolOrder::AsGiven);
+    /// assert_eq!(recorder.with_tool_order(ToolOrder::FirstSeen).tool_order(), ToolOrder::FirstSeen);
+    /// ```
     pub fn tool_order(&self) -> ToolOrder {
         self.tool_order.order
     }

@@ -25,6 +25,20 @@ use crate::vocab::{ContentBlock, Message, MessageSource, Role, Seq, ToolSchema, 
 ///
 /// [`AgentLoop`](super::AgentLoop) builds these itself and counts turn, step and attempt;
 /// build one by hand to replay a recorded loop (`Step::new(..).at(turn, step, attempt)`).
+///
+/// ```
+/// use mektpoy::agent::{Recorder, Step};
+/// use mektpoy::{Config, Message, Session, route_for};
+/// let session = Session::new("s");
+/// let mut recorder = Recorder::attach(&session);
+/// let (config, route) = (Config::new("deepseek", "deepseek-flash"), route_for("deepseek", "deepseek-flash"));
+/// let user = [Message::user("u1", "hi")];
+/// let step = Step::new(&config, "Be brief.", &[], &route).at(1, 1, 0).user_messages(&user);
+/// assert_eq!((step.turn, step.step, step.attempt), (1, 1, 0));
+/// let request = recorder.record(&session, step)?;
+/// assert_eq!(request.messages.len(), 2, "the system prompt node and the user's message");
+/// # Ok::<(), mektpoy::agent::RecordError>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 #[non_exhaustive]
 pub struct Step<'a> {
@@ -50,6 +64,16 @@ pub struct Step<'a> {
 
 impl<'a> Step<'a> {
     /// Attempt 0 of step 0 of turn 0, no new series, no user messages.
+    ///
+    /// ```
+    /// use mektpoy::agent::Step;
+    /// use mektpoy::{Config, ToolSchema, route_for};
+    /// let (config, route) = (Config::new("deepseek", "deepseek-flash"), route_for("deepseek", "deepseek-flash"));
+    /// let tools = [ToolSchema::no_input("read", "")];
+    /// let step = Step::new(&config, "", &tools, &route);
+    /// assert_eq!((step.turn, step.step, step.attempt, step.new_series), (0, 0, 0, false));
+    /// assert!(step.user_messages.is_empty());
+    /// ```
     pub fn new(
         config: &'a Config,
         system_prompt: &'a str,
@@ -70,6 +94,14 @@ impl<'a> Step<'a> {
     }
 
     /// The loop position of this attempt.
+    ///
+    /// ```
+    /// use mektpoy::agent::Step;
+    /// use mektpoy::{Config, route_for};
+    /// let (config, route) = (Config::new("deepseek", "deepseek-flash"), route_for("deepseek", "deepseek-flash"));
+    /// let retry = Step::new(&config, "", &[], &route).at(3, 2, 1);
+    /// assert_eq!((retry.turn, retry.step, retry.attempt), (3, 2, 1));
+    /// ```
     #[must_use]
     pub fn at(mut self, turn: u64, step: u64, attempt: u32) -> Self {
         self.turn = turn;
@@ -79,6 +111,21 @@ impl<'a> Step<'a> {
     }
 
     /// Whether the loop asks for a new request series (honoured on attempt 0 only).
+    ///
+    /// ```
+    /// use mektpoy::agent::{Recorder, Step};
+    /// use mektpoy::event::SeriesStart;
+    /// use mektpoy::{Config, Message, Session, route_for};
+    /// let session = Session::new("s");
+    /// let mut recorder = Recorder::attach(&session);
+    /// let (config, route) = (Config::new("deepseek", "deepseek-flash"), route_for("deepseek", "deepseek-flash"));
+    /// let step = |turn| Step::new(&config, "", &[], &route).at(turn, 1, 0);
+    /// recorder.record(&session, step(1))?;
+    /// session.append(mektpoy::Event::append(Message::assistant("a1", "ok", "deepseek", "deepseek-flash")))?;
+    /// let request = recorder.record(&session, step(2).new_series(true))?;
+    /// assert_eq!(request.series_start, Some(SeriesStart::Asked));
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     #[must_use]
     pub fn new_series(mut self, new_series: bool) -> Self {
         self.new_series = new_series;
@@ -86,6 +133,17 @@ impl<'a> Step<'a> {
     }
 
     /// The messages the user added for this step (appended on attempt 0 only).
+    ///
+    /// ```
+    /// use mektpoy::agent::{Recorder, Step};
+    /// use mektpoy::{Config, Message, Session, route_for};
+    /// let session = Session::new("s");
+    /// let (config, route) = (Config::new("deepseek", "deepseek-flash"), route_for("deepseek", "deepseek-flash"));
+    /// let user = [Message::user("u1", "hi")];
+    /// Recorder::attach(&session).record(&session, Step::new(&config, "", &[], &route).user_messages(&user))?;
+    /// assert_eq!(session.messages().len(), 1);
+    /// # Ok::<(), mektpoy::agent::RecordError>(())
+    /// ```
     #[must_use]
     pub fn user_messages(mut self, messages: &'a [Message]) -> Self {
         self.user_messages = messages;
@@ -94,6 +152,16 @@ impl<'a> Step<'a> {
 }
 
 /// Why `record` refused. The log, the file and the recorder are unchanged.
+///
+/// ```
+/// use mektpoy::agent::{RecordError, Recorder, Step};
+/// use mektpoy::{Config, Session, route_for};
+/// let (one, other) = (Session::new("one"), Session::new("other"));
+/// let mut recorder = Recorder::attach(&one);
+/// let (config, route) = (Config::new("deepseek", "deepseek-flash"), route_for("deepseek", "deepseek-flash"));
+/// let refused = recorder.record(&other, Step::new(&config, "", &[], &route)).unwrap_err();
+/// assert!(matches!(refused, RecordError::WrongSession { .. }));
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RecordError {
@@ -221,6 +289,17 @@ struct Outcome {
 impl Recorder {
     /// A recorder for `session`: remembers its surface generation and that it has logged no
     /// header yet.
+    ///
+    /// ```
+    /// use mektpoy::agent::{Recorder, Step};
+    /// use mektpoy::{Config, Session, route_for};
+    /// let session = Session::new("s");
+    /// let mut recorder = Recorder::attach(&session);
+    /// let (config, route) = (Config::new("deepseek", "deepseek-flash"), route_for("deepseek", "deepseek-flash"));
+    /// let request = recorder.record(&session, Step::new(&config, "", &[], &route).at(1, 1, 0))?;
+    /// assert!(request.starts_series, "the session's first header");
+    /// # Ok::<(), mektpoy::agent::RecordError>(())
+    /// ```
     pub fn attach(session: &Session) -> Self {
         Recorder {
             session: session.instance(),
@@ -241,6 +320,18 @@ impl Recorder {
     /// for a message the batch actually writes), so **it must not call into the same
     /// session**: that would wait on the lock forever. A UUID or a counter is what it is for.
     /// **A refused batch still consumed the ids it drew.**
+    ///
+    /// ```
+    /// use mektpoy::agent::{Recorder, Step};
+    /// use mektpoy::{Config, Session, route_for};
+    /// let session = Session::new("s");
+    /// let mut next = 0;
+    /// let mut recorder = Recorder::attach(&session).with_ids(move || { next += 1; format!("id-{next}") });
+    /// let (config, route) = (Config::new("deepseek", "deepseek-flash"), route_for("deepseek", "deepseek-flash"));
+    /// let request = recorder.record(&session, Step::new(&config, "Be brief.", &[], &route))?;
+    /// assert_eq!(request.messages[0].id(), "id-1", "the system prompt node the recorder wrote");
+    /// # Ok::<(), mektpoy::agent::RecordError>(())
+    /// ```
     #[must_use]
     pub fn with_ids(mut self, mut ids: impl FnMut() -> String + Send + 'static) -> Self {
         self.ids = Some(Box::new(move |_: &str, _: Seq| ids()));
@@ -260,6 +351,21 @@ impl Recorder {
 
     /// Records one attempt of one step ([reference
     /// §4](crate::manual::reference#4-recording-a-request)) and returns the request to send.
+    ///
+    /// ```
+    /// use mektpoy::agent::{RecordError, Recorder, Step};
+    /// use mektpoy::{Config, Session, ToolSchema, route_for};
+    /// let session = Session::new("s");
+    /// let mut recorder = Recorder::attach(&session);
+    /// let (config, route) = (Config::new("anthropic", "claude-opus-5"), route_for("anthropic", "claude-opus-5"));
+    /// let tools = [ToolSchema::no_input("read", "")];
+    /// let request = recorder.record(&session, Step::new(&config, "", &tools, &route))?;
+    /// assert_eq!(request.tools.len(), 1);
+    /// // A name the route refuses is never logged.
+    /// let mcp = [ToolSchema::no_input("github.search", "")];
+    /// assert!(matches!(recorder.record(&session, Step::new(&config, "", &mcp, &route)), Err(RecordError::Tool(_))));
+    /// # Ok::<(), RecordError>(())
+    /// ```
     ///
     /// # Errors
     /// [`RecordError::WrongSession`] for a session other than the attached one;

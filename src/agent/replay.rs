@@ -75,6 +75,14 @@ pub const BY_REFERENCE: &str = ":by-reference";
 /// deferred placeholder keeping the section stable): what a platform that serves the model
 /// without inline definitions needs (the demo's claude-opus-5 row). `None` for a route
 /// without a mode.
+///
+/// ```
+/// use mektpoy::agent::replay::by_reference;
+/// use mektpoy::route_for;
+/// let variant = by_reference(&route_for("anthropic", "claude-fable-5-1")).unwrap();
+/// assert!(!variant.inline_definitions() && variant.deferred_placeholder());
+/// assert!(by_reference(&route_for("deepseek", "deepseek-v4-pro")).is_none(), "no mode");
+/// ```
 pub fn by_reference(route: &Route) -> Option<Route> {
     route
         .clone()
@@ -114,6 +122,13 @@ pub fn route_name(route: &Route) -> Option<String> {
 
 /// The route a [`route_name`] names, `None` when no catalog entry has that provider and model
 /// (or, with [`BY_REFERENCE`], when the entry has no mode).
+///
+/// ```
+/// use mektpoy::agent::replay::route_by_name;
+/// use mektpoy::route_for;
+/// assert_eq!(route_by_name("deepseek/deepseek-flash"), Some(route_for("deepseek", "deepseek-flash")));
+/// assert_eq!(route_by_name("deepseek-flash"), None);
+/// ```
 pub fn route_by_name(name: &str) -> Option<Route> {
     let (name, variant) = match name.strip_suffix(BY_REFERENCE) {
         Some(base) => (base, true),
@@ -131,6 +146,22 @@ pub fn route_by_name(name: &str) -> Option<Route> {
 }
 
 /// A replay of recorded sessions on one route, with the meter's price.
+///
+/// ```
+/// use mektpoy::agent::replay::Replay;
+/// use mektpoy::{AgentLoop, Message, Session, route_for};
+/// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+///     .option("max_tokens", 64.into())
+///     .build()?;
+/// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
+/// agent.observe(&wire)?;
+/// agent.append(Message::assistant("a1", "ok", "deepseek", "deepseek-flash"))?;
+/// // What the same log would have sent to Anthropic.
+/// let replayed = Replay::new(route_for("anthropic", "claude-opus-5")).run(agent.session())?;
+/// assert_eq!(replayed.requests.len(), 1);
+/// assert_eq!(replayed.meter.rows().len(), 1);
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Replay {
     route: Route,
@@ -139,6 +170,23 @@ pub struct Replay {
 }
 
 /// One request of the replay.
+///
+/// ```
+/// use mektpoy::agent::replay::Replay;
+/// use mektpoy::{AgentLoop, Message, Session, route_for};
+/// let route = route_for("deepseek", "deepseek-flash");
+/// let mut agent = AgentLoop::builder(Session::new("s"), route.clone())
+///     .option("max_tokens", 64.into())
+///     .build()?;
+/// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
+/// agent.observe(&wire)?;
+/// agent.append(Message::assistant("a1", "ok", "deepseek", "deepseek-flash"))?;
+/// agent.user_turn([Message::user("u2", "more")])?; // never answered
+/// let replayed = Replay::new(route).run(agent.session())?;
+/// let turns: Vec<(u64, bool)> = replayed.requests.iter().map(|r| (r.turn, r.row.is_some())).collect();
+/// assert_eq!(turns, [(1, true), (2, false)], "an unanswered request is not metered");
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct ReplayedRequest {
@@ -168,6 +216,23 @@ pub struct ReplayedRequest {
 }
 
 /// What a replay produced.
+///
+/// ```
+/// use mektpoy::agent::replay::Replay;
+/// use mektpoy::{AgentLoop, Message, Session, route_for};
+/// let route = route_for("deepseek", "deepseek-flash");
+/// let mut agent = AgentLoop::builder(Session::new("s"), route.clone())
+///     .option("max_tokens", 64.into())
+///     .build()?;
+/// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
+/// agent.observe(&wire)?;
+/// agent.append(Message::assistant("a1", "ok", "deepseek", "deepseek-flash"))?;
+/// let replayed = Replay::new(route).run(agent.session())?;
+/// // On its own route the replay re-records the log event for event.
+/// assert_eq!(replayed.session.to_jsonl(), agent.session().to_jsonl());
+/// assert_eq!(replayed.report(), agent.meter().report());
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct Replayed {
@@ -182,13 +247,63 @@ pub struct Replayed {
     attributor: Attributor,
 }
 
+/// Reading a replay: totals, misses and their causes.
+///
+/// ```
+/// use mektpoy::agent::replay::Replay;
+/// use mektpoy::{AgentLoop, Message, Session, route_for};
+/// let route = route_for("deepseek", "deepseek-flash");
+/// let mut agent = AgentLoop::builder(Session::new("s"), route.clone())
+///     .option("max_tokens", 64.into())
+///     .build()?;
+/// agent.user_turn([Message::user("u1", "hi")])?;
+/// agent.append(Message::assistant("a1", "ok", "deepseek", "deepseek-flash"))?;
+/// let replayed = Replay::new(route).run(agent.session())?;
+/// assert_eq!((replayed.report().requests, replayed.missed().count()), (1, 0));
+/// assert!(replayed.miss_lines().is_empty());
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 impl Replayed {
     /// The meter's totals.
+    ///
+    /// ```
+    /// use mektpoy::agent::replay::Replay;
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route.clone())
+    ///     .option("max_tokens", 64.into())
+    ///     .build()?;
+    /// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
+    /// agent.observe(&wire)?;
+    /// agent.append(Message::assistant("a1", "ok", "deepseek", "deepseek-flash"))?;
+    /// let report = Replay::new(route).run(agent.session())?.report();
+    /// assert_eq!(report.requests, 1);
+    /// assert_eq!(report.cached_bytes, 0);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn report(&self) -> MeterReport {
         self.meter.report()
     }
 
     /// The metered requests that did not find the whole previous request in the cache.
+    ///
+    /// ```
+    /// use mektpoy::agent::replay::Replay;
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route.clone())
+    ///     .option("max_tokens", 64.into())
+    ///     .system_prompt("Be brief. ".repeat(100))
+    ///     .build()?;
+    /// for turn in 0..2 {
+    ///     let wire = agent.user_turn([Message::user(format!("u{turn}"), "hi")])?.to_wire()?;
+    ///     agent.observe(&wire)?;
+    ///     agent.append(Message::assistant(format!("a{turn}"), "ok", "deepseek", "deepseek-flash"))?;
+    /// }
+    /// // Two turns that only append: the second finds the first in the cache.
+    /// assert_eq!(Replay::new(route).run(agent.session())?.missed().count(), 0);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn missed(&self) -> impl Iterator<Item = &ReplayedRequest> {
         self.requests.iter().filter(|r| r.missed)
     }
@@ -196,34 +311,86 @@ impl Replayed {
     /// The attribution of every metered request, in order: what
     /// [`AgentLoop::attributions`](super::AgentLoop::attributions) holds for the loop recorded
     /// on the route.
+    ///
+    /// ```
+    /// use mektpoy::agent::replay::Replay;
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route.clone())
+    ///     .option("max_tokens", 64.into())
+    ///     .build()?;
+    /// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
+    /// agent.observe(&wire)?;
+    /// agent.append(Message::assistant("a1", "ok", "deepseek", "deepseek-flash"))?;
+    /// let replayed = Replay::new(route).run(agent.session())?;
+    /// assert_eq!(replayed.attributions(), agent.attributions());
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn attributions(&self) -> &[Attribution] {
         self.attributor.attributions()
     }
 
     /// Per cause, how many metered requests departed from the previous one and how many
     /// estimated tokens that lost ([`AgentLoop::attribution_report`](super::AgentLoop::attribution_report)).
+    ///
+    /// ```
+    /// use mektpoy::agent::replay::Replay;
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route.clone())
+    ///     .option("max_tokens", 64.into())
+    ///     .build()?;
+    /// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
+    /// agent.observe(&wire)?;
+    /// agent.append(Message::assistant("a1", "ok", "deepseek", "deepseek-flash"))?;
+    /// let replayed = Replay::new(route).run(agent.session())?;
+    /// assert_eq!(replayed.attribution_report(), agent.attribution_report());
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn attribution_report(&self) -> AttributionReport {
         self.attributor.report()
     }
 
     /// One line per metered request that did not find the whole previous request in the cache
     /// ([`miss_lines`] over the replay's rows and attributions).
+    ///
+    /// ```
+    /// use mektpoy::agent::replay::Replay;
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-v4-pro");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route.clone())
+    ///     .option("max_tokens", 64.into())
+    ///     .system_prompt("A ".repeat(300))
+    ///     .build()?;
+    /// for turn in 0..2 {
+    ///     if turn == 1 {
+    ///         agent.set_system_prompt("B ".repeat(300)); // rewrites `system` on this route
+    ///     }
+    ///     let wire = agent.user_turn([Message::user(format!("u{turn}"), "hi")])?.to_wire()?;
+    ///     agent.observe(&wire)?;
+    ///     agent.append(Message::assistant(format!("a{turn}"), "ok", "deepseek", "deepseek-v4-pro"))?;
+    /// }
+    /// let lines = Replay::new(route).run(agent.session())?.miss_lines();
+    /// assert_eq!(lines.len(), 1, "{lines:?}");
+    /// assert!(lines[0].contains("system prompt changed by the caller"), "{}", lines[0]);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn miss_lines(&self) -> Vec<String> {
         miss_lines(&self.route, self.meter.rows(), self.attributions())
     }
 }
 
-/// Whether `row` did not find the whole `previous` request of its route in the cache: its
-/// cached bytes fall short of what keeping the smaller of the two requests reads by the
-/// vendor's rule ([`MeterRow::kept_bytes`]: its unit and minimum length applied).
-pub fn missed(previous: &MeterRow, row: &MeterRow) -> bool {
-    let _ = previous;
+/// Whether `row` did not find the whole previous request of its route in the cache: its cached
+/// bytes fall short of what keeping the smaller of the two requests reads by the vendor's rule
+/// ([`MeterRow::kept_bytes`]: its unit and minimum length applied).
+fn missed(row: &MeterRow) -> bool {
     row.cached_bytes < row.kept_bytes()
 }
 
 /// One line per metered request (`rows` and their `attributions`, as
 /// [`AgentLoop::attributions`](super::AgentLoop::attributions) keeps them) that did not find
-/// the whole previous request in the cache ([`missed`]): the attribution's own line (what
+/// the whole previous request in the cache (its cached bytes fall short of
+/// [`MeterRow::kept_bytes`]): the attribution's own line (what
 /// changed, the provider's miss kind, who made it: the caller or a rule of the crate, with
 /// its reference section). A request that departs nowhere lost nothing to a rewrite: its line
 /// says why the route read nothing cached (below the route's minimum cacheable length, else
@@ -258,7 +425,7 @@ pub fn miss_lines(route: &Route, rows: &[MeterRow], attributions: &[Attribution]
         .filter_map(|a| {
             let previous = rows.get(a.request.checked_sub(1)?)?;
             let row = rows.get(a.request)?;
-            missed(previous, row).then(|| miss_line(route, a, previous, row))
+            missed(row).then(|| miss_line(route, a, previous, row))
         })
         .collect()
 }
@@ -283,6 +450,24 @@ fn miss_line(route: &Route, a: &Attribution, previous: &MeterRow, row: &MeterRow
 }
 
 /// Why a replay stopped: the original log's event it could not follow, and what went wrong.
+///
+/// ```
+/// use mektpoy::agent::replay::{Replay, ReplayErrorKind};
+/// use mektpoy::vocab::Seq;
+/// use mektpoy::{AgentLoop, Message, Session, ToolSchema, route_for};
+/// // A schema without a root object: chat routes take it, Messages-API routes do not.
+/// let loose = ToolSchema::new("read", "", serde_json::Map::new());
+/// let mut agent = AgentLoop::builder(Session::new("s"), route_for("acme", "acme-1"))
+///     .model("acme-1")
+///     .tools([loose])
+///     .build()?;
+/// agent.user_turn([Message::user("u1", "hi")])?;
+/// agent.append(Message::assistant("a1", "ok", "acme", "acme-1"))?;
+/// let err = Replay::new(route_for("deepseek", "deepseek-flash")).run(agent.session()).unwrap_err();
+/// assert_eq!(err.seq(), Seq(0), "the batch that recorded the request");
+/// assert!(matches!(err.kind(), ReplayErrorKind::Record(_)));
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[error("event {seq}: {kind}")]
 pub struct ReplayError {
@@ -290,23 +475,81 @@ pub struct ReplayError {
     kind: ReplayErrorKind,
 }
 
+/// Where a replay stopped, and why.
+///
+/// ```
+/// use mektpoy::agent::replay::Replay;
+/// use mektpoy::{AgentLoop, Message, Session, ToolSchema, route_for};
+/// let loose = ToolSchema::new("read", "", serde_json::Map::new());
+/// let mut agent = AgentLoop::builder(Session::new("s"), route_for("acme", "acme-1"))
+///     .model("acme-1")
+///     .tools([loose])
+///     .build()?;
+/// agent.user_turn([Message::user("u1", "hi")])?;
+/// let err = Replay::new(route_for("deepseek", "deepseek-flash")).run(agent.session()).unwrap_err();
+/// assert_eq!(err.to_string(), format!("event {}: {}", err.seq(), err.kind()));
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 impl ReplayError {
     fn new(seq: Seq, kind: ReplayErrorKind) -> Self {
         ReplayError { seq, kind }
     }
 
     /// The original log's event.
+    ///
+    /// ```
+    /// use mektpoy::agent::replay::Replay;
+    /// use mektpoy::vocab::Seq;
+    /// use mektpoy::{AgentLoop, Message, Session, ToolSchema, route_for};
+    /// let loose = ToolSchema::new("read", "", serde_json::Map::new());
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("acme", "acme-1"))
+    ///     .model("acme-1")
+    ///     .tools([loose])
+    ///     .build()?;
+    /// agent.user_turn([Message::user("u1", "hi")])?;
+    /// let err = Replay::new(route_for("deepseek", "deepseek-flash")).run(agent.session()).unwrap_err();
+    /// assert_eq!(err.seq(), Seq(0));
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn seq(&self) -> Seq {
         self.seq
     }
 
     /// What went wrong there.
+    ///
+    /// ```
+    /// use mektpoy::agent::replay::{Replay, ReplayErrorKind};
+    /// use mektpoy::{AgentLoop, Message, Session, ToolSchema, route_for};
+    /// let loose = ToolSchema::new("read", "", serde_json::Map::new());
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("acme", "acme-1"))
+    ///     .model("acme-1")
+    ///     .tools([loose])
+    ///     .build()?;
+    /// agent.user_turn([Message::user("u1", "hi")])?;
+    /// let err = Replay::new(route_for("deepseek", "deepseek-flash")).run(agent.session()).unwrap_err();
+    /// assert!(matches!(err.kind(), ReplayErrorKind::Record(_)), "{err}");
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn kind(&self) -> &ReplayErrorKind {
         &self.kind
     }
 }
 
 /// What went wrong at a [`ReplayError`]'s event.
+///
+/// ```
+/// use mektpoy::agent::replay::Replay;
+/// use mektpoy::{AgentLoop, Message, Session, ToolSchema, route_for};
+/// let loose = ToolSchema::new("read", "", serde_json::Map::new());
+/// let mut agent = AgentLoop::builder(Session::new("s"), route_for("acme", "acme-1"))
+///     .model("acme-1")
+///     .tools([loose])
+///     .build()?;
+/// agent.user_turn([Message::user("u1", "hi")])?;
+/// let err = Replay::new(route_for("deepseek", "deepseek-flash")).run(agent.session()).unwrap_err();
+/// assert!(err.kind().to_string().starts_with("the step of this batch could not be recorded"));
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReplayErrorKind {
@@ -345,8 +588,30 @@ pub enum ReplayErrorKind {
     HeaderNotReplayed(Seq),
 }
 
+/// Setting up a replay and running it.
+///
+/// ```
+/// use mektpoy::agent::replay::Replay;
+/// use mektpoy::{AgentLoop, Message, Session, route_for};
+/// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+///     .option("max_tokens", 64.into())
+///     .build()?;
+/// agent.user_turn([Message::user("u1", "hi")])?;
+/// agent.append(Message::assistant("a1", "ok", "deepseek", "deepseek-flash"))?;
+/// let replay = Replay::new(route_for("openai", "gpt-5.4"));
+/// assert_eq!(replay.metered_route(agent.session()).model, "gpt-5.4");
+/// assert_eq!(replay.run(agent.session())?.requests.len(), 1);
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 impl Replay {
     /// A replay on `route`, metered at its catalog price ([`Route::price`]) when it has one.
+    ///
+    /// ```
+    /// use mektpoy::agent::replay::Replay;
+    /// use mektpoy::route_for;
+    /// let replay = Replay::new(route_for("anthropic", "claude-opus-5-5"));
+    /// assert_eq!(replay.route().model, "claude-opus-5-5");
+    /// ```
     pub fn new(route: Route) -> Self {
         let price = route.price().cloned();
         Replay {
@@ -367,6 +632,21 @@ impl Replay {
     /// serializer leaves out as unverifiable reasoning (the vendor accepts earlier turns without
     /// their thinking). Routes that do not bind thinking send it back as the provider rule says,
     /// whatever the recording route.
+    ///
+    /// ```
+    /// use mektpoy::agent::replay::Replay;
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("anthropic", "claude-fable-5-1");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route.clone())
+    ///     .option("max_tokens", 64.into())
+    ///     .build()?;
+    /// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
+    /// agent.observe(&wire)?;
+    /// agent.append(Message::assistant("a1", "ok", "anthropic", "claude-fable-5-1"))?;
+    /// let replayed = Replay::new(route.clone()).recorded_on(route).run(agent.session())?;
+    /// assert_eq!(replayed.meter.rows(), agent.meter().rows());
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     #[must_use]
     pub fn recorded_on(mut self, route: Route) -> Self {
         self.recorded_on = Some(route);
@@ -374,6 +654,22 @@ impl Replay {
     }
 
     /// The same replay metered at `price`.
+    ///
+    /// ```
+    /// use mektpoy::agent::replay::Replay;
+    /// use mektpoy::route::{Evidence, Price};
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash"); // no catalog price
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route.clone())
+    ///     .option("max_tokens", 64.into())
+    ///     .build()?;
+    /// agent.user_turn([Message::user("u1", "hi")])?;
+    /// agent.append(Message::assistant("a1", "ok", "deepseek", "deepseek-flash"))?;
+    /// assert_eq!(Replay::new(route.clone()).run(agent.session())?.report().cost, None);
+    /// let priced = Replay::new(route).with_price(Price::usd(0.5, 0.05, Evidence::None));
+    /// assert!(priced.run(agent.session())?.report().cost.is_some_and(|c| c > 0.0));
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     #[must_use]
     pub fn with_price(mut self, price: Price) -> Self {
         self.price = Some(price);
@@ -381,6 +677,13 @@ impl Replay {
     }
 
     /// The route replayed on.
+    ///
+    /// ```
+    /// use mektpoy::agent::replay::Replay;
+    /// use mektpoy::route_for;
+    /// let route = route_for("openai", "gpt-5.4");
+    /// assert_eq!(Replay::new(route.clone()).route(), &route);
+    /// ```
     pub fn route(&self) -> &Route {
         &self.route
     }
@@ -388,6 +691,20 @@ impl Replay {
     /// The route whose cache facts the replay's meter applies ([`Route::metered_for`], [decision
     /// 105](crate::manual::decisions#decision-105)): on a generic entry, which sends the logged
     /// model id, that of the log's first header; else the replayed route.
+    ///
+    /// ```
+    /// use mektpoy::agent::replay::Replay;
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let generic = route_for("anthropic", "claude-nova-6"); // the generic entry
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("anthropic", "claude-fable-5-1"))
+    ///     .option("max_tokens", 64.into())
+    ///     .build()?;
+    /// agent.user_turn([Message::user("u1", "hi")])?;
+    /// // The log's model, under the catalog entry a generic route would cache by.
+    /// let replay = Replay::new(generic);
+    /// assert_eq!(replay.metered_route(agent.session()).model, "claude-fable-5-1");
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn metered_route(&self, log: &Session) -> Route {
         let first = log.events().iter().find_map(|e| match e {
             Event::Header(h) => Some(h.header.config.model.clone()),
@@ -402,6 +719,21 @@ impl Replay {
     /// Replays `log` ([reference §4](crate::manual::reference#4-recording-a-request), [decision
     /// 74](crate::manual::decisions#decision-74)).
     ///
+    /// ```
+    /// use mektpoy::agent::replay::Replay;
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route.clone())
+    ///     .option("max_tokens", 64.into())
+    ///     .build()?;
+    /// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
+    /// agent.observe(&wire)?;
+    /// agent.append(Message::assistant("a1", "ok", "deepseek", "deepseek-flash"))?;
+    /// let replayed = Replay::new(route).run(agent.session())?;
+    /// assert_eq!(replayed.meter.rows(), agent.meter().rows());
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
+    ///
     /// # Errors
     /// [`ReplayError`] naming the original event the replay could not follow.
     pub fn run(&self, log: &Session) -> Result<Replayed, ReplayError> {
@@ -410,6 +742,21 @@ impl Replay {
 
     /// Replays `log`, handing `each` every request the route could carry, in order, with the
     /// bytes it would have been sent as (metered or not: see [`ReplayedRequest::row`]).
+    ///
+    /// ```
+    /// use mektpoy::agent::replay::Replay;
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+    ///     .option("max_tokens", 64.into())
+    ///     .build()?;
+    /// agent.user_turn([Message::user("u1", "hi")])?;
+    /// agent.append(Message::assistant("a1", "ok", "deepseek", "deepseek-flash"))?;
+    /// let mut bodies = Vec::new();
+    /// Replay::new(route_for("openai", "gpt-5.4")).run_each(agent.session(), |_, wire| bodies.push(wire.body().to_owned()))?;
+    /// assert_eq!(bodies.len(), 1);
+    /// assert!(bodies[0].starts_with(r#"{"model":"gpt-5.4""#), "{}", bodies[0]);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     ///
     /// # Errors
     /// As [`run`](Self::run).
@@ -1013,8 +1360,7 @@ impl<F: FnMut(&ReplayedRequest, &WireRequest)> Run<'_, F> {
                 self.attributor
                     .record(attribution.clone(), Some(&recorded), &wire);
                 request.attribution = Some(attribution);
-                request.missed =
-                    self.previous_total.is_some() && row.cached_bytes < row.kept_bytes();
+                request.missed = self.previous_total.is_some() && missed(&row);
                 self.previous_total = Some(row.total_bytes);
                 request.row = Some(row);
                 (self.each)(&request, &wire);

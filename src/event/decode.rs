@@ -34,6 +34,13 @@ use crate::vocab::{
 
 /// Why a JSON value is not a well-formed event. Carries no log position: the session wraps
 /// it with the event's `Seq` and the file line.
+///
+/// ```
+/// use mektpoy::event::DecodeError;
+/// use mektpoy::Event;
+/// assert!(matches!(Event::from_json("{"), Err(DecodeError::Json(_))));
+/// assert!(matches!(Event::from_json(r#"{"data":{}}"#), Err(DecodeError::MissingType)));
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DecodeError {

@@ -25,6 +25,14 @@ pub use series::SeriesStart;
 /// One event of a session log.
 ///
 /// Cloning is O(1): every variant shares its content.
+///
+/// ```
+/// use mektpoy::{Event, Message};
+/// let event = Event::append(Message::user("u1", "hi"));
+/// assert_eq!(event.event_type(), "user/message");
+/// assert_eq!(Event::from_json(&event.to_json())?, event);
+/// # Ok::<(), mektpoy::event::DecodeError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Event {
@@ -45,6 +53,14 @@ pub enum Event {
 /// JSON: `{"type":"thinking/policy","data":{"policy":"drop-block"}}` (at most once per session,
 /// before any floor) and `{"type":"thinking/floor","data":{"provider","model","rewrite":
 /// "tools"|"system"|"history","message"?:N}}`.
+///
+/// ```
+/// use mektpoy::event::{ThinkingEvent, ThinkingPolicy};
+/// use mektpoy::Event;
+/// let event = Event::from_json(r#"{"type":"thinking/policy","data":{"policy":"drop-block"}}"#)?;
+/// assert!(matches!(event, Event::Thinking(t) if *t == ThinkingEvent::Policy(ThinkingPolicy::DropBlock)));
+/// # Ok::<(), mektpoy::event::DecodeError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ThinkingEvent {
@@ -57,6 +73,16 @@ pub enum ThinkingEvent {
 }
 
 /// Where a route's conversation was last rewritten before signed thinking blocks.
+///
+/// ```
+/// use mektpoy::event::{Rewrite, ThinkingEvent};
+/// use mektpoy::Event;
+/// let line = r#"{"type":"thinking/floor","data":{"provider":"anthropic","model":"claude-fable-5-1","rewrite":"history","message":3}}"#;
+/// let Event::Thinking(t) = Event::from_json(line)? else { panic!() };
+/// let ThinkingEvent::Floor(floor) = &*t else { panic!() };
+/// assert_eq!((floor.model.as_str(), floor.rewrite), ("claude-fable-5-1", Rewrite::History { message: 3 }));
+/// # Ok::<(), mektpoy::event::DecodeError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThinkingFloor {
     /// The route's provider.
@@ -68,6 +94,12 @@ pub struct ThinkingFloor {
 }
 
 /// What a rewriting request changed against the previous request of its route.
+///
+/// ```
+/// use mektpoy::event::Rewrite;
+/// assert_eq!(Rewrite::History { message: 2 }.as_str(), "history");
+/// assert_eq!(Rewrite::Tools.to_string(), "the `tools` changed");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Rewrite {
@@ -83,6 +115,13 @@ pub enum Rewrite {
     },
 }
 
+/// Spelling a rewrite.
+///
+/// ```
+/// use mektpoy::event::Rewrite;
+/// let kinds: Vec<&str> = [Rewrite::Tools, Rewrite::System, Rewrite::History { message: 0 }].iter().map(|r| r.as_str()).collect();
+/// assert_eq!(kinds, ["tools", "system", "history"]);
+/// ```
 impl Rewrite {
     /// Every kind (`History` with message 0): decoding finds a spelling's kind here.
     pub(crate) const KINDS: [Rewrite; 3] = [
@@ -92,6 +131,11 @@ impl Rewrite {
     ];
 
     /// The JSON spelling of the kind (`"tools"`, `"system"`, `"history"`).
+    ///
+    /// ```
+    /// use mektpoy::event::Rewrite;
+    /// assert_eq!(Rewrite::System.as_str(), "system");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             Rewrite::Tools => "tools",
@@ -114,6 +158,14 @@ impl std::fmt::Display for Rewrite {
 }
 
 /// The data of a `request/header` event.
+///
+/// ```
+/// use mektpoy::event::{Reason, RequestHeader};
+/// use mektpoy::{Config, Event};
+/// let header = RequestHeader::new(Config::new("deepseek", "deepseek-flash"), vec![]);
+/// let Event::Header(h) = Event::header(header, Reason::Initial) else { panic!() };
+/// assert_eq!((h.reason, h.starts_series), (Reason::Initial, false));
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct HeaderEvent {
     /// The request header.
@@ -126,6 +178,14 @@ pub struct HeaderEvent {
 }
 
 /// `{"config":{...},"tools"?:[...]}`: what a request was sent with.
+///
+/// ```
+/// use mektpoy::event::{Reason, RequestHeader};
+/// use mektpoy::{Config, Event, ToolSchema};
+/// let header = RequestHeader::new(Config::new("p", "m"), vec![ToolSchema::no_input("read", "")]);
+/// let line = Event::header(header, Reason::Initial).to_json();
+/// assert!(line.starts_with(r#"{"type":"request/header","data":{"header":{"config":{"provider":"p","model":"m"},"tools":[{"name":"read""#), "{line}");
+/// ```
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct RequestHeader {
     /// Provider, model and the other request options.
@@ -149,8 +209,24 @@ impl PartialEq for RequestHeader {
     }
 }
 
+/// Building a header.
+///
+/// ```
+/// use mektpoy::event::RequestHeader;
+/// use mektpoy::Config;
+/// let a = RequestHeader::new(Config::new("p", "m"), vec![]);
+/// assert_eq!(a, RequestHeader::new(Config::new("p", "m"), vec![]));
+/// ```
 impl RequestHeader {
     /// A header with no unknown keys.
+    ///
+    /// ```
+    /// use mektpoy::event::RequestHeader;
+    /// use mektpoy::{Config, ToolSchema};
+    /// let header = RequestHeader::new(Config::new("p", "m"), vec![ToolSchema::no_input("read", "")]);
+    /// assert_eq!(header.tools[0].name(), "read");
+    /// assert!(header.extra.is_empty());
+    /// ```
     pub fn new(config: Config, tools: impl Into<Arc<[ToolSchema]>>) -> Self {
         RequestHeader {
             config,
@@ -161,6 +237,14 @@ impl RequestHeader {
 }
 
 /// `{"provider","model",...}`: a request's configuration. Equality is §1 equivalence.
+///
+/// ```
+/// use mektpoy::Config;
+/// let a = Config::new("p", "m").with("max_tokens", 1024.into());
+/// let b = Config::new("p", "m").with("max_tokens", serde_json::json!(1024.0));
+/// assert_eq!(a, b, "equivalent JSON: the same configuration");
+/// assert_eq!(serde_json::to_string(&a).unwrap(), r#"{"provider":"p","model":"m","max_tokens":1024}"#);
+/// ```
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Config {
     /// Provider id, e.g. `deepseek`.
@@ -172,8 +256,22 @@ pub struct Config {
     pub extra: IndexMap<String, Value>,
 }
 
+/// Building a configuration.
+///
+/// ```
+/// use mektpoy::Config;
+/// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 1024.into());
+/// assert_eq!(config.extra["max_tokens"], 1024);
+/// ```
 impl Config {
     /// A configuration without options.
+    ///
+    /// ```
+    /// use mektpoy::Config;
+    /// let config = Config::new("deepseek", "deepseek-flash");
+    /// assert_eq!((config.provider.as_str(), config.model.as_str()), ("deepseek", "deepseek-flash"));
+    /// assert!(config.extra.is_empty());
+    /// ```
     pub fn new(provider: impl Into<String>, model: impl Into<String>) -> Self {
         Config {
             provider: provider.into(),
@@ -183,6 +281,13 @@ impl Config {
     }
 
     /// The same configuration with `key` set to `value`.
+    ///
+    /// ```
+    /// use mektpoy::Config;
+    /// let config = Config::new("p", "m").with("temperature", 0.2.into()).with("max_tokens", 64.into());
+    /// let keys: Vec<&str> = config.extra.keys().map(String::as_str).collect();
+    /// assert_eq!(keys, ["temperature", "max_tokens"], "in order");
+    /// ```
     #[must_use]
     pub fn with(mut self, key: impl Into<String>, value: Value) -> Self {
         self.extra.insert(key.into(), value);
@@ -202,6 +307,16 @@ impl PartialEq for Config {
 /// that binds thinking to the conversation before it ([reference
 /// §7](crate::manual::reference#7-wire-serialization)). Chosen once per session and recorded in its
 /// log, so a resumed loop applies the same policy.
+///
+/// ```
+/// use mektpoy::event::ThinkingPolicy;
+/// use mektpoy::Session;
+/// assert_eq!(ThinkingPolicy::default(), ThinkingPolicy::StripThinking);
+/// let session = Session::new("s");
+/// session.set_thinking_policy(ThinkingPolicy::Refuse)?;
+/// assert_eq!(session.thinking_policy(), ThinkingPolicy::Refuse);
+/// # Ok::<(), mektpoy::session::AppendError>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ThinkingPolicy {
@@ -218,8 +333,20 @@ pub enum ThinkingPolicy {
     Refuse,
 }
 
+/// Spelling a policy.
+///
+/// ```
+/// use mektpoy::event::ThinkingPolicy;
+/// let p = ThinkingPolicy::DropBlock;
+/// assert_eq!(ThinkingPolicy::from_str_opt(p.as_str()), Some(p));
+/// ```
 impl ThinkingPolicy {
     /// The JSON spelling (`"strip-thinking"`, `"drop-block"`, `"refuse"`).
+    ///
+    /// ```
+    /// use mektpoy::event::ThinkingPolicy;
+    /// assert_eq!(ThinkingPolicy::DropBlock.as_str(), "drop-block");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             ThinkingPolicy::StripThinking => "strip-thinking",
@@ -229,6 +356,12 @@ impl ThinkingPolicy {
     }
 
     /// The policy of a JSON spelling.
+    ///
+    /// ```
+    /// use mektpoy::event::ThinkingPolicy;
+    /// assert_eq!(ThinkingPolicy::from_str_opt("refuse"), Some(ThinkingPolicy::Refuse));
+    /// assert_eq!(ThinkingPolicy::from_str_opt("Refuse"), None);
+    /// ```
     pub fn from_str_opt(s: &str) -> Option<Self> {
         [
             ThinkingPolicy::StripThinking,
@@ -241,6 +374,24 @@ impl ThinkingPolicy {
 }
 
 /// Why a header was logged (`reason`).
+///
+/// ```
+/// use mektpoy::event::Reason;
+/// use mektpoy::{AgentLoop, ContentBlock, Event, Message, Session, ToolSchema, route_for};
+/// let mut agent = AgentLoop::builder(Session::new("s"), route_for("acme", "acme-1"))
+///     .model("acme-1")
+///     .build()?;
+/// agent.user_turn([Message::user("u1", "hi")])?;
+/// agent.append(agent.assistant("a1", [ContentBlock::text("ok")]))?;
+/// agent.set_tools([ToolSchema::no_input("read", "")])?;
+/// agent.user_turn([Message::user("u2", "more")])?;
+/// let reasons: Vec<Reason> = agent.session().events().iter().filter_map(|e| match e {
+///     Event::Header(h) => Some(h.reason),
+///     _ => None,
+/// }).collect();
+/// assert_eq!(reasons, [Reason::Initial, Reason::Change]);
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Reason {
     /// The first header of the log.
@@ -253,8 +404,19 @@ pub enum Reason {
     Series,
 }
 
+/// Spelling a reason.
+///
+/// ```
+/// use mektpoy::event::Reason;
+/// assert_eq!(Reason::Initial.as_str(), "initial");
+/// ```
 impl Reason {
     /// The JSON spelling.
+    ///
+    /// ```
+    /// use mektpoy::event::Reason;
+    /// assert_eq!(Reason::Change.as_str(), "change");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::Initial => "initial",
@@ -278,6 +440,13 @@ impl Reason {
 }
 
 /// The data of a message event plus its surface operation.
+///
+/// ```
+/// use mektpoy::event::{MessageEvent, SurfaceOp};
+/// use mektpoy::{Event, Message};
+/// let event = MessageEvent { turn: Some(1), step: Some(1), ..MessageEvent::new(Message::user("u1", "hi"), Some(SurfaceOp::Append)) };
+/// assert!(Event::from(event).to_json().contains(r#""turn":1,"step":1"#));
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct MessageEvent {
     /// The message; its role decides the event type.
@@ -293,6 +462,14 @@ pub struct MessageEvent {
 }
 
 /// How a message event changes the model-visible history (the surface).
+///
+/// ```
+/// use mektpoy::event::SurfaceOp;
+/// use mektpoy::{Event, Message};
+/// assert_eq!(Event::append(Message::user("u1", "hi")).surface_op(), Some(SurfaceOp::Append));
+/// let compaction = Event::replace(Message::user("c1", "summary"), 0, 4);
+/// assert_eq!(compaction.surface_op(), Some(SurfaceOp::Replace { start: 0, end: 4 }));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SurfaceOp {
     /// `"append"`: joins the end of the surface.
@@ -307,6 +484,16 @@ pub enum SurfaceOp {
     },
 }
 
+/// A surface operation, as an event carries it.
+///
+/// ```
+/// use mektpoy::event::SurfaceOp;
+/// use mektpoy::{Event, Message};
+/// let line = Event::replace(Message::user("c1", "summary"), 0, 2).to_json();
+/// assert!(line.ends_with(r#""surfaceOp":{"op":"replace","start":0,"end":2}}"#), "{line}");
+/// assert_eq!(Event::from_json(&line)?.surface_op(), Some(SurfaceOp::Replace { start: 0, end: 2 }));
+/// # Ok::<(), mektpoy::event::DecodeError>(())
+/// ```
 impl SurfaceOp {
     /// The spelling of `Append`.
     pub(crate) const APPEND: &'static str = "append";
@@ -319,6 +506,15 @@ impl SurfaceOp {
 /// Built only by [`OpaqueEvent::new`] or decoding, so its line always reads back as the same
 /// opaque event: its type is never one this crate decodes, and its fields never hold `type` or
 /// `surfaceOp`.
+///
+/// ```
+/// use mektpoy::Event;
+/// let line = r#"{"type":"app/note","data":{"text":"kept"}}"#;
+/// let Event::Opaque(o) = Event::from_json(line)? else { panic!() };
+/// assert_eq!(o.event_type(), "app/note");
+/// assert_eq!(Event::Opaque(o).to_json(), line, "written back as read");
+/// # Ok::<(), mektpoy::event::DecodeError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpaqueEvent {
     event_type: String,
@@ -335,6 +531,17 @@ pub(crate) fn is_known_event_type(event_type: &str) -> bool {
     ) || crate::vocab::Role::for_event_type(event_type).is_some()
 }
 
+/// Building and reading an event of a type this crate does not know.
+///
+/// ```
+/// use mektpoy::event::OpaqueEvent;
+/// use mektpoy::{Event, Session};
+/// let note = OpaqueEvent::new("app/note", Default::default(), None)?;
+/// let session = Session::new("s");
+/// session.append(Event::from(note))?;
+/// assert_eq!(session.events()[0].event_type(), "app/note");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 impl OpaqueEvent {
     /// An event of type `event_type` with `fields` (every key but `type` and `surfaceOp`, in
     /// order) and, when it is a surface node, its surface operation.
@@ -389,18 +596,39 @@ impl OpaqueEvent {
     }
 
     /// Its `type`.
+    ///
+    /// ```
+    /// use mektpoy::event::OpaqueEvent;
+    /// let note = OpaqueEvent::new("app/note", Default::default(), None)?;
+    /// assert_eq!(note.event_type(), "app/note");
+    /// # Ok::<(), mektpoy::event::OpaqueError>(())
+    /// ```
     #[must_use]
     pub fn event_type(&self) -> &str {
         &self.event_type
     }
 
     /// Every key but `type` and `surfaceOp`, in order.
+    ///
+    /// ```
+    /// use mektpoy::Event;
+    /// let Event::Opaque(o) = Event::from_json(r#"{"type":"app/note","data":{"text":"kept"}}"#)? else { panic!() };
+    /// assert_eq!(o.fields()["data"]["text"], "kept");
+    /// # Ok::<(), mektpoy::event::DecodeError>(())
+    /// ```
     #[must_use]
     pub fn fields(&self) -> &IndexMap<String, Value> {
         &self.fields
     }
 
     /// With a surface operation, the event is a surface node that contributes no message.
+    ///
+    /// ```
+    /// use mektpoy::event::{OpaqueEvent, SurfaceOp};
+    /// let marker = OpaqueEvent::new("app/marker", Default::default(), Some(SurfaceOp::Append))?;
+    /// assert_eq!(marker.surface_op(), Some(SurfaceOp::Append));
+    /// # Ok::<(), mektpoy::event::OpaqueError>(())
+    /// ```
     #[must_use]
     pub fn surface_op(&self) -> Option<SurfaceOp> {
         self.surface_op
@@ -408,6 +636,12 @@ impl OpaqueEvent {
 }
 
 /// Why [`OpaqueEvent::new`] refused its input.
+///
+/// ```
+/// use mektpoy::event::{OpaqueError, OpaqueEvent};
+/// let refused = OpaqueEvent::new("user/message", Default::default(), None).unwrap_err();
+/// assert!(matches!(refused, OpaqueError::KnownType { .. }));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpaqueError {
@@ -438,13 +672,42 @@ pub(crate) const POLICY_TYPE: &str = "thinking/policy";
 /// The `type` of a `thinking/floor` event.
 pub(crate) const FLOOR_TYPE: &str = "thinking/floor";
 
+/// Building events, and their JSON lines.
+///
+/// ```
+/// use mektpoy::{Event, Message};
+/// let event = Event::append(Message::user("u1", "hi"));
+/// assert_eq!(Event::from_json(&event.to_json())?, event);
+/// # Ok::<(), mektpoy::event::DecodeError>(())
+/// ```
 impl Event {
     /// A message event appended to the surface.
+    ///
+    /// ```
+    /// use mektpoy::{Event, Message, Session};
+    /// let session = Session::new("s");
+    /// session.append(Event::append(Message::user("u1", "hi")))?;
+    /// assert_eq!(session.messages().len(), 1);
+    /// # Ok::<(), mektpoy::session::AppendError>(())
+    /// ```
     pub fn append(message: Message) -> Self {
         Event::Message(MessageEvent::new(message, Some(SurfaceOp::Append)))
     }
 
     /// A message event replacing surface nodes `start..=end`.
+    ///
+    /// ```
+    /// use mektpoy::{Event, Message, Session};
+    /// let session = Session::new("s");
+    /// for (i, text) in ["a", "b", "c"].into_iter().enumerate() {
+    ///     session.append(Event::append(Message::user(format!("u{i}"), text)))?;
+    /// }
+    /// // A compaction: surface nodes 0..=1 become one summary.
+    /// session.append(Event::replace(Message::user("c1", "a and b"), 0, 1))?;
+    /// let ids: Vec<String> = session.messages().iter().map(|m| m.id().to_owned()).collect();
+    /// assert_eq!(ids, ["c1", "u2"]);
+    /// # Ok::<(), mektpoy::session::AppendError>(())
+    /// ```
     pub fn replace(message: Message, start: usize, end: usize) -> Self {
         Event::Message(MessageEvent::new(
             message,
@@ -453,6 +716,15 @@ impl Event {
     }
 
     /// A `request/header` event.
+    ///
+    /// ```
+    /// use mektpoy::event::{Reason, RequestHeader};
+    /// use mektpoy::{Config, Event, Session};
+    /// let session = Session::new("s");
+    /// session.append(Event::header(RequestHeader::new(Config::new("p", "m"), vec![]), Reason::Initial))?;
+    /// assert_eq!(session.request_header().map(|(seq, _)| seq.0), Some(0));
+    /// # Ok::<(), mektpoy::session::AppendError>(())
+    /// ```
     pub fn header(header: RequestHeader, reason: Reason) -> Self {
         Event::Header(Arc::new(HeaderEvent {
             header,
@@ -463,6 +735,18 @@ impl Event {
 
     /// A developer message appended to the surface, naming `header_seq` when it has
     /// additions.
+    ///
+    /// ```
+    /// use mektpoy::event::{Reason, RequestHeader};
+    /// use mektpoy::{Config, Event, Message, Session, ToolSchema};
+    /// let session = Session::new("s");
+    /// let tools = vec![ToolSchema::no_input("grep", "")];
+    /// let header = session.append(Event::header(RequestHeader::new(Config::new("p", "m"), tools), Reason::Initial))?;
+    /// let note: Message = serde_json::from_str(r#"{"id":"d1","role":"developer","content":[{"type":"text","text":"note"}],"source":{"kind":"tool-registry"}}"#)?;
+    /// session.append(Event::developer(note, Some(header)))?;
+    /// assert!(session.events()[1].to_json().contains(r#""headerSeq":0"#));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn developer(message: Message, header_seq: Option<Seq>) -> Self {
         Event::Message(MessageEvent {
             header_seq,
@@ -471,6 +755,11 @@ impl Event {
     }
 
     /// The log `type` of this event.
+    ///
+    /// ```
+    /// use mektpoy::{Event, Message};
+    /// assert_eq!(Event::append(Message::tool_result("r1", "c1", "ok")).event_type(), "tool/result");
+    /// ```
     pub fn event_type(&self) -> &str {
         match self {
             Event::Header(_) => HEADER_TYPE,
@@ -484,6 +773,13 @@ impl Event {
     }
 
     /// The event's surface operation, if it is a surface node.
+    ///
+    /// ```
+    /// use mektpoy::event::{Reason, RequestHeader};
+    /// use mektpoy::{Config, Event};
+    /// let header = Event::header(RequestHeader::new(Config::new("p", "m"), vec![]), Reason::Initial);
+    /// assert_eq!(header.surface_op(), None, "headers are not on the surface");
+    /// ```
     pub fn surface_op(&self) -> Option<SurfaceOp> {
         match self {
             Event::Header(_) | Event::Thinking(_) => None,
@@ -496,6 +792,16 @@ impl Event {
     ///
     /// The line is decoded straight into the event, without a `serde_json::Value` of the whole
     /// line: O(size of the line), allocating about what the event keeps.
+    ///
+    /// ```
+    /// use mektpoy::event::DecodeError;
+    /// use mektpoy::Event;
+    /// let line = r#"{"type":"user/message","data":{"message":{"id":"u1","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}}},"surfaceOp":"append"}"#;
+    /// assert_eq!(Event::from_json(line)?.to_json(), line);
+    /// let twice = r#"{"type":"x","type":"y","data":{}}"#;
+    /// assert!(matches!(Event::from_json(twice), Err(DecodeError::DuplicateKey { .. })));
+    /// # Ok::<(), DecodeError>(())
+    /// ```
     ///
     /// # Errors
     /// [`DecodeError::Json`] when the text is not one JSON value (or holds a number serde_json
@@ -511,6 +817,15 @@ impl Event {
     /// A `Value` cannot hold a key twice (serde_json kept the last when it parsed one), so
     /// prefer [`Event::from_json`] for text.
     ///
+    /// ```
+    /// use mektpoy::event::DecodeError;
+    /// use mektpoy::Event;
+    /// let value = serde_json::json!({"type": "app/note", "data": {}});
+    /// assert_eq!(Event::from_value(value)?.event_type(), "app/note");
+    /// assert!(matches!(Event::from_value(serde_json::json!([])), Err(DecodeError::NotAnObject)));
+    /// # Ok::<(), DecodeError>(())
+    /// ```
+    ///
     /// # Errors
     /// A [`DecodeError`] naming the first shape fault: a missing `type` or `data`, a missing or
     /// unknown `reason`, a header without `config.provider` / `config.model`, a malformed tool,
@@ -522,6 +837,12 @@ impl Event {
 
     /// The compact JSON line of this event ([reference
     /// §1](crate::manual::reference#1-vocabulary-and-json) key order), without the newline.
+    ///
+    /// ```
+    /// use mektpoy::{Event, Message};
+    /// let line = Event::append(Message::user("u1", "hi")).to_json();
+    /// assert_eq!(line, r#"{"type":"user/message","data":{"message":{"id":"u1","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}}},"surfaceOp":"append"}"#);
+    /// ```
     pub fn to_json(&self) -> String {
         encode::event(self)
     }
@@ -558,8 +879,23 @@ pub(crate) fn single_line(text: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
+/// Building a message event with its loop position.
+///
+/// ```
+/// use mektpoy::event::{MessageEvent, SurfaceOp};
+/// use mektpoy::Message;
+/// let event = MessageEvent { step: Some(2), ..MessageEvent::new(Message::user("u1", "hi"), Some(SurfaceOp::Append)) };
+/// assert_eq!((event.turn, event.step), (None, Some(2)));
+/// ```
 impl MessageEvent {
     /// A message event with no turn, step or header reference.
+    ///
+    /// ```
+    /// use mektpoy::event::MessageEvent;
+    /// use mektpoy::Message;
+    /// let event = MessageEvent::new(Message::user("u1", "hi"), None);
+    /// assert_eq!((event.turn, event.step, event.header_seq), (None, None, None));
+    /// ```
     pub fn new(message: Message, surface_op: Option<SurfaceOp>) -> Self {
         MessageEvent {
             message,

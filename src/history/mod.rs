@@ -31,6 +31,23 @@ pub(crate) use reducer::{FoldKind, FoldLog, ToolFold};
 ///
 /// JSON: `{"tools":[...],"updates":[{"messageId":...,"additions":[...],"redefinitions"?:[...]}]}`
 /// (`redefinitions` only when non-empty). Cloning is O(1).
+///
+/// ```
+/// use mektpoy::{AgentLoop, Message, Session, ToolSchema, route_for};
+/// let read = ToolSchema::no_input("read", "Read a file");
+/// let grep = ToolSchema::no_input("grep", "Search files");
+/// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+///     .tools([read.clone()])
+///     .build()?;
+/// agent.user_turn([Message::user("u1", "hi")])?;
+/// agent.append(agent.assistant("a1", [mektpoy::ContentBlock::text("ok")]))?;
+/// agent.set_tools([read.clone(), grep.clone()])?;
+/// agent.user_turn([Message::user("u2", "go on")])?;
+/// let history = agent.session().tool_history();
+/// assert_eq!(history.tools().to_vec(), vec![read]);
+/// assert_eq!(history.updates()[0].additions().to_vec(), vec![grep]);
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 #[derive(Clone, Default, PartialEq, Serialize)]
 pub struct ToolHistory {
     #[serde(serialize_with = "array")]
@@ -45,6 +62,15 @@ pub struct ToolHistory {
 /// What an update holds depends on its message and the header it names alone, not on the rest
 /// of the log, so the log builds each once, when the message joins it, and every snapshot of
 /// either fold shares it ([decision 80](crate::manual::decisions#decision-80)).
+///
+/// ```
+/// use mektpoy::ToolSchema;
+/// use mektpoy::history::ToolUpdate;
+/// let update = ToolUpdate::new("d1", [ToolSchema::no_input("grep", "")]);
+/// assert_eq!(update.message_id(), "d1");
+/// assert_eq!(update.additions()[0].name(), "grep");
+/// assert!(update.redefinitions().is_empty());
+/// ```
 #[derive(Clone, PartialEq)]
 pub struct ToolUpdate(Arc<Update>);
 
@@ -66,9 +92,26 @@ impl Serialize for ToolUpdate {
     }
 }
 
+/// Building and reading a snapshot.
+///
+/// ```
+/// use mektpoy::ToolSchema;
+/// use mektpoy::history::{ToolHistory, ToolUpdate};
+/// let history = ToolHistory::new([ToolSchema::no_input("read", "")], [ToolUpdate::new("d1", [])]);
+/// assert_eq!((history.tools().len(), history.updates().len()), (1, 1));
+/// ```
 impl ToolHistory {
     /// A snapshot from its parts (for callers that carry snapshots across a process boundary;
     /// sessions build their own).
+    ///
+    /// ```
+    /// use mektpoy::ToolSchema;
+    /// use mektpoy::history::{ToolHistory, ToolUpdate};
+    /// let read = ToolSchema::no_input("read", "");
+    /// let history = ToolHistory::new([read], [ToolUpdate::new("d1", [ToolSchema::no_input("grep", "")])]);
+    /// assert_eq!(history.tools().len(), 1);
+    /// assert_eq!(history.updates()[0].message_id(), "d1");
+    /// ```
     pub fn new(
         tools: impl IntoIterator<Item = ToolSchema>,
         updates: impl IntoIterator<Item = ToolUpdate>,
@@ -81,23 +124,60 @@ impl ToolHistory {
 
     /// The tools of the header that opened the current declaration series, in order, with
     /// their own `deferLoading` (or, under the guard, the latest header's tools).
+    ///
+    /// ```
+    /// use mektpoy::ToolSchema;
+    /// use mektpoy::history::ToolHistory;
+    /// let history = ToolHistory::new([ToolSchema::no_input("read", "")], []);
+    /// assert_eq!(history.tools().iter().map(|t| t.name()).collect::<Vec<_>>(), ["read"]);
+    /// ```
     pub fn tools(&self) -> &List<ToolSchema> {
         &self.tools
     }
 
     /// The developer messages of the series, in log order.
+    ///
+    /// ```
+    /// use mektpoy::ToolSchema;
+    /// use mektpoy::history::{ToolHistory, ToolUpdate};
+    /// let updates = [ToolUpdate::new("d1", []), ToolUpdate::new("d2", [])];
+    /// let history = ToolHistory::new([ToolSchema::no_input("read", "")], updates);
+    /// let ids: Vec<&str> = history.updates().iter().map(|u| u.message_id()).collect();
+    /// assert_eq!(ids, ["d1", "d2"]);
+    /// ```
     pub fn updates(&self) -> &List<ToolUpdate> {
         &self.updates
     }
 
     /// The compact JSON form.
+    ///
+    /// ```
+    /// use mektpoy::history::{ToolHistory, ToolUpdate};
+    /// let history = ToolHistory::new([], [ToolUpdate::new("d1", [])]);
+    /// assert_eq!(history.to_json(), r#"{"tools":[],"updates":[{"messageId":"d1","additions":[]}]}"#);
+    /// ```
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a snapshot has string keys and finite numbers")
     }
 }
 
+/// Building and reading an update.
+///
+/// ```
+/// use mektpoy::ToolSchema;
+/// use mektpoy::history::ToolUpdate;
+/// let update = ToolUpdate::new("d1", [ToolSchema::no_input("grep", "")]);
+/// assert_eq!((update.message_id(), update.additions().len()), ("d1", 1));
+/// ```
 impl ToolUpdate {
     /// An update for the developer message `message_id`.
+    ///
+    /// ```
+    /// use mektpoy::ToolSchema;
+    /// use mektpoy::history::ToolUpdate;
+    /// let update = ToolUpdate::new("d1", [ToolSchema::no_input("grep", "Search")]);
+    /// assert_eq!(update.additions().len(), 1);
+    /// ```
     pub fn new(
         message_id: impl Into<String>,
         additions: impl IntoIterator<Item = ToolSchema>,
@@ -123,6 +203,13 @@ impl ToolUpdate {
     }
 
     /// The same update with these redefinitions (`tool-redefinition` blocks, resolved).
+    ///
+    /// ```
+    /// use mektpoy::ToolSchema;
+    /// use mektpoy::history::ToolUpdate;
+    /// let update = ToolUpdate::new("d1", []).with_redefinitions([ToolSchema::no_input("read", "v2")]);
+    /// assert_eq!(update.redefinitions()[0].description(), "v2");
+    /// ```
     #[must_use]
     pub fn with_redefinitions(
         mut self,
@@ -133,16 +220,37 @@ impl ToolUpdate {
     }
 
     /// The developer message's id.
+    ///
+    /// ```
+    /// use mektpoy::history::ToolUpdate;
+    /// assert_eq!(ToolUpdate::new("dev-7", []).message_id(), "dev-7");
+    /// ```
     pub fn message_id(&self) -> &str {
         &self.0.message_id
     }
 
     /// Each addition's full definition, resolved through the header the message named.
+    ///
+    /// ```
+    /// use mektpoy::ToolSchema;
+    /// use mektpoy::history::ToolUpdate;
+    /// let update = ToolUpdate::new("d1", [ToolSchema::no_input("a", ""), ToolSchema::no_input("b", "")]);
+    /// assert_eq!(update.additions().iter().map(|t| t.name()).collect::<Vec<_>>(), ["a", "b"]);
+    /// ```
     pub fn additions(&self) -> &List<ToolSchema> {
         &self.0.additions
     }
 
     /// Each redefinition's full definition, resolved through the header the message named.
+    ///
+    /// ```
+    /// use mektpoy::ToolSchema;
+    /// use mektpoy::history::ToolUpdate;
+    /// let update = ToolUpdate::new("d1", []);
+    /// assert!(update.redefinitions().is_empty());
+    /// let update = update.with_redefinitions([ToolSchema::no_input("read", "")]);
+    /// assert_eq!(update.redefinitions().len(), 1);
+    /// ```
     pub fn redefinitions(&self) -> &List<ToolSchema> {
         &self.0.redefinitions
     }

@@ -4,6 +4,19 @@
 use super::*;
 
 /// Where a byte of a request's cut belongs, in the provider's caching order.
+///
+/// ```
+/// use mektpoy::meter::Segment;
+/// use mektpoy::{Meter, route_for};
+/// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+/// let turn = |text: &str| format!(r#"{{"role":"user","content":"{text}"}}"#);
+/// meter.observe(&format!(r#"{{"messages":[{},{}]}}"#, turn("a"), turn("b")), None)?;
+/// meter.observe(&format!(r#"{{"messages":[{},{}]}}"#, turn("a"), turn("c")), None)?;
+/// let segment = &meter.departures()[1].as_ref().unwrap().segment;
+/// assert_eq!(segment, &Segment::Message { index: 1 });
+/// assert_eq!(segment.to_string(), "wire message 1");
+/// # Ok::<(), mektpoy::meter::MeterError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Segment {
@@ -50,6 +63,20 @@ impl std::fmt::Display for Segment {
 }
 
 /// What changed in the tools between two requests, found by comparing them by name.
+///
+/// ```
+/// use mektpoy::meter::ToolChange;
+/// use mektpoy::{Meter, route_for};
+/// let mut meter = Meter::new(&route_for("acme", "acme-1")); // chat bodies
+/// let tool = |name: &str| format!(r#"{{"type":"function","function":{{"name":"{name}"}}}}"#);
+/// let msg = r#"{"role":"user","content":"hi"}"#;
+/// meter.observe(&format!(r#"{{"tools":[{}],"messages":[{msg}]}}"#, tool("read")), None)?;
+/// meter.observe(&format!(r#"{{"tools":[{},{}],"messages":[{msg}]}}"#, tool("read"), tool("grep")), None)?;
+/// let changes = &meter.departures()[1].as_ref().unwrap().tools;
+/// assert_eq!(changes, &[ToolChange::Added { name: "grep".into() }]);
+/// assert_eq!(changes[0].to_string(), "tool `grep` added");
+/// # Ok::<(), mektpoy::meter::MeterError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ToolChange {
@@ -84,6 +111,12 @@ pub enum ToolChange {
 
 impl ToolChange {
     /// The tool's name.
+    ///
+    /// ```
+    /// use mektpoy::meter::ToolChange;
+    /// let change = ToolChange::Removed { name: "shell".into() };
+    /// assert_eq!(change.name(), "shell");
+    /// ```
     pub fn name(&self) -> &str {
         match self {
             ToolChange::Added { name }
@@ -117,6 +150,18 @@ impl std::fmt::Display for ToolChange {
 /// Where a request departs from the previous request of its route: the first byte of its cut
 /// ([`Meter::prefix_bytes`]) that differs, and what lies there. Everything from that byte on
 /// is out of the provider's prefix cache.
+///
+/// ```
+/// use mektpoy::meter::Segment;
+/// use mektpoy::{Meter, route_for};
+/// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+/// meter.observe(r#"{"system":"A","messages":[{"role":"user","content":"hi"}]}"#, None)?;
+/// let departure = meter.departure_of(r#"{"system":"B","messages":[{"role":"user","content":"hi"}]}"#)?.unwrap();
+/// // The cuts differ at byte 1, inside `system` (byte 0 is its opening quote).
+/// assert_eq!((departure.segment, departure.offset), (Segment::System, 1));
+/// assert_eq!(departure.previous_bytes, departure.total_bytes);
+/// # Ok::<(), mektpoy::meter::MeterError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Departure {
@@ -145,11 +190,30 @@ pub struct Departure {
 impl Departure {
     /// The previous request's bytes from the departure on: what the cache held and cannot
     /// serve.
+    ///
+    /// ```
+    /// use mektpoy::{Meter, route_for};
+    /// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    /// meter.observe(r#"{"system":"A","messages":[{"role":"user","content":"hi"}]}"#, None)?;
+    /// let departure = meter.departure_of(r#"{"system":"B","messages":[]}"#)?.unwrap();
+    /// // Lost: every byte of the previous cut from the departure on.
+    /// assert_eq!((departure.previous_bytes, departure.offset, departure.lost_bytes()), (33, 1, 32));
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     pub fn lost_bytes(&self) -> u64 {
         self.previous_bytes.saturating_sub(self.offset)
     }
 
     /// [`lost_bytes`](Self::lost_bytes) as estimated tokens, ⌈bytes / 4⌉.
+    ///
+    /// ```
+    /// use mektpoy::{Meter, route_for};
+    /// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    /// meter.observe(r#"{"system":"A","messages":[{"role":"user","content":"hi"}]}"#, None)?;
+    /// let departure = meter.departure_of(r#"{"system":"B","messages":[]}"#)?.unwrap();
+    /// assert_eq!(departure.lost_tokens(), departure.lost_bytes().div_ceil(4));
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     pub fn lost_tokens(&self) -> u64 {
         self.lost_bytes().div_ceil(4)
     }

@@ -3,6 +3,21 @@
 
 use super::*;
 
+/// The incremental path of `observe`: a body that keeps the previous body's first messages.
+///
+/// ```
+/// use mektpoy::{Meter, route_for};
+/// let turn = |text: &str| format!(r#"{{"role":"user","content":"{text}"}}"#);
+/// let first = format!(r#"{{"messages":[{}]}}"#, turn(&"x".repeat(1000)));
+/// let second = format!(r#"{{"messages":[{},{}]}}"#, turn(&"x".repeat(1000)), turn("next"));
+/// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+/// meter.observe(&first, None)?;
+/// // What the kept messages read is what the whole cut would read.
+/// let mut whole = Meter::new(&route_for("deepseek", "deepseek-flash"));
+/// whole.prime(&first)?;
+/// assert_eq!(meter.observe(&second, None)?.cached_bytes, whole.observe(&second, None)?.cached_bytes);
+/// # Ok::<(), mektpoy::meter::MeterError>(())
+/// ```
 impl Meter {
     /// The path of [`observe`](Self::observe) for a body that keeps the previous body's first
     /// wire messages: `None` leaves it to the whole cut (nothing kept, a meter restored or

@@ -5,6 +5,12 @@ use super::*;
 /// What the provider reported for one request (its usage, [reference
 /// §12](crate::manual::reference#12-provider-responses-and-usage)), beside the meter's estimate.
 /// `None` in a cache figure means the provider does not report it, which is not zero.
+///
+/// ```
+/// use mektpoy::meter::Measured;
+/// let m = Measured::new(2000, Some(1536), None);
+/// assert_eq!((m.prompt_tokens, m.cache_read_tokens, m.cache_write_tokens), (2000, Some(1536), None));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Measured {
@@ -18,6 +24,17 @@ pub struct Measured {
 
 impl Measured {
     /// Measured figures given by hand (from a log, or a vendor this crate does not decode).
+    ///
+    /// ```
+    /// use mektpoy::meter::Measured;
+    /// use mektpoy::{Meter, route_for};
+    /// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    /// meter.observe(r#"{"messages":[{"role":"user","content":"hi"}]}"#, None)?;
+    /// // Figures read from a vendor this crate does not decode.
+    /// let row = meter.observe_measured(Measured::new(9, Some(0), None))?;
+    /// assert_eq!(row.measured.map(|m| m.prompt_tokens), Some(9));
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     pub fn new(
         prompt_tokens: u64,
         cache_read_tokens: Option<u64>,
@@ -47,6 +64,17 @@ impl From<&Usage> for Measured {
 pub const DEFAULT_CACHE_BLOCK_TOKENS: u32 = 1024;
 
 /// One metered request.
+///
+/// ```
+/// use mektpoy::{Meter, route_for};
+/// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+/// let body = format!(r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#, "x".repeat(1000));
+/// meter.observe(&body, None)?;
+/// let row = meter.observe(&body, None)?;
+/// assert_eq!((row.total_bytes, row.cached_bytes, row.best_bytes), (1028, 1024, 1024));
+/// assert_eq!(row.series_start, None);
+/// # Ok::<(), mektpoy::meter::MeterError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct MeterRow {
@@ -82,6 +110,16 @@ pub(super) struct Expected {
 
 impl MeterRow {
     /// Bytes not served from the cache.
+    ///
+    /// ```
+    /// use mektpoy::{Meter, route_for};
+    /// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    /// let body = format!(r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#, "x".repeat(1000));
+    /// meter.observe(&body, None)?;
+    /// let row = meter.observe(&body, None)?;
+    /// assert_eq!(row.new_bytes(), row.total_bytes - row.cached_bytes);
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     pub fn new_bytes(&self) -> u64 {
         self.total_bytes.saturating_sub(self.cached_bytes)
     }
@@ -91,6 +129,16 @@ impl MeterRow {
     /// reading less lost something, one reading this much lost nothing a client could keep
     /// (below the minimum cacheable length both read 0). 0 for the first request; for a row
     /// restored from a save before version 3, its best possible figure.
+    ///
+    /// ```
+    /// use mektpoy::{Meter, route_for};
+    /// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    /// let body = format!(r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#, "x".repeat(1000));
+    /// assert_eq!(meter.observe(&body, None)?.kept_bytes(), 0, "the first request");
+    /// let row = meter.observe(&body, None)?;
+    /// assert_eq!(row.kept_bytes(), row.cached_bytes, "read all a client could keep");
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     pub fn kept_bytes(&self) -> u64 {
         self.kept
     }
@@ -100,6 +148,21 @@ impl MeterRow {
     /// of the route's previous request when it was measured (its prompt is what the cache
     /// holds), else of this request. Converting at ⌈bytes / 4⌉ would flag every full hit of a
     /// prompt whose tokenizer packs more than four bytes a token.
+    ///
+    /// ```
+    /// use mektpoy::meter::Measured;
+    /// use mektpoy::{Meter, route_for};
+    /// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    /// let body = format!(r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#, "x".repeat(1000));
+    /// meter.observe(&body, None)?;
+    /// meter.observe_measured(Measured::new(257, Some(0), None))?;
+    /// let row = meter.observe(&body, None)?;
+    /// assert_eq!(row.expected_read_tokens(), None, "nothing measured yet");
+    /// // 1,024 cached bytes at the previous request's 257 tokens per 1,028 bytes.
+    /// let row = meter.observe_measured(Measured::new(257, Some(256), None))?;
+    /// assert_eq!(row.expected_read_tokens(), Some(256));
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     pub fn expected_read_tokens(&self) -> Option<u64> {
         self.expected.map(|e| e.read_tokens)
     }
@@ -136,6 +199,19 @@ impl MeterRow {
 }
 
 /// Totals over the requests fed so far.
+///
+/// ```
+/// use mektpoy::{Meter, route_for};
+/// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+/// let body = format!(r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#, "x".repeat(1000));
+/// meter.observe(&body, None)?;
+/// meter.observe(&body, None)?;
+/// let report = meter.report();
+/// assert_eq!(report.requests, 2);
+/// assert_eq!(report.cached_tokens, 256, "⌈1,024 / 4⌉");
+/// assert_eq!(report.cost, None, "no price");
+/// # Ok::<(), mektpoy::meter::MeterError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct MeterReport {
@@ -162,6 +238,17 @@ pub struct MeterReport {
 }
 
 /// The provider's figures summed over the rows that carry them.
+///
+/// ```
+/// use mektpoy::meter::Measured;
+/// use mektpoy::{Meter, route_for};
+/// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+/// meter.observe(r#"{"messages":[{"role":"user","content":"hi"}]}"#, None)?;
+/// meter.observe_measured(Measured::new(9, Some(0), None))?;
+/// let totals = meter.report().measured;
+/// assert_eq!((totals.requests, totals.prompt_tokens, totals.read_reported), (1, 9, 1));
+/// # Ok::<(), mektpoy::meter::MeterError>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct MeasuredTotals {
@@ -181,6 +268,16 @@ pub struct MeasuredTotals {
 
 impl MeasuredTotals {
     /// The measured hit ratio: Σ cache read ÷ Σ prompt tokens (0 when nothing was measured).
+    ///
+    /// ```
+    /// use mektpoy::meter::Measured;
+    /// use mektpoy::{Meter, route_for};
+    /// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    /// meter.observe(r#"{"messages":[{"role":"user","content":"hi"}]}"#, None)?;
+    /// meter.observe_measured(Measured::new(100, Some(25), None))?;
+    /// assert_eq!(meter.report().measured.hit_ratio(), 0.25);
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     pub fn hit_ratio(&self) -> f64 {
         ratio(self.cache_read_tokens, self.prompt_tokens)
     }
@@ -188,11 +285,32 @@ impl MeasuredTotals {
 
 impl MeterReport {
     /// Σ cached ÷ Σ total (0 when nothing was fed).
+    ///
+    /// ```
+    /// use mektpoy::{Meter, route_for};
+    /// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    /// assert_eq!(meter.report().hit_ratio(), 0.0, "nothing fed");
+    /// let body = format!(r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#, "x".repeat(1000));
+    /// meter.observe(&body, None)?;
+    /// meter.observe(&body, None)?;
+    /// assert_eq!(meter.report().hit_ratio(), 1024.0 / 2056.0);
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     pub fn hit_ratio(&self) -> f64 {
         ratio(self.cached_bytes, self.total_bytes)
     }
 
     /// Best possible hit ratio: Σ best ÷ Σ total.
+    ///
+    /// ```
+    /// use mektpoy::{Meter, route_for};
+    /// let mut meter = Meter::new(&route_for("deepseek", "deepseek-flash"));
+    /// meter.observe(r#"{"system":"A","messages":[{"role":"user","content":"hi"}]}"#, None)?;
+    /// meter.observe(r#"{"system":"B","messages":[{"role":"user","content":"hi"}]}"#, None)?;
+    /// // A changed system prompt: nothing a client could keep, nothing it should have.
+    /// assert_eq!(meter.report().best_ratio(), 0.0);
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     pub fn best_ratio(&self) -> f64 {
         ratio(self.best_bytes, self.total_bytes)
     }

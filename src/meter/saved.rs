@@ -2,6 +2,17 @@
 
 use super::*;
 
+/// Saving a meter and restoring it after a restart.
+///
+/// ```
+/// use mektpoy::{Meter, route_for};
+/// let route = route_for("deepseek", "deepseek-flash");
+/// let mut meter = Meter::new(&route);
+/// meter.observe(r#"{"messages":[{"role":"user","content":"hi"}]}"#, None)?;
+/// let restored = Meter::restore(&route, &meter.save())?;
+/// assert_eq!(restored.report(), meter.report());
+/// # Ok::<(), mektpoy::meter::MeterError>(())
+/// ```
 impl Meter {
     /// The meter's state as a small versioned JSON text: the route it meters (with the rules
     /// that shape a row), the previous request's cut (its concatenated segment bytes, block
@@ -14,6 +25,18 @@ impl Meter {
     /// without a documented cache, the next estimate are the common prefix with them, which no
     /// digest short of the bytes determines to the byte. A caller that can rebuild that request (from the log) may instead start a new
     /// meter and [`prime`](Self::prime) it, keeping only the rows it wants.
+    ///
+    /// ```
+    /// use mektpoy::{Meter, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let body = format!(r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#, "x".repeat(1000));
+    /// let mut meter = Meter::new(&route);
+    /// meter.observe(&body, None)?;
+    /// let mut restored = Meter::restore(&route, &meter.save())?;
+    /// assert_eq!(restored.rows(), meter.rows());
+    /// assert_eq!(restored.observe(&body, None)?, meter.observe(&body, None)?);
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     pub fn save(&self) -> String {
         let saved = Saved {
             version: SAVE_VERSION,
@@ -46,6 +69,20 @@ impl Meter {
     }
 
     /// A meter for `route` from what [`save`](Self::save) wrote, without a price.
+    ///
+    /// ```
+    /// use mektpoy::meter::{MeterError, RestoreFault};
+    /// use mektpoy::{Meter, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let saved = Meter::new(&route).save();
+    /// assert!(Meter::restore(&route, &saved)?.rows().is_empty());
+    /// let newer = saved.replacen(r#""version":3"#, r#""version":9"#, 1);
+    /// assert!(matches!(
+    ///     Meter::restore(&route, &newer),
+    ///     Err(MeterError::Restore { reason: RestoreFault::Version(9) })
+    /// ));
+    /// # Ok::<(), mektpoy::meter::MeterError>(())
+    /// ```
     ///
     /// # Errors
     /// [`MeterError::Restore`] when `saved` is not a saved meter, has another version, or

@@ -92,17 +92,43 @@ enum PartKind {
 
 impl<'a> ProjectedMessages<'a> {
     /// Number of messages.
+    ///
+    /// ```
+    /// use mektpoy::{Message, project::ProjectedMessages};
+    /// let input = [Message::user("u1", "hi"), Message::user("u2", "there")];
+    /// assert_eq!(ProjectedMessages::from(&input[..]).len(), 2);
+    /// ```
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether there is no message.
+    ///
+    /// ```
+    /// use mektpoy::{Message, project::ProjectedMessages};
+    /// let none: [Message; 0] = [];
+    /// assert!(ProjectedMessages::from(&none[..]).is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Whether this is the borrowed input itself, unchanged: the projection dropped and
     /// rewrote nothing.
+    ///
+    /// ```
+    /// use mektpoy::project::project_tool_updates;
+    /// use mektpoy::Message;
+    /// let dev: Message = serde_json::from_str(
+    ///     r#"{"id":"d1","role":"developer","content":[{"type":"tool-addition","toolName":"grep"}],"source":{"kind":"tool-registry"}}"#,
+    /// )?;
+    /// let with_dev = [Message::user("u1", "hi"), dev.clone()];
+    /// // No mode: the developer message is dropped, so the view is no longer the input.
+    /// assert!(!project_tool_updates(&with_dev[..], None, None, None).messages.is_borrowed());
+    /// let plain = [Message::user("u1", "hi")];
+    /// assert!(project_tool_updates(&plain[..], None, None, None).messages.is_borrowed());
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
     pub fn is_borrowed(&self) -> bool {
         !self.spliced && matches!(self.base, Base::Borrowed(_))
     }
@@ -111,6 +137,19 @@ impl<'a> ProjectedMessages<'a> {
     /// `None` when some message was dropped or rewritten.
     /// A request's long history is a chunked list: `None` too when it spans more than one chunk
     /// (read it with [`iter`](Self::iter)).
+    ///
+    /// ```
+    /// use mektpoy::project::project_tool_updates;
+    /// use mektpoy::Message;
+    /// let dev: Message = serde_json::from_str(
+    ///     r#"{"id":"d1","role":"developer","content":[{"type":"tool-addition","toolName":"grep"}],"source":{"kind":"tool-registry"}}"#,
+    /// )?;
+    /// let plain = [Message::user("u1", "hi")];
+    /// assert_eq!(project_tool_updates(&plain[..], None, None, None).messages.as_slice(), Some(&plain[..]));
+    /// let with_dev = [Message::user("u1", "hi"), dev.clone()];
+    /// assert_eq!(project_tool_updates(&with_dev[..], None, None, None).messages.as_slice(), None);
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
     pub fn as_slice(&self) -> Option<&[Message]> {
         if self.spliced {
             return None;
@@ -190,6 +229,24 @@ impl<'a> ProjectedMessages<'a> {
     }
 
     /// The messages in order.
+    ///
+    /// ```
+    /// use mektpoy::project::project_tool_updates;
+    /// use mektpoy::Message;
+    /// let dev: Message = serde_json::from_str(
+    ///     r#"{"id":"d1","role":"developer","content":[{"type":"tool-addition","toolName":"grep"}],"source":{"kind":"tool-registry"}}"#,
+    /// )?;
+    /// let input = [
+    ///     Message::user("u1", "hi"),
+    ///     dev.clone(),
+    ///     Message::user("u2", "go on"),
+    /// ];
+    /// let projected = project_tool_updates(&input[..], None, None, None);
+    /// let ids: Vec<&str> = projected.messages.iter().map(Message::id).collect();
+    /// assert_eq!(ids, ["u1", "u2"]);
+    /// assert_eq!(projected.messages.iter().rev().next().map(Message::id), Some("u2"));
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
     pub fn iter(&self) -> MessagesIter<'_> {
         let base = self.base.as_ref();
         MessagesIter {
@@ -207,6 +264,19 @@ impl<'a> ProjectedMessages<'a> {
     }
 
     /// The message at `index`, if any.
+    ///
+    /// ```
+    /// use mektpoy::project::project_tool_updates;
+    /// use mektpoy::Message;
+    /// let dev: Message = serde_json::from_str(
+    ///     r#"{"id":"d1","role":"developer","content":[{"type":"tool-addition","toolName":"grep"}],"source":{"kind":"tool-registry"}}"#,
+    /// )?;
+    /// let input = [dev.clone(), Message::user("u1", "hi")];
+    /// let projected = project_tool_updates(&input[..], None, None, None);
+    /// assert_eq!(projected.messages.get(0).map(Message::id), Some("u1"));
+    /// assert!(projected.messages.get(1).is_none());
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
     pub fn get(&self, index: usize) -> Option<&Message> {
         if index >= self.len {
             return None;
@@ -231,21 +301,47 @@ impl<'a> ProjectedMessages<'a> {
     }
 
     /// The first message.
+    ///
+    /// ```
+    /// use mektpoy::{Message, project::ProjectedMessages};
+    /// let input = [Message::user("u1", "hi"), Message::user("u2", "there")];
+    /// assert_eq!(ProjectedMessages::from(&input[..]).first().map(Message::id), Some("u1"));
+    /// ```
     pub fn first(&self) -> Option<&Message> {
         self.get(0)
     }
 
     /// The last message.
+    ///
+    /// ```
+    /// use mektpoy::{Message, project::ProjectedMessages};
+    /// let input = [Message::user("u1", "hi"), Message::user("u2", "there")];
+    /// assert_eq!(ProjectedMessages::from(&input[..]).last().map(Message::id), Some("u2"));
+    /// ```
     pub fn last(&self) -> Option<&Message> {
         self.len.checked_sub(1).and_then(|i| self.get(i))
     }
 
     /// The messages copied into a `Vec` (handle clones, never a deep copy).
+    ///
+    /// ```
+    /// use mektpoy::{Message, project::ProjectedMessages};
+    /// let input = vec![Message::user("u1", "hi")];
+    /// assert_eq!(ProjectedMessages::from(&input).to_vec(), input);
+    /// ```
     pub fn to_vec(&self) -> Vec<Message> {
         self.iter().cloned().collect()
     }
 
     /// Whether `prefix`'s messages are the first of these (by value, as `==`).
+    ///
+    /// ```
+    /// use mektpoy::{Message, project::ProjectedMessages};
+    /// let input = [Message::user("u1", "hi"), Message::user("u2", "there")];
+    /// let view = ProjectedMessages::from(&input[..]);
+    /// assert!(view.starts_with(&ProjectedMessages::from(&input[..1])));
+    /// assert!(!ProjectedMessages::from(&input[..1]).starts_with(&view));
+    /// ```
     pub fn starts_with(&self, prefix: &ProjectedMessages<'_>) -> bool {
         prefix.len <= self.len && self.iter().zip(prefix).all(|(a, b)| a == b)
     }
@@ -418,6 +514,15 @@ impl<'s> Iterator for Pieces<'s> {
 }
 
 /// The messages of a [`ProjectedMessages`], in order (double-ended, exact size).
+///
+/// ```
+/// use mektpoy::{Message, project::ProjectedMessages};
+/// let input = [Message::user("u1", "hi"), Message::user("u2", "there")];
+/// let view = ProjectedMessages::from(&input[..]);
+/// let mut iter = view.iter();
+/// assert_eq!(iter.len(), 2);
+/// assert_eq!(iter.next_back().map(Message::id), Some("u2"));
+/// ```
 #[derive(Clone, Debug)]
 pub struct MessagesIter<'s> {
     base: MessagesRef<'s>,

@@ -38,6 +38,18 @@ const BODY: &str = "response body";
 /// The message id is `message_id` when given, else the response's `id`; the source is
 /// `{"kind":"model","provider":provider,"model":<the response's model>}`.
 ///
+/// ```
+/// use mektpoy::response::decode_chat;
+/// let body = r#"{"id":"r1","model":"deepseek-flash","choices":[{"index":0,"message":{"role":"assistant",
+///   "reasoning_content":"Think.","content":"Hi"},"finish_reason":"stop"}],
+///   "usage":{"prompt_tokens":10,"completion_tokens":3}}"#;
+/// let answer = decode_chat(body, "deepseek", None)?;
+/// assert_eq!(answer.message.id(), "r1");
+/// assert_eq!(answer.message.text(), "Hi");
+/// assert_eq!(answer.message.content().len(), 2, "the reasoning, then the text");
+/// # Ok::<(), mektpoy::response::ResponseError>(())
+/// ```
+///
 /// # Errors
 /// [`ResponseError::Provider`] for an `error` body; [`ResponseError::Json`] /
 /// [`ResponseError::Malformed`] for a body of another shape (no `id`, `model` or choice 0, a
@@ -285,6 +297,15 @@ struct CallDelta {
 impl ChatStream {
     /// A stream from `provider`'s chat endpoint; the message id is `message_id` when given,
     /// else the response's `id` (from its chunks).
+    ///
+    /// ```
+    /// use mektpoy::response::ChatStream;
+    /// let mut stream = ChatStream::new("acme", Some("a1"));
+    /// stream.push_chunk(r#"{"id":"c1","model":"acme-1","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}"#)?;
+    /// stream.push_chunk("[DONE]")?;
+    /// assert_eq!(stream.finish()?.message.id(), "a1");
+    /// # Ok::<(), mektpoy::response::ResponseError>(())
+    /// ```
     pub fn new(provider: &str, message_id: Option<&str>) -> Self {
         ChatStream {
             provider: provider.to_owned(),
@@ -304,6 +325,14 @@ impl ChatStream {
 
     /// One chunk: the JSON of a `data:` line, or `[DONE]`.
     ///
+    /// ```
+    /// use mektpoy::response::{ChatStream, ResponseError};
+    /// let mut stream = ChatStream::new("acme", None);
+    /// assert!(matches!(stream.push_chunk("{oops"), Err(ResponseError::Json { .. })));
+    /// // Once a chunk is refused, the stream is over.
+    /// assert!(matches!(stream.push_chunk("[DONE]"), Err(ResponseError::Failed)));
+    /// ```
+    ///
     /// # Errors
     /// [`ResponseError::Provider`] for an `error` chunk; [`ResponseError::Json`] for a chunk of
     /// another shape; [`ResponseError::AfterEnd`] after `[DONE]`; [`ResponseError::Failed`]
@@ -319,6 +348,21 @@ impl ChatStream {
 
     /// One line of SSE text, without its line end; a blank line ends an event.
     ///
+    /// ```
+    /// use mektpoy::response::ChatStream;
+    /// let mut stream = ChatStream::new("acme", None);
+    /// for line in [
+    ///     r#"data: {"id":"c1","model":"acme-1","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}"#,
+    ///     "",
+    ///     "data: [DONE]",
+    ///     "",
+    /// ] {
+    ///     stream.push_line(line)?;
+    /// }
+    /// assert_eq!(stream.finish()?.message.text(), "Hi");
+    /// # Ok::<(), mektpoy::response::ResponseError>(())
+    /// ```
+    ///
     /// # Errors
     /// As [`push_chunk`](Self::push_chunk), for the chunk the line completes.
     pub fn push_line(&mut self, line: &str) -> Result<(), ResponseError> {
@@ -330,6 +374,21 @@ impl ChatStream {
     }
 
     /// SSE text as it arrives, split anywhere.
+    ///
+    /// ```
+    /// use mektpoy::response::ChatStream;
+    /// let sse = concat!(
+    ///     r#"data: {"id":"c1","model":"acme-1","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}"#, "\n\n",
+    ///     r#"data: {"id":"c1","model":"acme-1","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]}"#, "\n\n",
+    ///     "data: [DONE]\n\n",
+    /// );
+    /// let mut stream = ChatStream::new("acme", None);
+    /// let (a, b) = sse.split_at(50); // network reads split anywhere
+    /// stream.push_text(a)?;
+    /// stream.push_text(b)?;
+    /// assert_eq!(stream.finish()?.message.text(), "Hello");
+    /// # Ok::<(), mektpoy::response::ResponseError>(())
+    /// ```
     ///
     /// # Errors
     /// As [`push_chunk`](Self::push_chunk), for the first refused chunk the text completes.
@@ -344,6 +403,15 @@ impl ChatStream {
     }
 
     /// The answer, once `[DONE]` came.
+    ///
+    /// ```
+    /// use mektpoy::response::{ChatStream, ResponseError};
+    /// let mut stream = ChatStream::new("acme", None);
+    /// stream.push_chunk(r#"{"id":"c1","model":"acme-1","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}"#)?;
+    /// // The connection dropped before the last chunk.
+    /// assert!(matches!(stream.finish(), Err(ResponseError::CutOff { .. })));
+    /// # Ok::<(), ResponseError>(())
+    /// ```
     ///
     /// # Errors
     /// [`ResponseError::CutOff`] without `[DONE]` (or when SSE text ends inside a chunk that

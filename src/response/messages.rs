@@ -51,6 +51,18 @@ const BODY: &str = "response body";
 /// The message id is `message_id` when given, else the response's `id`; the source is
 /// `{"kind":"model","provider":provider,"model":<the response's model>}`.
 ///
+/// ```
+/// use mektpoy::response::{StopReason, decode_messages};
+/// let body = r#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-fable-5-1",
+///   "content":[{"type":"tool_use","id":"toolu_1","name":"read","input":{"path":"a.rs"}}],
+///   "stop_reason":"tool_use","usage":{"input_tokens":10,"output_tokens":5}}"#;
+/// let answer = decode_messages(body, "anthropic", None)?;
+/// let call = answer.message.tool_calls().next().unwrap();
+/// assert_eq!((call.name(), call.arguments()), ("read", r#"{"path":"a.rs"}"#));
+/// assert_eq!(answer.stop_reason, Some(StopReason::ToolUse));
+/// # Ok::<(), mektpoy::response::ResponseError>(())
+/// ```
+///
 /// # Errors
 /// [`ResponseError::Provider`] for an error body; [`ResponseError::Json`] /
 /// [`ResponseError::Malformed`] for a body of another shape (no `id`, `model`, `content` or
@@ -395,6 +407,18 @@ struct EventKind<'a> {
 impl MessagesStream {
     /// A stream from `provider`'s Messages endpoint; the message id is `message_id` when given,
     /// else the response's `id` (from `message_start`).
+    ///
+    /// ```
+    /// use mektpoy::response::MessagesStream;
+    /// let mut stream = MessagesStream::new("anthropic", Some("a1"));
+    /// stream.push_event("message_start", r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-fable-5-1","content":[],"usage":{"input_tokens":3,"output_tokens":1}}}"#)?;
+    /// stream.push_event("content_block_start", r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"Hi"}}"#)?;
+    /// stream.push_event("content_block_stop", r#"{"type":"content_block_stop","index":0}"#)?;
+    /// stream.push_event("message_stop", r#"{"type":"message_stop"}"#)?;
+    /// let answer = stream.finish()?;
+    /// assert_eq!((answer.message.id(), answer.response_id.as_str()), ("a1", "msg_1"));
+    /// # Ok::<(), mektpoy::response::ResponseError>(())
+    /// ```
     pub fn new(provider: &str, message_id: Option<&str>) -> Self {
         MessagesStream {
             provider: provider.to_owned(),
@@ -413,6 +437,16 @@ impl MessagesStream {
     ///
     /// Unknown event types are ignored (an event type added later must not break a decoder);
     /// `ping` is ignored.
+    ///
+    /// ```
+    /// use mektpoy::response::{MessagesStream, ResponseError};
+    /// let mut stream = MessagesStream::new("anthropic", None);
+    /// stream.push_event("ping", r#"{"type":"ping"}"#)?; // ignored
+    /// let overloaded = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+    /// let err = stream.push_event("error", overloaded).unwrap_err();
+    /// assert!(matches!(err, ResponseError::Provider { ref error_type, .. } if error_type == "overloaded_error"));
+    /// # Ok::<(), ResponseError>(())
+    /// ```
     ///
     /// # Errors
     /// [`ResponseError::Provider`] for an `error` event; [`ResponseError::Json`] /
@@ -433,6 +467,29 @@ impl MessagesStream {
 
     /// One line of SSE text, without its line end; a blank line ends an event.
     ///
+    /// ```
+    /// use mektpoy::response::MessagesStream;
+    /// let mut stream = MessagesStream::new("anthropic", None);
+    /// for line in [
+    ///     "event: message_start",
+    ///     r#"data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-fable-5-1","content":[],"usage":{"input_tokens":3,"output_tokens":1}}}"#,
+    ///     "",
+    ///     "event: content_block_start",
+    ///     r#"data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":"Hi"}}"#,
+    ///     "",
+    ///     "event: content_block_stop",
+    ///     r#"data: {"type":"content_block_stop","index":0}"#,
+    ///     "",
+    ///     "event: message_stop",
+    ///     r#"data: {"type":"message_stop"}"#,
+    ///     "",
+    /// ] {
+    ///     stream.push_line(line)?;
+    /// }
+    /// assert_eq!(stream.finish()?.message.text(), "Hi");
+    /// # Ok::<(), mektpoy::response::ResponseError>(())
+    /// ```
+    ///
     /// # Errors
     /// As [`push_event`](Self::push_event), for the event the line completes.
     pub fn push_line(&mut self, line: &str) -> Result<(), ResponseError> {
@@ -444,6 +501,26 @@ impl MessagesStream {
     }
 
     /// SSE text as it arrives, split anywhere (a line may continue in the next call).
+    ///
+    /// ```
+    /// use mektpoy::response::MessagesStream;
+    /// let sse = concat!(
+    ///     "event: message_start\n",
+    ///     r#"data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-fable-5-1","content":[],"usage":{"input_tokens":3,"output_tokens":1}}}"#, "\n\n",
+    ///     "event: content_block_start\n",
+    ///     r#"data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":"Hi"}}"#, "\n\n",
+    ///     "event: content_block_stop\n",
+    ///     r#"data: {"type":"content_block_stop","index":0}"#, "\n\n",
+    ///     "event: message_stop\n",
+    ///     r#"data: {"type":"message_stop"}"#, "\n\n",
+    /// );
+    /// let mut stream = MessagesStream::new("anthropic", None);
+    /// for piece in sse.as_bytes().chunks(40) {
+    ///     stream.push_text(std::str::from_utf8(piece).unwrap())?; // ASCII: any split is UTF-8
+    /// }
+    /// assert_eq!(stream.finish()?.message.text(), "Hi");
+    /// # Ok::<(), mektpoy::response::ResponseError>(())
+    /// ```
     ///
     /// # Errors
     /// As [`push_event`](Self::push_event), for the first event the text completes that is
@@ -459,6 +536,15 @@ impl MessagesStream {
     }
 
     /// The answer, once the stream is complete.
+    ///
+    /// ```
+    /// use mektpoy::response::{MessagesStream, ResponseError};
+    /// let mut stream = MessagesStream::new("anthropic", None);
+    /// stream.push_event("message_start", r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-fable-5-1","content":[],"usage":{"input_tokens":3,"output_tokens":1}}}"#)?;
+    /// // No `message_stop`: the connection was lost.
+    /// assert!(matches!(stream.finish(), Err(ResponseError::CutOff { .. })));
+    /// # Ok::<(), ResponseError>(())
+    /// ```
     ///
     /// # Errors
     /// [`ResponseError::CutOff`] before `message_stop` (or with a block never stopped, or

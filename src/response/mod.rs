@@ -86,6 +86,19 @@ pub use usage::{CacheCreation, Usage};
 /// The message's source is `{"kind":"model","provider":<the caller's provider>,"model":<the
 /// response's model>}`: the serializer sends signed reasoning back only to the provider that
 /// produced it, so the provider must be the route's, not whatever the response calls itself.
+///
+/// ```
+/// use mektpoy::response::{StopReason, decode_messages};
+/// let body = r#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-fable-5-1",
+///   "content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn",
+///   "usage":{"input_tokens":10,"cache_read_input_tokens":2048,"output_tokens":2}}"#;
+/// let answer = decode_messages(body, "anthropic", Some("a1"))?;
+/// assert_eq!((answer.message.id(), answer.response_id.as_str()), ("a1", "msg_1"));
+/// assert_eq!(answer.stop_reason, Some(StopReason::EndTurn));
+/// assert_eq!(answer.usage.unwrap().prompt_tokens, 2058);
+/// assert!(answer.invalid_tool_calls.is_empty());
+/// # Ok::<(), mektpoy::response::ResponseError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct Answer {
@@ -117,6 +130,19 @@ pub struct Answer {
 
 /// A tool call of an answer whose arguments fail [`arguments_fault`]
 /// ([`Answer::invalid_tool_calls`]).
+///
+/// ```
+/// use mektpoy::response::decode_chat;
+/// use mektpoy::wire::ArgumentsFault;
+/// let body = r#"{"id":"r1","model":"acme-1","choices":[{"index":0,"message":{"role":"assistant",
+///   "tool_calls":[{"id":"c1","type":"function","function":{"name":"read","arguments":"{\"path\":"}}]},
+///   "finish_reason":"length"}]}"#;
+/// let answer = decode_chat(body, "acme", None)?;
+/// let invalid = &answer.invalid_tool_calls[0];
+/// assert_eq!(invalid.call_id, "c1");
+/// assert!(matches!(invalid.fault, ArgumentsFault::NotJson { end_of_input: true, .. }));
+/// # Ok::<(), mektpoy::response::ResponseError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct InvalidToolCall {
@@ -128,6 +154,18 @@ pub struct InvalidToolCall {
     pub fault: ArgumentsFault,
 }
 
+/// An answer's tool calls whose arguments cannot be run.
+///
+/// ```
+/// use mektpoy::response::decode_chat;
+/// let body = r#"{"id":"r1","model":"acme-1","choices":[{"index":0,"message":{"role":"assistant",
+///   "tool_calls":[{"id":"c1","type":"function","function":{"name":"read","arguments":"[1]"}}]},
+///   "finish_reason":"tool_calls"}]}"#;
+/// let answer = decode_chat(body, "acme", None)?;
+/// assert_eq!(answer.message.tool_calls().count(), 1, "the message keeps the call as sent");
+/// assert_eq!(answer.invalid_tool_calls[0].name, "read");
+/// # Ok::<(), mektpoy::response::ResponseError>(())
+/// ```
 impl Answer {
     /// Fills [`invalid_tool_calls`](Self::invalid_tool_calls) from the message.
     fn listing_invalid_calls(mut self) -> Self {
@@ -154,6 +192,14 @@ impl Answer {
 
 /// Why the model stopped, in the vendor's own terms: the two APIs do not mean the same thing
 /// by their values, so they are not merged.
+///
+/// ```
+/// use mektpoy::response::{StopReason, decode_chat};
+/// let body = r#"{"id":"r1","model":"acme-1","choices":[{"index":0,"message":{"role":"assistant",
+///   "content":"cut"},"finish_reason":"length"}]}"#;
+/// assert_eq!(decode_chat(body, "acme", None)?.stop_reason, Some(StopReason::Length));
+/// # Ok::<(), mektpoy::response::ResponseError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum StopReason {
@@ -194,6 +240,12 @@ pub enum StopReason {
     Other(String),
 }
 
+/// Spelling a stop reason.
+///
+/// ```
+/// use mektpoy::response::StopReason;
+/// assert_eq!(StopReason::Incomplete { reason: Some("max_output_tokens".into()) }.as_str(), "incomplete");
+/// ```
 impl StopReason {
     fn messages(value: &str) -> Self {
         match value {
@@ -219,6 +271,12 @@ impl StopReason {
     }
 
     /// The wire spelling.
+    ///
+    /// ```
+    /// use mektpoy::response::StopReason;
+    /// assert_eq!(StopReason::ToolUse.as_str(), "tool_use");
+    /// assert_eq!(StopReason::Other("paused".into()).to_string(), "paused");
+    /// ```
     pub fn as_str(&self) -> &str {
         match self {
             StopReason::EndTurn => "end_turn",
@@ -249,6 +307,18 @@ impl fmt::Display for StopReason {
 /// `cache-diagnosis-2026-04-07`): why the prompt cache could
 /// not reuse the prefix of the request named by `diagnostics.previous_message_id`. This is the
 /// provider's own answer to the question this crate exists for, so it is kept typed.
+///
+/// ```
+/// use mektpoy::response::{CacheMissKind, decode_messages};
+/// let body = r#"{"id":"msg_2","type":"message","role":"assistant","model":"claude-fable-5-1",
+///   "content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn",
+///   "usage":{"input_tokens":900,"output_tokens":2},
+///   "diagnostics":{"cache_miss_reason":{"type":"system_changed","cache_missed_input_tokens":850}}}"#;
+/// let diagnostics = decode_messages(body, "anthropic", None)?.diagnostics.unwrap();
+/// let reason = diagnostics.cache_miss_reason.unwrap();
+/// assert_eq!((reason.kind, reason.cache_missed_input_tokens), (CacheMissKind::SystemChanged, Some(850)));
+/// # Ok::<(), mektpoy::response::ResponseError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CacheDiagnostics {
@@ -258,6 +328,17 @@ pub struct CacheDiagnostics {
 }
 
 /// Where two consecutive requests diverged.
+///
+/// ```
+/// use mektpoy::response::{CacheMissKind, decode_messages};
+/// let body = r#"{"id":"msg_2","type":"message","role":"assistant","model":"claude-fable-5-1",
+///   "content":[{"type":"text","text":"Hi"}],"usage":{"input_tokens":900,"output_tokens":2},
+///   "diagnostics":{"cache_miss_reason":{"type":"previous_message_not_found"}}}"#;
+/// let reason = decode_messages(body, "anthropic", None)?.diagnostics.unwrap().cache_miss_reason.unwrap();
+/// assert_eq!(reason.kind, CacheMissKind::PreviousMessageNotFound);
+/// assert_eq!(reason.cache_missed_input_tokens, None);
+/// # Ok::<(), mektpoy::response::ResponseError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CacheMissReason {
@@ -269,6 +350,16 @@ pub struct CacheMissReason {
 }
 
 /// `cache_miss_reason.type`.
+///
+/// ```
+/// use mektpoy::response::{CacheMissKind, decode_messages};
+/// let body = r#"{"id":"msg_2","type":"message","role":"assistant","model":"claude-fable-5-1",
+///   "content":[{"type":"text","text":"Hi"}],"usage":{"input_tokens":900,"output_tokens":2},
+///   "diagnostics":{"cache_miss_reason":{"type":"ttl_expired"}}}"#;
+/// let reason = decode_messages(body, "anthropic", None)?.diagnostics.unwrap().cache_miss_reason.unwrap();
+/// assert_eq!(reason.kind, CacheMissKind::Other("ttl_expired".into()), "a type added later, kept");
+/// # Ok::<(), mektpoy::response::ResponseError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum CacheMissKind {
@@ -288,6 +379,17 @@ pub enum CacheMissKind {
     Other(String),
 }
 
+/// A miss kind, as Anthropic's diagnostics report it.
+///
+/// ```
+/// use mektpoy::response::{CacheMissKind, decode_messages};
+/// let body = r#"{"id":"m1","type":"message","role":"assistant","model":"claude-fable-5-1",
+///   "content":[{"type":"text","text":"Hi"}],"usage":{"input_tokens":9,"output_tokens":2},
+///   "diagnostics":{"cache_miss_reason":{"type":"tools_changed"}}}"#;
+/// let kind = decode_messages(body, "anthropic", None)?.diagnostics.unwrap().cache_miss_reason.unwrap().kind;
+/// assert_eq!(kind, CacheMissKind::ToolsChanged);
+/// # Ok::<(), mektpoy::response::ResponseError>(())
+/// ```
 impl CacheMissKind {
     fn new(value: &str) -> Self {
         match value {
@@ -306,6 +408,16 @@ impl CacheMissKind {
 /// `thinking-binding-controls-2026-08-01`): a block of the request the provider changed or
 /// flagged before showing the prompt to the model. A dropped thinking block silently changes
 /// what the model saw, so a loop should see it.
+///
+/// ```
+/// use mektpoy::response::{BindingCheck, TransformationKind, decode_messages};
+/// let body = r#"{"id":"msg_3","type":"message","role":"assistant","model":"claude-fable-5-1",
+///   "content":[{"type":"text","text":"Hi"}],"usage":{"input_tokens":9,"output_tokens":2},
+///   "input_transformations":[{"type":"thinking_dropped","path":"messages.1.content.0","reason":"prefix_binding_mismatch"}]}"#;
+/// let t = &decode_messages(body, "anthropic", None)?.input_transformations.unwrap()[0];
+/// assert_eq!((&t.kind, &t.reason), (&TransformationKind::ThinkingDropped, &Some(BindingCheck::Prefix)));
+/// # Ok::<(), mektpoy::response::ResponseError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct InputTransformation {
@@ -317,9 +429,30 @@ pub struct InputTransformation {
     pub reason: Option<BindingCheck>,
 }
 
+/// Where a transformed block was in the request.
+///
+/// ```
+/// use mektpoy::response::decode_messages;
+/// let body = r#"{"id":"m1","type":"message","role":"assistant","model":"claude-fable-5-1",
+///   "content":[{"type":"text","text":"Hi"}],"usage":{"input_tokens":9,"output_tokens":2},
+///   "input_transformations":[{"type":"thinking_dropped","path":"messages.4.content.2"}]}"#;
+/// let t = &decode_messages(body, "anthropic", None)?.input_transformations.unwrap()[0];
+/// assert_eq!(t.wire_position(), Some((4, 2)));
+/// # Ok::<(), mektpoy::response::ResponseError>(())
+/// ```
 impl InputTransformation {
     /// `path` as `(i, j)`: the index in the request's wire `messages` and in that message's
     /// `content`.
+    ///
+    /// ```
+    /// use mektpoy::response::decode_messages;
+    /// let body = r#"{"id":"msg_3","type":"message","role":"assistant","model":"claude-fable-5-1",
+    ///   "content":[{"type":"text","text":"Hi"}],"usage":{"input_tokens":9,"output_tokens":2},
+    ///   "input_transformations":[{"type":"thinking_dropped","path":"messages.1.content.0"}]}"#;
+    /// let t = &decode_messages(body, "anthropic", None)?.input_transformations.unwrap()[0];
+    /// assert_eq!(t.wire_position(), Some((1, 0)));
+    /// # Ok::<(), mektpoy::response::ResponseError>(())
+    /// ```
     pub fn wire_position(&self) -> Option<(usize, usize)> {
         let rest = self.path.as_deref()?.strip_prefix("messages.")?;
         let (i, rest) = rest.split_once('.')?;
@@ -329,6 +462,16 @@ impl InputTransformation {
 }
 
 /// An `input_transformations` entry type.
+///
+/// ```
+/// use mektpoy::response::{TransformationKind, decode_messages};
+/// let body = r#"{"id":"msg_3","type":"message","role":"assistant","model":"claude-fable-5-1",
+///   "content":[{"type":"text","text":"Hi"}],"usage":{"input_tokens":9,"output_tokens":2},
+///   "input_transformations":[{"type":"thinking_mismatch_allowed","path":"messages.3.content.1"}]}"#;
+/// let t = &decode_messages(body, "anthropic", None)?.input_transformations.unwrap()[0];
+/// assert_eq!(t.kind, TransformationKind::ThinkingMismatchAllowed);
+/// # Ok::<(), mektpoy::response::ResponseError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum TransformationKind {
@@ -343,6 +486,16 @@ pub enum TransformationKind {
 }
 
 /// The binding check an `input_transformations` entry names.
+///
+/// ```
+/// use mektpoy::response::{BindingCheck, decode_messages};
+/// let body = r#"{"id":"msg_3","type":"message","role":"assistant","model":"claude-fable-5-1",
+///   "content":[{"type":"text","text":"Hi"}],"usage":{"input_tokens":9,"output_tokens":2},
+///   "input_transformations":[{"type":"thinking_dropped","reason":"model_binding_mismatch"}]}"#;
+/// let t = &decode_messages(body, "anthropic", None)?.input_transformations.unwrap()[0];
+/// assert_eq!(t.reason, Some(BindingCheck::Model));
+/// # Ok::<(), mektpoy::response::ResponseError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum BindingCheck {
@@ -361,6 +514,13 @@ pub enum BindingCheck {
 
 /// Everything a response or a stream can be refused for. The input comes from the network:
 /// every fault is an error, none a panic.
+///
+/// ```
+/// use mektpoy::response::{ResponseError, decode_chat};
+/// assert!(matches!(decode_chat("not json", "acme", None), Err(ResponseError::Json { .. })));
+/// let refused = r#"{"error":{"message":"rate limited","type":"rate_limit_error"}}"#;
+/// assert!(matches!(decode_chat(refused, "acme", None), Err(ResponseError::Provider { .. })));
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ResponseError {
@@ -456,6 +616,14 @@ pub enum ResponseError {
     Failed,
 }
 
+/// A refused response, as a loop reads it.
+///
+/// ```
+/// use mektpoy::response::{ResponseError, decode_messages};
+/// let err = decode_messages(r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#, "anthropic", None).unwrap_err();
+/// assert!(matches!(err, ResponseError::Provider { .. }));
+/// assert_eq!(err.to_string(), "the provider reported an error: overloaded_error: Overloaded");
+/// ```
 impl ResponseError {
     fn json(context: impl Into<String>, source: serde_json::Error) -> Self {
         ResponseError::Json {

@@ -84,6 +84,18 @@ type Item = IndexMap<String, Value>;
 /// The message id is `message_id` when given, else the response's `id`; the source is
 /// `{"kind":"model","provider":provider,"model":<the response's model>}`.
 ///
+/// ```
+/// use mektpoy::response::{StopReason, decode_responses};
+/// let body = r#"{"id":"resp_1","model":"gpt-5.4","status":"completed","output":[
+///   {"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"Hi"}]}],
+///   "usage":{"input_tokens":2048,"input_tokens_details":{"cached_tokens":1024},"output_tokens":2}}"#;
+/// let answer = decode_responses(body, "openai", None)?;
+/// assert_eq!(answer.message.text(), "Hi");
+/// assert_eq!(answer.stop_reason, Some(StopReason::Completed));
+/// assert_eq!(answer.usage.unwrap().cache_read_tokens, Some(1024));
+/// # Ok::<(), mektpoy::response::ResponseError>(())
+/// ```
+///
 /// # Errors
 /// [`ResponseError::Provider`] for an error body or a response whose `status` is `failed`;
 /// [`ResponseError::Json`] / [`ResponseError::Malformed`] for a body of another shape (no
@@ -441,6 +453,14 @@ impl PartText {
 impl ResponsesStream {
     /// A stream from `provider`'s Responses endpoint; the message id is `message_id` when
     /// given, else the response's `id` (from `response.created`).
+    ///
+    /// ```
+    /// use mektpoy::response::ResponsesStream;
+    /// let mut stream = ResponsesStream::new("openai", Some("a1"));
+    /// stream.push_event("response.completed", r#"{"type":"response.completed","response":{"id":"resp_1","model":"gpt-5.4","status":"completed","output":[{"type":"message","id":"m1","role":"assistant","content":[{"type":"output_text","text":"Hi"}]}],"usage":{"input_tokens":5,"output_tokens":1}}}"#)?;
+    /// assert_eq!(stream.finish()?.message.id(), "a1");
+    /// # Ok::<(), mektpoy::response::ResponseError>(())
+    /// ```
     pub fn new(provider: &str, message_id: Option<&str>) -> Self {
         ResponsesStream {
             provider: provider.to_owned(),
@@ -454,6 +474,14 @@ impl ResponsesStream {
     }
 
     /// One event: its type (the `event:` field, or the data's own `type`) and its data.
+    ///
+    /// ```
+    /// use mektpoy::response::{ResponseError, ResponsesStream};
+    /// let mut stream = ResponsesStream::new("openai", None);
+    /// stream.push_event("response.queued_new_kind", r#"{"type":"response.queued_new_kind"}"#)?; // unknown: ignored
+    /// assert!(matches!(stream.push_event("response.created", "{"), Err(ResponseError::Json { .. })));
+    /// # Ok::<(), ResponseError>(())
+    /// ```
     ///
     /// # Errors
     /// [`ResponseError::Provider`] for an `error` event or `response.failed`;
@@ -474,6 +502,20 @@ impl ResponsesStream {
 
     /// One line of SSE text, without its line end; a blank line ends an event.
     ///
+    /// ```
+    /// use mektpoy::response::ResponsesStream;
+    /// let mut stream = ResponsesStream::new("openai", None);
+    /// for line in [
+    ///     "event: response.completed",
+    ///     r#"data: {"type":"response.completed","response":{"id":"resp_1","model":"gpt-5.4","status":"completed","output":[{"type":"message","id":"m1","role":"assistant","content":[{"type":"output_text","text":"Hi"}]}],"usage":{"input_tokens":5,"output_tokens":1}}}"#,
+    ///     "",
+    /// ] {
+    ///     stream.push_line(line)?;
+    /// }
+    /// assert_eq!(stream.finish()?.message.text(), "Hi");
+    /// # Ok::<(), mektpoy::response::ResponseError>(())
+    /// ```
+    ///
     /// # Errors
     /// As [`push_event`](Self::push_event), for the event the line completes.
     pub fn push_line(&mut self, line: &str) -> Result<(), ResponseError> {
@@ -485,6 +527,21 @@ impl ResponsesStream {
     }
 
     /// SSE text as it arrives, split anywhere.
+    ///
+    /// ```
+    /// use mektpoy::response::ResponsesStream;
+    /// let sse = concat!(
+    ///     "event: response.completed\n",
+    ///     r#"data: {"type":"response.completed","response":{"id":"resp_1","model":"gpt-5.4","status":"completed","output":[{"type":"message","id":"m1","role":"assistant","content":[{"type":"output_text","text":"Hi"}]}],"usage":{"input_tokens":5,"output_tokens":1}}}"#,
+    ///     "\n\n",
+    /// );
+    /// let mut stream = ResponsesStream::new("openai", None);
+    /// let (a, b) = sse.split_at(30);
+    /// stream.push_text(a)?;
+    /// stream.push_text(b)?;
+    /// assert_eq!(stream.finish()?.usage.unwrap().prompt_tokens, 5);
+    /// # Ok::<(), mektpoy::response::ResponseError>(())
+    /// ```
     ///
     /// # Errors
     /// As [`push_event`](Self::push_event), for the first refused event the text completes.
@@ -499,6 +556,14 @@ impl ResponsesStream {
     }
 
     /// The answer, once `response.completed` or `response.incomplete` came.
+    ///
+    /// ```
+    /// use mektpoy::response::{ResponseError, ResponsesStream};
+    /// let mut stream = ResponsesStream::new("openai", None);
+    /// stream.push_event("response.created", r#"{"type":"response.created","response":{"id":"resp_1","model":"gpt-5.4","status":"in_progress","output":[]}}"#)?;
+    /// assert!(matches!(stream.finish(), Err(ResponseError::CutOff { .. })), "no response.completed");
+    /// # Ok::<(), ResponseError>(())
+    /// ```
     ///
     /// # Errors
     /// [`ResponseError::CutOff`] without a terminal event (or when SSE text ends inside an

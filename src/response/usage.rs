@@ -32,6 +32,17 @@ use super::ResponseError;
 /// | OpenAI chat | `prompt_tokens` | `prompt_tokens_details.cached_tokens` | — |
 /// | DeepSeek chat | `prompt_tokens` (else hit + miss) | `prompt_cache_hit_tokens` | — |
 /// | OpenAI Responses | `input_tokens` | `input_tokens_details.cached_tokens` | `input_tokens_details.cache_write_tokens` (GPT-5.6 and later) |
+///
+/// ```
+/// use mektpoy::response::decode_chat;
+/// // DeepSeek: hit and miss add up to the prompt.
+/// let body = r#"{"id":"r1","model":"deepseek-flash","choices":[{"index":0,"message":{"role":"assistant",
+///   "content":"Hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":100,"completion_tokens":2,
+///   "prompt_cache_hit_tokens":64,"prompt_cache_miss_tokens":36}}"#;
+/// let usage = decode_chat(body, "deepseek", None)?.usage.unwrap();
+/// assert_eq!((usage.prompt_tokens, usage.cache_read_tokens, usage.cache_write_tokens), (100, Some(64), None));
+/// # Ok::<(), mektpoy::response::ResponseError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Usage {
@@ -53,6 +64,17 @@ pub struct Usage {
 
 impl Usage {
     /// The prompt tokens neither read from nor written to the cache.
+    ///
+    /// ```
+    /// use mektpoy::response::decode_messages;
+    /// let body = r#"{"id":"m1","type":"message","role":"assistant","model":"claude-fable-5-1",
+    ///   "content":[{"type":"text","text":"Hi"}],"usage":{"input_tokens":10,
+    ///   "cache_read_input_tokens":2000,"cache_creation_input_tokens":300,"output_tokens":2}}"#;
+    /// let usage = decode_messages(body, "anthropic", None)?.usage.unwrap();
+    /// assert_eq!(usage.prompt_tokens, 2310);
+    /// assert_eq!(usage.uncached_prompt_tokens(), 10);
+    /// # Ok::<(), mektpoy::response::ResponseError>(())
+    /// ```
     pub fn uncached_prompt_tokens(&self) -> u64 {
         self.prompt_tokens
             .saturating_sub(self.cache_read_tokens.unwrap_or(0))
@@ -61,6 +83,16 @@ impl Usage {
 }
 
 /// Messages `usage.cache_creation`: the tokens written to the cache, by lifetime.
+///
+/// ```
+/// use mektpoy::response::decode_messages;
+/// let body = r#"{"id":"m1","type":"message","role":"assistant","model":"claude-fable-5-1",
+///   "content":[{"type":"text","text":"Hi"}],"usage":{"input_tokens":10,"cache_creation_input_tokens":300,
+///   "cache_creation":{"ephemeral_5m_input_tokens":100,"ephemeral_1h_input_tokens":200},"output_tokens":2}}"#;
+/// let created = decode_messages(body, "anthropic", None)?.usage.unwrap().cache_creation.unwrap();
+/// assert_eq!((created.ephemeral_5m_input_tokens, created.ephemeral_1h_input_tokens), (Some(100), Some(200)));
+/// # Ok::<(), mektpoy::response::ResponseError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Deserialize)]
 #[non_exhaustive]
 pub struct CacheCreation {

@@ -15,6 +15,14 @@ use crate::vocab::{DEFERRED_PLACEHOLDER_NAME, ToolSchema};
 use crate::wire::{CHAT_MAX_TOOL_NAME, MESSAGES_MAX_TOOL_NAME, is_valid_tool_name};
 
 /// Why a route refuses a tool.
+///
+/// ```
+/// use mektpoy::route::ToolRefusal;
+/// use mektpoy::{ToolSchema, route_for};
+/// let chat = route_for("acme", "acme-1"); // OpenAI-compatible chat: names up to 64 bytes
+/// let long = ToolSchema::no_input("x".repeat(65), "");
+/// assert_eq!(chat.check_tool(&long), Err(ToolRefusal::InvalidName { max_len: 64 }));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ToolRefusal {
@@ -33,6 +41,15 @@ pub enum ToolRefusal {
 }
 
 /// A tool a route refuses, and which of the given tools it is.
+///
+/// ```
+/// use mektpoy::route::ToolRefusal;
+/// use mektpoy::{ToolSchema, route_for};
+/// let read = ToolSchema::no_input("read", "Read a file");
+/// let refused = route_for("acme", "acme-1").check_tools(&[read.clone(), read]).unwrap_err();
+/// assert_eq!((refused.tool.as_str(), refused.index), ("read", 1));
+/// assert_eq!(refused.reason, ToolRefusal::DuplicateName);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("tool #{index} `{tool}`: {}", describe(reason))]
 #[non_exhaustive]
@@ -59,6 +76,15 @@ fn describe(reason: &ToolRefusal) -> String {
     }
 }
 
+/// Checking tools against a route.
+///
+/// ```
+/// use mektpoy::{ToolSchema, route_for};
+/// let route = route_for("anthropic", "claude-opus-5");
+/// let tools = [ToolSchema::no_input("read", ""), ToolSchema::no_input("bad name", "")];
+/// assert_eq!(route.check_tools(&tools).unwrap_err().index, 1);
+/// assert!(route.check_tool(&tools[0]).is_ok());
+/// ```
 impl Route {
     /// Checks a tool set against what this route's provider takes: names (the Messages API
     /// takes `^[a-zA-Z0-9_-]{1,128}$`, OpenAI-compatible chat the same characters up to 64),
@@ -115,6 +141,15 @@ impl Route {
     }
 
     /// Checks one tool (names within a set are [`check_tools`](Self::check_tools)' concern).
+    ///
+    /// ```
+    /// use mektpoy::route::ToolRefusal;
+    /// use mektpoy::{ToolSchema, route_for};
+    /// let route = route_for("anthropic", "claude-opus-5");
+    /// assert_eq!(route.check_tool(&ToolSchema::no_input("read", "Read a file")), Ok(()));
+    /// let mcp = ToolSchema::no_input("github.search", "");
+    /// assert!(matches!(route.check_tool(&mcp), Err(ToolRefusal::InvalidName { max_len: 128 })));
+    /// ```
     ///
     /// # Errors
     /// Why the route refuses it.

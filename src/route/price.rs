@@ -9,6 +9,14 @@ use super::Evidence;
 /// prices any other route with [`Meter::with_price`](crate::meter::Meter::with_price).
 ///
 /// [`Route::price`]: super::Route::price
+///
+/// ```
+/// use mektpoy::route_for;
+/// let route = route_for("openai", "gpt-5.4");
+/// let price = route.price().unwrap();
+/// assert_eq!((price.input_per_mtok, price.cache_read_per_mtok), (2.5, 0.25));
+/// assert_eq!(price.currency, "USD");
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct Price {
@@ -45,6 +53,13 @@ impl Price {
     }
 
     /// The same prices with new input tokens written to the cache billed at `factor` × input.
+    ///
+    /// ```
+    /// use mektpoy::route::{Evidence, Price};
+    /// assert_eq!(Price::usd(3.0, 0.3, Evidence::None).cache_write_multiplier, 1.0);
+    /// let anthropic = Price::usd(3.0, 0.3, Evidence::None).with_cache_write_multiplier(1.25);
+    /// assert_eq!(anthropic.cache_write_multiplier, 1.25);
+    /// ```
     #[must_use]
     pub const fn with_cache_write_multiplier(mut self, factor: f64) -> Self {
         self.cache_write_multiplier = factor;

@@ -38,18 +38,46 @@ impl AppendError {
     }
 
     /// The `Seq` of the refused event (for [`AppendErrorKind::Write`], the batch's first).
+    ///
+    /// ```
+    /// use mektpoy::vocab::Seq;
+    /// use mektpoy::{Event, Message, Session};
+    /// let session = Session::new("s");
+    /// session.append(Event::append(Message::user("u1", "hi")))?;
+    /// let refused = session.append(Event::append(Message::user("u1", "again"))).unwrap_err();
+    /// assert_eq!(refused.seq(), Seq(1), "the Seq the event would have taken");
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     #[must_use]
     pub fn seq(&self) -> Seq {
         self.seq
     }
 
     /// What is wrong with the event.
+    ///
+    /// ```
+    /// use mektpoy::session::AppendErrorKind;
+    /// use mektpoy::{Event, Message, Session};
+    /// let session = Session::new("s");
+    /// session.append(Event::append(Message::user("u1", "hi")))?;
+    /// let refused = session.append(Event::append(Message::user("u1", "again"))).unwrap_err();
+    /// assert!(matches!(refused.kind(), AppendErrorKind::DuplicateMessageId { .. }));
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     #[must_use]
     pub fn kind(&self) -> &AppendErrorKind {
         &self.kind
     }
 
     /// What is wrong with the event, by value (to take out a decode or write fault).
+    ///
+    /// ```
+    /// use mektpoy::session::AppendErrorKind;
+    /// use mektpoy::Session;
+    /// let refused = Session::new("s").append_json("not json").unwrap_err();
+    /// let AppendErrorKind::Decode { source } = refused.into_kind() else { panic!("a decode fault") };
+    /// assert!(matches!(source, mektpoy::event::DecodeError::Json(_)));
+    /// ```
     #[must_use]
     pub fn into_kind(self) -> AppendErrorKind {
         self.kind
@@ -70,6 +98,16 @@ impl std::error::Error for AppendError {
 
 /// What [`AppendError`] found wrong with an event. Its message does not name the event; the
 /// `AppendError` around it does.
+///
+/// ```
+/// use mektpoy::session::AppendErrorKind;
+/// use mektpoy::{Event, Message, Session};
+/// let session = Session::new("s");
+/// // A result answering no call on the surface would fail every later request.
+/// let orphan = Message::tool_result("r1", "c9", "output");
+/// let refused = session.append(Event::append(orphan)).unwrap_err();
+/// assert!(matches!(refused.kind(), AppendErrorKind::OrphanToolResult { .. }), "{refused}");
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AppendErrorKind {

@@ -28,6 +28,19 @@ use crate::vocab::Seq;
 const VERSION: u64 = 0;
 
 /// A loaded session and what loading noticed without refusing the file.
+///
+/// ```
+/// use mektpoy::{Event, Message, Session};
+/// let session = Session::new("s1");
+/// session.append(Event::append(Message::user("u1", "hi")))?;
+/// let mut bytes = session.to_jsonl().into_bytes();
+/// bytes.extend_from_slice(br#"{"type":"mess"#); // a write cut short by a crash
+/// let loaded = Session::load_bytes(&bytes)?;
+/// assert_eq!(loaded.session.messages().len(), 1);
+/// assert_eq!(loaded.torn_tail.map(|t| t.len), Some(13));
+/// assert!(!loaded.unterminated);
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct Loaded {
@@ -44,6 +57,13 @@ pub struct Loaded {
 /// under [`FileOptions::unmarked_rules`] (by default [`V3`](Self::V3)), so that upgrading the crate
 /// does not change what an old log projects and meters ([decision
 /// 96](crate::manual::decisions#decision-96)).
+///
+/// ```
+/// use mektpoy::session::LogRules;
+/// use mektpoy::Session;
+/// assert_eq!(Session::new("s").rules(), LogRules::CURRENT);
+/// assert_eq!(LogRules::CURRENT, LogRules::V4);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LogRules {
@@ -61,6 +81,12 @@ impl LogRules {
     pub const CURRENT: LogRules = LogRules::V4;
 
     /// The number the session line carries (`"rules"`).
+    ///
+    /// ```
+    /// use mektpoy::session::LogRules;
+    /// assert_eq!(LogRules::V3.number(), 3);
+    /// assert!(mektpoy::Session::new("s").to_jsonl().contains(r#""rules":4"#));
+    /// ```
     pub fn number(self) -> u64 {
         match self {
             LogRules::V3 => 3,
@@ -69,6 +95,12 @@ impl LogRules {
     }
 
     /// The rules numbered `n`, if this crate knows them.
+    ///
+    /// ```
+    /// use mektpoy::session::LogRules;
+    /// assert_eq!(LogRules::from_number(4), Some(LogRules::V4));
+    /// assert_eq!(LogRules::from_number(5), None, "a newer crate's rules");
+    /// ```
     pub fn from_number(n: u64) -> Option<LogRules> {
         match n {
             3 => Some(LogRules::V3),
@@ -79,6 +111,13 @@ impl LogRules {
 }
 
 /// What is wrong with a `\n`-terminated line 1 that is not a session line.
+///
+/// ```
+/// use mektpoy::session::{LoadError, SessionLineFault};
+/// use mektpoy::Session;
+/// let err = Session::load_bytes(b"{\"type\":\"event\",\"version\":0,\"id\":\"s\"}\n").unwrap_err();
+/// assert!(matches!(err, LoadError::BadSessionLine { reason: SessionLineFault::Type }));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SessionLineFault {
@@ -106,6 +145,15 @@ pub enum SessionLineFault {
 }
 
 /// Why a session file could not be loaded.
+///
+/// ```
+/// use mektpoy::session::LoadError;
+/// use mektpoy::Session;
+/// assert!(matches!(Session::load_bytes(b""), Err(LoadError::NoSessionLine)));
+/// let mut bytes = Session::new("s").to_jsonl().into_bytes();
+/// bytes.extend_from_slice(b"\n");
+/// assert!(matches!(Session::load_bytes(&bytes), Err(LoadError::EmptyLine { line: 2 })));
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoadError {
@@ -276,6 +324,15 @@ impl fmt::Debug for FileOptions {
 impl FileOptions {
     /// No limits, no `fsync`, the file as its own sink: what [`Session::load`],
     /// [`Session::open`] and [`Session::create`] use.
+    ///
+    /// ```
+    /// use mektpoy::session::FileOptions;
+    /// use mektpoy::Session;
+    /// let bytes = Session::new("s").to_jsonl();
+    /// let loaded = FileOptions::new().load_bytes(bytes.as_bytes())?;
+    /// assert_eq!(loaded.session.id(), "s");
+    /// # Ok::<(), mektpoy::session::LoadError>(())
+    /// ```
     pub fn new() -> Self {
         FileOptions::default()
     }
@@ -283,6 +340,14 @@ impl FileOptions {
     /// Refuses a file with a line longer than `max` bytes (the `\n` not counted), session and
     /// frame lines included, with [`LoadError::LineTooLong`] naming the line. The limit holds
     /// for a torn last line or batch too: it is checked before a line is parsed.
+    ///
+    /// ```
+    /// use mektpoy::session::{FileOptions, LoadError};
+    /// use mektpoy::Session;
+    /// let bytes = Session::new("a-long-session-id").to_jsonl();
+    /// let err = FileOptions::new().max_line_bytes(16).load_bytes(bytes.as_bytes()).unwrap_err();
+    /// assert!(matches!(err, LoadError::LineTooLong { line: 1, max: 16, .. }));
+    /// ```
     #[must_use]
     pub fn max_line_bytes(mut self, max: usize) -> Self {
         self.limits.max_line_bytes = Some(max);
@@ -292,6 +357,17 @@ impl FileOptions {
     /// Refuses a file holding more than `max` events (inherited ones included) with
     /// [`LoadError::TooManyEvents`] naming the line of the first event beyond it. The events
     /// of a torn tail are not counted: they are dropped.
+    ///
+    /// ```
+    /// use mektpoy::session::{FileOptions, LoadError};
+    /// use mektpoy::{Event, Message, Session};
+    /// let session = Session::new("s");
+    /// session.append(Event::append(Message::user("u1", "hi")))?;
+    /// session.append(Event::append(Message::user("u2", "again")))?;
+    /// let err = FileOptions::new().max_events(1).load_bytes(session.to_jsonl().as_bytes()).unwrap_err();
+    /// assert!(matches!(err, LoadError::TooManyEvents { line: 3, max: 1 }));
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     #[must_use]
     pub fn max_events(mut self, max: usize) -> Self {
         self.limits.max_events = Some(max);
@@ -304,6 +380,16 @@ impl FileOptions {
     /// by hand for the current rules, as the conformance vectors are) says so here. The
     /// session line is never rewritten: a log opened so and appended to stays unmarked, and is
     /// read the same way only with the same option.
+    ///
+    /// ```
+    /// use mektpoy::session::{FileOptions, LogRules};
+    /// // A log written before the rules were marked: its session line has no `rules`.
+    /// let old = b"{\"type\":\"session\",\"version\":0,\"id\":\"s\"}\n";
+    /// assert_eq!(FileOptions::new().load_bytes(old)?.session.rules(), LogRules::V3);
+    /// let read = FileOptions::new().unmarked_rules(LogRules::V4).load_bytes(old)?;
+    /// assert_eq!(read.session.rules(), LogRules::V4);
+    /// # Ok::<(), mektpoy::session::LoadError>(())
+    /// ```
     #[must_use]
     pub fn unmarked_rules(mut self, rules: LogRules) -> Self {
         self.unmarked = Some(rules);
@@ -317,6 +403,14 @@ impl FileOptions {
     /// Whether a session that [`open`](Self::open) or [`create`](Self::create) returns syncs
     /// each batch to disk (`fsync`), not only flushes it to the OS (as
     /// [`Session::set_sync`]). Off by default.
+    ///
+    /// ```
+    /// use mektpoy::session::FileOptions;
+    /// let dir = tempfile::tempdir()?;
+    /// let session = FileOptions::new().sync(true).create(dir.path().join("s.jsonl"), "s")?;
+    /// assert!(session.is_persisting());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn sync(mut self, sync: bool) -> Self {
         self.sync = sync;
@@ -363,6 +457,18 @@ impl FileOptions {
 
     /// [`Session::load`] with these options.
     ///
+    /// ```
+    /// use mektpoy::session::FileOptions;
+    /// use mektpoy::Session;
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("s.jsonl");
+    /// Session::new("s").save(&path)?;
+    /// let loaded = FileOptions::new().max_line_bytes(1 << 20).load(&path)?;
+    /// assert_eq!(loaded.session.id(), "s");
+    /// assert!(!loaded.session.is_persisting(), "loaded, not opened for appending");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
     /// # Errors
     /// As `load`, plus [`LoadError::LineTooLong`] and [`LoadError::TooManyEvents`].
     pub fn load(&self, path: impl AsRef<Path>) -> Result<Loaded, LoadError> {
@@ -372,6 +478,16 @@ impl FileOptions {
     }
 
     /// [`Session::load_bytes`] with these options.
+    ///
+    /// ```
+    /// use mektpoy::session::FileOptions;
+    /// use mektpoy::{Event, Message, Session};
+    /// let session = Session::new("s");
+    /// session.append(Event::append(Message::user("u1", "hi")))?;
+    /// let loaded = FileOptions::new().max_events(10).load_bytes(session.to_jsonl().as_bytes())?;
+    /// assert_eq!(loaded.session.len(), 1);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     ///
     /// # Errors
     /// As [`load`](Self::load), without `Io`.
@@ -386,6 +502,20 @@ impl FileOptions {
     }
 
     /// [`Session::open`] with these options.
+    ///
+    /// ```
+    /// use mektpoy::session::{FileOptions, LoadError};
+    /// use mektpoy::{Event, Message, Session};
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("s.jsonl");
+    /// Session::create(&path, "s")?.append(Event::append(Message::user("u1", "hi")))?;
+    /// let session = FileOptions::new().open(&path)?.session;
+    /// assert!(session.is_persisting());
+    /// // One writer per file: a second open is refused while the first holds it.
+    /// assert!(matches!(FileOptions::new().open(&path), Err(LoadError::Locked { .. })));
+    /// # drop(session);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     /// As `open`, plus [`LoadError::LineTooLong`] and [`LoadError::TooManyEvents`].
@@ -411,6 +541,17 @@ impl FileOptions {
 
     /// [`Session::create`] with these options (limits do not apply). When the session line
     /// cannot be written, the new file is removed again.
+    ///
+    /// ```
+    /// use mektpoy::session::FileOptions;
+    /// use mektpoy::{Event, Message, Session};
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("s.jsonl");
+    /// let session = FileOptions::new().create(&path, "s")?;
+    /// session.append(Event::append(Message::user("u1", "hi")))?;
+    /// assert_eq!(std::fs::read_to_string(&path)?, session.to_jsonl());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     /// As `create`, plus [`PersistError::Write`] when the session line is not written.
@@ -503,6 +644,28 @@ impl FileOptions {
     /// or batch cut, an unterminated last line terminated) through the sink. One writer per
     /// sink is the caller's to ensure (a lease, a lock); a sink that reports its length also
     /// refuses a writer whose bytes someone else changed.
+    ///
+    /// ```
+    /// use std::io;
+    /// use std::sync::{Arc, Mutex};
+    /// use mektpoy::session::FileOptions;
+    /// use mektpoy::store::JsonlSink;
+    /// use mektpoy::{Event, Message, Session};
+    /// #[derive(Clone, Default)]
+    /// struct Memory(Arc<Mutex<Vec<u8>>>);
+    /// impl JsonlSink for Memory {
+    ///     fn append(&mut self, b: &[u8]) -> io::Result<()> { Ok(self.0.lock().unwrap().extend_from_slice(b)) }
+    ///     fn truncate(&mut self, len: u64) -> io::Result<()> { Ok(self.0.lock().unwrap().truncate(len as usize)) }
+    ///     fn sync(&mut self) -> io::Result<()> { Ok(()) }
+    /// }
+    /// // A log another process wrote, now held in a store.
+    /// let log = Session::new("s").to_jsonl().into_bytes();
+    /// let store = Memory(Arc::new(Mutex::new(log.clone())));
+    /// let session = FileOptions::new().open_in(&log, store.clone())?.session;
+    /// session.append(Event::append(Message::user("u1", "hi")))?;
+    /// assert_eq!(*store.0.lock().unwrap(), session.to_jsonl().into_bytes());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     /// As [`load_bytes`](Self::load_bytes), plus [`LoadError::Repair`] when the repair fails.
@@ -684,6 +847,16 @@ fn render(session: &Session) -> String {
     store::file_text(&head, &c.frames, lines, !c.state.unterminated_tail)
 }
 
+/// Sessions on disk: load, create, open, save.
+///
+/// ```
+/// use mektpoy::{Event, Message, Session};
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("s.jsonl");
+/// Session::create(&path, "s")?.append(Event::append(Message::user("u1", "hi")))?;
+/// assert_eq!(Session::load(&path)?.session.to_jsonl(), std::fs::read_to_string(&path)?);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 impl Session {
     /// Loads a session file. Lines keep their bytes; a torn final line, or a final batch the
     /// file does not hold whole, is dropped and reported; a valid final line without `\n` is
@@ -697,6 +870,16 @@ impl Session {
     /// result without its call, still loads, and the serializers refuse its requests with their own
     /// typed errors.
     ///
+    /// ```
+    /// use mektpoy::{Event, Message, Session};
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("s.jsonl");
+    /// Session::create(&path, "s")?.append(Event::append(Message::user("u1", "hi")))?;
+    /// let loaded = Session::load(&path)?;
+    /// assert_eq!(loaded.session.messages().len(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
     /// # Errors
     /// [`LoadError::NoSessionLine`] for an empty file or one whose only line is torn;
     /// [`LoadError::EmptyLine`]; [`LoadError::UnsupportedVersion`];
@@ -709,6 +892,13 @@ impl Session {
 
     /// Parses a session file's bytes, as [`load`](Self::load) does.
     ///
+    /// ```
+    /// use mektpoy::Session;
+    /// let loaded = Session::load_bytes(b"{\"type\":\"session\",\"version\":0,\"id\":\"s\",\"rules\":4}\n")?;
+    /// assert_eq!((loaded.session.id(), loaded.session.len()), ("s", 0));
+    /// # Ok::<(), mektpoy::session::LoadError>(())
+    /// ```
+    ///
     /// # Errors
     /// As `load`, without `Io`.
     pub fn load_bytes(bytes: &[u8]) -> Result<Loaded, LoadError> {
@@ -718,6 +908,18 @@ impl Session {
     /// Creates `path` (which must not exist), locks it (as [`open`](Self::open) does), writes
     /// the session line with one write and returns a persisting session.
     /// [`FileOptions::create`] takes options.
+    ///
+    /// ```
+    /// use mektpoy::{Event, Message, Session};
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("s.jsonl");
+    /// let session = Session::create(&path, "s")?;
+    /// session.append(Event::append(Message::user("u1", "hi")))?; // on disk before `append` returns
+    /// assert_eq!(Session::load(&path)?.session.len(), 1);
+    /// // The file exists now: `create` does not overwrite it.
+    /// assert!(Session::create(&path, "s").is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     /// [`PersistError::Io`] when the file exists or cannot be created;
@@ -733,6 +935,19 @@ impl Session {
     /// the session: a second `open` of the file, from this process or another, is refused.
     /// [`FileOptions::open`] takes options.
     ///
+    /// ```
+    /// use mektpoy::{Event, Message, Session};
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("s.jsonl");
+    /// Session::create(&path, "s")?.append(Event::append(Message::user("u1", "hi")))?;
+    /// // A restarted process goes on appending to the same file.
+    /// let session = Session::open(&path)?.session;
+    /// session.append(Event::append(Message::user("u2", "again")))?;
+    /// drop(session);
+    /// assert_eq!(Session::load(&path)?.session.len(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
     /// # Errors
     /// [`LoadError::Locked`] when another session holds the file; as [`load`](Self::load),
     /// plus [`LoadError::Io`] when the repair fails.
@@ -743,6 +958,16 @@ impl Session {
     /// Writes the whole log to a temporary file beside `path` and renames it over `path`.
     /// Loaded lines are written back verbatim. **Saving a persisting session to its own file
     /// does nothing**: every committed batch is already there.
+    ///
+    /// ```
+    /// use mektpoy::{Event, Message, Session};
+    /// let dir = tempfile::tempdir()?;
+    /// let session = Session::new("s");
+    /// session.append(Event::append(Message::user("u1", "hi")))?;
+    /// session.save(dir.path().join("s.jsonl"))?;
+    /// assert_eq!(std::fs::read_to_string(dir.path().join("s.jsonl"))?, session.to_jsonl());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     /// [`PersistError::Locked`] when `path` is the file of another persisting session;
@@ -756,6 +981,17 @@ impl Session {
     }
 
     /// The bytes [`save`](Self::save) would write.
+    ///
+    /// ```
+    /// use mektpoy::{Event, Message, Session};
+    /// let session = Session::new("s");
+    /// session.append(Event::append(Message::user("u1", "hi")))?;
+    /// let text = session.to_jsonl();
+    /// assert!(text.starts_with(r#"{"type":"session","version":0,"id":"s""#));
+    /// assert_eq!(text.lines().count(), 2);
+    /// assert_eq!(Session::load_bytes(text.as_bytes())?.session.messages(), session.messages());
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn to_jsonl(&self) -> String {
         render(self)
     }

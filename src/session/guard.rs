@@ -40,6 +40,22 @@ use super::state::LogState;
 use crate::vocab::{Seq, ToolSchema};
 
 /// A call on the surface that a new definition of its tool contradicts.
+///
+/// ```
+/// use mektpoy::{AgentLoop, Message, Session, ToolSchema, route_for};
+/// let read = |d: &str| ToolSchema::no_input("read", d);
+/// let mut agent = AgentLoop::builder(Session::new("s"), route_for("acme", "acme-1"))
+///     .model("acme-1")
+///     .tools([read("v1")])
+///     .build()?;
+/// agent.user_turn([Message::user("u1", "read it")])?;
+/// let answer: Message = serde_json::from_str(r#"{"id":"a1","role":"assistant","content":[{"type":"tool-call","id":"c1","name":"read","arguments":"{}"}],"source":{"kind":"model","provider":"acme","model":"acme-1"}}"#)?;
+/// agent.append(answer)?;
+/// let call = &agent.check_tools(&[read("v2")]).unwrap_err().conflicts[0].calls[0];
+/// assert_eq!((call.message_id.as_str(), call.call_id.as_str()), ("a1", "c1"));
+/// assert_eq!(call.defined_as, read("v1"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct ConflictingCall {
@@ -150,6 +166,22 @@ fn named_calls(calls: &[ConflictingCall]) -> String {
 /// The conflicts of a tool set about to be registered
 /// ([`Session::check_tools`](super::Session::check_tools)): one per conflicting tool, in the
 /// set's order; never empty.
+///
+/// ```
+/// use mektpoy::{AgentLoop, Message, Session, ToolSchema, route_for};
+/// let read = |d: &str| ToolSchema::no_input("read", d);
+/// let mut agent = AgentLoop::builder(Session::new("s"), route_for("acme", "acme-1"))
+///     .model("acme-1")
+///     .tools([read("v1")])
+///     .build()?;
+/// agent.user_turn([Message::user("u1", "read it")])?;
+/// let answer: Message = serde_json::from_str(r#"{"id":"a1","role":"assistant","content":[{"type":"tool-call","id":"c1","name":"read","arguments":"{}"}],"source":{"kind":"model","provider":"acme","model":"acme-1"}}"#)?;
+/// agent.append(answer)?;
+/// assert!(agent.check_tools(&[read("v1"), ToolSchema::no_input("grep", "")]).is_ok());
+/// let conflicts = agent.check_tools(&[read("v2")]).unwrap_err();
+/// assert_eq!(conflicts.conflicts[0].tool.name(), "read");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 #[error("{}", listed(.conflicts))]

@@ -28,6 +28,18 @@ use crate::store::{Frame, Frames, JsonlWriter};
 use crate::vocab::{List, Message, Messages, Seq, ToolSchema};
 
 /// One node of the surface (the model-visible history), as replace ranges count them.
+///
+/// ```
+/// use mektpoy::session::SurfaceNode;
+/// use mektpoy::{Event, Message, Session};
+/// let session = Session::new("s");
+/// session.append(Event::append(Message::user("u1", "hi")))?;
+/// session.append_json(r#"{"type":"app/bookmark","data":{},"surfaceOp":"append"}"#)?;
+/// let surface = session.surface();
+/// assert!(matches!(&surface[0], SurfaceNode::Message(m) if m.id() == "u1"));
+/// assert!(matches!(surface[1], SurfaceNode::Opaque(seq) if seq.0 == 1));
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub enum SurfaceNode {
     /// A message event's message.
@@ -37,6 +49,16 @@ pub enum SurfaceNode {
 }
 
 /// Where a fork's events came from: the parent's id and how many events it inherited.
+///
+/// ```
+/// use mektpoy::session::ParentRef;
+/// use mektpoy::{Event, Message, Session};
+/// let parent = Session::new("p");
+/// parent.append(Event::append(Message::user("u1", "hi")))?;
+/// let fork = Session::fork(&parent, 1, "f")?;
+/// assert_eq!(fork.parent(), Some(&ParentRef { id: "p".into(), upto: 1 }));
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParentRef {
     /// The parent session's id.
@@ -47,6 +69,16 @@ pub struct ParentRef {
 
 /// One consistent read of a session ([reference
 /// §2](crate::manual::reference#2-session-and-persistence)), taken under one lock.
+///
+/// ```
+/// use mektpoy::{Event, Message, Session};
+/// let session = Session::new("s");
+/// session.append(Event::append(Message::user("u1", "hi")))?;
+/// let view = session.view();
+/// assert_eq!((view.len, view.messages.len(), view.surface_generation), (1, 1, 0));
+/// assert!(view.header.is_none());
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct SessionView {
@@ -63,6 +95,13 @@ pub struct SessionView {
 }
 
 /// Why `fork` refused.
+///
+/// ```
+/// use mektpoy::session::ForkError;
+/// use mektpoy::Session;
+/// let parent = Session::new("p");
+/// assert_eq!(Session::fork(&parent, 3, "f").unwrap_err(), ForkError::UptoOutOfRange { upto: 3, len: 0 });
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ForkError {
@@ -353,8 +392,25 @@ fn lock<T>(l: &Mutex<T>) -> MutexGuard<'_, T> {
     l.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// A session's log: appending, reading, forking.
+///
+/// ```
+/// use mektpoy::{Event, Message, Session};
+/// let session = Session::new("s");
+/// session.append(Event::append(Message::user("u1", "hi")))?;
+/// let fork = Session::fork(&session, 1, "f")?;
+/// assert_eq!((session.len(), fork.len(), fork.messages()[0].id()), (1, 1, "u1"));
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 impl Session {
     /// An empty session with no file.
+    ///
+    /// ```
+    /// use mektpoy::Session;
+    /// let session = Session::new("s1");
+    /// assert_eq!(session.id(), "s1");
+    /// assert!(session.is_empty() && !session.is_persisting());
+    /// ```
     pub fn new(id: impl Into<String>) -> Self {
         Session::from_parts(
             id.into(),
@@ -401,6 +457,19 @@ impl Session {
     /// first `tool_history()` folds only the events after the parent's fold, or after its last
     /// checkpoint (every 4,096 headers and developer messages) before `upto`. A fold the parent
     /// never computed is folded from scratch on first use.
+    ///
+    /// ```
+    /// use mektpoy::{Event, Message, Session};
+    /// let parent = Session::new("p");
+    /// parent.append(Event::append(Message::user("u1", "hi")))?;
+    /// parent.append(Event::append(Message::assistant("a1", "hello", "p", "m")))?;
+    /// // Explore another answer from the same point.
+    /// let fork = Session::fork(&parent, 1, "f")?;
+    /// fork.append(Event::append(Message::assistant("a2", "hey", "p", "m")))?;
+    /// assert_eq!((parent.len(), fork.len()), (2, 2));
+    /// assert_eq!(fork.messages()[1].id(), "a2");
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     ///
     /// # Errors
     /// [`ForkError::UptoOutOfRange`] when `upto > parent.len()`.
@@ -460,11 +529,22 @@ impl Session {
     /// 96](crate::manual::decisions#decision-96)): its session line's `rules`, or for an unmarked
     /// line the reader's [`unmarked_rules`](FileOptions::unmarked_rules). A session made in this
     /// process, and a file it creates, have [`LogRules::CURRENT`]; a fork has its parent's.
+    ///
+    /// ```
+    /// use mektpoy::session::LogRules;
+    /// use mektpoy::Session;
+    /// assert_eq!(Session::new("s").rules(), LogRules::CURRENT);
+    /// ```
     pub fn rules(&self) -> LogRules {
         self.rules
     }
 
     /// The session's id.
+    ///
+    /// ```
+    /// use mektpoy::Session;
+    /// assert_eq!(Session::new("s1").id(), "s1");
+    /// ```
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -474,6 +554,14 @@ impl Session {
     }
 
     /// The parent of a fork.
+    ///
+    /// ```
+    /// use mektpoy::Session;
+    /// let parent = Session::new("p");
+    /// assert!(parent.parent().is_none());
+    /// assert_eq!(Session::fork(&parent, 0, "f")?.parent().map(|p| p.id.as_str()), Some("p"));
+    /// # Ok::<(), mektpoy::session::ForkError>(())
+    /// ```
     pub fn parent(&self) -> Option<&ParentRef> {
         self.parent.as_ref()
     }
@@ -490,6 +578,19 @@ impl Session {
     /// answering no call on the surface ([`AppendErrorKind::OrphanToolResult`]), a replace that
     /// would leave one ([`AppendErrorKind::ReplaceOrphansToolResult`]).
     ///
+    /// ```
+    /// use mektpoy::session::AppendErrorKind;
+    /// use mektpoy::vocab::Seq;
+    /// use mektpoy::{Event, Message, Session};
+    /// let session = Session::new("s");
+    /// assert_eq!(session.append(Event::append(Message::user("u1", "hi")))?, Seq(0));
+    /// // A message id the log holds already: refused, nothing appended.
+    /// let refused = session.append(Event::append(Message::user("u1", "again"))).unwrap_err();
+    /// assert!(matches!(refused.kind(), AppendErrorKind::DuplicateMessageId { .. }));
+    /// assert_eq!(session.len(), 1);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
+    ///
     /// # Errors
     /// The [`AppendError`] of the first rule the event breaks ([reference
     /// §1](crate::manual::reference#1-vocabulary-and-json)), naming its `Seq`, or
@@ -501,6 +602,16 @@ impl Session {
     /// Decodes one JSON event line, then appends it as [`append`](Self::append) does. The line
     /// is kept as the event's bytes (unknown fields included), as a loaded line is; JSON
     /// whitespace with line breaks is squeezed out so it stays one JSONL line.
+    ///
+    /// ```
+    /// use mektpoy::Session;
+    /// let session = Session::new("s");
+    /// let line = r#"{"type":"user/message","data":{"message":{"id":"u1","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}}},"surfaceOp":"append"}"#;
+    /// session.append_json(line)?;
+    /// assert_eq!(session.messages()[0].text(), "hi");
+    /// assert!(session.append_json("{").is_err());
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     ///
     /// # Errors
     /// [`AppendErrorKind::Decode`] when the line is not a well-formed event; otherwise as `append`.
@@ -569,21 +680,56 @@ impl Session {
     }
 
     /// Number of events, inherited ones included.
+    ///
+    /// ```
+    /// use mektpoy::{Event, Message, Session};
+    /// let session = Session::new("s");
+    /// session.append(Event::append(Message::user("u1", "hi")))?;
+    /// assert_eq!(session.len(), 1);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn len(&self) -> usize {
         read(&self.log).state.len()
     }
 
     /// Whether the log has no event.
+    ///
+    /// ```
+    /// use mektpoy::Session;
+    /// assert!(Session::new("s").is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Every event in order. O(1): the vector shares its structure with the log.
+    ///
+    /// ```
+    /// use mektpoy::{Event, Message, Session};
+    /// let session = Session::new("s");
+    /// session.append(Event::append(Message::user("u1", "hi")))?;
+    /// let events = session.events();
+    /// assert_eq!(events[0].event_type(), "user/message");
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn events(&self) -> List<Event> {
         List(read(&self.log).state.events.clone())
     }
 
     /// The surface's messages in order, opaque nodes left out. Cached per surface change.
+    ///
+    /// ```
+    /// use mektpoy::{Event, Message, Session};
+    /// let session = Session::new("s");
+    /// session.append(Event::append(Message::user("u1", "hi")))?;
+    /// session.append(Event::append(Message::assistant("a1", "hello", "p", "m")))?;
+    /// // A compaction replaces both with a summary.
+    /// session.append(Event::replace(Message::user("c1", "summary"), 0, 1))?;
+    /// let ids: Vec<String> = session.messages().iter().map(|m| m.id().to_owned()).collect();
+    /// assert_eq!(ids, ["c1"]);
+    /// assert_eq!(session.len(), 3, "the log keeps everything");
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn messages(&self) -> Messages {
         let log = read(&self.log);
         lock(&self.derived).messages(&log.state)
@@ -610,16 +756,44 @@ impl Session {
     }
 
     /// Every surface node in order, as replace ranges index them. O(1).
+    ///
+    /// ```
+    /// use mektpoy::{Event, Message, Session};
+    /// let session = Session::new("s");
+    /// session.append(Event::append(Message::user("u1", "hi")))?;
+    /// assert_eq!(session.surface().len(), 1);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn surface(&self) -> List<SurfaceNode> {
         List(read(&self.log).state.surface.clone())
     }
 
     /// The latest `request/header` and its `Seq`.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash")).build()?;
+    /// assert!(agent.session().request_header().is_none());
+    /// agent.user_turn([Message::user("u1", "hi")])?;
+    /// let (seq, header) = agent.session().request_header().unwrap();
+    /// assert_eq!((seq.0, header.header.config.model.as_str()), (1, "deepseek-flash"));
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn request_header(&self) -> Option<(Seq, Arc<HeaderEvent>)> {
         read(&self.log).state.latest_header.clone()
     }
 
     /// Number of surface replaces so far.
+    ///
+    /// ```
+    /// use mektpoy::{Event, Message, Session};
+    /// let session = Session::new("s");
+    /// session.append(Event::append(Message::user("u1", "hi")))?;
+    /// assert_eq!(session.surface_generation(), 0);
+    /// session.append(Event::replace(Message::user("c1", "summary"), 0, 0))?;
+    /// assert_eq!(session.surface_generation(), 1);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn surface_generation(&self) -> u64 {
         read(&self.log).state.generation
     }
@@ -631,6 +805,19 @@ impl Session {
     /// events appended since (O(k)). A snapshot already handed out never changes.
     /// **A surface replace does not drop updates**: `project_tool_updates` rule 3 falls back
     /// instead.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Message, Session, ToolSchema, route_for};
+    /// let read = ToolSchema::no_input("read", "");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
+    ///     .tools([read.clone()])
+    ///     .build()?;
+    /// agent.user_turn([Message::user("u1", "hi")])?;
+    /// let history = agent.session().tool_history();
+    /// assert_eq!(history.tools().to_vec(), vec![read]);
+    /// assert!(history.updates().is_empty());
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn tool_history(&self) -> ToolHistory {
         let log = read(&self.log);
         lock(&self.derived).tool_history(FoldKind::ByReference, &log.state)
@@ -644,12 +831,41 @@ impl Session {
     ///
     /// Cached and incremental like [`tool_history`](Self::tool_history): the first call folds
     /// the whole log, later calls only the events appended since.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, ContentBlock, Message, Session, ToolSchema, route_for};
+    /// let tool = |d: &str| ToolSchema::no_input("read", d);
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("acme", "acme-1"))
+    ///     .model("acme-1")
+    ///     .tools([tool("v1")])
+    ///     .build()?;
+    /// agent.user_turn([Message::user("u1", "hi")])?;
+    /// agent.append(agent.assistant("a1", [ContentBlock::text("ok")]))?;
+    /// agent.set_tools([tool("v2")])?; // a changed definition
+    /// agent.user_turn([Message::user("u2", "go on")])?;
+    /// // By reference the change opens a new declaration series; by value it is an update.
+    /// assert_eq!(agent.session().tool_history().tools()[0].description(), "v2");
+    /// let by_value = agent.session().tool_history_by_value();
+    /// assert_eq!(by_value.tools()[0].description(), "v1");
+    /// assert_eq!(by_value.updates()[0].redefinitions()[0].description(), "v2");
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn tool_history_by_value(&self) -> ToolHistory {
         let log = read(&self.log);
         lock(&self.derived).tool_history(FoldKind::ByValue, &log.state)
     }
 
     /// Length, header, messages, generation and snapshot from one moment.
+    ///
+    /// ```
+    /// use mektpoy::{Event, Message, Session};
+    /// let session = Session::new("s");
+    /// session.append(Event::append(Message::user("u1", "hi")))?;
+    /// let view = session.view();
+    /// assert_eq!(view.len, session.len());
+    /// assert_eq!(view.messages, session.messages());
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn view(&self) -> SessionView {
         let log = read(&self.log);
         view_of(&log.state, &mut lock(&self.derived), FoldKind::ByReference)
@@ -657,6 +873,12 @@ impl Session {
 
     /// The session's thinking policy: the one its log records, else the default
     /// ([`ThinkingPolicy::StripThinking`]).
+    ///
+    /// ```
+    /// use mektpoy::event::ThinkingPolicy;
+    /// use mektpoy::Session;
+    /// assert_eq!(Session::new("s").thinking_policy(), ThinkingPolicy::StripThinking);
+    /// ```
     pub fn thinking_policy(&self) -> ThinkingPolicy {
         read(&self.log).state.thinking_policy.unwrap_or_default()
     }
@@ -684,6 +906,17 @@ impl Session {
 
     /// The `Seq` of the route's latest thinking floor (its latest rewriting request on a
     /// route that binds thinking), and what that request rewrote.
+    ///
+    /// ```
+    /// use mektpoy::event::Rewrite;
+    /// use mektpoy::Session;
+    /// let session = Session::new("s");
+    /// assert_eq!(session.thinking_floor("anthropic", "claude-fable-5-1"), None);
+    /// session.append_json(r#"{"type":"thinking/floor","data":{"provider":"anthropic","model":"claude-fable-5-1","rewrite":"system"}}"#)?;
+    /// let (seq, rewrite) = session.thinking_floor("anthropic", "claude-fable-5-1").unwrap();
+    /// assert_eq!((seq.0, rewrite), (0, Rewrite::System));
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn thinking_floor(&self, provider: &str, model: &str) -> Option<(Seq, Rewrite)> {
         read(&self.log)
             .state
@@ -709,6 +942,23 @@ impl Session {
     /// assistant messages on the surface calling it (`b` blocks each), plus one definition
     /// comparison per header in force. Works the same on forks and loaded sessions.
     ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Message, Session, ToolSchema, route_for};
+    /// let read = |d: &str| ToolSchema::no_input("read", d);
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("acme", "acme-1"))
+    ///     .model("acme-1")
+    ///     .tools([read("v1")])
+    ///     .build()?;
+    /// agent.user_turn([Message::user("u1", "read it")])?;
+    /// let answer: Message = serde_json::from_str(r#"{"id":"a1","role":"assistant","content":[{"type":"tool-call","id":"c1","name":"read","arguments":"{}"}],"source":{"kind":"model","provider":"acme","model":"acme-1"}}"#)?;
+    /// agent.append(answer)?;
+    /// let session = agent.session();
+    /// assert!(session.check_tool(&read("v1")).is_ok());
+    /// let conflict = session.check_tool(&read("v2")).unwrap_err();
+    /// assert_eq!(conflict.calls[0].call_id, "c1");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
     /// # Errors
     /// A [`SchemaConflict`] listing every conflicting call, in surface order.
     pub fn check_tool(&self, tool: &ToolSchema) -> Result<(), SchemaConflict> {
@@ -719,6 +969,22 @@ impl Session {
     /// [`AgentLoop::set_tools`](crate::AgentLoop::set_tools) takes), read from one moment of
     /// the log.
     ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Message, Session, ToolSchema, route_for};
+    /// let read = |d: &str| ToolSchema::no_input("read", d);
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("acme", "acme-1"))
+    ///     .model("acme-1")
+    ///     .tools([read("v1")])
+    ///     .build()?;
+    /// agent.user_turn([Message::user("u1", "read it")])?;
+    /// let answer: Message = serde_json::from_str(r#"{"id":"a1","role":"assistant","content":[{"type":"tool-call","id":"c1","name":"read","arguments":"{}"}],"source":{"kind":"model","provider":"acme","model":"acme-1"}}"#)?;
+    /// agent.append(answer)?;
+    /// let grep = ToolSchema::no_input("grep", "");
+    /// let conflicts = agent.session().check_tools(&[grep, read("v2")]).unwrap_err();
+    /// assert_eq!(conflicts.conflicts.len(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
     /// # Errors
     /// [`SchemaConflicts`]: one [`SchemaConflict`] per conflicting tool, in the set's order.
     pub fn check_tools(&self, tools: &[ToolSchema]) -> Result<(), SchemaConflicts> {
@@ -726,6 +992,14 @@ impl Session {
     }
 
     /// Whether appends are written to a file.
+    ///
+    /// ```
+    /// use mektpoy::Session;
+    /// let dir = tempfile::tempdir()?;
+    /// assert!(!Session::new("s").is_persisting());
+    /// assert!(Session::create(dir.path().join("s.jsonl"), "s")?.is_persisting());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_persisting(&self) -> bool {
         read(&self.log).writer.is_some()
     }
@@ -733,6 +1007,16 @@ impl Session {
     /// Whether each persisted batch is also synced to disk (`fsync`), not only flushed to the
     /// OS. Off by default: a flushed batch survives a killed process, only not a power loss.
     /// No effect on a session without a file.
+    ///
+    /// ```
+    /// use mektpoy::{Event, Message, Session};
+    /// let dir = tempfile::tempdir()?;
+    /// let session = Session::create(dir.path().join("s.jsonl"), "s")?;
+    /// session.set_sync(true); // each batch now survives a power loss too
+    /// session.append(Event::append(Message::user("u1", "hi")))?;
+    /// assert_eq!(Session::load(dir.path().join("s.jsonl"))?.session.len(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn set_sync(&self, sync: bool) {
         if let Some(w) = write(&self.log).writer.as_mut() {
             w.set_sync(sync);

@@ -10,6 +10,21 @@ use crate::vocab::{ContentBlock, MessageSource, MessagesRef, Role};
 /// The log does not say whether a request was sent: a process killed between recording a
 /// request and reading its answer, and one killed before sending it, leave the same log, and
 /// both resend ([`Resend`](Self::Resend)).
+///
+/// ```
+/// use mektpoy::session::Position;
+/// use mektpoy::{Event, Message, Session};
+/// let session = Session::new("s");
+/// session.append(Event::append(Message::user("u1", "read a.rs")))?;
+/// let answer: Message = serde_json::from_str(r#"{"id":"a1","role":"assistant","content":[{"type":"tool-call","id":"c1","name":"read","arguments":"{\"path\":\"a.rs\"}"}],"source":{"kind":"model","provider":"p","model":"m"}}"#)?;
+/// session.append(Event::append(answer))?;
+/// // Killed here: the restarted process runs the pending call.
+/// let Position::RunTools { pending } = session.position() else { panic!() };
+/// assert_eq!((pending[0].id.as_str(), pending[0].name.as_str()), ("c1", "read"));
+/// session.append(Event::append(Message::tool_result("r1", "c1", "fn main() {}")))?;
+/// assert_eq!(session.position(), Position::Continue);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Position {
@@ -33,6 +48,18 @@ pub enum Position {
 }
 
 /// A tool call of the last answer that has no result on the surface.
+///
+/// ```
+/// use mektpoy::session::Position;
+/// use mektpoy::{Event, Message, Session};
+/// let session = Session::new("s");
+/// session.append(Event::append(Message::user("u1", "read a.rs")))?;
+/// let answer: Message = serde_json::from_str(r#"{"id":"a1","role":"assistant","content":[{"type":"tool-call","id":"c1","name":"read","arguments":"{\"path\":\"a.rs\"}"}],"source":{"kind":"model","provider":"p","model":"m"}}"#)?;
+/// session.append(Event::append(answer))?;
+/// let Position::RunTools { pending } = session.position() else { panic!() };
+/// assert_eq!(pending[0].arguments, r#"{"path":"a.rs"}"#);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PendingCall {

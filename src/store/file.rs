@@ -14,6 +14,17 @@ use super::writer::{JsonlSink, JsonlWriter, WriteError};
 pub(crate) type WrapSink = Arc<dyn Fn(File) -> Box<dyn JsonlSink> + Send + Sync>;
 
 /// Why a log file could not be created or replaced.
+///
+/// ```
+/// use mektpoy::store::PersistError;
+/// use mektpoy::Session;
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("s.jsonl");
+/// let _writer = Session::create(&path, "s")?;
+/// // Saving over a file another session appends to is refused.
+/// assert!(matches!(Session::new("t").save(&path), Err(PersistError::Locked { .. })));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PersistError {

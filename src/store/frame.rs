@@ -91,6 +91,16 @@ pub(crate) fn file_text<S: AsRef<str>>(
 }
 
 /// What is wrong with a frame line (`{"batch":N}`) that is not cut short.
+///
+/// ```
+/// use mektpoy::session::LoadError;
+/// use mektpoy::store::FrameFault;
+/// use mektpoy::Session;
+/// let mut bytes = Session::new("s").to_jsonl().into_bytes();
+/// bytes.extend_from_slice(b"{\"batch\":0}\n");
+/// let err = Session::load_bytes(&bytes).unwrap_err();
+/// assert!(matches!(err, LoadError::BadFrame { line: 2, fault: FrameFault::Count }));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FrameFault {

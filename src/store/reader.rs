@@ -14,6 +14,16 @@ use super::frame::{Frame, FrameFault, Probe, cut_frame, looks_like_frame};
 
 /// A dropped end of the file: its last line had no `\n` and did not parse or validate, or its
 /// last batch is incomplete (a write cut short).
+///
+/// ```
+/// use mektpoy::Session;
+/// let mut bytes = Session::new("s").to_jsonl().into_bytes();
+/// let end = bytes.len() as u64;
+/// bytes.extend_from_slice(b"{\"type\":"); // cut short
+/// let torn = Session::load_bytes(&bytes)?.torn_tail.unwrap();
+/// assert_eq!((torn.offset, torn.len, torn.batch), (end, 8, None));
+/// # Ok::<(), mektpoy::session::LoadError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TornTail {
@@ -27,6 +37,21 @@ pub struct TornTail {
 }
 
 /// A framed batch dropped because the file does not hold all of it.
+///
+/// ```
+/// use mektpoy::{Event, Message, Session};
+/// let session = Session::new("s");
+/// session.append(Event::append(Message::user("u1", "hi")))?;
+/// let mut bytes = session.to_jsonl().into_bytes();
+/// // A batch of two events whose second line never reached the disk.
+/// let line = Event::append(Message::user("u2", "x")).to_json();
+/// bytes.extend_from_slice(format!("{{\"batch\":2}}\n{line}\n").as_bytes());
+/// let loaded = Session::load_bytes(&bytes)?;
+/// let batch = loaded.torn_tail.unwrap().batch.unwrap();
+/// assert_eq!((batch.line, batch.announced, batch.dropped_events), (3, Some(2), 1));
+/// assert_eq!(loaded.session.len(), 1, "the whole batch is dropped");
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TornBatch {

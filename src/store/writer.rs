@@ -11,8 +11,36 @@ use super::frame::{Frame, batch_text};
 
 /// Where a persisting session's writer puts its bytes: the file, or a test double that fails
 /// on purpose, handed in with [`FileOptions::sink`](crate::session::FileOptions::sink).
+///
+/// ```
+/// use std::io;
+/// use std::sync::{Arc, Mutex};
+/// use mektpoy::{Event, Message, session::FileOptions, store::JsonlSink};
+/// /// Batches kept in memory, as a database table would keep them.
+/// #[derive(Clone, Default)]
+/// struct Memory(Arc<Mutex<Vec<u8>>>);
+/// impl JsonlSink for Memory {
+///     fn append(&mut self, b: &[u8]) -> io::Result<()> { Ok(self.0.lock().unwrap().extend_from_slice(b)) }
+///     fn truncate(&mut self, len: u64) -> io::Result<()> { Ok(self.0.lock().unwrap().truncate(len as usize)) }
+///     fn sync(&mut self) -> io::Result<()> { Ok(()) }
+/// }
+/// let store = Memory::default();
+/// let session = FileOptions::new().create_in(store.clone(), "s1")?;
+/// session.append(Event::append(Message::user("u1", "hi")))?;
+/// assert_eq!(*store.0.lock().unwrap(), session.to_jsonl().into_bytes());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait JsonlSink: Send + Sync {
     /// Appends `bytes` at the end with one `write_all` and flushes them to the OS.
+    ///
+    /// ```
+    /// use mektpoy::store::JsonlSink;
+    /// let mut file = tempfile::tempfile()?;
+    /// JsonlSink::append(&mut file, b"{\"a\":1}\n")?;
+    /// JsonlSink::append(&mut file, b"{\"b\":2}\n")?;
+    /// assert_eq!(file.current_len()?, Some(16));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     ///
     /// # Errors
     /// Any I/O error; the sink may have written part of the bytes.
@@ -20,11 +48,29 @@ pub trait JsonlSink: Send + Sync {
 
     /// Cuts the sink back to `len` bytes.
     ///
+    /// ```
+    /// use mektpoy::store::JsonlSink;
+    /// let mut file = tempfile::tempfile()?;
+    /// JsonlSink::append(&mut file, b"kept\ntorn")?;
+    /// JsonlSink::truncate(&mut file, 5)?; // back to the last whole batch
+    /// assert_eq!(file.current_len()?, Some(5));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
     /// # Errors
     /// Any I/O error.
     fn truncate(&mut self, len: u64) -> io::Result<()>;
 
     /// Asks the OS to put the bytes on disk.
+    ///
+    /// ```
+    /// use mektpoy::store::JsonlSink;
+    /// let mut file = tempfile::tempfile()?;
+    /// JsonlSink::append(&mut file, b"line\n")?;
+    /// JsonlSink::sync(&mut file)?;
+    /// assert_eq!(file.current_len()?, Some(5));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     ///
     /// # Errors
     /// Any I/O error.
@@ -33,6 +79,15 @@ pub trait JsonlSink: Send + Sync {
     /// The sink's current length, when it can tell (`None`, the default, skips the check).
     /// Before each batch the writer compares it with the length it wrote itself: a file that
     /// someone else changed is refused ([`WriteError::LengthChanged`]), not appended to.
+    ///
+    /// ```
+    /// use mektpoy::store::JsonlSink;
+    /// let mut file = tempfile::tempfile()?;
+    /// assert_eq!(file.current_len()?, Some(0));
+    /// JsonlSink::append(&mut file, b"line\n")?;
+    /// assert_eq!(file.current_len()?, Some(5));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     ///
     /// # Errors
     /// Any I/O error.
@@ -64,6 +119,20 @@ impl JsonlSink for File {
 
 /// Why a batch was not persisted. After any of these, the file holds exactly what it held
 /// before the batch, except after [`WriteError::RollbackFailed`].
+///
+/// ```
+/// use std::io;
+/// use mektpoy::session::FileOptions;
+/// use mektpoy::store::{JsonlSink, WriteError};
+/// /// A store whose writes always fail but that cuts back fine.
+/// struct Full;
+/// impl JsonlSink for Full {
+///     fn append(&mut self, _: &[u8]) -> io::Result<()> { Err(io::Error::other("full")) }
+///     fn truncate(&mut self, _: u64) -> io::Result<()> { Ok(()) }
+///     fn sync(&mut self) -> io::Result<()> { Ok(()) }
+/// }
+/// assert!(matches!(FileOptions::new().create_in(Full, "s"), Err(WriteError::Io(_))));
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WriteError {

@@ -20,6 +20,13 @@ use super::ToolSchema;
 use super::strict::{Entries, Strict, StrictValue, Strictly, wrong_shape};
 
 /// Who speaks a message. The event type follows from it (`tool` → `tool/result`).
+///
+/// ```
+/// use mektpoy::Message;
+/// use mektpoy::vocab::Role;
+/// assert_eq!(Message::user("u1", "hi").role(), Role::User);
+/// assert_eq!(Role::Tool.event_type(), "tool/result");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Role {
     /// A system prompt node (`system/message`).
@@ -36,6 +43,11 @@ pub enum Role {
 
 impl Role {
     /// The log event type that carries a message of this role.
+    ///
+    /// ```
+    /// use mektpoy::vocab::Role;
+    /// assert_eq!(Role::Assistant.event_type(), "assistant/message");
+    /// ```
     pub fn event_type(self) -> &'static str {
         match self {
             Role::System => "system/message",
@@ -47,11 +59,22 @@ impl Role {
     }
 
     /// The role a message event type carries, if it is one.
+    ///
+    /// ```
+    /// use mektpoy::vocab::Role;
+    /// assert_eq!(Role::for_event_type("developer/message"), Some(Role::Developer));
+    /// assert_eq!(Role::for_event_type("request/header"), None);
+    /// ```
     pub fn for_event_type(event_type: &str) -> Option<Role> {
         Role::ALL.into_iter().find(|r| r.event_type() == event_type)
     }
 
     /// The JSON spelling.
+    ///
+    /// ```
+    /// use mektpoy::vocab::Role;
+    /// assert_eq!(Role::System.as_str(), "system");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             Role::System => "system",
@@ -98,6 +121,14 @@ impl fmt::Display for Role {
 }
 
 /// Where a message came from: `{"kind": ...}`.
+///
+/// ```
+/// use mektpoy::Message;
+/// use mektpoy::vocab::MessageSource;
+/// let answer = Message::assistant("a1", "hi", "deepseek", "deepseek-flash");
+/// assert_eq!(answer.source(), &MessageSource::Model { provider: "deepseek".into(), model: "deepseek-flash".into() });
+/// assert_eq!(Message::tool_result("r1", "c1", "ok").source(), &MessageSource::Tool { call_id: "c1".into() });
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum MessageSource {
@@ -129,6 +160,14 @@ pub enum MessageSource {
 ///
 /// There is no way to build one holding a known kind: [`MessageSource::other`] refuses it, and
 /// decoding reads a known kind as its typed variant.
+///
+/// ```
+/// use mektpoy::vocab::MessageSource;
+/// let source = MessageSource::from_value(serde_json::json!({"kind": "cron", "job": "nightly"}))?;
+/// let MessageSource::Other(other) = source else { panic!() };
+/// assert_eq!((other.kind(), other.get("job")), ("cron", Some(&serde_json::json!("nightly"))));
+/// # Ok::<(), mektpoy::vocab::SourceError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct OtherSource {
     fields: Map<String, Value>,
@@ -136,6 +175,13 @@ pub struct OtherSource {
 
 impl OtherSource {
     /// Its `kind`.
+    ///
+    /// ```
+    /// use mektpoy::vocab::MessageSource;
+    /// let MessageSource::Other(other) = MessageSource::from_value(serde_json::json!({"kind": "cron"}))? else { panic!() };
+    /// assert_eq!(other.kind(), "cron");
+    /// # Ok::<(), mektpoy::vocab::SourceError>(())
+    /// ```
     #[must_use]
     pub fn kind(&self) -> &str {
         // Checked when built: `kind` is a string.
@@ -146,18 +192,43 @@ impl OtherSource {
     }
 
     /// Every field, `kind` included, in order.
+    ///
+    /// ```
+    /// use mektpoy::vocab::MessageSource;
+    /// let value = serde_json::json!({"kind": "cron", "job": "nightly"});
+    /// let MessageSource::Other(other) = MessageSource::from_value(value)? else { panic!() };
+    /// assert_eq!((other.fields().len(), &other.fields()["job"]), (2, &serde_json::json!("nightly")));
+    /// # Ok::<(), mektpoy::vocab::SourceError>(())
+    /// ```
     #[must_use]
     pub fn fields(&self) -> &Map<String, Value> {
         &self.fields
     }
 
     /// The field `key`, if present.
+    ///
+    /// ```
+    /// use mektpoy::vocab::MessageSource;
+    /// let value = serde_json::json!({"kind": "cron", "job": "nightly"});
+    /// let MessageSource::Other(other) = MessageSource::from_value(value)? else { panic!() };
+    /// assert_eq!(other.get("job"), Some(&serde_json::json!("nightly")));
+    /// assert_eq!(other.get("missing"), None);
+    /// # Ok::<(), mektpoy::vocab::SourceError>(())
+    /// ```
     #[must_use]
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.fields.get(key)
     }
 
     /// The source as a JSON object.
+    ///
+    /// ```
+    /// use mektpoy::vocab::MessageSource;
+    /// let value = serde_json::json!({"kind": "cron", "job": "nightly"});
+    /// let MessageSource::Other(other) = MessageSource::from_value(value.clone())? else { panic!() };
+    /// assert_eq!(other.into_value(), value);
+    /// # Ok::<(), mektpoy::vocab::SourceError>(())
+    /// ```
     #[must_use]
     pub fn into_value(self) -> Value {
         Value::Object(self.fields)
@@ -165,6 +236,11 @@ impl OtherSource {
 }
 
 /// Why a value is not a message source.
+///
+/// ```
+/// use mektpoy::vocab::{MessageSource, SourceError};
+/// assert_eq!(MessageSource::from_value(serde_json::json!({"who": "me"})), Err(SourceError::MissingKind));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SourceError {
@@ -237,6 +313,16 @@ impl<'de> Deserialize<'de> for MessageSource {
 
 impl MessageSource {
     /// Decodes a source: a known kind as its typed variant, any other as [`MessageSource::Other`].
+    ///
+    /// ```
+    /// use mektpoy::vocab::{MessageSource, SourceError};
+    /// use serde_json::json;
+    /// assert_eq!(MessageSource::from_value(json!({"kind": "user"}))?, MessageSource::User);
+    /// let other = MessageSource::from_value(json!({"kind": "cron", "job": "nightly"}))?;
+    /// assert!(matches!(other, MessageSource::Other(o) if o.kind() == "cron"));
+    /// assert_eq!(MessageSource::from_value(json!({"kind": "tool"})), Err(SourceError::Field { kind: "tool", field: "callId" }));
+    /// # Ok::<(), SourceError>(())
+    /// ```
     ///
     /// # Errors
     /// A [`SourceError`] when the value is not an object with a string `kind`, or a known kind
@@ -318,6 +404,17 @@ const KNOWN_SOURCE_KINDS: [&str; 5] = [
 /// or decoding, so never of a known type).
 /// **A known type that is malformed is an error, not `Other`.** Unknown fields on known
 /// blocks other than `reasoning` are ignored (the log line keeps them; see `docs/decisions.md`).
+///
+/// ```
+/// use mektpoy::{ContentBlock, Message};
+/// let answer: Message = serde_json::from_str(r#"{"id":"a1","role":"assistant","content":[
+///   {"type":"reasoning","text":"Look first.","signature":"sig"},{"type":"text","text":"Reading."},
+///   {"type":"image","url":"x"}],"source":{"kind":"model","provider":"p","model":"m"}}"#)?;
+/// assert!(matches!(&answer.content()[0], ContentBlock::Reasoning { extra, .. } if extra["signature"] == "sig"));
+/// assert_eq!(answer.content()[1], ContentBlock::text("Reading."));
+/// assert!(matches!(&answer.content()[2], ContentBlock::Other(o) if o.type_name() == "image"));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum ContentBlock {
@@ -371,6 +468,14 @@ pub enum ContentBlock {
 ///
 /// There is no way to build one holding a known type: [`ContentBlock::other`] refuses it, and
 /// decoding reads a known type as its typed variant.
+///
+/// ```
+/// use mektpoy::ContentBlock;
+/// let block = ContentBlock::other(serde_json::json!({"type": "image", "url": "x"}))?;
+/// let ContentBlock::Other(image) = block else { panic!() };
+/// assert_eq!((image.type_name(), image.get("url")), ("image", Some(&serde_json::json!("x"))));
+/// # Ok::<(), mektpoy::vocab::BlockError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct OtherBlock {
     fields: Map<String, Value>,
@@ -378,6 +483,13 @@ pub struct OtherBlock {
 
 impl OtherBlock {
     /// Its `type`.
+    ///
+    /// ```
+    /// use mektpoy::ContentBlock;
+    /// let ContentBlock::Other(image) = ContentBlock::other(serde_json::json!({"type": "image"}))? else { panic!() };
+    /// assert_eq!(image.type_name(), "image");
+    /// # Ok::<(), mektpoy::vocab::BlockError>(())
+    /// ```
     #[must_use]
     pub fn type_name(&self) -> &str {
         // Checked when built: `type` is a string.
@@ -388,18 +500,42 @@ impl OtherBlock {
     }
 
     /// Every field, `type` included, in order.
+    ///
+    /// ```
+    /// use mektpoy::ContentBlock;
+    /// let value = serde_json::json!({"type": "image", "url": "x", "size": 2});
+    /// let ContentBlock::Other(image) = ContentBlock::other(value)? else { panic!() };
+    /// assert_eq!(image.fields().len(), 3);
+    /// assert_eq!(image.fields()["size"], 2);
+    /// # Ok::<(), mektpoy::vocab::BlockError>(())
+    /// ```
     #[must_use]
     pub fn fields(&self) -> &Map<String, Value> {
         &self.fields
     }
 
     /// The field `key`, if present.
+    ///
+    /// ```
+    /// use mektpoy::ContentBlock;
+    /// let ContentBlock::Other(image) = ContentBlock::other(serde_json::json!({"type": "image", "url": "x"}))? else { panic!() };
+    /// assert_eq!(image.get("url"), Some(&serde_json::json!("x")));
+    /// # Ok::<(), mektpoy::vocab::BlockError>(())
+    /// ```
     #[must_use]
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.fields.get(key)
     }
 
     /// The block as a JSON object.
+    ///
+    /// ```
+    /// use mektpoy::ContentBlock;
+    /// let value = serde_json::json!({"type": "image", "url": "x"});
+    /// let ContentBlock::Other(image) = ContentBlock::other(value.clone())? else { panic!() };
+    /// assert_eq!(image.into_value(), value);
+    /// # Ok::<(), mektpoy::vocab::BlockError>(())
+    /// ```
     #[must_use]
     pub fn into_value(self) -> Value {
         Value::Object(self.fields)
@@ -407,6 +543,13 @@ impl OtherBlock {
 }
 
 /// Why a value is not a content block.
+///
+/// ```
+/// use mektpoy::ContentBlock;
+/// use mektpoy::vocab::BlockError;
+/// assert_eq!(ContentBlock::from_value(serde_json::json!("text")), Err(BlockError::NotAnObject));
+/// assert_eq!(ContentBlock::from_value(serde_json::json!({"text": "hi"})), Err(BlockError::MissingType));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BlockError {
@@ -470,6 +613,26 @@ const KNOWN_BLOCK_TYPES: [&str; 6] = [
 /// Only the projection builds one (there is no public constructor), so a by-value block can
 /// never be decoded from a log; `Session::append` refuses a message holding one.
 /// JSON: `{"type":"tool-addition","toolName":N,"definition":{...}}`.
+///
+/// ```
+/// use mektpoy::{AgentLoop, ContentBlock, Message, Session, ToolSchema, route_for};
+/// // Claude Fable 5.1 takes definitions inline: an added tool travels in the history by value.
+/// let mut agent = AgentLoop::builder(Session::new("s"), route_for("anthropic", "claude-fable-5-1"))
+///     .tools([ToolSchema::no_input("read", "Read a file")])
+///     .build()?;
+/// agent.user_turn([Message::user("u1", "hi")])?;
+/// agent.append(agent.assistant("a1", [ContentBlock::text("ok")]))?;
+/// agent.set_tools([ToolSchema::no_input("read", "Read a file"), ToolSchema::no_input("grep", "Search")])?;
+/// let request = agent.user_turn([Message::user("u2", "go on")])?;
+/// let projected = request.project();
+/// let inline = projected.messages.iter().flat_map(|m| m.content()).find_map(|b| match b {
+///     ContentBlock::InlineAddition(a) => Some(a.clone()),
+///     _ => None,
+/// });
+/// let inline = inline.unwrap();
+/// assert_eq!((inline.tool_name(), inline.definition().description()), ("grep", "Search"));
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct InlineAddition {
     definition: ToolSchema,
@@ -483,11 +646,43 @@ impl InlineAddition {
     }
 
     /// The added tool's name.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, ContentBlock, Message, Session, ToolSchema, route_for};
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("anthropic", "claude-fable-5-1")).build()?;
+    /// agent.user_turn([Message::user("u1", "hi")])?;
+    /// agent.append(agent.assistant("a1", [ContentBlock::text("ok")]))?;
+    /// agent.set_tools([ToolSchema::no_input("grep", "Search")])?;
+    /// let request = agent.user_turn([Message::user("u2", "go on")])?;
+    /// let names: Vec<String> = request.project().messages.iter().flat_map(|m| m.content().to_vec())
+    ///     .filter_map(|b| match b { ContentBlock::InlineAddition(a) => Some(a.tool_name().to_owned()), _ => None })
+    ///     .collect();
+    /// assert_eq!(names, ["grep"]);
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn tool_name(&self) -> &str {
         self.definition.name()
     }
 
     /// The definition sent with the addition (never deferred).
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, ContentBlock, Message, Session, ToolSchema, route_for};
+    /// let grep = ToolSchema::no_input("grep", "Search").with_defer_loading(true);
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("anthropic", "claude-fable-5-1")).build()?;
+    /// agent.user_turn([Message::user("u1", "hi")])?;
+    /// agent.append(agent.assistant("a1", [ContentBlock::text("ok")]))?;
+    /// agent.set_tools([grep])?;
+    /// let request = agent.user_turn([Message::user("u2", "go on")])?;
+    /// let projected = request.project();
+    /// let definition = projected.messages.iter().flat_map(|m| m.content()).find_map(|b| match b {
+    ///     ContentBlock::InlineAddition(a) => Some(a.definition().clone()),
+    ///     _ => None,
+    /// });
+    /// // A by-value addition offers the tool at once: `deferLoading` cleared.
+    /// assert!(!definition.unwrap().defer_loading());
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     pub fn definition(&self) -> &ToolSchema {
         &self.definition
     }
@@ -495,11 +690,22 @@ impl InlineAddition {
 
 impl ContentBlock {
     /// A text block.
+    ///
+    /// ```
+    /// use mektpoy::ContentBlock;
+    /// assert_eq!(ContentBlock::text("hi"), ContentBlock::Text { text: "hi".into() });
+    /// ```
     pub fn text(text: impl Into<String>) -> Self {
         ContentBlock::Text { text: text.into() }
     }
 
     /// A `tool-addition` block.
+    ///
+    /// ```
+    /// use mektpoy::ContentBlock;
+    /// let block = ContentBlock::addition("grep");
+    /// assert_eq!(serde_json::to_string(&block).unwrap(), r#"{"type":"tool-addition","toolName":"grep"}"#);
+    /// ```
     pub fn addition(tool_name: impl Into<String>) -> Self {
         ContentBlock::ToolAddition {
             tool_name: tool_name.into(),
@@ -507,6 +713,13 @@ impl ContentBlock {
     }
 
     /// A `tool-removal` block.
+    ///
+    /// ```
+    /// use mektpoy::ContentBlock;
+    /// let block = ContentBlock::removal("shell");
+    /// assert_eq!(block.tool_change_name(), Some("shell"));
+    /// assert_eq!(serde_json::to_string(&block).unwrap(), r#"{"type":"tool-removal","toolName":"shell"}"#);
+    /// ```
     pub fn removal(tool_name: impl Into<String>) -> Self {
         ContentBlock::ToolRemoval {
             tool_name: tool_name.into(),
@@ -514,6 +727,13 @@ impl ContentBlock {
     }
 
     /// A `tool-redefinition` block.
+    ///
+    /// ```
+    /// use mektpoy::ContentBlock;
+    /// let block = ContentBlock::redefinition("read");
+    /// assert!(block.is_tool_change());
+    /// assert_eq!(serde_json::to_string(&block).unwrap(), r#"{"type":"tool-redefinition","toolName":"read"}"#);
+    /// ```
     pub fn redefinition(tool_name: impl Into<String>) -> Self {
         ContentBlock::ToolRedefinition {
             tool_name: tool_name.into(),
@@ -546,6 +766,14 @@ impl ContentBlock {
 
     /// Whether this is a tool-addition, tool-removal or tool-redefinition block (by value
     /// included).
+    ///
+    /// ```
+    /// use mektpoy::ContentBlock;
+    /// let addition: ContentBlock = serde_json::from_str(r#"{"type":"tool-addition","toolName":"grep"}"#)?;
+    /// assert!(addition.is_tool_change());
+    /// assert!(!ContentBlock::text("hi").is_tool_change());
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
     pub fn is_tool_change(&self) -> bool {
         matches!(
             self,
@@ -557,6 +785,14 @@ impl ContentBlock {
     }
 
     /// The tool a tool-change block names.
+    ///
+    /// ```
+    /// use mektpoy::ContentBlock;
+    /// let removal: ContentBlock = serde_json::from_str(r#"{"type":"tool-removal","toolName":"shell"}"#)?;
+    /// assert_eq!(removal.tool_change_name(), Some("shell"));
+    /// assert_eq!(ContentBlock::text("hi").tool_change_name(), None);
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
     pub fn tool_change_name(&self) -> Option<&str> {
         match self {
             ContentBlock::ToolAddition { tool_name }
@@ -578,6 +814,14 @@ impl ContentBlock {
 
     /// Decodes one block: a known type as its typed variant, any other as
     /// [`ContentBlock::Other`].
+    ///
+    /// ```
+    /// use mektpoy::ContentBlock;
+    /// let block = ContentBlock::from_value(serde_json::json!({"type": "text", "text": "hi"}))?;
+    /// assert_eq!(block, ContentBlock::text("hi"));
+    /// assert!(ContentBlock::from_value(serde_json::json!({"type": "text"})).is_err());
+    /// # Ok::<(), mektpoy::vocab::BlockError>(())
+    /// ```
     ///
     /// # Errors
     /// A [`BlockError`] when the value is not an object with a string `type`, or when a known
@@ -817,6 +1061,14 @@ impl<'de> Visitor<'de> for BlockSeed<'_> {
 /// A message: `{"id","role","content","source","isError"?}`. Ids are unique in a session.
 ///
 /// A cheap handle: cloning is O(1) and clones share their content.
+///
+/// ```
+/// use mektpoy::Message;
+/// let m = Message::user("u1", "hi");
+/// let copy = m.clone(); // O(1): the same content
+/// assert!(m.ptr_eq(&copy));
+/// assert_eq!(serde_json::to_string(&m).unwrap(), r#"{"id":"u1","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}}"#);
+/// ```
 #[derive(Clone, PartialEq)]
 pub struct Message(Arc<MessageData>);
 
@@ -833,6 +1085,14 @@ struct MessageData {
 
 impl Message {
     /// A message without `isError`.
+    ///
+    /// ```
+    /// use mektpoy::vocab::{MessageSource, Role};
+    /// use mektpoy::{ContentBlock, Message};
+    /// let m = Message::new("s1", Role::System, vec![ContentBlock::text("Summary so far.")], MessageSource::User);
+    /// assert_eq!((m.role(), m.text()), (Role::System, "Summary so far.".to_owned()));
+    /// assert_eq!(m.is_error(), None);
+    /// ```
     pub fn new(
         id: impl Into<String>,
         role: Role,
@@ -849,6 +1109,13 @@ impl Message {
     }
 
     /// A user message with one text block.
+    ///
+    /// ```
+    /// use mektpoy::vocab::{MessageSource, Role};
+    /// use mektpoy::Message;
+    /// let m = Message::user("u1", "hi");
+    /// assert_eq!((m.id(), m.role(), m.source()), ("u1", Role::User, &MessageSource::User));
+    /// ```
     pub fn user(id: impl Into<String>, text: impl Into<String>) -> Self {
         Message::new(
             id,
@@ -859,6 +1126,13 @@ impl Message {
     }
 
     /// An assistant message with one text block, from `provider`/`model`.
+    ///
+    /// ```
+    /// use mektpoy::vocab::Role;
+    /// use mektpoy::Message;
+    /// let m = Message::assistant("a1", "Hello.", "deepseek", "deepseek-flash");
+    /// assert_eq!((m.role(), m.text()), (Role::Assistant, "Hello.".to_owned()));
+    /// ```
     pub fn assistant(
         id: impl Into<String>,
         text: impl Into<String>,
@@ -877,11 +1151,25 @@ impl Message {
     }
 
     /// A tool-registry developer message holding `content` (tool-change blocks, text).
+    ///
+    /// ```
+    /// use mektpoy::vocab::{MessageSource, Role};
+    /// use mektpoy::{ContentBlock, Message};
+    /// let note = Message::developer("d1", vec![ContentBlock::text("The repository moved.")]);
+    /// assert_eq!((note.role(), note.source()), (Role::Developer, &MessageSource::ToolRegistry));
+    /// ```
     pub fn developer(id: impl Into<String>, content: Vec<ContentBlock>) -> Self {
         Message::new(id, Role::Developer, content, MessageSource::ToolRegistry)
     }
 
     /// A system-prompt node with one text block.
+    ///
+    /// ```
+    /// use mektpoy::vocab::{MessageSource, Role};
+    /// use mektpoy::Message;
+    /// let prompt = Message::system("p1", "Be brief.");
+    /// assert_eq!((prompt.role(), prompt.source()), (Role::System, &MessageSource::SystemPrompt));
+    /// ```
     pub fn system(id: impl Into<String>, text: impl Into<String>) -> Self {
         Message::new(
             id,
@@ -892,6 +1180,13 @@ impl Message {
     }
 
     /// A tool result for the call `call_id`.
+    ///
+    /// ```
+    /// use mektpoy::vocab::Role;
+    /// use mektpoy::Message;
+    /// let result = Message::tool_result("r1", "c1", "fn main() {}");
+    /// assert_eq!((result.role(), result.text()), (Role::Tool, "fn main() {}".to_owned()));
+    /// ```
     pub fn tool_result(
         id: impl Into<String>,
         call_id: impl Into<String>,
@@ -908,6 +1203,13 @@ impl Message {
     }
 
     /// The same message with `isError` set.
+    ///
+    /// ```
+    /// use mektpoy::Message;
+    /// let failed = Message::tool_result("r1", "c1", "no such file").with_is_error(true);
+    /// assert_eq!(failed.is_error(), Some(true));
+    /// assert!(serde_json::to_string(&failed).unwrap().ends_with(r#""isError":true}"#));
+    /// ```
     #[must_use]
     pub fn with_is_error(&self, is_error: bool) -> Self {
         self.rebuilt(self.0.content.clone(), Some(is_error))
@@ -915,6 +1217,14 @@ impl Message {
 
     /// A message with this one's id, role and source and other content. Projection uses it
     /// to drop blocks; the original is untouched.
+    ///
+    /// ```
+    /// use mektpoy::{ContentBlock, Message};
+    /// let m = Message::user("u1", "hi");
+    /// let shorter = m.with_content(vec![ContentBlock::text("h")]);
+    /// assert_eq!((shorter.id(), shorter.text()), ("u1", "h".to_owned()));
+    /// assert_eq!(m.text(), "hi", "the original is untouched");
+    /// ```
     #[must_use]
     pub fn with_content(&self, content: Vec<ContentBlock>) -> Self {
         self.rebuilt(content, self.0.is_error)
@@ -931,31 +1241,62 @@ impl Message {
     }
 
     /// The id, unique within a session.
+    ///
+    /// ```
+    /// use mektpoy::Message;
+    /// assert_eq!(Message::user("u1", "hi").id(), "u1");
+    /// ```
     pub fn id(&self) -> &str {
         &self.0.id
     }
 
     /// Who speaks.
+    ///
+    /// ```
+    /// use mektpoy::{Message, vocab::Role};
+    /// assert_eq!(Message::system("p", "Be brief.").role(), Role::System);
+    /// ```
     pub fn role(&self) -> Role {
         self.0.role
     }
 
     /// The blocks, in order.
+    ///
+    /// ```
+    /// use mektpoy::{ContentBlock, Message};
+    /// assert_eq!(Message::user("u1", "hi").content(), [ContentBlock::text("hi")]);
+    /// ```
     pub fn content(&self) -> &[ContentBlock] {
         &self.0.content
     }
 
     /// Where it came from.
+    ///
+    /// ```
+    /// use mektpoy::{Message, vocab::MessageSource};
+    /// assert_eq!(Message::system("p", "x").source(), &MessageSource::SystemPrompt);
+    /// ```
     pub fn source(&self) -> &MessageSource {
         &self.0.source
     }
 
     /// `isError`, when present (tool results).
+    ///
+    /// ```
+    /// use mektpoy::Message;
+    /// assert_eq!(Message::tool_result("r1", "c1", "ok").is_error(), None);
+    /// ```
     pub fn is_error(&self) -> Option<bool> {
         self.0.is_error
     }
 
     /// The text blocks concatenated without separator (how a system node's prompt is read).
+    ///
+    /// ```
+    /// use mektpoy::{ContentBlock, Message};
+    /// let m = Message::developer("d1", vec![ContentBlock::text("a"), ContentBlock::text("b")]);
+    /// assert_eq!(m.text(), "ab");
+    /// ```
     pub fn text(&self) -> String {
         self.0
             .content
@@ -1017,6 +1358,13 @@ impl Message {
     }
 
     /// Whether two handles share one allocation (a clone, not a copy).
+    ///
+    /// ```
+    /// use mektpoy::Message;
+    /// let m = Message::user("u1", "hi");
+    /// assert!(m.ptr_eq(&m.clone()));
+    /// assert!(!m.ptr_eq(&Message::user("u1", "hi")), "equal, but another allocation");
+    /// ```
     pub fn ptr_eq(&self, other: &Message) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
@@ -1024,6 +1372,16 @@ impl Message {
 
 /// One tool call of a message ([`Message::tool_calls`]), borrowed from its
 /// [`ContentBlock::ToolCall`] block.
+///
+/// ```
+/// use mektpoy::Message;
+/// let answer: Message = serde_json::from_str(r#"{"id":"a1","role":"assistant","content":[
+///   {"type":"tool-call","id":"c1","name":"read","arguments":"{\"path\":\"a.rs\"}"}],
+///   "source":{"kind":"model","provider":"p","model":"m"}}"#)?;
+/// let call = answer.tool_calls().next().unwrap();
+/// assert_eq!((call.id(), call.name(), call.arguments()), ("c1", "read", r#"{"path":"a.rs"}"#));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ToolCall<'m> {
     id: &'m str,
@@ -1033,12 +1391,33 @@ pub struct ToolCall<'m> {
 
 impl<'m> ToolCall<'m> {
     /// The call's id, which the result's source (`{"kind":"tool","callId"}`) names.
+    ///
+    /// ```
+    /// use mektpoy::Message;
+    /// let answer: Message = serde_json::from_str(r#"{"id":"a1","role":"assistant","content":[
+    ///   {"type":"tool-call","id":"c1","name":"read","arguments":"{}"}],
+    ///   "source":{"kind":"model","provider":"p","model":"m"}}"#)?;
+    /// // The result names the call by this id.
+    /// let call_id = answer.tool_calls().next().unwrap().id().to_owned();
+    /// let result = Message::tool_result("r1", call_id, "fn main() {}");
+    /// assert_eq!(result.source(), &mektpoy::vocab::MessageSource::Tool { call_id: "c1".into() });
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
     #[must_use]
     pub fn id(&self) -> &'m str {
         self.id
     }
 
     /// The called tool's name.
+    ///
+    /// ```
+    /// use mektpoy::Message;
+    /// let answer: Message = serde_json::from_str(r#"{"id":"a1","role":"assistant","content":[
+    ///   {"type":"tool-call","id":"c1","name":"read","arguments":"{}"}],
+    ///   "source":{"kind":"model","provider":"p","model":"m"}}"#)?;
+    /// assert_eq!(answer.tool_calls().map(|c| c.name()).collect::<Vec<_>>(), ["read"]);
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
     #[must_use]
     pub fn name(&self) -> &'m str {
         self.name
@@ -1046,6 +1425,17 @@ impl<'m> ToolCall<'m> {
 
     /// The arguments as the model wrote them: a JSON text, not parsed (see
     /// [`validate_tool_call`](crate::project::validate_tool_call) to check them).
+    ///
+    /// ```
+    /// use mektpoy::Message;
+    /// let answer: Message = serde_json::from_str(r#"{"id":"a1","role":"assistant","content":[
+    ///   {"type":"tool-call","id":"c1","name":"read","arguments":"{\"path\":\"a.rs\"}"}],
+    ///   "source":{"kind":"model","provider":"p","model":"m"}}"#)?;
+    /// let arguments = answer.tool_calls().next().unwrap().arguments();
+    /// let parsed: serde_json::Value = serde_json::from_str(arguments)?;
+    /// assert_eq!(parsed["path"], "a.rs");
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
     #[must_use]
     pub fn arguments(&self) -> &'m str {
         self.arguments

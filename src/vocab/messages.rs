@@ -52,17 +52,36 @@ pub struct Messages {
 
 impl Messages {
     /// An empty list.
+    ///
+    /// ```
+    /// use mektpoy::{Message, vocab::Messages};
+    /// let mut messages = Messages::new();
+    /// assert!(messages.is_empty());
+    /// messages.push(Message::user("u1", "hi"));
+    /// assert_eq!(messages.len(), 1);
+    /// ```
     pub fn new() -> Self {
         Messages::default()
     }
 
     /// Number of messages.
+    ///
+    /// ```
+    /// use mektpoy::{Message, vocab::Messages};
+    /// let messages: Messages = (0..70).map(|i| Message::user(format!("u{i}"), "hi")).collect();
+    /// assert_eq!(messages.len(), 70);
+    /// ```
     #[inline]
     pub fn len(&self) -> usize {
         self.full.len() * CHUNK + self.tail.len()
     }
 
     /// Whether there is no message.
+    ///
+    /// ```
+    /// use mektpoy::vocab::Messages;
+    /// assert!(Messages::default().is_empty());
+    /// ```
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.full.is_empty() && self.tail.is_empty()
@@ -70,17 +89,36 @@ impl Messages {
 
     /// The message at `index`, if any. O(log n), a single chunk lookup on a list of up to
     /// 4,096 messages.
+    ///
+    /// ```
+    /// use mektpoy::{Message, vocab::Messages};
+    /// let messages: Messages = (0..70).map(|i| Message::user(format!("u{i}"), "hi")).collect();
+    /// assert_eq!(messages.get(65).map(Message::id), Some("u65"));
+    /// assert!(messages.get(70).is_none());
+    /// ```
     #[inline]
     pub fn get(&self, index: usize) -> Option<&Message> {
         self.as_ref().get(index)
     }
 
     /// The first message.
+    ///
+    /// ```
+    /// use mektpoy::{Message, vocab::Messages};
+    /// let messages: Messages = [Message::user("u1", "hi"), Message::user("u2", "there")].into_iter().collect();
+    /// assert_eq!(messages.first().map(Message::id), Some("u1"));
+    /// ```
     pub fn first(&self) -> Option<&Message> {
         self.get(0)
     }
 
     /// The last message.
+    ///
+    /// ```
+    /// use mektpoy::{Message, vocab::Messages};
+    /// let messages: Messages = (0..64).map(|i| Message::user(format!("u{i}"), "hi")).collect();
+    /// assert_eq!(messages.last().map(Message::id), Some("u63"));
+    /// ```
     pub fn last(&self) -> Option<&Message> {
         self.tail
             .last()
@@ -88,24 +126,55 @@ impl Messages {
     }
 
     /// The messages in order (double-ended, exact size; `nth` skips whole chunks).
+    ///
+    /// ```
+    /// use mektpoy::{Message, vocab::Messages};
+    /// let messages: Messages = (0..200).map(|i| Message::user(format!("u{i}"), "hi")).collect();
+    /// assert_eq!(messages.iter().nth(130).map(Message::id), Some("u130"));
+    /// assert_eq!(messages.iter().len(), 200);
+    /// ```
     #[inline]
     pub fn iter(&self) -> MessageIter<'_> {
         self.as_ref().iter()
     }
 
     /// The list borrowed, as the projection takes it.
+    ///
+    /// ```
+    /// use mektpoy::project::project_tool_updates;
+    /// use mektpoy::{Message, vocab::Messages};
+    /// let messages: Messages = [Message::user("u1", "hi")].into_iter().collect();
+    /// // Projected without copying the list into one slice.
+    /// let projected = project_tool_updates(messages.as_ref(), None, None, None);
+    /// assert_eq!(projected.messages.len(), 1);
+    /// ```
     #[inline]
     pub fn as_ref(&self) -> MessagesRef<'_> {
         MessagesRef(Source::Chunked(self))
     }
 
     /// The messages copied into a `Vec` (handle clones, never a deep copy).
+    ///
+    /// ```
+    /// use mektpoy::{Message, vocab::Messages};
+    /// let messages: Messages = [Message::user("u1", "hi")].into_iter().collect();
+    /// let v: Vec<Message> = messages.to_vec();
+    /// assert!(v[0].ptr_eq(&messages[0]), "handles, not copies");
+    /// ```
     pub fn to_vec(&self) -> Vec<Message> {
         self.iter().cloned().collect()
     }
 
     /// Appends `message`. O(1) amortized: a full last chunk joins the shared ones; the
     /// partial one is copied (fewer than 64 handle clones) only when another list shares it.
+    ///
+    /// ```
+    /// use mektpoy::{Message, vocab::Messages};
+    /// let mut messages = Messages::new();
+    /// messages.push(Message::user("u1", "hi"));
+    /// messages.push(Message::user("u2", "there"));
+    /// assert_eq!(messages.last().map(Message::id), Some("u2"));
+    /// ```
     pub fn push(&mut self, message: Message) {
         if message.role() == Role::Developer {
             self.developer.push_back(self.len());
@@ -123,6 +192,15 @@ impl Messages {
 
     /// Whether `prefix`'s messages are the first of these (by value, as `==`; the chunks both
     /// share are not compared message by message).
+    ///
+    /// ```
+    /// use mektpoy::{Message, vocab::Messages};
+    /// let prefix: Messages = [Message::user("u1", "hi")].into_iter().collect();
+    /// let mut longer = prefix.clone();
+    /// longer.push(Message::user("u2", "there"));
+    /// assert!(longer.starts_with(&prefix));
+    /// assert!(!prefix.starts_with(&longer));
+    /// ```
     pub fn starts_with(&self, prefix: &Messages) -> bool {
         let n = prefix.len();
         if n > self.len() {
@@ -237,6 +315,13 @@ impl Serialize for Messages {
 /// projection functions take, so that a request's chunked list is projected without being
 /// copied into one slice; `&[Message]`, `&Vec<Message>`, `&[Message; N]` and `&Messages` all
 /// convert.
+///
+/// ```
+/// use mektpoy::{Message, vocab::{Messages, MessagesRef}};
+/// let slice = [Message::user("u1", "hi")];
+/// let list: Messages = slice.iter().cloned().collect();
+/// assert_eq!(MessagesRef::from(&slice[..]), MessagesRef::from(&list));
+/// ```
 #[derive(Clone, Copy)]
 pub struct MessagesRef<'a>(Source<'a>);
 
@@ -248,6 +333,12 @@ enum Source<'a> {
 
 impl<'a> MessagesRef<'a> {
     /// Number of messages.
+    ///
+    /// ```
+    /// use mektpoy::{Message, vocab::MessagesRef};
+    /// let slice = [Message::user("u1", "hi"), Message::user("u2", "there")];
+    /// assert_eq!(MessagesRef::from(&slice[..]).len(), 2);
+    /// ```
     #[inline]
     pub fn len(&self) -> usize {
         match self.0 {
@@ -257,12 +348,24 @@ impl<'a> MessagesRef<'a> {
     }
 
     /// Whether there is no message.
+    ///
+    /// ```
+    /// use mektpoy::{Message, vocab::MessagesRef};
+    /// let none: [Message; 0] = [];
+    /// assert!(MessagesRef::from(&none[..]).is_empty());
+    /// ```
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The message at `index`, if any.
+    ///
+    /// ```
+    /// use mektpoy::{Message, vocab::{Messages, MessagesRef}};
+    /// let list: Messages = (0..70).map(|i| Message::user(format!("u{i}"), "hi")).collect();
+    /// assert_eq!(MessagesRef::from(&list).get(64).map(Message::id), Some("u64"));
+    /// ```
     #[inline]
     pub fn get(&self, index: usize) -> Option<&'a Message> {
         match self.0 {
@@ -279,6 +382,14 @@ impl<'a> MessagesRef<'a> {
     }
 
     /// The messages as one slice, when they are one (a slice, or a list of one chunk).
+    ///
+    /// ```
+    /// use mektpoy::{Message, vocab::{Messages, MessagesRef}};
+    /// let long: Messages = (0..200).map(|i| Message::user(format!("u{i}"), "hi")).collect();
+    /// assert!(MessagesRef::from(&long).as_slice().is_none(), "several chunks");
+    /// let short: Messages = [Message::user("u1", "hi")].into_iter().collect();
+    /// assert_eq!(MessagesRef::from(&short).as_slice().map(<[Message]>::len), Some(1));
+    /// ```
     #[inline]
     pub fn as_slice(&self) -> Option<&'a [Message]> {
         match self.0 {
@@ -311,6 +422,13 @@ impl<'a> MessagesRef<'a> {
     }
 
     /// The messages in order.
+    ///
+    /// ```
+    /// use mektpoy::{Message, vocab::MessagesRef};
+    /// let slice = [Message::user("u1", "hi"), Message::user("u2", "there")];
+    /// let ids: Vec<&str> = MessagesRef::from(&slice[..]).iter().map(Message::id).collect();
+    /// assert_eq!(ids, ["u1", "u2"]);
+    /// ```
     #[inline]
     pub fn iter(&self) -> MessageIter<'a> {
         self.iter_range(0..self.len())
@@ -435,6 +553,14 @@ impl<'a> Iterator for Developer<'a> {
 }
 
 /// The messages of a [`Messages`] or [`MessagesRef`], in order: a slice iterator per chunk.
+///
+/// ```
+/// use mektpoy::{Message, vocab::Messages};
+/// let messages: Messages = (0..3).map(|i| Message::user(format!("u{i}"), "hi")).collect();
+/// let mut iter = messages.iter();
+/// assert_eq!(iter.next_back().map(Message::id), Some("u2"));
+/// assert_eq!(iter.len(), 2);
+/// ```
 #[derive(Clone)]
 pub struct MessageIter<'a> {
     source: MessagesRef<'a>,

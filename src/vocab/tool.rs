@@ -27,6 +27,15 @@ pub(crate) const RESPONSES_TOOL: &str = "responsesTool";
 /// §1](crate::manual::reference#1-vocabulary-and-json) equivalence: *the same tool* when every
 /// field is equivalent, unknown ones included, so key order and number spelling never make a
 /// change.
+///
+/// ```
+/// use mektpoy::ToolSchema;
+/// let a = ToolSchema::from_value(serde_json::json!({"name": "read", "description": "Read", "parameters": {"type": "object", "required": []}, "title": "Read"}))?;
+/// let b = ToolSchema::from_value(serde_json::json!({"title": "Read", "parameters": {"required": [], "type": "object"}, "description": "Read", "name": "read"}))?;
+/// assert_eq!(a, b, "key order makes no change");
+/// assert_eq!(a.extra()["title"], "Read", "an unknown field, kept");
+/// # Ok::<(), mektpoy::vocab::ToolError>(())
+/// ```
 #[derive(Clone)]
 pub struct ToolSchema {
     def: Arc<ToolDef>,
@@ -163,6 +172,16 @@ impl ToolSchema {
     }
 
     /// Decodes a tool from its log JSON, keeping unknown fields.
+    ///
+    /// ```
+    /// use mektpoy::ToolSchema;
+    /// use mektpoy::vocab::ToolError;
+    /// let t = ToolSchema::from_value(serde_json::json!({"name": "read", "description": "", "parameters": {}, "deferLoading": true}))?;
+    /// assert!(t.defer_loading());
+    /// let nameless = serde_json::json!({"name": "", "description": "", "parameters": {}});
+    /// assert_eq!(ToolSchema::from_value(nameless).unwrap_err(), ToolError::EmptyName);
+    /// # Ok::<(), ToolError>(())
+    /// ```
     ///
     /// # Errors
     /// A [`ToolError`] when `name` or `description` is missing or not a string, when
@@ -376,6 +395,15 @@ impl ToolSchema {
     /// The Responses API definition of a tool made by
     /// [`from_responses_tool`](Self::from_responses_tool) (or read back from its log line),
     /// `None` for a function.
+    ///
+    /// ```
+    /// use mektpoy::ToolSchema;
+    /// let def = serde_json::json!({"type": "web_search"});
+    /// let search = ToolSchema::from_responses_tool(def.as_object().unwrap().clone())?;
+    /// assert_eq!(search.responses_tool(), def.as_object());
+    /// assert_eq!(ToolSchema::no_input("read", "").responses_tool(), None, "a function");
+    /// # Ok::<(), mektpoy::vocab::ToolError>(())
+    /// ```
     pub fn responses_tool(&self) -> Option<&Map<String, Value>> {
         self.def
             .extra
@@ -384,6 +412,14 @@ impl ToolSchema {
     }
 
     /// The same definition with `defer_loading` set to `on`. O(1): the definition is shared.
+    ///
+    /// ```
+    /// use mektpoy::ToolSchema;
+    /// let read = ToolSchema::no_input("read", "Read a file");
+    /// let deferred = read.with_defer_loading(true);
+    /// assert!(deferred.defer_loading() && deferred.shares_definition_with(&read));
+    /// assert!(!deferred.same_tool(&read) && deferred.same_definition(&read));
+    /// ```
     #[must_use]
     pub fn with_defer_loading(&self, on: bool) -> Self {
         ToolSchema {
@@ -393,6 +429,11 @@ impl ToolSchema {
     }
 
     /// The tool's name, unique within one header.
+    ///
+    /// ```
+    /// use mektpoy::ToolSchema;
+    /// assert_eq!(ToolSchema::no_input("read", "Read a file").name(), "read");
+    /// ```
     pub fn name(&self) -> &str {
         &self.def.name
     }
@@ -403,22 +444,44 @@ impl ToolSchema {
     }
 
     /// The description sent to the model.
+    ///
+    /// ```
+    /// use mektpoy::ToolSchema;
+    /// assert_eq!(ToolSchema::no_input("read", "Read a file").description(), "Read a file");
+    /// ```
     pub fn description(&self) -> &str {
         &self.def.description
     }
 
     /// The JSON Schema of the arguments (always an object).
+    ///
+    /// ```
+    /// use mektpoy::ToolSchema;
+    /// assert_eq!(ToolSchema::no_input("read", "").parameters()["type"], "object");
+    /// ```
     pub fn parameters(&self) -> &Map<String, Value> {
         &self.def.parameters
     }
 
     /// Whether the declaration is deferred: declared, but offered only once a history
     /// addition activates it.
+    ///
+    /// ```
+    /// use mektpoy::ToolSchema;
+    /// assert!(!ToolSchema::no_input("read", "").defer_loading());
+    /// ```
     pub fn defer_loading(&self) -> bool {
         self.defer_loading
     }
 
     /// Fields this crate does not know, kept and written back in their order.
+    ///
+    /// ```
+    /// use mektpoy::ToolSchema;
+    /// let t = ToolSchema::from_value(serde_json::json!({"name": "read", "description": "", "parameters": {}, "annotations": {"readOnlyHint": true}}))?;
+    /// assert_eq!(t.extra()["annotations"]["readOnlyHint"], true);
+    /// # Ok::<(), mektpoy::vocab::ToolError>(())
+    /// ```
     pub fn extra(&self) -> &IndexMap<String, Value> {
         &self.def.extra
     }
@@ -429,6 +492,15 @@ impl ToolSchema {
     /// else it walks both, stopping at the first difference. A cached hash of each definition
     /// used to tell different ones apart first; measured alone it stayed within the run-to-run
     /// spread ([decision 154](crate::manual::decisions#decision-154)), so it went.
+    ///
+    /// ```
+    /// use mektpoy::ToolSchema;
+    /// let one = ToolSchema::from_value(serde_json::json!({"name": "n", "description": "", "parameters": {"max": 1}}))?;
+    /// let spelled = ToolSchema::from_value(serde_json::json!({"name": "n", "description": "", "parameters": {"max": 1.0}}))?;
+    /// assert!(one.same_definition(&spelled), "number spelling makes no change");
+    /// assert!(!one.same_definition(&ToolSchema::no_input("n", "")));
+    /// # Ok::<(), mektpoy::vocab::ToolError>(())
+    /// ```
     pub fn same_definition(&self, other: &ToolSchema) -> bool {
         Arc::ptr_eq(&self.def, &other.def)
             || (self
@@ -442,6 +514,13 @@ impl ToolSchema {
 
     /// Whether both are *the same tool* ([reference
     /// §1](crate::manual::reference#1-vocabulary-and-json)): every field equivalent.
+    ///
+    /// ```
+    /// use mektpoy::ToolSchema;
+    /// let read = ToolSchema::no_input("read", "");
+    /// assert!(read.same_tool(&ToolSchema::no_input("read", "")));
+    /// assert!(!read.same_tool(&read.with_defer_loading(true)));
+    /// ```
     pub fn same_tool(&self, other: &ToolSchema) -> bool {
         self.defer_loading == other.defer_loading && self.same_definition(other)
     }
@@ -453,6 +532,13 @@ impl ToolSchema {
     /// messages.
     ///
     /// [`Message::ptr_eq`]: crate::Message::ptr_eq
+    ///
+    /// ```
+    /// use mektpoy::ToolSchema;
+    /// let read = ToolSchema::no_input("read", "");
+    /// assert!(read.shares_definition_with(&read.clone()));
+    /// assert!(!read.shares_definition_with(&ToolSchema::no_input("read", "")), "equal, not shared");
+    /// ```
     pub fn shares_definition_with(&self, other: &ToolSchema) -> bool {
         Arc::ptr_eq(&self.def, &other.def)
     }
@@ -782,6 +868,14 @@ impl<'de> Visitor<'de> for ToolSeed<'_> {
 }
 
 /// Why a value is not a tool declaration.
+///
+/// ```
+/// use mektpoy::ToolSchema;
+/// use mektpoy::vocab::ToolError;
+/// assert_eq!(ToolSchema::from_value(serde_json::json!([])).unwrap_err(), ToolError::NotAnObject);
+/// let no_params = serde_json::json!({"name": "read", "description": ""});
+/// assert_eq!(ToolSchema::from_value(no_params).unwrap_err(), ToolError::Field("parameters"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ToolError {

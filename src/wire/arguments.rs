@@ -34,6 +34,12 @@ use crate::vocab::strict::Key;
 /// A model writes these; nothing in the session refuses them, so a loop answers such a call
 /// with an error tool result rather than running it
 /// ([`Answer::invalid_tool_calls`](crate::response::Answer::invalid_tool_calls)).
+///
+/// ```
+/// use mektpoy::wire::{ArgumentsFault, arguments_fault};
+/// assert_eq!(arguments_fault(r#"{"a":1,"a":2}"#), Some(ArgumentsFault::DuplicateKey { key: "a".into() }));
+/// assert!(matches!(arguments_fault(r#"{"path":"/tm"#), Some(ArgumentsFault::NotJson { end_of_input: true, .. })));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ArgumentsFault {
@@ -77,6 +83,12 @@ pub enum ArgumentsFault {
 /// function, so `None` here means the Messages serializer sends the text token for token.
 ///
 /// O(length of the text).
+///
+/// ```
+/// use mektpoy::wire::{ArgumentsFault, arguments_fault};
+/// assert_eq!(arguments_fault(r#"{"path":"/tmp"}"#), None);
+/// assert_eq!(arguments_fault("[1, 2]"), Some(ArgumentsFault::NotObject));
+/// ```
 pub fn arguments_fault(arguments: &str) -> Option<ArgumentsFault> {
     let fault = Cell::new(None);
     let mut de = serde_json::Deserializer::from_str(arguments);

@@ -125,6 +125,21 @@ const ANTHROPIC_TOOL_FIELDS: [&str; 3] = ["strict", "input_examples", "eager_inp
 ///
 /// Costs O(messages + blocks + tools).
 ///
+/// ```
+/// use mektpoy::wire::{WireError, serialize_messages};
+/// use mektpoy::{Config, Message, project::ProjectedToolUpdates, route_for};
+/// let messages = [Message::system("p", "Be brief."), Message::user("u1", "hi")];
+/// let projected = ProjectedToolUpdates::new(&messages[..]);
+/// let route = route_for("deepseek", "deepseek-flash");
+/// let config = Config::new("deepseek", "deepseek-flash");
+/// // The Messages API requires `max_tokens`.
+/// assert!(matches!(serialize_messages(&config, &projected, &route), Err(WireError::MissingMaxTokens)));
+/// let config = config.with("max_tokens", 64.into());
+/// let request = serialize_messages(&config, &projected, &route)?;
+/// assert!(request.body().contains(r#""system":"Be brief.""#));
+/// # Ok::<(), mektpoy::wire::WireError>(())
+/// ```
+///
 /// # Errors
 /// - [`WireError::MissingMaxTokens`] without a `max_tokens` option;
 ///   [`WireError::ReservedConfigKey`] for an option named `model`, `provider`, `system`,
@@ -289,22 +304,13 @@ fn pass(
     if let Some(segments) = request.segments.as_mut().and_then(std::sync::Arc::get_mut) {
         segments.leaves = next.as_ref().map(|r| std::sync::Arc::clone(&r.token));
     }
-    // Every debug build (the tests) checks that a resumed pass sends the bytes, and leaves the
-    // state, of a pass from the first message.
+    // A resumed pass (one that took wire messages as they were) equals a fresh one.
     #[cfg(debug_assertions)]
     if start.is_some() {
-        let (fresh, fresh_next, _) = pass(config, projected, route, context, None, keep);
-        debug_assert_eq!(fresh.as_ref().ok(), Some(&request), "resumed body departs");
-        debug_assert_eq!(
-            fresh
-                .as_ref()
-                .ok()
-                .and_then(|f| f.segments.as_deref())
-                .map(|s| &s.carried),
-            request.segments.as_deref().map(|s| &s.carried),
-            "resumed grouping departs"
-        );
-        debug_assert_eq!(fresh_next, next, "resumed state departs");
+        super::resume_check::check_resumed("Messages", Ok(&request), next.as_ref(), || {
+            let (fresh, fresh_next, _) = pass(config, projected, route, context, None, keep);
+            (fresh, fresh_next)
+        });
     }
     (Ok(request), next, resumed_turns)
 }

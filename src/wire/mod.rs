@@ -23,6 +23,8 @@ mod limits;
 mod messages;
 mod openai;
 mod responses;
+#[cfg(debug_assertions)]
+mod resume_check;
 mod thinking;
 
 #[cfg(test)]
@@ -62,6 +64,17 @@ pub use crate::vocab::DEFERRED_PLACEHOLDER_NAME;
 /// serializer notes where it put each part of the body, and the meter and the recorder read
 /// those notes, so a body changed in place would leave them describing other bytes. To send
 /// the bytes without a copy, take them with [`into_parts`](Self::into_parts).
+///
+/// ```
+/// use mektpoy::{Config, Message, Route, project::ProjectedToolUpdates, route::WireApi, wire::serialize};
+/// let config = Config::new("acme", "acme-1");
+/// let messages = [Message::user("u1", "hello")];
+/// let route = Route::plain("acme", "acme-1", WireApi::OpenAiChat);
+/// let request = serialize(&config, &ProjectedToolUpdates::new(&messages[..]), &route)?;
+/// assert_eq!(request.body(), r#"{"model":"acme-1","messages":[{"role":"user","content":"hello"}]}"#);
+/// assert_eq!(request.header("content-type"), Some("application/json"));
+/// # Ok::<(), mektpoy::wire::WireError>(())
+/// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct WireRequest {
@@ -298,6 +311,18 @@ pub(crate) fn join_resumed(
 }
 
 /// What a serializer did to a request beyond writing it out.
+///
+/// ```
+/// use mektpoy::{Config, Message, Route, project::ProjectedToolUpdates, route::WireApi, wire::serialize};
+/// let config = Config::new("acme", "acme-1");
+/// let messages = [Message::user("u1", "hello")];
+/// let route = Route::plain("acme", "acme-1", WireApi::OpenAiChat);
+/// let request = serialize(&config, &ProjectedToolUpdates::new(&messages[..]), &route)?;
+/// // Nothing left out, nothing added.
+/// assert_eq!(request.report(), &Default::default());
+/// assert_eq!(request.report().thinking_left_out, 0);
+/// # Ok::<(), mektpoy::wire::WireError>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct WireReport {
@@ -325,6 +350,18 @@ pub use crate::event::ThinkingPolicy;
 /// What the serializer needs to know beyond the projected request: the previous request of
 /// the route and the session's thinking floor. [`serialize`] uses the default (a first
 /// request: no lookback, no floor).
+///
+/// ```
+/// use mektpoy::wire::{WireContext, serialize_with};
+/// use mektpoy::{Config, Message, project::ProjectedToolUpdates, route_for};
+/// let config = Config::new("openai", "gpt-5.4");
+/// let messages = [Message::user("u1", "hello")];
+/// let projected = ProjectedToolUpdates::new(&messages[..]);
+/// let context = WireContext::default().with_prompt_cache_key("session-1");
+/// let request = serialize_with(&config, &projected, &route_for("openai", "gpt-5.4"), &context)?;
+/// assert!(request.body().contains(r#""prompt_cache_key":"session-1""#));
+/// # Ok::<(), mektpoy::wire::WireError>(())
+/// ```
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct WireContext<'a> {
@@ -344,8 +381,22 @@ pub struct WireContext<'a> {
     pub(crate) floor_key: Option<u64>,
 }
 
+/// Building a context.
+///
+/// ```
+/// use mektpoy::wire::WireContext;
+/// let context = WireContext::default().with_prompt_cache_key("s1");
+/// assert!(context.thinking.is_none() && context.prompt_cache_key == Some("s1"));
+/// ```
 impl<'a> WireContext<'a> {
     /// The same context sending `key` as the `prompt_cache_key` on a route that takes one.
+    ///
+    /// ```
+    /// use mektpoy::wire::WireContext;
+    /// let context = WireContext::default().with_prompt_cache_key("s1");
+    /// assert_eq!(context.prompt_cache_key, Some("s1"));
+    /// assert_eq!(context.previous_blocks, None);
+    /// ```
     #[must_use]
     pub fn with_prompt_cache_key(mut self, key: &'a str) -> Self {
         self.prompt_cache_key = Some(key);
@@ -372,6 +423,21 @@ impl<'a> WireContext<'a> {
 ///
 /// A request holding no such block is sent exactly as without a plan. A plan given for a route
 /// that does not bind thinking is ignored.
+///
+/// ```
+/// use std::collections::HashSet;
+/// use mektpoy::event::Rewrite;
+/// use mektpoy::wire::{ThinkingPlan, ThinkingPolicy, WireContext};
+/// let before_floor: HashSet<String> = ["a1".to_owned()].into();
+/// let plan = ThinkingPlan {
+///     policy: ThinkingPolicy::StripThinking,
+///     before_floor: &before_floor,
+///     rewrite: Rewrite::System,
+/// };
+/// let mut context = WireContext::default();
+/// context.thinking = Some(plan);
+/// assert!(context.thinking.as_ref().is_some_and(|p| p.before_floor.contains("a1")));
+/// ```
 #[derive(Clone, Debug)]
 pub struct ThinkingPlan<'a> {
     /// The session's policy.
@@ -405,6 +471,12 @@ pub use crate::event::Rewrite;
 ///
 /// The vendor's separate 4 MB limit on the rendered tool text is not checked (the rendering is
 /// the provider's).
+///
+/// ```
+/// use mektpoy::wire::ToolLimit;
+/// assert_eq!(ToolLimit::DeferredTools.max(), 10_000);
+/// assert_eq!(ToolLimit::ByValueBytes.max(), 4 * 1024 * 1024);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ToolLimit {
@@ -418,6 +490,12 @@ pub enum ToolLimit {
     DeferredTools,
 }
 
+/// A limit's value.
+///
+/// ```
+/// use mektpoy::wire::ToolLimit;
+/// assert_eq!(ToolLimit::ByValueTools.max(), 10_000);
+/// ```
 impl ToolLimit {
     /// The tool-count limit (by-value tools, deferred declarations).
     pub const MAX_TOOLS: usize = 10_000;
@@ -425,6 +503,12 @@ impl ToolLimit {
     pub const MAX_DEFINITION_BYTES: usize = 4 * 1024 * 1024;
 
     /// The limit's value.
+    ///
+    /// ```
+    /// use mektpoy::wire::ToolLimit;
+    /// assert_eq!(ToolLimit::ByValueTools.max(), ToolLimit::MAX_TOOLS);
+    /// assert_eq!(ToolLimit::ByValueBytes.max(), ToolLimit::MAX_DEFINITION_BYTES);
+    /// ```
     #[must_use]
     pub fn max(self) -> usize {
         match self {
@@ -473,8 +557,26 @@ fn after_message(message_id: &Option<String>) -> String {
         .unwrap_or_default()
 }
 
+/// Building, reading and taking apart a request.
+///
+/// ```
+/// use mektpoy::WireRequest;
+/// let request = WireRequest::new("{}", vec![]).with_header("content-type", "application/json");
+/// assert_eq!(request.header("Content-Type"), Some("application/json"));
+/// let (body, headers) = request.into_parts();
+/// assert_eq!((body.as_str(), headers.len()), ("{}", 1));
+/// ```
 impl WireRequest {
     /// A request from its body and headers, with an empty report.
+    ///
+    /// ```
+    /// use mektpoy::WireRequest;
+    /// // Bytes saved earlier, sent again.
+    /// let saved = r#"{"model":"acme-1","messages":[]}"#;
+    /// let request = WireRequest::new(saved, vec![("content-type".into(), "application/json".into())]);
+    /// assert_eq!(request.body(), saved);
+    /// assert_eq!(request.report(), &Default::default());
+    /// ```
     pub fn new(body: impl Into<String>, headers: Vec<(String, String)>) -> Self {
         WireRequest {
             body: body.into(),
@@ -487,12 +589,32 @@ impl WireRequest {
     }
 
     /// The request body: compact JSON.
+    ///
+    /// ```
+    /// use mektpoy::WireRequest;
+    /// let request = WireRequest::new(r#"{"messages":[]}"#, vec![]);
+    /// let parsed: serde_json::Value = serde_json::from_str(request.body())?;
+    /// assert!(parsed["messages"].is_array());
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
     #[must_use]
     pub fn body(&self) -> &str {
         &self.body
     }
 
     /// `(name, value)` pairs, names lowercase, in the order they should be sent.
+    ///
+    /// ```
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("anthropic", "claude-fable-5-1");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route)
+    ///     .option("max_tokens", 64.into())
+    ///     .build()?;
+    /// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
+    /// let names: Vec<&str> = wire.headers().iter().map(|(n, _)| n.as_str()).collect();
+    /// assert!(names.contains(&"anthropic-version") && names.contains(&"anthropic-beta"));
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     #[must_use]
     pub fn headers(&self) -> &[(String, String)] {
         &self.headers
@@ -500,6 +622,13 @@ impl WireRequest {
 
     /// What the serializer left out or added, and why (thinking policy, unverifiable
     /// reasoning, cache breakpoints).
+    ///
+    /// ```
+    /// use mektpoy::WireRequest;
+    /// let request = WireRequest::new("{}", vec![]);
+    /// assert!(!request.report().drop_block);
+    /// assert_eq!(request.report().lookback_breakpoint, None);
+    /// ```
     #[must_use]
     pub fn report(&self) -> &WireReport {
         &self.report
@@ -508,6 +637,18 @@ impl WireRequest {
     /// Why this request opens a series, as the recorder decided: set by
     /// [`Request::to_wire`](crate::Request::to_wire), `None` from the stateless serializers.
     /// The meter needs it to tell a loss the caller chose from one the route imposed.
+    ///
+    /// ```
+    /// use mektpoy::event::SeriesStart;
+    /// use mektpoy::{AgentLoop, Message, Session, route_for};
+    /// let route = route_for("deepseek", "deepseek-flash");
+    /// let mut agent = AgentLoop::builder(Session::new("s"), route)
+    ///     .option("max_tokens", 64.into())
+    ///     .build()?;
+    /// let wire = agent.user_turn([Message::user("u1", "hi")])?.to_wire()?;
+    /// assert_eq!(wire.series_start(), Some(SeriesStart::First));
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     #[must_use]
     pub fn series_start(&self) -> Option<crate::event::SeriesStart> {
         self.series_start
@@ -515,6 +656,13 @@ impl WireRequest {
 
     /// The same request with one more header (say, a test or tracing header of the caller's);
     /// the body is untouched.
+    ///
+    /// ```
+    /// use mektpoy::WireRequest;
+    /// let request = WireRequest::new("{}", vec![]).with_header("x-trace-id", "t-42");
+    /// assert_eq!(request.header("X-Trace-Id"), Some("t-42"));
+    /// assert_eq!(request.body(), "{}");
+    /// ```
     #[must_use]
     pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.headers.push((name.into(), value.into()));
@@ -524,6 +672,13 @@ impl WireRequest {
     /// The same request marked as opening a series for `start`, as
     /// [`Request::to_wire`](crate::Request::to_wire) marks it: for a request rebuilt from its
     /// saved bytes ([`WireRequest::new`]) that the meter should read as the recorder decided.
+    ///
+    /// ```
+    /// use mektpoy::event::SeriesStart;
+    /// use mektpoy::WireRequest;
+    /// let rebuilt = WireRequest::new("{}", vec![]).with_series_start(Some(SeriesStart::First));
+    /// assert_eq!(rebuilt.series_start(), Some(SeriesStart::First));
+    /// ```
     #[must_use]
     pub fn with_series_start(mut self, start: Option<crate::event::SeriesStart>) -> Self {
         self.series_start = start;
@@ -677,6 +832,12 @@ pub enum WireError {
     },
 }
 
+/// Where a refusal points.
+///
+/// ```
+/// use mektpoy::wire::WireError;
+/// assert_eq!(WireError::MissingMaxTokens.message_id(), None);
+/// ```
 impl WireError {
     /// A fault inside message `message_id`.
     pub(crate) fn message(message_id: impl Into<String>, kind: MessageFault) -> Self {
@@ -688,6 +849,17 @@ impl WireError {
 
     /// The id of the message the fault is in or comes from, when it has one: every
     /// [`WireError::Message`], and a tool or limit fault of a by-value definition.
+    ///
+    /// ```
+    /// use mektpoy::{Config, Message, Route, project::ProjectedToolUpdates, route::WireApi, wire::serialize};
+    /// // An answer that ends the request: the route refuses assistant prefill.
+    /// let messages = [Message::user("u1", "hi"), Message::assistant("a1", "Sure,", "anthropic", "m")];
+    /// let route = Route::builder("anthropic", "m", WireApi::Messages).assistant_prefill(false).build()?;
+    /// let config = Config::new("anthropic", "m").with("max_tokens", 64.into());
+    /// let refused = serialize(&config, &ProjectedToolUpdates::new(&messages[..]), &route).unwrap_err();
+    /// assert_eq!(refused.message_id(), Some("a1"));
+    /// # Ok::<(), mektpoy::Error>(())
+    /// ```
     #[must_use]
     pub fn message_id(&self) -> Option<&str> {
         match self {
@@ -789,6 +961,17 @@ impl std::error::Error for WireError {
 
 /// What is wrong inside one message of a request ([`WireError::Message`]). Its message does
 /// not name the message; the `WireError` around it does.
+///
+/// ```
+/// use mektpoy::wire::{MessageFault, WireError, serialize};
+/// use mektpoy::{Config, Message, Route, project::ProjectedToolUpdates, route::WireApi};
+/// let messages = [Message::user("u1", "hi"), Message::assistant("a1", "Sure,", "anthropic", "m")];
+/// let route = Route::builder("anthropic", "m", WireApi::Messages).assistant_prefill(false).build()?;
+/// let config = Config::new("anthropic", "m").with("max_tokens", 64.into());
+/// let refused = serialize(&config, &ProjectedToolUpdates::new(&messages[..]), &route).unwrap_err();
+/// assert!(matches!(refused, WireError::Message { kind: MessageFault::AssistantPrefill, .. }));
+/// # Ok::<(), mektpoy::Error>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MessageFault {
@@ -943,6 +1126,19 @@ pub fn serialize(
 
 /// [`serialize`] with what the route's previous request and the session's thinking floor say
 /// (the automatic-caching lookback, the thinking policy). [`Request::to_wire`] supplies it.
+///
+/// ```
+/// use mektpoy::wire::{WireContext, serialize, serialize_with};
+/// use mektpoy::{Config, Message, project::ProjectedToolUpdates, route_for};
+/// let config = Config::new("openai", "gpt-5.4");
+/// let messages = [Message::user("u1", "hello")];
+/// let projected = ProjectedToolUpdates::new(&messages[..]);
+/// let route = route_for("openai", "gpt-5.4");
+/// // The default context is what `serialize` uses.
+/// let plain = serialize_with(&config, &projected, &route, &WireContext::default())?;
+/// assert_eq!(plain, serialize(&config, &projected, &route)?);
+/// # Ok::<(), mektpoy::wire::WireError>(())
+/// ```
 ///
 /// # Errors
 /// As [`serialize`], plus the thinking policy's refusals.

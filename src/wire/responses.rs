@@ -137,6 +137,20 @@ const INCLUDE_REASONING: &str = "reasoning.encrypted_content";
 ///   "additional_tools","role":"developer","tools":[…]}` item (the definitions of the projected
 ///   declarations they name), each run of text as a developer message.
 ///
+/// ```
+/// use mektpoy::wire::{WireContext, serialize_responses};
+/// use mektpoy::{Config, Message, project::ProjectedToolUpdates, route_for};
+/// let config = Config::new("openai", "gpt-5.4");
+/// let messages = [Message::system("p", "Be brief."), Message::user("u1", "hi")];
+/// let projected = ProjectedToolUpdates::new(&messages[..]);
+/// let route = route_for("openai", "gpt-5.4");
+/// let request = serialize_responses(&config, &projected, &route, &WireContext::default())?;
+/// let body: serde_json::Value = serde_json::from_str(request.body())?;
+/// assert_eq!(body["instructions"], "Be brief.");
+/// assert_eq!(body["store"], false);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
 /// # Errors
 /// As [`serialize_openai_chat`](super::serialize_openai_chat) for names, pairing, system
 /// messages and unknown blocks, plus [`WireError::ReservedConfigKey`] for `instructions`,
@@ -294,20 +308,13 @@ fn pass(
     #[cfg(debug_assertions)]
     let given = resume.is_some();
     let (request, next, resumed) = resumed_pass(config, projected, route, context, resume, keep);
-    // Every debug build (the tests) checks that a pass given a resume point sends the bytes
-    // (or the refusal), and leaves the state, of a pass from the first message.
     #[cfg(debug_assertions)]
     if given {
-        let (fresh, fresh_next, _) = resumed_pass(config, projected, route, context, None, keep);
-        match (&fresh, &request) {
-            (Ok(f), Ok(r)) => debug_assert_eq!(f, r, "resumed Responses body departs"),
-            (f, r) => debug_assert_eq!(
-                format!("{:?}", f.as_ref().err()),
-                format!("{:?}", r.as_ref().err()),
-                "resumed Responses refusal departs"
-            ),
-        }
-        debug_assert_eq!(fresh_next, next, "resumed Responses state departs");
+        super::resume_check::check_resumed("Responses", request.as_ref(), next.as_ref(), || {
+            let (fresh, fresh_next, _) =
+                resumed_pass(config, projected, route, context, None, keep);
+            (fresh, fresh_next)
+        });
     }
     (request, next, resumed)
 }
