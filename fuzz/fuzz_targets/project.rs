@@ -110,9 +110,11 @@ fn tool(pick: ToolPick) -> ToolSchema {
     t.with_defer_loading(pick.deferred)
 }
 
-fn block(b: Block) -> ContentBlock {
+/// The block `b` picks; `None` for a call or change naming the empty tool, which no
+/// constructor builds (issue 21).
+fn block(b: Block) -> Option<ContentBlock> {
     let name = |n: u8| NAMES[usize::from(n) % NAMES.len()].to_owned();
-    match b {
+    Some(match b {
         Block::Text(empty) => ContentBlock::text(if empty { "" } else { "hi" }),
         Block::Reasoning { signed, extra_type } => {
             let mut v = json!({"type": "reasoning", "text": "r"});
@@ -131,22 +133,18 @@ fn block(b: Block) -> ContentBlock {
         // A block without `type` can no longer be built (`ContentBlock::other` refuses it);
         // the nearest unknown block is one whose type is empty.
         Block::NoType => ContentBlock::other(json!({"type": "", "data": 1})).unwrap(),
-        Block::Call { id, name: n, args } => ContentBlock::ToolCall {
-            id: format!("c{}", id % 4),
-            name: name(n),
-            arguments: match args % 6 {
+        Block::Call { id, name: n, args } => ContentBlock::tool_call(format!("c{}", id % 4), name(n), match args % 6 {
                 0 => "{}".into(),
                 1 => r#"{"p":1}"#.into(),
                 2 => "{".into(),
                 3 => "[1]".into(),
                 4 => r#"{"p":1,"p":2}"#.into(),
                 _ => format!("{{\"a\":{}{}}}", "[".repeat(126), "]".repeat(126)),
-            },
-        },
-        Block::Addition(n) => ContentBlock::addition(name(n)),
-        Block::Removal(n) => ContentBlock::removal(name(n)),
-        Block::Redefinition(n) => ContentBlock::redefinition(name(n)),
-    }
+            }).ok()?,
+        Block::Addition(n) => ContentBlock::addition(name(n)).ok()?,
+        Block::Removal(n) => ContentBlock::removal(name(n)).ok()?,
+        Block::Redefinition(n) => ContentBlock::redefinition(name(n)).ok()?,
+    })
 }
 
 fn messages(input: &Input, provider: &str) -> Vec<Message> {
@@ -156,7 +154,7 @@ fn messages(input: &Input, provider: &str) -> Vec<Message> {
             Some(j) if !out.is_empty() => out[usize::from(j) % out.len()].id().to_owned(),
             _ => format!("m{i}"),
         };
-        let content: Vec<ContentBlock> = m.blocks.iter().take(6).copied().map(block).collect();
+        let content: Vec<ContentBlock> = m.blocks.iter().take(6).copied().filter_map(block).collect();
         let (role, source) = match m.who {
             Who::User => (Role::User, MessageSource::User),
             Who::Assistant(p) => (
@@ -212,17 +210,17 @@ fn config(provider: &str, model: &str, pick: u8) -> Config {
     let c = Config::new(provider, model);
     match pick % 6 {
         0 => c,
-        1 => c.with("max_tokens", json!(64)),
+        1 => c.with("max_tokens", json!(64)).unwrap(),
         2 => c
-            .with("max_tokens", json!(64))
-            .with("thinking", json!({"type": "adaptive"})),
+            .with("max_tokens", json!(64)).unwrap()
+            .with("thinking", json!({"type": "adaptive"})).unwrap(),
         3 => c
-            .with("max_tokens", json!(64))
-            .with("thinking", json!({"type": "disabled"})),
+            .with("max_tokens", json!(64)).unwrap()
+            .with("thinking", json!({"type": "disabled"})).unwrap(),
         4 => c
-            .with("max_tokens", json!(64))
-            .with("tool_choice", json!({"type": "tool", "name": "a"})),
-        _ => c.with("max_tokens", json!(64)).with("tools", json!([])),
+            .with("max_tokens", json!(64)).unwrap()
+            .with("tool_choice", json!({"type": "tool", "name": "a"})).unwrap(),
+        _ => c.with("max_tokens", json!(64)).unwrap().with("tools", json!([])).unwrap(),
     }
 }
 

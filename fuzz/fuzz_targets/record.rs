@@ -142,17 +142,17 @@ fn config(route: &Route, pick: u8) -> Config {
     let c = Config::new(route.provider.to_string(), route.model.to_string());
     match pick % 6 {
         0 => c,
-        1 => c.with("max_tokens", json!(1024)),
+        1 => c.with("max_tokens", json!(1024)).unwrap(),
         2 => c
-            .with("max_tokens", json!(1024))
-            .with("thinking", json!({"type": "adaptive"})),
+            .with("max_tokens", json!(1024)).unwrap()
+            .with("thinking", json!({"type": "adaptive"})).unwrap(),
         3 => c
-            .with("max_tokens", json!(1024))
-            .with("thinking", json!({"type": "disabled"})),
+            .with("max_tokens", json!(1024)).unwrap()
+            .with("thinking", json!({"type": "disabled"})).unwrap(),
         4 => c
-            .with("max_tokens", json!(1024))
-            .with("tool_choice", json!({"type": "any"})),
-        _ => c.with("max_tokens", json!(16)).with("system", json!("x")),
+            .with("max_tokens", json!(1024)).unwrap()
+            .with("tool_choice", json!({"type": "any"})).unwrap(),
+        _ => c.with("max_tokens", json!(16)).unwrap().with("system", json!("x")).unwrap(),
     }
 }
 
@@ -310,11 +310,7 @@ fn run(input: &Input, routes: &[Route], main: usize) {
                     content.push(block);
                     provider = p;
                 }
-                content.push(ContentBlock::ToolCall {
-                    id: call_id.clone(),
-                    name: NAMES[usize::from(*tool) % NAMES.len()].into(),
-                    arguments: arguments(*args),
-                });
+                content.push(ContentBlock::tool_call(call_id.clone(), NAMES[usize::from(*tool) % NAMES.len()], arguments(*args)).unwrap());
                 let message = Message::new(
                     fresh("a"),
                     Role::Assistant,

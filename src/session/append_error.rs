@@ -119,16 +119,6 @@ pub enum AppendErrorKind {
         /// The repeated id.
         id: String,
     },
-    /// A block built by code that decoding would refuse: a tool call or tool change naming a
-    /// tool with an empty name (their variants' fields are public). A [`ContentBlock::Other`]
-    /// cannot be malformed: [`ContentBlock::other`] refuses a known or missing `type`.
-    #[error("message {id}: content block {index} is malformed")]
-    MalformedBlock {
-        /// The message id.
-        id: String,
-        /// 0-based block position.
-        index: usize,
-    },
     /// `headerSeq` does not name an earlier `request/header`.
     #[error("headerSeq {header} is not an earlier request/header")]
     UnknownHeader {

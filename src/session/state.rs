@@ -285,28 +285,17 @@ impl LogState {
         if let Some(index) = msg
             .content()
             .iter()
-            .position(ContentBlock::names_empty_tool)
-        {
-            return Err(AppendErrorKind::MalformedBlock { id: id(), index });
-        }
-        if let Some(index) = msg
-            .content()
-            .iter()
             .position(|b| matches!(b, ContentBlock::InlineAddition(_)))
         {
             return Err(AppendErrorKind::ProjectionOnlyBlock { id: id(), index });
         }
         for block in msg.content() {
-            if let ContentBlock::ToolCall {
-                id: call,
-                arguments,
-                ..
-            } = block
-                && arguments_depth(arguments) > ContentBlock::ARGUMENTS_DEPTH_LIMIT
+            if let ContentBlock::ToolCall(call) = block
+                && arguments_depth(call.arguments()) > ContentBlock::ARGUMENTS_DEPTH_LIMIT
             {
                 return Err(AppendErrorKind::ArgumentsTooDeep {
                     id: id(),
-                    call_id: call.clone(),
+                    call_id: call.id().to_owned(),
                     limit: ContentBlock::ARGUMENTS_DEPTH_LIMIT,
                 });
             }
@@ -333,11 +322,11 @@ impl LogState {
             };
             for block in msg.content() {
                 let (tool_name, redefines) = match block {
-                    ContentBlock::ToolAddition { tool_name } => (tool_name, false),
-                    ContentBlock::ToolRedefinition { tool_name } => (tool_name, true),
+                    ContentBlock::ToolAddition(r) => (r.tool_name(), false),
+                    ContentBlock::ToolRedefinition(r) => (r.tool_name(), true),
                     _ => continue,
                 };
-                let tool = tool_name.clone();
+                let tool = tool_name.to_owned();
                 match header {
                     None if redefines => {
                         return Err(AppendErrorKind::RedefinitionWithoutHeaderSeq {
