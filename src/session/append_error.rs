@@ -259,10 +259,13 @@ pub enum AppendErrorKind {
         /// The known type.
         event_type: String,
     },
-    /// A map of unknown fields (`Config::extra`, `RequestHeader::extra`, a reasoning block's
-    /// `extra`, all public) holds a key the event already writes, which would shadow that field
-    /// when the line is read back. (An opaque event's fields cannot: [`OpaqueEvent::new`]
-    /// refuses `type` and `surfaceOp`.)
+    /// A public map of unknown fields (`RequestHeader::extra`, a reasoning block's `extra`) holds
+    /// a key the event already writes, which would shadow that field when the line is read
+    /// back. (An opaque event's fields cannot: [`OpaqueEvent::new`] refuses `type` and
+    /// `surfaceOp`; nor can a configuration's options: [`Config::with`] refuses `provider` and
+    /// `model`.)
+    ///
+    /// [`Config::with`]: crate::Config::with
     ///
     /// [`OpaqueEvent::new`]: crate::event::OpaqueEvent::new
     #[error("unknown field `{key}` shadows a field of the event")]

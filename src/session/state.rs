@@ -482,8 +482,9 @@ impl LogState {
     }
 }
 
-/// Refuses events whose line would not decode as the same event: an unknown-field map (all
-/// public) holding a key the encoder already writes, or an opaque event of type `session`
+/// Refuses events whose line would not decode as the same event: a public unknown-field map
+/// holding a key the encoder already writes (a configuration's options cannot: `Config::with`
+/// refuses `provider` and `model`), or an opaque event of type `session`
 /// (decoded by `append_json`; it would read back as a second session line). O(size of the
 /// event).
 fn check_encodable(event: &Event) -> Result<(), AppendErrorKind> {
@@ -493,8 +494,7 @@ fn check_encodable(event: &Event) -> Result<(), AppendErrorKind> {
             .map(|k| AppendErrorKind::ReservedKey { key: k.clone() })
     };
     let fault = match event {
-        Event::Header(h) => reserved(h.header.config.extra.keys(), &["provider", "model"])
-            .or_else(|| reserved(h.header.extra.keys(), &["config", "tools"])),
+        Event::Header(h) => reserved(h.header.extra.keys(), &["config", "tools"]),
         // Only a decoded `session` line gets here: `OpaqueEvent::new` refuses every known
         // type and the keys `type` and `surfaceOp`, and decoding takes those keys out.
         Event::Opaque(o) if is_known_event_type(o.event_type()) => {
