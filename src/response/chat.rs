@@ -29,7 +29,8 @@ use serde::Deserialize;
 use super::sse::Framer;
 use super::usage::ChatUsage;
 use super::{
-    Answer, Malformation, ProviderError, ResponseError, StopReason, assistant_message, reasoning,
+    Answer, Malformation, MissingPart, ProviderError, ResponseError, StopReason, assistant_message,
+    reasoning,
 };
 use crate::vocab::ContentBlock;
 
@@ -361,7 +362,7 @@ impl ChatStream {
         }
         if !self.done {
             return Err(ResponseError::CutOff {
-                missing: "data: [DONE]".to_owned(),
+                missing: MissingPart::Event("data: [DONE]"),
             });
         }
         let (id, model) = head(self.id, self.model, "stream")?;

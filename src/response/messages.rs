@@ -38,8 +38,8 @@ use serde_json::value::RawValue;
 use super::sse::Framer;
 use super::usage::MessagesUsage;
 use super::{
-    Answer, Malformation, ProviderError, RawDiagnostics, RawTransformation, ResponseError,
-    StopReason, assistant_message, reasoning, transformations, unknown_block,
+    Answer, Malformation, MissingPart, ProviderError, RawDiagnostics, RawTransformation,
+    ResponseError, StopReason, assistant_message, reasoning, transformations, unknown_block,
 };
 use crate::vocab::ContentBlock;
 use crate::wire::compact_json;
@@ -476,12 +476,12 @@ impl MessagesStream {
         }
         let Some(start) = self.start else {
             return Err(ResponseError::CutOff {
-                missing: "message_start".to_owned(),
+                missing: MissingPart::Event("message_start"),
             });
         };
         if !self.stopped {
             return Err(ResponseError::CutOff {
-                missing: "message_stop".to_owned(),
+                missing: MissingPart::Event("message_stop"),
             });
         }
         let mut content = Vec::with_capacity(self.blocks.len());
@@ -490,7 +490,7 @@ impl MessagesStream {
                 Slot::Done(block) => content.push(block),
                 _ => {
                     return Err(ResponseError::CutOff {
-                        missing: format!("content_block_stop of block {index}"),
+                        missing: MissingPart::BlockStop(index),
                     });
                 }
             }
@@ -770,7 +770,7 @@ impl MessagesStream {
 pub(super) fn torn(error: ResponseError) -> ResponseError {
     match error {
         ResponseError::Json { context, .. } => ResponseError::CutOff {
-            missing: format!("the rest of the {context}"),
+            missing: MissingPart::RestOf(context),
         },
         error => error,
     }

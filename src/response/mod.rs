@@ -446,7 +446,7 @@ pub enum ResponseError {
     #[error("the stream was cut off: {missing} never came")]
     CutOff {
         /// What was still missing.
-        missing: String,
+        missing: MissingPart,
     },
     /// The stream already refused an event; a refused stream cannot be resumed.
     #[error("the stream already failed")]
@@ -467,6 +467,31 @@ impl ResponseError {
             reason,
         }
     }
+}
+
+/// What a cut-off stream still lacked ([`ResponseError::CutOff`]): a case per end a stream can
+/// miss, displayed as the event's own name.
+///
+/// ```
+/// use mektpoy::response::{MessagesStream, MissingPart, ResponseError};
+/// let err = MessagesStream::new("anthropic", None).finish().unwrap_err();
+/// assert!(matches!(err, ResponseError::CutOff { missing: MissingPart::Event("message_start") }));
+/// assert_eq!(err.to_string(), "the stream was cut off: message_start never came");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MissingPart {
+    /// The event that opens or ends the stream (`message_start`, `message_stop`,
+    /// `data: [DONE]`, `response.completed`).
+    #[error("{0}")]
+    Event(&'static str),
+    /// The `content_block_stop` of the block at this index (Messages API).
+    #[error("content_block_stop of block {0}")]
+    BlockStop(usize),
+    /// The rest of an event the text ended inside (its data is cut short); the event's
+    /// context, as [`ResponseError::Json`] names it.
+    #[error("the rest of the {0}")]
+    RestOf(String),
 }
 
 /// What is wrong with a body or an event that is JSON ([`ResponseError::Malformed`]): a case

@@ -70,8 +70,8 @@ use serde_json::Value;
 use super::sse::Framer;
 use super::usage::ResponsesUsage;
 use super::{
-    Answer, Malformation, ProviderError, ResponseError, StopReason, assistant_message, reasoning,
-    unknown_block,
+    Answer, Malformation, MissingPart, ProviderError, ResponseError, StopReason, assistant_message,
+    reasoning, unknown_block,
 };
 use crate::vocab::ContentBlock;
 
@@ -526,7 +526,7 @@ impl ResponsesStream {
         }
         let Some(mut end) = self.end else {
             return Err(ResponseError::CutOff {
-                missing: "response.completed".to_owned(),
+                missing: MissingPart::Event("response.completed"),
             });
         };
         if let Some(head) = self.head {
