@@ -45,11 +45,9 @@ fn session_of(pairs: usize) -> Session {
         let call = Message::new(
             format!("a{i}"),
             Role::Assistant,
-            vec![ContentBlock::ToolCall {
-                id: format!("c{i}"),
-                name: name.to_owned(),
-                arguments: "{}".to_owned(),
-            }],
+            vec![
+                ContentBlock::tool_call(format!("c{i}"), name.to_owned(), "{}".to_owned()).unwrap(),
+            ],
             MessageSource::Model {
                 provider: "anthropic".to_owned(),
                 model: "claude-opus-5".to_owned(),

@@ -22,7 +22,9 @@ fn record(c: &mut Criterion) {
             ("openai_chat", "openai-compatible", "any"),
         ] {
             let route = route_for(provider, model);
-            let config = Config::new(provider, model).with("max_tokens", 1024.into());
+            let config = Config::new(provider, model)
+                .with("max_tokens", 1024.into())
+                .unwrap();
             group.bench_function(BenchmarkId::new(label, messages), |b| {
                 b.iter_batched(
                     || {

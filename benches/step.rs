@@ -94,11 +94,12 @@ fn round(n: u64, s: &Setup) -> [Message; 2] {
         Role::Assistant,
         vec![
             ContentBlock::text(format!("Reading part {n} of the file.")),
-            ContentBlock::ToolCall {
-                id: call.clone(),
-                name: format!("tool{}", n % 8),
-                arguments: format!(r#"{{"path":"src/file{n}.rs","line":{n}}}"#),
-            },
+            ContentBlock::tool_call(
+                call.clone(),
+                format!("tool{}", n % 8),
+                format!(r#"{{"path":"src/file{n}.rs","line":{n}}}"#),
+            )
+            .unwrap(),
         ],
         MessageSource::Model {
             provider: s.provider.into(),
@@ -122,7 +123,9 @@ struct Fixture {
 
 fn fixture(s: &Setup, messages: usize) -> Fixture {
     let route = route_for(s.provider, s.model);
-    let config = Config::new(s.provider, s.model).with("max_tokens", 1024.into());
+    let config = Config::new(s.provider, s.model)
+        .with("max_tokens", 1024.into())
+        .unwrap();
     let mut agent = AgentLoop::builder(Session::new("bench"), route.clone())
         .config(config.clone())
         .system_prompt("You are a careful assistant.")

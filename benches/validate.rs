@@ -35,7 +35,7 @@ fn developer(i: usize, tools: usize) -> Event {
     Event::developer(
         Message::developer(
             format!("d{i}"),
-            vec![ContentBlock::addition(format!("tool{}", i % tools))],
+            vec![ContentBlock::addition(format!("tool{}", i % tools)).unwrap()],
         ),
         Some(Seq(0)),
     )
@@ -91,11 +91,7 @@ fn call_and_result(i: usize) -> [Event; 2] {
     let call = Message::new(
         format!("a{i}"),
         Role::Assistant,
-        vec![ContentBlock::ToolCall {
-            id: format!("c{i}"),
-            name: "read".to_owned(),
-            arguments: "{}".to_owned(),
-        }],
+        vec![ContentBlock::tool_call(format!("c{i}"), "read".to_owned(), "{}".to_owned()).unwrap()],
         MessageSource::Model {
             provider: "anthropic".to_owned(),
             model: "claude-opus-5".to_owned(),

@@ -113,7 +113,7 @@ struct Run {
 
 fn run(label: &str, route: Route, order: ToolOrder) -> Result<Run, Error> {
     let config = Config::new(route.provider.to_string(), route.model.to_string())
-        .with("max_tokens", 1024.into());
+        .with("max_tokens", 1024.into())?;
     let mut agent = AgentLoop::builder(mektpoy::Session::new("demo"), route)
         .config(config)
         .system_prompt(system_prompt())

@@ -3,7 +3,7 @@
 
 use crate::agent::RecordError;
 use crate::agent::replay::ReplayError;
-use crate::event::{DecodeError, OpaqueError};
+use crate::event::{ConfigError, DecodeError, OpaqueError};
 use crate::meter::MeterError;
 use crate::project::UnknownTool;
 use crate::route::RouteError;
@@ -50,6 +50,9 @@ pub enum Error {
     /// An event's JSON is malformed.
     #[error(transparent)]
     Decode(#[from] DecodeError),
+    /// [`Config::with`](crate::Config::with) refused an option.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
     /// The session refused an event.
     #[error(transparent)]
     Append(#[from] AppendError),

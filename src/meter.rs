@@ -36,6 +36,7 @@ use serde_json::value::RawValue;
 use crate::event::SeriesStart;
 use crate::response::Usage;
 use crate::route::{Price, Route, WireApi};
+use crate::vocab::JsonFault;
 use crate::wire::{WireRequest, without_markers};
 
 mod cache;
@@ -112,9 +113,17 @@ pub enum MeterError {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RestoreFault {
-    /// Not the JSON [`Meter::save`] writes.
+    /// Not the JSON [`Meter::save`] writes: the parser's fault.
     #[error("not a saved meter ({0})")]
-    Malformed(String),
+    Malformed(JsonFault),
+    /// The saved departures are not one per row.
+    #[error("not a saved meter (one departure per row expected)")]
+    DeparturesPerRow {
+        /// The saved rows.
+        rows: usize,
+        /// The saved departures.
+        departures: usize,
+    },
     /// A version this crate does not read.
     #[error("version {0} is not one of 1 to {SAVE_VERSION}")]
     Version(u64),
@@ -994,8 +1003,9 @@ mod tests {
         use crate::project::project_tool_updates;
         use crate::vocab::{ContentBlock, Message, MessageSource, Role, ToolSchema};
         use crate::wire::{WireContext, serialize_resuming};
-        let config =
-            Config::new(route.provider.clone(), route.model.clone()).with("max_tokens", 64.into());
+        let config = Config::new(route.provider.clone(), route.model.clone())
+            .with("max_tokens", 64.into())
+            .unwrap();
         let mut parameters = serde_json::Map::new();
         parameters.insert("type".into(), "object".into());
         let tools = vec![ToolSchema::new("read", "Read a file", parameters)];
@@ -1011,11 +1021,12 @@ mod tests {
                     Role::Assistant,
                     vec![
                         ContentBlock::text(format!("part {k}")),
-                        ContentBlock::ToolCall {
-                            id: format!("c{k}"),
-                            name: "read".into(),
-                            arguments: format!(r#"{{"line":{k}}}"#),
-                        },
+                        ContentBlock::tool_call(
+                            format!("c{k}"),
+                            "read",
+                            format!(r#"{{"line":{k}}}"#),
+                        )
+                        .unwrap(),
                     ],
                     MessageSource::Model {
                         provider: route.provider.to_string(),
@@ -1205,7 +1216,9 @@ mod tests {
         use crate::vocab::Message;
         use crate::wire::{WireContext, serialize_resuming};
         let route = crate::route::route_for("deepseek", "deepseek-flash");
-        let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
+        let config = Config::new("deepseek", "deepseek-flash")
+            .with("max_tokens", 64.into())
+            .unwrap();
         let mut messages = vec![Message::user("u0", "hi ".repeat(300))];
         let mut wires = Vec::new();
         let mut resume = None;

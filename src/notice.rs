@@ -82,9 +82,9 @@ impl fmt::Display for Notice {
 ///
 /// ```
 /// use mektpoy::{ContentBlock, Message, notice::is_tool_notice};
-/// let change = Message::developer("d1", vec![ContentBlock::addition("read")]);
+/// let change = Message::developer("d1", vec![ContentBlock::addition("read").unwrap()]);
 /// assert!(is_tool_notice(&change));
-/// let mixed = Message::developer("d2", vec![ContentBlock::addition("read"), ContentBlock::text("x")]);
+/// let mixed = Message::developer("d2", vec![ContentBlock::addition("read").unwrap(), ContentBlock::text("x")]);
 /// assert!(!is_tool_notice(&mixed));
 /// ```
 #[must_use]
@@ -99,7 +99,7 @@ pub fn is_tool_notice(message: &Message) -> bool {
 ///
 /// ```
 /// use mektpoy::{ContentBlock, Message, notice::{Locale, notice}};
-/// let m = Message::developer("d1", vec![ContentBlock::addition("a"), ContentBlock::removal("b")]);
+/// let m = Message::developer("d1", vec![ContentBlock::addition("a").unwrap(), ContentBlock::removal("b").unwrap()]);
 /// let n = notice(&m, Locale::En).unwrap();
 /// assert_eq!(n.to_string(), "Tools updated · 1 added, 1 removed");
 /// assert_eq!(n.details, ["Added: a", "Removed: b"]);
@@ -113,8 +113,8 @@ pub fn notice(message: &Message, locale: Locale) -> Option<Notice> {
     let s = Strings::of(locale);
     // Kind of each block: 0 added, 1 removed, 2 updated (redefined).
     let kind = |b: &ContentBlock| match b {
-        ContentBlock::ToolAddition { .. } | ContentBlock::InlineAddition(_) => 0,
-        ContentBlock::ToolRemoval { .. } => 1,
+        ContentBlock::ToolAddition(_) | ContentBlock::InlineAddition(_) => 0,
+        ContentBlock::ToolRemoval(_) => 1,
         _ => 2,
     };
     if let [only] = message.content() {
@@ -205,9 +205,9 @@ mod tests {
         let content = blocks
             .iter()
             .map(|b| match b.split_at(1) {
-                ("+", name) => ContentBlock::addition(name),
-                ("-", name) => ContentBlock::removal(name),
-                ("~", name) => ContentBlock::redefinition(name),
+                ("+", name) => ContentBlock::addition(name).unwrap(),
+                ("-", name) => ContentBlock::removal(name).unwrap(),
+                ("~", name) => ContentBlock::redefinition(name).unwrap(),
                 _ => ContentBlock::text(*b),
             })
             .collect();
@@ -345,14 +345,17 @@ mod tests {
     fn only_developer_messages_with_only_tool_changes_are_notices() {
         let other = ContentBlock::other(json!({"type": "image", "url": "x"})).unwrap();
         let not_notices = [
-            Message::developer("d", vec![ContentBlock::addition("a"), other.clone()]),
+            Message::developer(
+                "d",
+                vec![ContentBlock::addition("a").unwrap(), other.clone()],
+            ),
             Message::developer("d", vec![other]),
             // A non-developer role never is, whatever its blocks (validation refuses such a
             // message at append; a hand-built one must still not read as a notice).
             Message::new(
                 "u",
                 Role::User,
-                vec![ContentBlock::addition("a")],
+                vec![ContentBlock::addition("a").unwrap()],
                 MessageSource::User,
             ),
             Message::user("u", "Tool added: a"),

@@ -214,7 +214,7 @@ impl ProjectionPath {
 /// let b = ToolSchema::new("b", "tool b", serde_json::Map::new());
 /// let messages = [
 ///     Message::user("u1", "hello"),
-///     Message::developer("d1", vec![ContentBlock::addition("b")]),
+///     Message::developer("d1", vec![ContentBlock::addition("b").unwrap()]),
 /// ];
 /// let history = ToolHistory::new([a.clone()], [ToolUpdate::new("d1", [b.clone()])]);
 /// let tools = [a, b];
@@ -311,7 +311,7 @@ fn project<'a>(
 /// let b = ToolSchema::new("b", "tool b", serde_json::Map::new());
 /// let messages = [
 ///     Message::user("u1", "hello"),
-///     Message::developer("d1", vec![ContentBlock::addition("b")]),
+///     Message::developer("d1", vec![ContentBlock::addition("b").unwrap()]),
 /// ];
 /// let history = ToolHistory::new([a.clone()], [ToolUpdate::new("d1", [b.clone()])]);
 /// let tools = [a, b];
@@ -784,7 +784,8 @@ fn walk_blocks(
             let stays = match block {
                 // Declared and not offered, deferred or not: a `tool_addition` also re-offers a
                 // removed non-deferred tool.
-                ContentBlock::ToolAddition { tool_name } => {
+                ContentBlock::ToolAddition(r) => {
+                    let tool_name = r.tool_name();
                     match declarations.names.get_mut(tool_name) {
                         Some(d) if d.declared && !d.offered => {
                             d.offered = true;
@@ -793,8 +794,8 @@ fn walk_blocks(
                         _ => false,
                     }
                 }
-                ContentBlock::ToolRemoval { tool_name } => match mode {
-                    ToolUpdateMode::InHistory => match declarations.names.get_mut(tool_name) {
+                ContentBlock::ToolRemoval(r) => match mode {
+                    ToolUpdateMode::InHistory => match declarations.names.get_mut(r.tool_name()) {
                         Some(d) if d.offered => {
                             d.offered = false;
                             true
@@ -804,7 +805,7 @@ fn walk_blocks(
                     ToolUpdateMode::AdditionOnly => false,
                 },
                 // The by-reference fold opened a declaration series for it already.
-                ContentBlock::ToolRedefinition { .. } => false,
+                ContentBlock::ToolRedefinition(_) => false,
                 _ => true,
             };
             if !stays {
@@ -923,7 +924,8 @@ impl<'h> InlineWalk<'h> {
     ) -> Fate<'h> {
         {
             match block {
-                ContentBlock::ToolAddition { tool_name } => {
+                ContentBlock::ToolAddition(r) => {
+                    let tool_name = r.tool_name();
                     match next_definition(additions, &mut taken.0, tool_name) {
                         // A hand-made snapshot without the definition: nothing valid to send.
                         None => Fate::Dropped,
@@ -966,7 +968,8 @@ impl<'h> InlineWalk<'h> {
                         }
                     }
                 }
-                ContentBlock::ToolRedefinition { tool_name } => {
+                ContentBlock::ToolRedefinition(r) => {
+                    let tool_name = r.tool_name();
                     let def = next_definition(redefinitions, &mut taken.1, tool_name);
                     match (self.offered(tool_name), def) {
                         (Some(o), Some(def)) if !o.same_tool(def) => {
@@ -976,7 +979,8 @@ impl<'h> InlineWalk<'h> {
                         _ => Fate::Dropped,
                     }
                 }
-                ContentBlock::ToolRemoval { tool_name } => {
+                ContentBlock::ToolRemoval(r) => {
+                    let tool_name = r.tool_name();
                     match self.names.get_mut(tool_name).and_then(|d| d.offered.take()) {
                         Some(_) => Fate::Kept,
                         None => Fate::Dropped,

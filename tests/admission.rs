@@ -11,7 +11,9 @@ fn tool(name: &str, parameters: serde_json::Value) -> ToolSchema {
 }
 
 fn agent(provider: &str, model: &str) -> AgentLoop {
-    let config = Config::new(provider, model).with("max_tokens", 64.into());
+    let config = Config::new(provider, model)
+        .with("max_tokens", 64.into())
+        .unwrap();
     AgentLoop::builder(Session::new("s"), route_for(provider, model))
         .config(config)
         .build()

@@ -10,7 +10,9 @@ use mektpoy::vocab::{MessageSource, Role};
 use mektpoy::{AgentLoop, Config, ContentBlock, Message, Session, ToolSchema, route_for};
 
 fn config() -> Config {
-    Config::new("deepseek", "deepseek-flash").with("max_tokens", 256.into())
+    Config::new("deepseek", "deepseek-flash")
+        .with("max_tokens", 256.into())
+        .unwrap()
 }
 
 fn agent<S: std::borrow::Borrow<Session>>(session: S) -> AgentLoop<S> {
@@ -44,11 +46,7 @@ fn calling(id: &str, call: &str) -> Message {
     Message::new(
         id,
         Role::Assistant,
-        vec![ContentBlock::ToolCall {
-            id: call.into(),
-            name: "read".into(),
-            arguments: r#"{"path":"a.rs"}"#.into(),
-        }],
+        vec![ContentBlock::tool_call(call, "read", r#"{"path":"a.rs"}"#).unwrap()],
         MessageSource::Model {
             provider: "deepseek".into(),
             model: "deepseek-flash".into(),

@@ -114,11 +114,7 @@ fn request(arguments: &str, provider: &str, model: &str) -> Result<String, WireE
         Message::new(
             "a1",
             Role::Assistant,
-            vec![ContentBlock::ToolCall {
-                id: "c1".into(),
-                name: "read".into(),
-                arguments: arguments.into(),
-            }],
+            vec![ContentBlock::tool_call("c1", "read", arguments).unwrap()],
             MessageSource::Model {
                 provider: provider.into(),
                 model: model.into(),
@@ -127,7 +123,9 @@ fn request(arguments: &str, provider: &str, model: &str) -> Result<String, WireE
         Message::tool_result("t1", "c1", "ok"),
     ];
     let projected = ProjectedToolUpdates::new(messages);
-    let config = Config::new(provider, model).with("max_tokens", 64.into());
+    let config = Config::new(provider, model)
+        .with("max_tokens", 64.into())
+        .unwrap();
     serialize(&config, &projected, &route_for(provider, model)).map(|r| r.into_parts().0)
 }
 

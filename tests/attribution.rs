@@ -39,7 +39,9 @@ struct Run {
 
 impl Run {
     fn new(provider: &str, model: &str) -> Self {
-        let config = Config::new(provider, model).with("max_tokens", 64.into());
+        let config = Config::new(provider, model)
+            .with("max_tokens", 64.into())
+            .unwrap();
         let agent = AgentLoop::builder(Session::new("s"), route_for(provider, model))
             .config(config)
             .system_prompt("Be brief.")

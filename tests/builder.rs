@@ -19,7 +19,11 @@ fn rootless(name: &str) -> ToolSchema {
 fn an_anthropic_route_refuses_a_deepseek_configuration() {
     let session = Session::new("s");
     let err = AgentLoop::builder(&session, route_for("anthropic", "claude-opus-5"))
-        .config(Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into()))
+        .config(
+            Config::new("deepseek", "deepseek-flash")
+                .with("max_tokens", 64.into())
+                .unwrap(),
+        )
         .build()
         .unwrap_err();
     assert!(
@@ -197,7 +201,7 @@ fn set_options_refuses_what_build_refuses_and_keeps_the_previous_options() {
         .set_options([("model".to_owned(), json!("other"))])
         .unwrap_err();
     assert!(matches!(err.faults(), [BuildFault::Option(_)]), "{err}");
-    assert_eq!(agent.config().extra["max_tokens"], 64);
+    assert_eq!(agent.config().extra()["max_tokens"], 64);
     assert_eq!(agent.config().model, "deepseek-flash");
 }
 

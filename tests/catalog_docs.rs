@@ -49,7 +49,9 @@ fn events_md() -> String {
     let tool = ToolSchema::no_input("read", "Read a file");
     let header = Event::from(HeaderEvent {
         header: RequestHeader::new(
-            Config::new("deepseek", "deepseek-flash").with("max_tokens", 1024.into()),
+            Config::new("deepseek", "deepseek-flash")
+                .with("max_tokens", 1024.into())
+                .unwrap(),
             vec![tool],
         ),
         reason: Reason::Change,
@@ -63,9 +65,9 @@ fn events_md() -> String {
             Message::developer(
                 "s:4",
                 vec![
-                    ContentBlock::addition("read"),
-                    ContentBlock::removal("grep"),
-                    ContentBlock::redefinition("edit"),
+                    ContentBlock::addition("read").unwrap(),
+                    ContentBlock::removal("grep").unwrap(),
+                    ContentBlock::redefinition("edit").unwrap(),
                 ],
             ),
             Some(SurfaceOp::Append),
@@ -102,11 +104,7 @@ fn events_md() -> String {
                 Message::new(
                     "a1",
                     Role::Assistant,
-                    vec![ContentBlock::ToolCall {
-                        id: "c1".into(),
-                        name: "read".into(),
-                        arguments: "{\"path\":\"a\"}".into(),
-                    }],
+                    vec![ContentBlock::tool_call("c1", "read", "{\"path\":\"a\"}").unwrap()],
                     MessageSource::Model {
                         provider: "deepseek".into(),
                         model: "deepseek-flash".into(),

@@ -65,11 +65,11 @@ fn script(n: usize) -> Vec<Event> {
                 let last = *tools.last().unwrap();
                 let name = last.trim_end_matches('d');
                 let blocks = if tools.len() > 1 {
-                    vec![ContentBlock::addition(name)]
+                    vec![ContentBlock::addition(name).unwrap()]
                 } else {
                     names[1..]
                         .iter()
-                        .map(|n| ContentBlock::removal(n.trim_end_matches('d')))
+                        .map(|n| ContentBlock::removal(n.trim_end_matches('d')).unwrap())
                         .collect()
                 };
                 Event::developer(Message::developer(id, blocks), header_seq)
@@ -203,7 +203,7 @@ fn the_script_exercises_every_kind_of_change() {
         .iter()
         .filter(|e| {
             matches!(e, Event::Message(m)
-                if m.message.content().iter().any(|b| matches!(b, ContentBlock::ToolAddition { .. })))
+                if m.message.content().iter().any(|b| matches!(b, ContentBlock::ToolAddition(_))))
         })
         .count();
     assert!(updates_with_additions >= 10);

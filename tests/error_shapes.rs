@@ -73,11 +73,7 @@ fn a_fault_inside_a_message_is_its_id_and_its_fault() {
         Message::new(
             "a1",
             Role::Assistant,
-            vec![ContentBlock::ToolCall {
-                id: "c1".into(),
-                name: "read".into(),
-                arguments: "{}".into(),
-            }],
+            vec![ContentBlock::tool_call("c1", "read", "{}").unwrap()],
             MessageSource::Model {
                 provider: "deepseek".into(),
                 model: "deepseek-flash".into(),
@@ -85,7 +81,9 @@ fn a_fault_inside_a_message_is_its_id_and_its_fault() {
         ),
     ];
     let projected = ProjectedToolUpdates::new(&messages[..]);
-    let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 8.into());
+    let config = Config::new("deepseek", "deepseek-flash")
+        .with("max_tokens", 8.into())
+        .unwrap();
     let route = route_for("deepseek", "deepseek-flash");
     let err = serialize(&config, &projected, &route).unwrap_err();
     match &err {
@@ -142,7 +140,9 @@ fn one_rule_one_name_on_both_sides() {
     ));
     let messages = [Message::user("u1", "go"), orphan];
     let projected = ProjectedToolUpdates::new(&messages[..]);
-    let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 8.into());
+    let config = Config::new("deepseek", "deepseek-flash")
+        .with("max_tokens", 8.into())
+        .unwrap();
     let err = serialize(
         &config,
         &projected,
@@ -316,23 +316,27 @@ fn an_opaque_event_is_built_checked() {
     );
 }
 
-/// A tool call or tool change naming an empty tool can still be built (the variants' fields are
-/// public), so append still refuses it.
+/// A tool call or tool change naming an empty tool cannot be built (issue 21: the payloads sit
+/// behind checked constructors), so append has no such block to refuse; the constructor's fault
+/// is the one decoding names for the same line.
 #[test]
-fn a_block_naming_an_empty_tool_is_still_refused() {
-    let session = Session::new("s");
-    let err = session
-        .append(Event::append(Message::developer(
-            "d1",
-            vec![ContentBlock::removal("")],
-        )))
-        .unwrap_err();
-    assert!(
-        matches!(err.kind(), AppendErrorKind::MalformedBlock { id, index: 0 } if id == "d1"),
-        "{err:?}"
+fn a_block_naming_an_empty_tool_cannot_be_built() {
+    let err = ContentBlock::removal("").unwrap_err();
+    assert_eq!(
+        err,
+        BlockError::EmptyToolName {
+            block_type: "tool-removal",
+            field: "toolName"
+        }
     );
     assert_eq!(
         err.to_string(),
-        "event 0: message d1: content block 0 is malformed"
+        "`tool-removal` block names a tool with an empty `toolName`"
+    );
+    assert_eq!(
+        ContentBlock::tool_call("c1", "", "{}")
+            .unwrap_err()
+            .to_string(),
+        "`tool-call` block names a tool with an empty `name`"
     );
 }

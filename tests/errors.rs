@@ -121,11 +121,7 @@ fn every_error_prints_its_cause_once() {
         Message::new(
             "a1",
             Role::Assistant,
-            vec![ContentBlock::ToolCall {
-                id: "c1".into(),
-                name: "read".into(),
-                arguments: "{".into(),
-            }],
+            vec![ContentBlock::tool_call("c1", "read", "{").unwrap()],
             MessageSource::Model {
                 provider: "deepseek".into(),
                 model: "deepseek-flash".into(),
@@ -134,7 +130,9 @@ fn every_error_prints_its_cause_once() {
         Message::user("u2", "and?"),
     ];
     let projected = ProjectedToolUpdates::new(messages);
-    let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 8.into());
+    let config = Config::new("deepseek", "deepseek-flash")
+        .with("max_tokens", 8.into())
+        .unwrap();
     let err = serialize(
         &config,
         &projected,
@@ -161,11 +159,7 @@ fn every_error_prints_its_cause_once() {
     let call = Message::new(
         "a1",
         Role::Assistant,
-        vec![ContentBlock::ToolCall {
-            id: "c1".into(),
-            name: "read".into(),
-            arguments: "{}".into(),
-        }],
+        vec![ContentBlock::tool_call("c1", "read", "{}").unwrap()],
         MessageSource::Model {
             provider: "p".into(),
             model: "m".into(),

@@ -111,7 +111,7 @@ fn recorded_session() -> Session {
         .unwrap();
     session
         .append(Event::developer(
-            Message::developer("d1", vec![ContentBlock::addition("b")]),
+            Message::developer("d1", vec![ContentBlock::addition("b").unwrap()]),
             Some(Seq(2)),
         ))
         .unwrap();

@@ -215,7 +215,7 @@ fn f_rows() {
                 Event::Message(mektpoy::event::MessageEvent {
                     header_seq: Some(Seq(1)),
                     ..mektpoy::event::MessageEvent::new(
-                        Message::developer("d1", vec![ContentBlock::addition("B")]),
+                        Message::developer("d1", vec![ContentBlock::addition("B").unwrap()]),
                         None,
                     )
                 }),
@@ -376,7 +376,7 @@ fn redefinitions_need_a_header_that_holds_the_tool() {
     );
     let err = session
         .append(Event::append(
-            Message::user("u1", "hi").with_content(vec![ContentBlock::redefinition("B")]),
+            Message::user("u1", "hi").with_content(vec![ContentBlock::redefinition("B").unwrap()]),
         ))
         .unwrap_err();
     assert!(

@@ -326,14 +326,14 @@ fn typed_events(steps: &[Step]) -> Vec<Event> {
                     let (hseq, tools) = &headers[*header as usize % headers.len()];
                     for (k, t) in tools.iter().enumerate() {
                         if adds & (1 << k) != 0 {
-                            blocks.push(ContentBlock::addition(t.name()));
+                            blocks.push(ContentBlock::addition(t.name()).unwrap());
                             header_seq = Some(Seq(*hseq as u64));
                         }
                     }
                 }
                 for (k, n) in ["A", "B", "C"].iter().enumerate() {
                     if removes & (1 << k) != 0 {
-                        blocks.push(ContentBlock::removal(*n));
+                        blocks.push(ContentBlock::removal(*n).unwrap());
                     }
                 }
                 if *text {

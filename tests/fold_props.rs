@@ -213,9 +213,10 @@ impl Oracle {
                 let (mut additions, mut redefinitions) = (Vec::new(), Vec::new());
                 for block in m.message.content() {
                     let (name, redefines) = match block {
-                        mektpoy::ContentBlock::ToolAddition { tool_name } => (tool_name, false),
-                        mektpoy::ContentBlock::ToolRedefinition { tool_name } => (tool_name, true),
-                        mektpoy::ContentBlock::ToolRemoval { tool_name } => {
+                        mektpoy::ContentBlock::ToolAddition(r) => (r.tool_name(), false),
+                        mektpoy::ContentBlock::ToolRedefinition(r) => (r.tool_name(), true),
+                        mektpoy::ContentBlock::ToolRemoval(r) => {
+                            let tool_name = r.tool_name();
                             self.available.remove(tool_name);
                             continue;
                         }
@@ -228,7 +229,7 @@ impl Oracle {
                             .cloned()
                     });
                     if let Some(def) = def {
-                        self.declared.insert(name.clone(), def.clone());
+                        self.declared.insert(name.to_owned(), def.clone());
                         if redefines {
                             redefinitions.push(def)
                         } else {
@@ -236,7 +237,7 @@ impl Oracle {
                         }
                     }
                     if !redefines {
-                        self.available.insert(name.clone());
+                        self.available.insert(name.to_owned());
                     }
                 }
                 self.updates.push(
@@ -304,9 +305,9 @@ proptest! {
                     let blocks: Vec<mektpoy::ContentBlock> = blocks
                         .into_iter()
                         .map(|(kind, name)| match kind {
-                            0 => mektpoy::ContentBlock::addition(NAMES[name]),
-                            1 => mektpoy::ContentBlock::removal(NAMES[name]),
-                            2 => mektpoy::ContentBlock::redefinition(NAMES[name]),
+                            0 => mektpoy::ContentBlock::addition(NAMES[name]).unwrap(),
+                            1 => mektpoy::ContentBlock::removal(NAMES[name]).unwrap(),
+                            2 => mektpoy::ContentBlock::redefinition(NAMES[name]).unwrap(),
                             _ => mektpoy::ContentBlock::text("note"),
                         })
                         .collect();

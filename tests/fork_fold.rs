@@ -75,16 +75,16 @@ fn log(pattern: &[Step], steps: usize) -> Session {
             let mut blocks: Vec<ContentBlock> = Vec::new();
             for &(n, v) in &s.tools {
                 match was(n) {
-                    None => blocks.push(ContentBlock::addition(NAMES[n])),
+                    None => blocks.push(ContentBlock::addition(NAMES[n]).unwrap()),
                     Some(w) if w != v && s.redefine => {
-                        blocks.push(ContentBlock::redefinition(NAMES[n]))
+                        blocks.push(ContentBlock::redefinition(NAMES[n]).unwrap())
                     }
                     Some(_) => {}
                 }
             }
             for &(n, _) in &before {
                 if !s.tools.iter().any(|(m, _)| *m == n) {
-                    blocks.push(ContentBlock::removal(NAMES[n]));
+                    blocks.push(ContentBlock::removal(NAMES[n]).unwrap());
                 }
             }
             session
@@ -164,7 +164,7 @@ proptest! {
             for s in [&fresh, &fork] {
                 let seq = s.append(header.clone()).unwrap();
                 s.append(Event::developer(
-                    Message::developer("late", vec![ContentBlock::addition("edit")]),
+                    Message::developer("late", vec![ContentBlock::addition("edit").unwrap()]),
                     Some(seq),
                 ))
                 .unwrap();

@@ -93,7 +93,7 @@ fn odd_file_round_trips_byte_for_byte() {
     assert_eq!(h0.header.tools[0].description(), "read a file / dir");
     assert_eq!(h0.header.tools[0].extra().len(), 2, "title, annotations");
     assert!(json_equivalent(
-        &h0.header.config.extra["max_tokens"],
+        &h0.header.config.extra()["max_tokens"],
         &json!(100000)
     ));
     // Header 5 repeats header 0's first two tools in another key order and spelling.
@@ -103,7 +103,9 @@ fn odd_file_round_trips_byte_for_byte() {
     assert_eq!(h5.header.tools[..2], h0.header.tools[..]);
     assert_eq!(
         h5.header.config,
-        Config::new("p", "m").with("max_tokens", json!(100000))
+        Config::new("p", "m")
+            .with("max_tokens", json!(100000))
+            .unwrap()
     );
 }
 

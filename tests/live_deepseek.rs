@@ -141,7 +141,9 @@ impl Conversation {
             route.tool_update().is_some(),
             "the catalog entry has a mode"
         );
-        let config = Config::new("deepseek", live.model.as_str()).with("max_tokens", json!(256));
+        let config = Config::new("deepseek", live.model.as_str())
+            .with("max_tokens", json!(256))
+            .unwrap();
         Conversation {
             agent: AgentLoop::builder(Session::new(format!("live-{run}")), route)
                 .config(config)
@@ -184,11 +186,14 @@ impl Conversation {
                         block["id"].as_str().unwrap(),
                         block["name"].as_str().unwrap(),
                     );
-                    content.push(ContentBlock::ToolCall {
-                        id: id.to_owned(),
-                        name: name.to_owned(),
-                        arguments: block["input"].to_string(),
-                    });
+                    content.push(
+                        ContentBlock::tool_call(
+                            id.to_owned(),
+                            name.to_owned(),
+                            block["input"].to_string(),
+                        )
+                        .unwrap(),
+                    );
                     calls.push((id.to_owned(), name.to_owned()));
                 }
                 other => eprintln!("turn {turn}: answer block {other:?} not kept"),

@@ -104,7 +104,9 @@ fn generate(events: usize) -> String {
         out.push_str(&e.to_json());
         out.push('\n');
     };
-    let config = Config::new("anthropic", "claude-opus-5").with("max_tokens", 4096.into());
+    let config = Config::new("anthropic", "claude-opus-5")
+        .with("max_tokens", 4096.into())
+        .unwrap();
     let mut previous: Vec<usize> = Vec::new();
     let mut n = 0;
     let mut change = 0;
@@ -127,13 +129,13 @@ fn generate(events: usize) -> String {
             let mut blocks: Vec<ContentBlock> = now
                 .iter()
                 .filter(|i| !previous.contains(i))
-                .map(|i| ContentBlock::addition(format!("tool_{i:02}")))
+                .map(|i| ContentBlock::addition(format!("tool_{i:02}")).unwrap())
                 .collect();
             blocks.extend(
                 previous
                     .iter()
                     .filter(|i| !now.contains(i))
-                    .map(|i| ContentBlock::removal(format!("tool_{i:02}"))),
+                    .map(|i| ContentBlock::removal(format!("tool_{i:02}")).unwrap()),
             );
             line(Event::developer(
                 Message::developer(format!("d{change}"), blocks),
@@ -153,11 +155,14 @@ fn generate(events: usize) -> String {
             1 => line(Event::append(Message::new(
                 format!("a{n}"),
                 Role::Assistant,
-                vec![ContentBlock::ToolCall {
-                    id: call,
-                    name: "tool_01".into(),
-                    arguments: r#"{"path":"src/parse.rs","mode":"read"}"#.into(),
-                }],
+                vec![
+                    ContentBlock::tool_call(
+                        call,
+                        "tool_01",
+                        r#"{"path":"src/parse.rs","mode":"read"}"#,
+                    )
+                    .unwrap(),
+                ],
                 MessageSource::Model {
                     provider: "anthropic".into(),
                     model: "claude-opus-5".into(),

@@ -39,7 +39,9 @@ fn an_mcp_tool_is_logged_as_itself_and_sent_without_its_mcp_fields() {
     let messages = [Message::user("u1", "find the crash")];
     let tools = [tool];
     let projected = ProjectedToolUpdates::new(&messages[..]).with_tools(&tools[..]);
-    let config = Config::new("anthropic", "m").with("max_tokens", 64.into());
+    let config = Config::new("anthropic", "m")
+        .with("max_tokens", 64.into())
+        .unwrap();
     for api in [WireApi::Messages, WireApi::OpenAiChat] {
         let body = serialize(&config, &projected, &Route::plain("anthropic", "m", api))
             .unwrap()

@@ -353,6 +353,33 @@ fn a_saved_meter_for_another_route_or_version_is_refused() {
         );
     }
     assert!(Meter::restore(&flash, &saved).is_ok());
+    // The faults are cases, not text (issue 21): a cut-off save is the parser's end-of-input
+    // fault, and departures that are not one per row say so with both counts.
+    let Err(MeterError::Restore {
+        reason: RestoreFault::Malformed(cut),
+    }) = Meter::restore(&flash, &saved[..saved.len() - 1])
+    else {
+        panic!("a cut-off save is refused")
+    };
+    assert_eq!(cut.category(), serde_json::error::Category::Eof);
+    let mut uneven: serde_json::Value = serde_json::from_str(&saved).unwrap();
+    let rows = uneven["rows"].as_array().unwrap().len();
+    assert!(rows > 0);
+    uneven["departures"] = serde_json::json!([]);
+    let err = Meter::restore(&flash, &uneven.to_string()).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            MeterError::Restore {
+                reason: RestoreFault::DeparturesPerRow { rows: r, departures: 0 }
+            } if *r == rows
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "the saved meter cannot be restored: not a saved meter (one departure per row expected)"
+    );
 }
 
 /// One step of a random run: a body built from a few shared messages, a series start, and
@@ -865,7 +892,9 @@ fn a_generic_entry_meters_by_the_cache_facts_of_the_model_it_sends() {
     use mektpoy::{AgentLoop, Config, Message, Session};
     let generic = route_for("anthropic", "claude-nova-6");
     assert_eq!(generic.model, "*");
-    let config = Config::new("anthropic", "claude-opus-5").with("max_tokens", 64.into());
+    let config = Config::new("anthropic", "claude-opus-5")
+        .with("max_tokens", 64.into())
+        .unwrap();
     let mut agent = AgentLoop::builder(Session::new("s"), generic.clone())
         .config(config)
         .system_prompt("Rules. ".repeat(430))

@@ -89,8 +89,9 @@ struct Run {
 
 impl Run {
     fn new(route: Route) -> Self {
-        let config =
-            Config::new(route.provider.clone(), route.model.clone()).with("max_tokens", 256.into());
+        let config = Config::new(route.provider.clone(), route.model.clone())
+            .with("max_tokens", 256.into())
+            .unwrap();
         let mut agent = AgentLoop::builder(Session::new("s"), route.clone())
             .config(config)
             .system_prompt("You are careful.")
@@ -114,11 +115,10 @@ impl Run {
         self.next += 1;
         let mut content = vec![ContentBlock::text(format!("part {k}"))];
         if call {
-            content.push(ContentBlock::ToolCall {
-                id: format!("c{k}"),
-                name: "read".into(),
-                arguments: format!(r#"{{"line":{k}}}"#),
-            });
+            content.push(
+                ContentBlock::tool_call(format!("c{k}"), "read", format!(r#"{{"line":{k}}}"#))
+                    .unwrap(),
+            );
         }
         let source = MessageSource::Model {
             provider: self.route.provider.to_string(),

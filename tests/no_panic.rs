@@ -127,17 +127,13 @@ fn block() -> impl Strategy<Value = mektpoy::ContentBlock> {
     use mektpoy::ContentBlock;
     prop_oneof![
         prop_oneof![Just(""), Just("hi"), Just("x y")].prop_map(ContentBlock::text),
-        prop_oneof![Just("a"), Just("b")].prop_map(ContentBlock::addition),
-        prop_oneof![Just("a"), Just("b")].prop_map(ContentBlock::removal),
+        prop_oneof![Just("a"), Just("b")].prop_map(|n| ContentBlock::addition(n).unwrap()),
+        prop_oneof![Just("a"), Just("b")].prop_map(|n| ContentBlock::removal(n).unwrap()),
         (
             prop_oneof![Just("c1"), Just("c2")],
             prop_oneof![Just("{}"), Just("[1]"), Just("{"), Just("{\"p\":1}")]
         )
-            .prop_map(|(id, args)| ContentBlock::ToolCall {
-                id: id.into(),
-                name: "a".into(),
-                arguments: args.into()
-            }),
+            .prop_map(|(id, args)| ContentBlock::tool_call(id, "a", args).unwrap()),
         Just(ContentBlock::other(serde_json::json!({"type": "image"})).unwrap()),
         Just(ContentBlock::Reasoning {
             text: "r".into(),
@@ -208,7 +204,7 @@ proptest! {
             mektpoy::ToolSchema::no_input("a", "a"),
             mektpoy::ToolSchema::no_input("b", "b").with_defer_loading(true),
         ];
-        let config = mektpoy::Config::new("p", "m").with("max_tokens", 16.into());
+        let config = mektpoy::Config::new("p", "m").with("max_tokens", 16.into()).unwrap();
         for (provider, model) in [
             ("deepseek", "deepseek-flash"),
             ("deepseek", "deepseek-v4-pro"),

@@ -832,7 +832,11 @@ proptest::proptest! {
 #[test]
 fn faulty_call_arguments_never_stop_a_session() {
     use mektpoy::{AgentLoop, ContentBlock, route_for, vocab::MessageSource, vocab::Role};
-    let config = || Config::new("anthropic", "claude-opus-5").with("max_tokens", 256.into());
+    let config = || {
+        Config::new("anthropic", "claude-opus-5")
+            .with("max_tokens", 256.into())
+            .unwrap()
+    };
     let messages_route = || route_for("anthropic", "claude-opus-5");
     let read = ToolSchema::new(
         "read",
@@ -866,11 +870,7 @@ fn faulty_call_arguments_never_stop_a_session() {
             .append(Message::new(
                 "a1",
                 Role::Assistant,
-                vec![ContentBlock::ToolCall {
-                    id: "c1".into(),
-                    name: "read".into(),
-                    arguments: arguments.into(),
-                }],
+                vec![ContentBlock::tool_call("c1", "read", arguments).unwrap()],
                 MessageSource::Model {
                     provider: "anthropic".into(),
                     model: "claude-opus-5".into(),

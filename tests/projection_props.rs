@@ -62,15 +62,14 @@ fn check_offered(r: &Request, out: &ProjectedToolUpdates<'_>) -> Result<(), Test
     let mut activated = HashSet::new();
     for block in developer_blocks(&out.messages) {
         match block {
-            ContentBlock::ToolAddition { tool_name } => {
+            ContentBlock::ToolAddition(r) => {
+                let tool_name = r.tool_name();
                 prop_assert!(offered.insert(tool_name), "{tool_name} added twice");
-                activated.insert(tool_name.as_str());
+                activated.insert(tool_name);
             }
-            ContentBlock::ToolRemoval { tool_name } => {
-                prop_assert!(
-                    offered.remove(tool_name.as_str()),
-                    "{tool_name} not offered"
-                );
+            ContentBlock::ToolRemoval(r) => {
+                let tool_name = r.tool_name();
+                prop_assert!(offered.remove(tool_name), "{tool_name} not offered");
             }
             _ => {}
         }
@@ -143,7 +142,7 @@ fn check_request(r: &Request) -> Result<(), TestCaseError> {
                 prop_assert_eq!(unique, effective.iter().copied().collect::<HashSet<_>>());
                 prop_assert!(
                     developer_blocks(&out.messages)
-                        .all(|b| !matches!(b, ContentBlock::ToolRemoval { .. })),
+                        .all(|b| !matches!(b, ContentBlock::ToolRemoval(_))),
                     "addition-only sent a removal"
                 );
             }
@@ -237,7 +236,8 @@ fn check_inline(r: &Request) -> Result<(), TestCaseError> {
     let mut activated = HashSet::new();
     for block in developer_blocks(&out.messages) {
         match block {
-            ContentBlock::ToolAddition { tool_name } => {
+            ContentBlock::ToolAddition(r) => {
+                let tool_name = r.tool_name();
                 let def = declared.iter().find(|t| t.name() == tool_name);
                 prop_assert!(def.is_some(), "{tool_name} by reference but not declared");
                 let def = def.unwrap().with_defer_loading(false);
@@ -245,20 +245,21 @@ fn check_inline(r: &Request) -> Result<(), TestCaseError> {
                     offered.insert(tool_name, def).is_none(),
                     "{tool_name} offered twice"
                 );
-                activated.insert(tool_name.as_str());
+                activated.insert(tool_name);
             }
             ContentBlock::InlineAddition(a) => {
                 prop_assert!(!a.definition().defer_loading());
                 offered.insert(a.tool_name(), a.definition().clone());
                 activated.insert(a.tool_name());
             }
-            ContentBlock::ToolRemoval { tool_name } => {
+            ContentBlock::ToolRemoval(r) => {
+                let tool_name = r.tool_name();
                 prop_assert!(
-                    offered.remove(tool_name.as_str()).is_some(),
+                    offered.remove(tool_name).is_some(),
                     "{tool_name} not offered"
                 );
             }
-            ContentBlock::ToolRedefinition { .. } => {
+            ContentBlock::ToolRedefinition(_) => {
                 prop_assert!(false, "a redefinition reached the wire unconverted")
             }
             _ => {}
@@ -564,7 +565,7 @@ fn a_guard_heal_rewrites_the_declarations() {
     let seq = session.append(header(vec![a, b], Reason::Resume)).unwrap();
     session
         .append(Event::developer(
-            Message::developer("d3", vec![ContentBlock::addition("write")]),
+            Message::developer("d3", vec![ContentBlock::addition("write").unwrap()]),
             Some(seq),
         ))
         .unwrap();

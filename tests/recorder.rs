@@ -167,9 +167,9 @@ fn blocks(content: &[ContentBlock]) -> String {
     content
         .iter()
         .map(|b| match b {
-            ContentBlock::ToolAddition { tool_name } => format!("+{tool_name}"),
-            ContentBlock::ToolRemoval { tool_name } => format!("-{tool_name}"),
-            ContentBlock::ToolRedefinition { tool_name } => format!("~{tool_name}"),
+            ContentBlock::ToolAddition(r) => format!("+{}", r.tool_name()),
+            ContentBlock::ToolRemoval(r) => format!("-{}", r.tool_name()),
+            ContentBlock::ToolRedefinition(r) => format!("~{}", r.tool_name()),
             _ => "text".into(),
         })
         .collect::<Vec<_>>()

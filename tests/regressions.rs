@@ -225,11 +225,7 @@ fn a_tool_result_without_a_call_id_is_refused_at_append() {
     let call = Message::new(
         "a1",
         Role::Assistant,
-        vec![ContentBlock::ToolCall {
-            id: "c1".into(),
-            name: "read".into(),
-            arguments: "{}".into(),
-        }],
+        vec![ContentBlock::tool_call("c1", "read", "{}").unwrap()],
         MessageSource::Model {
             provider: "p".into(),
             model: "m".into(),

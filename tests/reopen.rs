@@ -8,7 +8,9 @@ use support::object_tool;
 const MODEL: &str = "claude-opus-5";
 
 fn config() -> Config {
-    Config::new("anthropic", MODEL).with("max_tokens", 256.into())
+    Config::new("anthropic", MODEL)
+        .with("max_tokens", 256.into())
+        .unwrap()
 }
 
 /// The tool names of the log's headers, in order.
@@ -45,11 +47,7 @@ fn killed(dir: &tempfile::TempDir, calls: bool) -> (std::path::PathBuf, String) 
     let first = agent.user_turn([Message::user("u1", "hi")]).unwrap();
     agent.observe(&first.to_wire().unwrap()).unwrap();
     if calls {
-        let call = ContentBlock::ToolCall {
-            id: "c1".into(),
-            name: "shell".into(),
-            arguments: r#"{"cmd":"ls"}"#.into(),
-        };
+        let call = ContentBlock::tool_call("c1", "shell", r#"{"cmd":"ls"}"#).unwrap();
         let answer = Message::new(
             "a1",
             mektpoy::vocab::Role::Assistant,
@@ -127,7 +125,9 @@ fn a_shared_log_reopens_with_the_loops_own_tools() {
         .build()
         .unwrap();
     main.user_turn([Message::user("u1", "hi")]).unwrap();
-    let aux_config = Config::new("anthropic", "claude-fable-5").with("max_tokens", 64.into());
+    let aux_config = Config::new("anthropic", "claude-fable-5")
+        .with("max_tokens", 64.into())
+        .unwrap();
     let mut aux = AgentLoop::builder(&session, route_for("anthropic", "claude-fable-5"))
         .config(aux_config)
         .tools([object_tool("read")])
@@ -182,7 +182,9 @@ fn the_first_request_after_a_reopen_keeps_the_lookback_breakpoint() {
 #[test]
 fn a_reopened_loop_compares_with_its_own_routes_last_request() {
     let fable = "claude-fable-5-2";
-    let fable_config = Config::new("anthropic", fable).with("max_tokens", 256.into());
+    let fable_config = Config::new("anthropic", fable)
+        .with("max_tokens", 256.into())
+        .unwrap();
     let session = Session::new("s");
     let mut main = AgentLoop::builder(&session, route_for("anthropic", fable))
         .config(fable_config.clone())
@@ -278,7 +280,9 @@ fn a_retry_after_a_reopen_compares_with_the_last_answered_request_not_the_last_h
 #[test]
 fn a_retry_after_a_reopen_rebuilds_the_previous_request_under_its_thinking_floor() {
     let fable = "claude-fable-5-2";
-    let config = Config::new("anthropic", fable).with("max_tokens", 256.into());
+    let config = Config::new("anthropic", fable)
+        .with("max_tokens", 256.into())
+        .unwrap();
     let route = route_for("anthropic", fable);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.jsonl");

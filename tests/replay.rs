@@ -96,11 +96,7 @@ fn answer(id: &str, call: Option<&str>) -> Message {
         )),
     ];
     if let Some(call) = call {
-        content.push(ContentBlock::ToolCall {
-            id: call.into(),
-            name: "read".into(),
-            arguments: r#"{"query":"src/main.rs"}"#.into(),
-        });
+        content.push(ContentBlock::tool_call(call, "read", r#"{"query":"src/main.rs"}"#).unwrap());
     }
     Message::new(
         id,
@@ -159,7 +155,8 @@ impl Recorded {
 /// across it, and a changed definition.
 fn record(route: &Route) -> Recorded {
     let config = Config::new(route.provider.to_string(), route.model.to_string())
-        .with("max_tokens", 1024.into());
+        .with("max_tokens", 1024.into())
+        .unwrap();
     let agent = AgentLoop::builder(Session::new("r"), route.clone())
         .config(config)
         .system_prompt(prompt(1))
@@ -506,7 +503,9 @@ fn the_miss_lines_name_each_rewrite_and_who_made_it() {
 #[test]
 fn a_miss_without_a_rewrite_is_the_minimum_cacheable_length() {
     let route = route_for("anthropic", "claude-opus-4-8");
-    let config = Config::new("anthropic", "claude-opus-4-8").with("max_tokens", 64.into());
+    let config = Config::new("anthropic", "claude-opus-4-8")
+        .with("max_tokens", 64.into())
+        .unwrap();
     let mut agent = AgentLoop::builder(Session::new("m"), route.clone())
         .config(config)
         .system_prompt("Be brief.")
@@ -550,7 +549,9 @@ fn a_loop_resumed_by_another_process_replays_as_it_ran() {
     let route = route_for("anthropic", "claude-fable-5-1");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.jsonl");
-    let config = Config::new("anthropic", "claude-fable-5-1").with("max_tokens", 1024.into());
+    let config = Config::new("anthropic", "claude-fable-5-1")
+        .with("max_tokens", 1024.into())
+        .unwrap();
     let mut sent = Vec::new();
     let saved = {
         let session = Session::create(&path, "s").unwrap();
@@ -610,7 +611,9 @@ fn answers_appended_without_stamps_still_show_each_request() {
     // A loop that appends answers and results straight to the session (no turn or step on
     // them), compacts with an assistant-role summary, and continues steps that log nothing.
     let route = route_for("anthropic", "claude-fable-5-1");
-    let config = Config::new("anthropic", "claude-fable-5-1").with("max_tokens", 1024.into());
+    let config = Config::new("anthropic", "claude-fable-5-1")
+        .with("max_tokens", 1024.into())
+        .unwrap();
     let mut agent = AgentLoop::builder(Session::new("raw"), route.clone())
         .config(config)
         .system_prompt(prompt(1))
@@ -674,7 +677,7 @@ fn a_log_the_replay_cannot_follow_is_a_typed_error_naming_the_event() {
     let log = reload(recorded.agent.session());
     let seq = log
         .append(stamped(
-            Message::developer("d-stray", vec![ContentBlock::removal("shell")]),
+            Message::developer("d-stray", vec![ContentBlock::removal("shell").unwrap()]),
             9,
             Some(1),
         ))
@@ -781,7 +784,8 @@ fn caller_nodes(session: &Session) -> Vec<(usize, String, Role)> {
 
 fn run_ops(route: &Route, ops: &[Op]) -> Recorded {
     let config = Config::new(route.provider.to_string(), route.model.to_string())
-        .with("max_tokens", 1024.into());
+        .with("max_tokens", 1024.into())
+        .unwrap();
     let agent = AgentLoop::builder(Session::new("p"), route.clone())
         .config(config)
         .system_prompt(prompt(0))
@@ -955,7 +959,9 @@ proptest::proptest! {
 #[test]
 fn a_replay_sends_the_logs_signed_thinking_back_only_on_the_recording_route() {
     let route = route_for("anthropic", "claude-fable-5-1");
-    let config = Config::new("anthropic", "claude-fable-5-1").with("max_tokens", 1024.into());
+    let config = Config::new("anthropic", "claude-fable-5-1")
+        .with("max_tokens", 1024.into())
+        .unwrap();
     let mut agent = AgentLoop::builder(Session::new("t"), route.clone())
         .config(config)
         .system_prompt(prompt(1))

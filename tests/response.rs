@@ -3,8 +3,8 @@
 
 use indexmap::IndexMap;
 use mektpoy::response::{
-    Answer, BindingCheck, CacheMissKind, ChatStream, MessagesStream, ResponseError, StopReason,
-    TransformationKind, decode_chat, decode_messages,
+    Answer, BindingCheck, CacheMissKind, ChatStream, MessagesStream, MissingPart, ResponseError,
+    StopReason, TransformationKind, decode_chat, decode_messages,
 };
 use mektpoy::{
     Config, ContentBlock, Event, Message, Session,
@@ -83,19 +83,19 @@ fn messages_body_with_thinking_text_and_tool_calls() {
                 extra
             },
             ContentBlock::text("I'll check both."),
-            ContentBlock::ToolCall {
-                id: "toolu_01A".into(),
-                name: "get_weather".into(),
-                arguments:
-                    r#"{"location":"San Francisco, CA","unit":"celsius","days":[1,2],"exact":1.50}"#
-                        .into()
-            },
-            ContentBlock::ToolCall {
-                id: "toolu_01B".into(),
-                name: "get_weather".into(),
-                // Every digit, as sent: no f64 on the way.
-                arguments: r#"{"location":"Paris","big":123456789012345678901234567890}"#.into()
-            },
+            ContentBlock::tool_call(
+                "toolu_01A",
+                "get_weather",
+                r#"{"location":"San Francisco, CA","unit":"celsius","days":[1,2],"exact":1.50}"#
+            )
+            .unwrap(),
+            // Every digit, as sent: no f64 on the way.
+            ContentBlock::tool_call(
+                "toolu_01B",
+                "get_weather",
+                r#"{"location":"Paris","big":123456789012345678901234567890}"#
+            )
+            .unwrap(),
         ]
     );
     assert_eq!(answer.stop_reason, Some(StopReason::ToolUse));
@@ -353,11 +353,12 @@ fn streamed_tool_input_is_the_body_input() {
     let answer = stream("anthropic", &text).unwrap();
     assert_eq!(
         answer.message.content(),
-        &[ContentBlock::ToolCall {
-            id: "toolu_01K".into(),
-            name: "json".into(),
-            arguments: r#"{"elements":[{"location":"San Francisco","temperature":58}]}"#.into(),
-        }]
+        &[ContentBlock::tool_call(
+            "toolu_01K",
+            "json",
+            r#"{"elements":[{"location":"San Francisco","temperature":58}]}"#
+        )
+        .unwrap()]
     );
     assert_eq!(answer.stop_reason, Some(StopReason::ToolUse));
     let usage = answer.usage.unwrap();
@@ -465,7 +466,12 @@ fn a_stream_cut_off_is_refused() {
     events.remove(3);
     let err = stream("anthropic", &sse(&events)).unwrap_err();
     assert!(
-        matches!(&err, ResponseError::CutOff { missing } if missing.contains("block 0")),
+        matches!(
+            &err,
+            ResponseError::CutOff {
+                missing: MissingPart::BlockStop(0)
+            }
+        ),
         "{err:?}"
     );
     // The whole stream, its last line without a blank line after it, decodes.
@@ -724,16 +730,9 @@ fn deepseek_chat_body() {
                 extra: IndexMap::new()
             },
             ContentBlock::text("Checking."),
-            ContentBlock::ToolCall {
-                id: "call_0".into(),
-                name: "get_weather".into(),
-                arguments: r#"{"location": "Hangzhou"}"#.into()
-            },
-            ContentBlock::ToolCall {
-                id: "call_1".into(),
-                name: "get_weather".into(),
-                arguments: r#"{"location": "Beijing"}"#.into()
-            },
+            ContentBlock::tool_call("call_0", "get_weather", r#"{"location": "Hangzhou"}"#)
+                .unwrap(),
+            ContentBlock::tool_call("call_1", "get_weather", r#"{"location": "Beijing"}"#).unwrap(),
         ]
     );
     assert_eq!(answer.stop_reason, Some(StopReason::ToolCalls));
@@ -905,13 +904,16 @@ fn next_request(answer: &Message) -> String {
     let mut messages = vec![Message::user("u1", "question")];
     messages.push(answer.clone());
     for (i, block) in answer.content().iter().enumerate() {
-        if let ContentBlock::ToolCall { id, .. } = block {
-            messages.push(Message::tool_result(format!("t{i}"), id.clone(), "ok"));
+        if let ContentBlock::ToolCall(call) = block {
+            let id = call.id();
+            messages.push(Message::tool_result(format!("t{i}"), id, "ok"));
         }
     }
     messages.push(Message::user("u2", "next"));
     let route = route_for("anthropic", "claude-opus-5");
-    let config = Config::new("anthropic", "claude-opus-5").with("max_tokens", json!(1024));
+    let config = Config::new("anthropic", "claude-opus-5")
+        .with("max_tokens", json!(1024))
+        .unwrap();
     serialize(&config, &ProjectedToolUpdates::new(messages), &route)
         .expect("the decoded answer serializes")
         .into_parts()
@@ -1185,16 +1187,8 @@ fn chat_tool_call_deltas_without_index() {
     assert_eq!(
         answer.message.content(),
         &[
-            ContentBlock::ToolCall {
-                id: "a".into(),
-                name: "f".into(),
-                arguments: r#"{"x":1}"#.into()
-            },
-            ContentBlock::ToolCall {
-                id: "b".into(),
-                name: "g".into(),
-                arguments: "{}".into()
-            },
+            ContentBlock::tool_call("a", "f", r#"{"x":1}"#).unwrap(),
+            ContentBlock::tool_call("b", "g", "{}").unwrap(),
         ]
     );
     assert_eq!(answer.usage, None);
@@ -1272,7 +1266,7 @@ fn the_decoders_keep_and_list_invalid_tool_calls() {
             "{input}"
         );
         assert!(
-            matches!(&answer.message.content()[1], ContentBlock::ToolCall { arguments, .. } if arguments == input)
+            matches!(&answer.message.content()[1], ContentBlock::ToolCall(call) if call.arguments() == input)
         );
     }
     // A stream whose input does not concatenate to JSON: kept as streamed.
@@ -1301,7 +1295,7 @@ fn the_decoders_keep_and_list_invalid_tool_calls() {
     ]);
     let answer = stream("anthropic", &text).unwrap();
     assert!(
-        matches!(&answer.message.content()[0], ContentBlock::ToolCall { arguments, .. } if arguments == "{\"a\": ")
+        matches!(&answer.message.content()[0], ContentBlock::ToolCall(call) if call.arguments() == "{\"a\": ")
     );
     assert!(matches!(
         &answer.invalid_tool_calls[..],

@@ -1,7 +1,9 @@
 //! OpenAI's Responses API decoded (`decode_responses`, `ResponsesStream`): the blocks, usage,
 //! stop reasons, errors, and the property that a stream decodes to what its body decodes to.
 
-use mektpoy::response::{Answer, ResponseError, ResponsesStream, StopReason, decode_responses};
+use mektpoy::response::{
+    Answer, Malformation, ResponseError, ResponsesStream, StopReason, decode_responses,
+};
 use mektpoy::vocab::ContentBlock;
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -250,11 +252,8 @@ fn a_body_with_reasoning_text_and_a_call() {
     assert_eq!(content[1], ContentBlock::text("Reading."));
     assert_eq!(
         content[2],
-        ContentBlock::ToolCall {
-            id: "call_1".to_owned(),
-            name: "read".to_owned(),
-            arguments: arguments.to_owned(),
-        },
+        ContentBlock::tool_call("call_1".to_owned(), "read".to_owned(), arguments.to_owned())
+            .unwrap(),
         "the call id, and the arguments as received"
     );
     assert_eq!(answer.stop_reason, Some(StopReason::ToolCalls));
@@ -307,10 +306,14 @@ fn faulty_arguments_are_kept_and_listed() {
         .map(|c| c.call_id.as_str())
         .collect();
     assert_eq!(listed, ["call_1", "call_2"]);
-    let ContentBlock::ToolCall { arguments, .. } = &answer.message.content()[0] else {
+    let ContentBlock::ToolCall(call) = &answer.message.content()[0] else {
         panic!()
     };
-    assert_eq!(arguments, r#"{"path": "a"#, "kept as the model sent it");
+    assert_eq!(
+        call.arguments(),
+        r#"{"path": "a"#,
+        "kept as the model sent it"
+    );
 }
 
 #[test]
@@ -395,7 +398,15 @@ fn unknown_items_are_kept_verbatim_and_log_types_refused() {
     let Err(ResponseError::Malformed { reason, .. }) = decode(&part) else {
         panic!("an undocumented part type is refused")
     };
-    assert!(reason.contains("output_audio"), "{reason}");
+    // A case a caller matches (issue 21), printing what the string said.
+    assert_eq!(
+        reason,
+        Malformation::UndocumentedPart(Some("output_audio".to_owned()))
+    );
+    assert_eq!(
+        reason.to_string(),
+        "a part of type output_audio (the API documents `output_text` and `refusal`)"
+    );
 }
 
 #[test]
@@ -655,7 +666,7 @@ proptest! {
         }
         if let Ok(answer) = json {
             let mut calls = answer.message.content().iter().filter_map(|b| match b {
-                ContentBlock::ToolCall { arguments, .. } => Some(arguments.clone()),
+                ContentBlock::ToolCall(call) => Some(call.arguments().to_owned()),
                 _ => None,
             });
             let mut reasonings = answer.message.content().iter().filter_map(|b| match b {

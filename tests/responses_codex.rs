@@ -179,7 +179,9 @@ fn a_tool_that_is_not_a_function_is_refused_off_the_responses_api() {
     )));
     let claude = route_for("anthropic", "claude-opus-5");
     assert!(refused(serialize_messages(
-        &Config::new("anthropic", "claude-opus-5").with("max_tokens", json!(1024)),
+        &Config::new("anthropic", "claude-opus-5")
+            .with("max_tokens", json!(1024))
+            .unwrap(),
         &projected,
         &claude
     )));

@@ -115,7 +115,9 @@ fn bodies_for_the_sdk_type_checks() {
             bodies.push((format!("churn-{model}-{i}"), b));
         }
     }
-    let config = Config::new("openai", "gpt-5.4").with("tool_choice", json!("auto"));
+    let config = Config::new("openai", "gpt-5.4")
+        .with("tool_choice", json!("auto"))
+        .unwrap();
     let mut agent = AgentLoop::builder(Session::new("s-7"), route_for("openai", "gpt-5.4"))
         .config(config)
         .system_prompt("Be brief.")
@@ -140,11 +142,7 @@ fn bodies_for_the_sdk_type_checks() {
                 extra,
             },
             ContentBlock::text("reading"),
-            ContentBlock::ToolCall {
-                id: "call_1".into(),
-                name: "read".into(),
-                arguments: r#"{"path": "x"}"#.into(),
-            },
+            ContentBlock::tool_call("call_1", "read", r#"{"path": "x"}"#).unwrap(),
         ],
         MessageSource::Model {
             provider: "openai".into(),

@@ -14,7 +14,9 @@ fn breakpoints(body: &str) -> usize {
 
 #[test]
 fn a_retry_after_a_failed_request_keeps_the_lookback_breakpoint() {
-    let config = Config::new("anthropic", MODEL).with("max_tokens", 256.into());
+    let config = Config::new("anthropic", MODEL)
+        .with("max_tokens", 256.into())
+        .unwrap();
     let mut agent = AgentLoop::builder(Session::new("s"), route_for("anthropic", MODEL))
         .config(config)
         .tools([object_tool("read")])

@@ -62,10 +62,13 @@ fn model() -> MessageSource {
 fn answer(id: &str, calls: &[(&str, &str)]) -> Message {
     let content = calls
         .iter()
-        .map(|(call, name)| ContentBlock::ToolCall {
-            id: (*call).to_owned(),
-            name: (*name).to_owned(),
-            arguments: r#"{"path":"a.rs"}"#.to_owned(),
+        .map(|(call, name)| {
+            ContentBlock::tool_call(
+                (*call).to_owned(),
+                (*name).to_owned(),
+                r#"{"path":"a.rs"}"#.to_owned(),
+            )
+            .unwrap()
         })
         .collect();
     Message::new(id, Role::Assistant, content, model())

@@ -30,10 +30,8 @@ fn model() -> MessageSource {
 /// An assistant message: a text block, then a tool call per id.
 fn answer(id: &str, calls: &[&str]) -> Message {
     let mut content = vec![ContentBlock::text("on it")];
-    content.extend(calls.iter().map(|c| ContentBlock::ToolCall {
-        id: (*c).to_owned(),
-        name: "read".to_owned(),
-        arguments: "{}".to_owned(),
+    content.extend(calls.iter().map(|c| {
+        ContentBlock::tool_call((*c).to_owned(), "read".to_owned(), "{}".to_owned()).unwrap()
     }));
     Message::new(id, Role::Assistant, content, model())
 }
@@ -407,7 +405,9 @@ fn old_files_that_break_the_rules_still_load_and_the_wire_still_refuses_them() {
     assert_eq!(ids(&s2), ["v2", "t-orphan"]);
 
     // The serializers still refuse the loaded surface, with their own typed errors.
-    let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
+    let config = Config::new("deepseek", "deepseek-flash")
+        .with("max_tokens", 64.into())
+        .unwrap();
     let messages = s.messages();
     let projected = ProjectedToolUpdates::new(&messages);
     let route = Route::plain("deepseek", "deepseek-flash", WireApi::Messages);

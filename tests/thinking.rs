@@ -13,7 +13,9 @@ mod support;
 use support::{object_tool, signed_answer};
 
 fn config(model: &str) -> Config {
-    Config::new("anthropic", model).with("max_tokens", 1024.into())
+    Config::new("anthropic", model)
+        .with("max_tokens", 1024.into())
+        .unwrap()
 }
 
 /// A loop that answers every turn with a signed thinking block.

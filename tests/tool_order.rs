@@ -39,7 +39,9 @@ fn no_mode() -> Route {
 }
 
 fn config_for(route: &Route) -> Config {
-    Config::new(route.provider.to_string(), route.model.to_string()).with("max_tokens", 256.into())
+    Config::new(route.provider.to_string(), route.model.to_string())
+        .with("max_tokens", 256.into())
+        .unwrap()
 }
 
 fn agent(session: Session, route: Route, order: ToolOrder) -> AgentLoop {

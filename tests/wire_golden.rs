@@ -92,11 +92,7 @@ fn from_model(id: &str, content: Vec<ContentBlock>, provider: &str, model: &str)
 }
 
 fn call(id: &str, name: &str, arguments: &str) -> ContentBlock {
-    ContentBlock::ToolCall {
-        id: id.into(),
-        name: name.into(),
-        arguments: arguments.into(),
-    }
+    ContentBlock::tool_call(id, name, arguments).unwrap()
 }
 
 fn reasoning(text: &str, signature: &str) -> ContentBlock {
@@ -125,7 +121,9 @@ fn projected(
 fn messages_flash_addition_after_tool_result() {
     let config = Config::new("deepseek", "deepseek-flash")
         .with("temperature", json!(0.3))
-        .with("max_tokens", json!(4096));
+        .unwrap()
+        .with("max_tokens", json!(4096))
+        .unwrap();
     let p = projected(
         vec![
             Message::system("s0", "You are a coding agent."),
@@ -140,7 +138,10 @@ fn messages_flash_addition_after_tool_result() {
             Message::tool_result("t1", "c1", "# mektpoy"),
             Message::developer(
                 "d1",
-                vec![ContentBlock::addition("search"), ContentBlock::text("")],
+                vec![
+                    ContentBlock::addition("search").unwrap(),
+                    ContentBlock::text(""),
+                ],
             ),
             Message::system("s1", "You are a coding agent. Search when unsure."),
             Message::user("u2", "Now search for similar crates"),
@@ -165,10 +166,12 @@ fn messages_flash_addition_after_tool_result() {
 fn messages_anthropic_in_history() {
     let config = Config::new("anthropic", "claude-test")
         .with("max_tokens", json!(8192))
+        .unwrap()
         .with(
             "thinking",
             json!({"type": "enabled", "budget_tokens": 2048}),
-        );
+        )
+        .unwrap();
     let p = projected(
         vec![
             Message::system("s0", "Be terse."),
@@ -184,8 +187,8 @@ fn messages_anthropic_in_history() {
             Message::developer(
                 "d1",
                 vec![
-                    ContentBlock::removal("fetch"),
-                    ContentBlock::addition("search"),
+                    ContentBlock::removal("fetch").unwrap(),
+                    ContentBlock::addition("search").unwrap(),
                     ContentBlock::text("fetch is gone; use search"),
                 ],
             ),
@@ -193,7 +196,7 @@ fn messages_anthropic_in_history() {
                 "a2",
                 vec![ContentBlock::text("Fetch failed; I will search.")],
             ),
-            Message::developer("d2", vec![ContentBlock::addition("read")]),
+            Message::developer("d2", vec![ContentBlock::addition("read").unwrap()]),
         ],
         Some(vec![
             fetch_tool(),
@@ -211,7 +214,9 @@ fn messages_anthropic_in_history() {
 /// sent, as `system`; no beta header.
 #[test]
 fn messages_plain_latest_prompt() {
-    let config = Config::new("deepseek", "deepseek-v4-pro").with("max_tokens", json!(1024));
+    let config = Config::new("deepseek", "deepseek-v4-pro")
+        .with("max_tokens", json!(1024))
+        .unwrap();
     let p = projected(
         vec![
             Message::system("s0", "Old prompt."),
@@ -235,7 +240,9 @@ fn messages_plain_latest_prompt() {
 fn openai_chat_tool_cycle() {
     let config = Config::new("openai", "gpt-test")
         .with("temperature", json!(0))
-        .with("max_tokens", json!(512));
+        .unwrap()
+        .with("max_tokens", json!(512))
+        .unwrap();
     let p = projected(
         vec![
             Message::system("s0", "You are helpful."),
@@ -295,7 +302,9 @@ fn strict_read_tool() -> ToolSchema {
 fn messages_anthropic_v4_inline() {
     let config = Config::new("anthropic", "claude-test")
         .with("max_tokens", json!(8192))
-        .with("thinking", json!({"type": "adaptive"}));
+        .unwrap()
+        .with("thinking", json!({"type": "adaptive"}))
+        .unwrap();
     let messages = vec![
         Message::system("s0", "Be terse."),
         Message::user("u1", "Open README.md"),
@@ -309,7 +318,7 @@ fn messages_anthropic_v4_inline() {
             ],
         ),
         Message::tool_result("t1", "c1", "# mektpoy"),
-        Message::developer("d1", vec![ContentBlock::addition("search")]),
+        Message::developer("d1", vec![ContentBlock::addition("search").unwrap()]),
         assistant(
             "a2",
             vec![
@@ -346,11 +355,14 @@ fn messages_anthropic_v4_inline() {
 fn messages_anthropic_v4_drop_block_and_lookback() {
     let config = Config::new("anthropic", "claude-test")
         .with("max_tokens", json!(4096))
+        .unwrap()
         .with("cache_control", json!({"type": "ephemeral", "ttl": "1h"}))
+        .unwrap()
         .with(
             "thinking",
             json!({"type": "enabled", "budget_tokens": 1024}),
-        );
+        )
+        .unwrap();
     let files: Vec<ContentBlock> = (1..=20)
         .map(|i| ContentBlock::text(format!("file {i}")))
         .collect();

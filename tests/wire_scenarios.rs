@@ -86,7 +86,9 @@ impl Lane {
 
     fn config(self) -> Config {
         let (provider, model) = self.provider_model();
-        Config::new(provider, model).with("max_tokens", json!(1024))
+        Config::new(provider, model)
+            .with("max_tokens", json!(1024))
+            .unwrap()
     }
 
     /// The catalog's route, checked to have the capabilities this lane stands for.
@@ -356,11 +358,7 @@ fn reply(session: &Session, config: &Config, n: usize, reply: Reply) {
             result,
         } => {
             let call_id = format!("call-{n}");
-            let call = ContentBlock::ToolCall {
-                id: call_id.clone(),
-                name: tool.into(),
-                arguments: arguments.into(),
-            };
+            let call = ContentBlock::tool_call(call_id.clone(), tool, arguments).unwrap();
             let message = assistant(vec![ContentBlock::text("Let me look."), call]);
             session.append(Event::append(message)).unwrap();
             let result = Message::tool_result(format!("result-{n}"), call_id, result);

@@ -13,7 +13,9 @@ pub fn session_with_churn(model: &str, steps: u64, churn_every: u64) -> (Session
         "deepseek"
     };
     let route = route_for(provider, model);
-    let config = Config::new(provider, model).with("max_tokens", 1024.into());
+    let config = Config::new(provider, model)
+        .with("max_tokens", 1024.into())
+        .unwrap();
     let mut agent = AgentLoop::builder(Session::new("bench"), route)
         .config(config)
         .system_prompt("You are a careful assistant.")
@@ -85,13 +87,13 @@ pub fn log_with_churn(events: usize) -> Session {
             let mut blocks: Vec<ContentBlock> = now
                 .iter()
                 .filter(|i| !before.contains(i))
-                .map(|i| ContentBlock::addition(format!("tool{i}")))
+                .map(|i| ContentBlock::addition(format!("tool{i}")).unwrap())
                 .collect();
             blocks.extend(
                 before
                     .iter()
                     .filter(|i| !now.contains(i))
-                    .map(|i| ContentBlock::removal(format!("tool{i}"))),
+                    .map(|i| ContentBlock::removal(format!("tool{i}")).unwrap()),
             );
             session
                 .append(Event::developer(

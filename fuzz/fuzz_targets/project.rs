@@ -11,7 +11,16 @@ use std::collections::HashSet;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use mektpoy::{Config, ContentBlock, Message, ToolSchema, route_for, project::{project_tool_updates, project_tool_updates_inline}, event::{Rewrite, ThinkingPolicy}, history::{ToolHistory, ToolUpdate}, route::ToolUpdateMode, vocab::{DEFERRED_PLACEHOLDER_NAME, MessageSource, Role}, wire::{ThinkingPlan, WireContext, serialize, serialize_with}};
+use mektpoy::{
+    Config, ContentBlock, Message, ToolSchema,
+    event::{Rewrite, ThinkingPolicy},
+    history::{ToolHistory, ToolUpdate},
+    project::{project_tool_updates, project_tool_updates_inline},
+    route::ToolUpdateMode,
+    route_for,
+    vocab::{DEFERRED_PLACEHOLDER_NAME, MessageSource, Role},
+    wire::{ThinkingPlan, WireContext, serialize, serialize_with},
+};
 use serde_json::{Map, json};
 
 const NAMES: [&str; 5] = ["a", "b", "c", "", DEFERRED_PLACEHOLDER_NAME];
@@ -110,9 +119,11 @@ fn tool(pick: ToolPick) -> ToolSchema {
     t.with_defer_loading(pick.deferred)
 }
 
-fn block(b: Block) -> ContentBlock {
+/// The block `b` picks; `None` for a call or change naming the empty tool, which no
+/// constructor builds (issue 21).
+fn block(b: Block) -> Option<ContentBlock> {
     let name = |n: u8| NAMES[usize::from(n) % NAMES.len()].to_owned();
-    match b {
+    Some(match b {
         Block::Text(empty) => ContentBlock::text(if empty { "" } else { "hi" }),
         Block::Reasoning { signed, extra_type } => {
             let mut v = json!({"type": "reasoning", "text": "r"});
@@ -131,10 +142,10 @@ fn block(b: Block) -> ContentBlock {
         // A block without `type` can no longer be built (`ContentBlock::other` refuses it);
         // the nearest unknown block is one whose type is empty.
         Block::NoType => ContentBlock::other(json!({"type": "", "data": 1})).unwrap(),
-        Block::Call { id, name: n, args } => ContentBlock::ToolCall {
-            id: format!("c{}", id % 4),
-            name: name(n),
-            arguments: match args % 6 {
+        Block::Call { id, name: n, args } => ContentBlock::tool_call(
+            format!("c{}", id % 4),
+            name(n),
+            match args % 6 {
                 0 => "{}".into(),
                 1 => r#"{"p":1}"#.into(),
                 2 => "{".into(),
@@ -142,11 +153,12 @@ fn block(b: Block) -> ContentBlock {
                 4 => r#"{"p":1,"p":2}"#.into(),
                 _ => format!("{{\"a\":{}{}}}", "[".repeat(126), "]".repeat(126)),
             },
-        },
-        Block::Addition(n) => ContentBlock::addition(name(n)),
-        Block::Removal(n) => ContentBlock::removal(name(n)),
-        Block::Redefinition(n) => ContentBlock::redefinition(name(n)),
-    }
+        )
+        .ok()?,
+        Block::Addition(n) => ContentBlock::addition(name(n)).ok()?,
+        Block::Removal(n) => ContentBlock::removal(name(n)).ok()?,
+        Block::Redefinition(n) => ContentBlock::redefinition(name(n)).ok()?,
+    })
 }
 
 fn messages(input: &Input, provider: &str) -> Vec<Message> {
@@ -156,7 +168,8 @@ fn messages(input: &Input, provider: &str) -> Vec<Message> {
             Some(j) if !out.is_empty() => out[usize::from(j) % out.len()].id().to_owned(),
             _ => format!("m{i}"),
         };
-        let content: Vec<ContentBlock> = m.blocks.iter().take(6).copied().map(block).collect();
+        let content: Vec<ContentBlock> =
+            m.blocks.iter().take(6).copied().filter_map(block).collect();
         let (role, source) = match m.who {
             Who::User => (Role::User, MessageSource::User),
             Who::Assistant(p) => (
@@ -212,17 +225,27 @@ fn config(provider: &str, model: &str, pick: u8) -> Config {
     let c = Config::new(provider, model);
     match pick % 6 {
         0 => c,
-        1 => c.with("max_tokens", json!(64)),
+        1 => c.with("max_tokens", json!(64)).unwrap(),
         2 => c
             .with("max_tokens", json!(64))
-            .with("thinking", json!({"type": "adaptive"})),
+            .unwrap()
+            .with("thinking", json!({"type": "adaptive"}))
+            .unwrap(),
         3 => c
             .with("max_tokens", json!(64))
-            .with("thinking", json!({"type": "disabled"})),
+            .unwrap()
+            .with("thinking", json!({"type": "disabled"}))
+            .unwrap(),
         4 => c
             .with("max_tokens", json!(64))
-            .with("tool_choice", json!({"type": "tool", "name": "a"})),
-        _ => c.with("max_tokens", json!(64)).with("tools", json!([])),
+            .unwrap()
+            .with("tool_choice", json!({"type": "tool", "name": "a"}))
+            .unwrap(),
+        _ => c
+            .with("max_tokens", json!(64))
+            .unwrap()
+            .with("tools", json!([]))
+            .unwrap(),
     }
 }
 
@@ -309,7 +332,7 @@ fuzz_target!(|input: Input| {
                     serialize_with(&config, projected, route, &context),
                 ] {
                     match result {
-                        Ok(w) => assert!(!w.body.is_empty()),
+                        Ok(w) => assert!(!w.body().is_empty()),
                         Err(e) => {
                             let _ = e.to_string();
                         }

@@ -13,7 +13,13 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use mektpoy::{Config, ContentBlock, Event, Message, Route, Session, ToolSchema, route_for, agent::{Recorder, Step}, event::ThinkingPolicy, vocab::{DEFERRED_PLACEHOLDER_NAME, MessageSource, Role}};
+use mektpoy::{
+    Config, ContentBlock, Event, Message, Route, Session, ToolSchema,
+    agent::{Recorder, Step},
+    event::ThinkingPolicy,
+    route_for,
+    vocab::{DEFERRED_PLACEHOLDER_NAME, MessageSource, Role},
+};
 use serde_json::{Map, json};
 
 /// Tool names; the last one is the name the serializer reserves.
@@ -142,17 +148,27 @@ fn config(route: &Route, pick: u8) -> Config {
     let c = Config::new(route.provider.to_string(), route.model.to_string());
     match pick % 6 {
         0 => c,
-        1 => c.with("max_tokens", json!(1024)),
+        1 => c.with("max_tokens", json!(1024)).unwrap(),
         2 => c
             .with("max_tokens", json!(1024))
-            .with("thinking", json!({"type": "adaptive"})),
+            .unwrap()
+            .with("thinking", json!({"type": "adaptive"}))
+            .unwrap(),
         3 => c
             .with("max_tokens", json!(1024))
-            .with("thinking", json!({"type": "disabled"})),
+            .unwrap()
+            .with("thinking", json!({"type": "disabled"}))
+            .unwrap(),
         4 => c
             .with("max_tokens", json!(1024))
-            .with("tool_choice", json!({"type": "any"})),
-        _ => c.with("max_tokens", json!(16)).with("system", json!("x")),
+            .unwrap()
+            .with("tool_choice", json!({"type": "any"}))
+            .unwrap(),
+        _ => c
+            .with("max_tokens", json!(16))
+            .unwrap()
+            .with("system", json!("x"))
+            .unwrap(),
     }
 }
 
@@ -192,10 +208,14 @@ fn reasoning(kind: Reasoning, route: &Route) -> Option<(ContentBlock, String)> {
 /// chat route: a body or a typed error, never a panic.
 fn wire(request: &mektpoy::Request) {
     let plain = route_for("openai-compatible", "any");
-    let projected = mektpoy::project::project_tool_updates(&request.messages, Some(&request.tools), None, None);
-    for result in [request.to_wire(), mektpoy::wire::serialize(&request.config, &projected, &plain)] {
+    let projected =
+        mektpoy::project::project_tool_updates(&request.messages, Some(&request.tools), None, None);
+    for result in [
+        request.to_wire(),
+        mektpoy::wire::serialize(&request.config, &projected, &plain),
+    ] {
         match result {
-            Ok(w) => assert!(!w.body.is_empty()),
+            Ok(w) => assert!(!w.body().is_empty()),
             Err(e) => {
                 let _ = e.to_string();
             }
@@ -262,7 +282,10 @@ fn run(input: &Input, routes: &[Route], main: usize) {
                 let before = session.len();
                 let result = recorder.record(
                     &session,
-                    Step::new(&config, prompts[usize::from(*prompt) % 3], &tools, route).at(turn, 0, attempt).new_series(*new_series).user_messages(&user_messages),
+                    Step::new(&config, prompts[usize::from(*prompt) % 3], &tools, route)
+                        .at(turn, 0, attempt)
+                        .new_series(*new_series)
+                        .user_messages(&user_messages),
                 );
                 match result {
                     Ok(request) => {
@@ -310,11 +333,14 @@ fn run(input: &Input, routes: &[Route], main: usize) {
                     content.push(block);
                     provider = p;
                 }
-                content.push(ContentBlock::ToolCall {
-                    id: call_id.clone(),
-                    name: NAMES[usize::from(*tool) % NAMES.len()].into(),
-                    arguments: arguments(*args),
-                });
+                content.push(
+                    ContentBlock::tool_call(
+                        call_id.clone(),
+                        NAMES[usize::from(*tool) % NAMES.len()],
+                        arguments(*args),
+                    )
+                    .unwrap(),
+                );
                 let message = Message::new(
                     fresh("a"),
                     Role::Assistant,

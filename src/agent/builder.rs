@@ -147,7 +147,7 @@ impl<S: Borrow<Session>> AgentLoopBuilder<S> {
     ///
     /// ```
     /// use mektpoy::{AgentLoop, Config, Session, route_for};
-    /// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into());
+    /// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into()).unwrap();
     /// let route = route_for("deepseek", "deepseek-flash");
     /// let agent = AgentLoop::builder(Session::new("s"), route).config(config.clone()).build()?;
     /// assert_eq!(agent.config(), &config);
@@ -167,7 +167,7 @@ impl<S: Borrow<Session>> AgentLoopBuilder<S> {
     /// let agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
     ///     .option("max_tokens", 64.into())
     ///     .build()?;
-    /// assert_eq!(agent.config().extra["max_tokens"], 64);
+    /// assert_eq!(agent.config().extra()["max_tokens"], 64);
     /// # Ok::<(), mektpoy::Error>(())
     /// ```
     pub fn option(mut self, key: impl Into<String>, value: Value) -> Self {
@@ -184,7 +184,7 @@ impl<S: Borrow<Session>> AgentLoopBuilder<S> {
     /// let agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
     ///     .options(options)
     ///     .build()?;
-    /// assert_eq!(agent.config().extra.len(), 2);
+    /// assert_eq!(agent.config().extra().len(), 2);
     /// # Ok::<(), mektpoy::Error>(())
     /// ```
     pub fn options(mut self, options: impl IntoIterator<Item = (String, Value)>) -> Self {

@@ -72,11 +72,14 @@ fn answer(n: usize, thinking: bool, calls: u8, provider: &str, model: &str) -> V
     }
     content.push(ContentBlock::text(format!("answer {n}")));
     for c in 0..calls {
-        content.push(ContentBlock::ToolCall {
-            id: format!("c{n}-{c}"),
-            name: "t0".into(),
-            arguments: format!(r#"{{"n": {n}, "c": {c}}}"#),
-        });
+        content.push(
+            ContentBlock::tool_call(
+                format!("c{n}-{c}"),
+                "t0",
+                format!(r#"{{"n": {n}, "c": {c}}}"#),
+            )
+            .unwrap(),
+        );
     }
     let source = MessageSource::Model {
         provider: provider.into(),
@@ -167,7 +170,9 @@ fn run(
     if policy != ThinkingPolicy::StripThinking {
         session.set_thinking_policy(policy).expect("policy");
     }
-    let config = Config::new(provider, model).with("max_tokens", 256.into());
+    let config = Config::new(provider, model)
+        .with("max_tokens", 256.into())
+        .unwrap();
     let mut agent = AgentLoop::builder(session, route.clone())
         .config(config)
         .system_prompt("Be brief.")
@@ -209,7 +214,9 @@ fn a_loop_resumes_from_a_growing_prefix() {
         .collect();
     let route = route_for("deepseek", "deepseek-flash");
     let session = Session::new("s");
-    let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 256.into());
+    let config = Config::new("deepseek", "deepseek-flash")
+        .with("max_tokens", 256.into())
+        .unwrap();
     let mut agent = AgentLoop::builder(session, route.clone())
         .config(config)
         .tools([tool(0)])
@@ -349,7 +356,9 @@ proptest! {
 /// never observed), each extending the other; and the meter's previous cut is that body's cut.
 fn copies_stay_in_step(provider: &str, model: &str, actions: &[Action]) -> Result<(), String> {
     let route = route_for(provider, model);
-    let config = Config::new(provider, model).with("max_tokens", 256.into());
+    let config = Config::new(provider, model)
+        .with("max_tokens", 256.into())
+        .unwrap();
     let mut agent = AgentLoop::builder(Session::new("s"), route.clone())
         .config(config)
         .system_prompt("Be brief.")

@@ -491,10 +491,10 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     /// let mut agent = AgentLoop::builder(Session::new("s"), route_for("deepseek", "deepseek-flash"))
     ///     .build()?;
     /// agent.set_options([("max_tokens".to_owned(), 64.into())])?;
-    /// assert_eq!(agent.config().extra["max_tokens"], 64);
+    /// assert_eq!(agent.config().extra()["max_tokens"], 64);
     /// let refused = agent.set_options([("messages".to_owned(), 1.into())]).unwrap_err();
     /// assert!(matches!(refused.faults(), [BuildFault::Option(_)]));
-    /// assert_eq!(agent.config().extra["max_tokens"], 64, "the previous options stay");
+    /// assert_eq!(agent.config().extra()["max_tokens"], 64, "the previous options stay");
     /// # Ok::<(), mektpoy::Error>(())
     /// ```
     ///
@@ -937,7 +937,7 @@ impl<S: Borrow<Session>> AgentLoop<S> {
     ///     .option("max_tokens", 256.into())
     ///     .build()?;
     /// assert_eq!((agent.config().provider.as_str(), agent.config().model.as_str()), ("deepseek", "deepseek-flash"));
-    /// assert_eq!(agent.config().extra["max_tokens"], 256);
+    /// assert_eq!(agent.config().extra()["max_tokens"], 256);
     /// # Ok::<(), mektpoy::Error>(())
     /// ```
     pub fn config(&self) -> &Config {

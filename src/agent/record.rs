@@ -269,10 +269,16 @@ fn tool_diff(
     let redefinitions = tools.iter().filter(|t| {
         fold.is_available(t.name()) && fold.declared(t.name()).is_some_and(|d| !d.same_tool(t))
     });
+    // An empty name makes no block: the header naming it is refused in the same batch
+    // (`EmptyToolName`), so nothing of this diff is written anyway.
     let content: Vec<ContentBlock> = additions
-        .map(ContentBlock::addition)
-        .chain(removals.into_iter().map(ContentBlock::removal))
-        .chain(redefinitions.map(|t| ContentBlock::redefinition(t.name())))
+        .filter_map(|n| ContentBlock::addition(n).ok())
+        .chain(
+            removals
+                .into_iter()
+                .filter_map(|n| ContentBlock::removal(n).ok()),
+        )
+        .chain(redefinitions.filter_map(|t| ContentBlock::redefinition(t.name()).ok()))
         .collect();
     (!content.is_empty()).then_some(content)
 }
@@ -560,8 +566,7 @@ impl Recorder {
                         let names_header = content.iter().any(|b| {
                             matches!(
                                 b,
-                                ContentBlock::ToolAddition { .. }
-                                    | ContentBlock::ToolRedefinition { .. }
+                                ContentBlock::ToolAddition(_) | ContentBlock::ToolRedefinition(_)
                             )
                         });
                         let id = self.next_id(&session_id, tx.next_seq());

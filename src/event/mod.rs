@@ -238,12 +238,17 @@ impl RequestHeader {
 
 /// `{"provider","model",...}`: a request's configuration. Equality is §1 equivalence.
 ///
+/// The options are written only through [`with`](Self::with), which refuses a key every
+/// serializer writes itself, so a configuration holding one cannot be built (decoding a log
+/// keeps what the log holds).
+///
 /// ```
 /// use mektpoy::Config;
-/// let a = Config::new("p", "m").with("max_tokens", 1024.into());
-/// let b = Config::new("p", "m").with("max_tokens", serde_json::json!(1024.0));
+/// let a = Config::new("p", "m").with("max_tokens", 1024.into())?;
+/// let b = Config::new("p", "m").with("max_tokens", serde_json::json!(1024.0))?;
 /// assert_eq!(a, b, "equivalent JSON: the same configuration");
 /// assert_eq!(serde_json::to_string(&a).unwrap(), r#"{"provider":"p","model":"m","max_tokens":1024}"#);
+/// # Ok::<(), mektpoy::event::ConfigError>(())
 /// ```
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Config {
@@ -253,24 +258,29 @@ pub struct Config {
     pub model: String,
     /// Every other option (`max_tokens`, `temperature`, …), in order.
     #[serde(flatten)]
-    pub extra: IndexMap<String, Value>,
+    pub(crate) extra: IndexMap<String, Value>,
 }
+
+/// Body keys every serializer writes itself (the Messages API, chat completions and the
+/// Responses API alike): an option of one of these names would be a duplicate key on every
+/// route, and `provider` or `model` would shadow the configuration's own field when its log
+/// line is read back. The one table [`Config::with`] and the serializers read.
+pub(crate) const RESERVED_OPTIONS: [&str; 5] = ["model", "provider", "system", "tools", "messages"];
 
 /// Building a configuration.
 ///
 /// ```
 /// use mektpoy::Config;
-/// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 1024.into());
-/// assert_eq!(config.extra["max_tokens"], 1024);
+/// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 1024.into())?;
+/// assert_eq!(config.extra()["max_tokens"], 1024);
+/// # Ok::<(), mektpoy::event::ConfigError>(())
 /// ```
 impl Config {
     /// A configuration without options.
     ///
     /// ```
-    /// use mektpoy::Config;
-    /// let config = Config::new("deepseek", "deepseek-flash");
-    /// assert_eq!((config.provider.as_str(), config.model.as_str()), ("deepseek", "deepseek-flash"));
-    /// assert!(config.extra.is_empty());
+    /// let config = mektpoy::Config::new("deepseek", "deepseek-flash");
+    /// assert_eq!((config.provider.as_str(), config.extra().len()), ("deepseek", 0));
     /// ```
     pub fn new(provider: impl Into<String>, model: impl Into<String>) -> Self {
         Config {
@@ -280,19 +290,74 @@ impl Config {
         }
     }
 
-    /// The same configuration with `key` set to `value`.
+    /// The same configuration with the option `key` set to `value` (after the options set
+    /// before; a key set again keeps its place and takes the new value).
     ///
     /// ```
-    /// use mektpoy::Config;
-    /// let config = Config::new("p", "m").with("temperature", 0.2.into()).with("max_tokens", 64.into());
-    /// let keys: Vec<&str> = config.extra.keys().map(String::as_str).collect();
-    /// assert_eq!(keys, ["temperature", "max_tokens"], "in order");
+    /// use mektpoy::{Config, event::ConfigError};
+    /// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 64.into())?;
+    /// assert_eq!(config.extra()["max_tokens"], 64);
+    /// assert_eq!(
+    ///     config.with("system", "Be brief.".into()).unwrap_err(),
+    ///     ConfigError::ReservedKey { key: "system" }
+    /// );
+    /// # Ok::<(), ConfigError>(())
     /// ```
-    #[must_use]
-    pub fn with(mut self, key: impl Into<String>, value: Value) -> Self {
-        self.extra.insert(key.into(), value);
+    ///
+    /// # Errors
+    /// [`ConfigError::ReservedKey`] for `model`, `provider`, `system`, `tools` or `messages`:
+    /// keys every serializer writes itself, which every request would refuse (and which the
+    /// log could not read back as an option). Route-specific refusals (the Responses API's
+    /// `instructions`, two names for one output limit, a forced `tool_choice`) depend on the
+    /// route and stay with [`AgentLoop::set_options`](crate::AgentLoop::set_options) and the
+    /// loop builder.
+    pub fn with(mut self, key: impl Into<String>, value: Value) -> Result<Self, ConfigError> {
+        let key = key.into();
+        if let Some(&reserved) = RESERVED_OPTIONS.iter().find(|r| **r == key) {
+            return Err(ConfigError::ReservedKey { key: reserved });
+        }
+        self.extra.insert(key, value);
+        Ok(self)
+    }
+
+    /// [`with`](Self::with) for a key this crate names itself, none of them reserved.
+    pub(crate) fn with_unreserved(mut self, key: &'static str, value: Value) -> Self {
+        debug_assert!(!RESERVED_OPTIONS.contains(&key), "{key}");
+        self.extra.insert(key.to_owned(), value);
         self
     }
+
+    /// Every option (`max_tokens`, `temperature`, …), in the order set.
+    ///
+    /// ```
+    /// let config = mektpoy::Config::new("p", "m").with("b", 1.into())?.with("a", 2.into())?;
+    /// assert_eq!(config.extra().keys().collect::<Vec<_>>(), ["b", "a"]);
+    /// # Ok::<(), mektpoy::event::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn extra(&self) -> &IndexMap<String, Value> {
+        &self.extra
+    }
+}
+
+/// Why [`Config::with`] refused an option.
+///
+/// ```
+/// use mektpoy::{Config, event::ConfigError};
+/// let err = Config::new("p", "m").with("tools", serde_json::json!([])).unwrap_err();
+/// assert!(matches!(err, ConfigError::ReservedKey { key: "tools" }));
+/// assert_eq!(err.to_string(), "`tools` is a body key every serializer writes itself, not an option");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `model`, `provider`, `system`, `tools` or `messages`: a body key every serializer
+    /// writes itself.
+    #[error("`{key}` is a body key every serializer writes itself, not an option")]
+    ReservedKey {
+        /// The refused key.
+        key: &'static str,
+    },
 }
 
 impl PartialEq for Config {

@@ -242,11 +242,9 @@ impl DeveloperRecord {
             .iter()
             .filter_map(|block| {
                 let (kind, name) = match block {
-                    ContentBlock::ToolAddition { tool_name } => (ChangeKind::Addition, tool_name),
-                    ContentBlock::ToolRedefinition { tool_name } => {
-                        (ChangeKind::Redefinition, tool_name)
-                    }
-                    ContentBlock::ToolRemoval { tool_name } => (ChangeKind::Removal, tool_name),
+                    ContentBlock::ToolAddition(r) => (ChangeKind::Addition, r.tool_name()),
+                    ContentBlock::ToolRedefinition(r) => (ChangeKind::Redefinition, r.tool_name()),
+                    ContentBlock::ToolRemoval(r) => (ChangeKind::Removal, r.tool_name()),
                     _ => return None,
                 };
                 let def = match kind {

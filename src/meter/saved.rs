@@ -90,12 +90,12 @@ impl Meter {
     pub fn restore(route: &Route, saved: &str) -> Result<Meter, MeterError> {
         let fault = |reason| MeterError::Restore { reason };
         let version: SavedVersion = serde_json::from_str(saved)
-            .map_err(|e| fault(RestoreFault::Malformed(e.to_string())))?;
+            .map_err(|e| fault(RestoreFault::Malformed(JsonFault::from(&e))))?;
         if !(1..=SAVE_VERSION).contains(&version.version) {
             return Err(fault(RestoreFault::Version(version.version)));
         }
         let saved: Saved<'_> = serde_json::from_str(saved)
-            .map_err(|e| fault(RestoreFault::Malformed(e.to_string())))?;
+            .map_err(|e| fault(RestoreFault::Malformed(JsonFault::from(&e))))?;
         let mut meter = Meter::new(route);
         if saved.route != meter.fingerprint {
             return Err(fault(RestoreFault::Route {
@@ -156,10 +156,11 @@ impl Meter {
             Some(d) if d.len() == meter.rows.len() => {
                 d.into_iter().map(|d| d.map(Departure::from)).collect()
             }
-            Some(_) => {
-                return Err(fault(RestoreFault::Malformed(
-                    "one departure per row expected".to_owned(),
-                )));
+            Some(d) => {
+                return Err(fault(RestoreFault::DeparturesPerRow {
+                    rows: meter.rows.len(),
+                    departures: d.len(),
+                }));
             }
             None => vec![None; meter.rows.len()],
         };

@@ -28,7 +28,10 @@ use serde::Deserialize;
 
 use super::sse::Framer;
 use super::usage::ChatUsage;
-use super::{Answer, ProviderError, ResponseError, StopReason, assistant_message, reasoning};
+use super::{
+    Answer, Malformation, MissingPart, ProviderError, ResponseError, StopReason, assistant_message,
+    reasoning,
+};
 use crate::vocab::ContentBlock;
 
 const BODY: &str = "response body";
@@ -70,16 +73,16 @@ pub fn decode_chat(
         .into_iter()
         .flatten()
         .find(|c| c.index.unwrap_or(0) == 0)
-        .ok_or_else(|| ResponseError::malformed(BODY, "no choice 0"))?;
+        .ok_or_else(|| ResponseError::malformed(BODY, Malformation::NoChoice))?;
     let message = choice
         .message
-        .ok_or_else(|| ResponseError::malformed(BODY, "choice 0 has no `message`"))?;
+        .ok_or_else(|| ResponseError::malformed(BODY, Malformation::ChoiceWithoutMessage))?;
     let mut calls = Vec::new();
     for (i, call) in message.tool_calls.into_iter().flatten().enumerate() {
         let context = || format!("tool call {i}");
-        let function = call
-            .function
-            .ok_or_else(|| ResponseError::malformed(context(), "no `function`"))?;
+        let function = call.function.ok_or_else(|| {
+            ResponseError::malformed(context(), Malformation::Missing("function"))
+        })?;
         calls.push(Call {
             id: call.id,
             name: function.name,
@@ -111,8 +114,9 @@ fn head(
     model: Option<String>,
     context: &str,
 ) -> Result<(String, String), ResponseError> {
-    let id = id.ok_or_else(|| ResponseError::malformed(context, "no string `id`"))?;
-    let model = model.ok_or_else(|| ResponseError::malformed(context, "no string `model`"))?;
+    let id = id.ok_or_else(|| ResponseError::malformed(context, Malformation::NotAString("id")))?;
+    let model = model
+        .ok_or_else(|| ResponseError::malformed(context, Malformation::NotAString("model")))?;
     Ok((id, model))
 }
 
@@ -188,23 +192,20 @@ fn blocks(
         out.push(ContentBlock::text(text));
     }
     for (i, call) in calls.into_iter().enumerate() {
-        let missing = |field: &str| {
-            ResponseError::malformed(format!("tool call {i}"), format!("no string `{field}`"))
+        let context = || format!("tool call {i}");
+        let missing = |field: &'static str| {
+            ResponseError::malformed(context(), Malformation::NotAString(field))
         };
         let name = call.name.ok_or_else(|| missing("function.name"))?;
-        if name.is_empty() {
-            return Err(ResponseError::malformed(
-                format!("tool call {i}"),
-                "an empty `function.name`",
-            ));
-        }
-        out.push(ContentBlock::ToolCall {
-            id: call.id.ok_or_else(|| missing("id"))?,
-            name,
-            arguments: call
-                .arguments
-                .ok_or_else(|| missing("function.arguments"))?,
-        });
+        let id = call.id.ok_or_else(|| missing("id"))?;
+        let arguments = call
+            .arguments
+            .ok_or_else(|| missing("function.arguments"))?;
+        // The log's own check: the one way to build a call refuses an empty name.
+        let block = ContentBlock::tool_call(id, name, arguments).map_err(|_| {
+            ResponseError::malformed(context(), Malformation::EmptyToolName("function.name"))
+        })?;
+        out.push(block);
     }
     Ok(out)
 }
@@ -429,7 +430,7 @@ impl ChatStream {
         }
         if !self.done {
             return Err(ResponseError::CutOff {
-                missing: "data: [DONE]".to_owned(),
+                missing: MissingPart::Event("data: [DONE]"),
             });
         }
         let (id, model) = head(self.id, self.model, "stream")?;

@@ -38,8 +38,8 @@ use serde_json::value::RawValue;
 use super::sse::Framer;
 use super::usage::MessagesUsage;
 use super::{
-    Answer, ProviderError, RawDiagnostics, RawTransformation, ResponseError, StopReason,
-    assistant_message, reasoning, transformations, unknown_block,
+    Answer, Malformation, MissingPart, ProviderError, RawDiagnostics, RawTransformation,
+    ResponseError, StopReason, assistant_message, reasoning, transformations, unknown_block,
 };
 use crate::vocab::ContentBlock;
 use crate::wire::compact_json;
@@ -81,7 +81,7 @@ pub fn decode_messages(
     let head = body.head(BODY)?;
     let content = body
         .content
-        .ok_or_else(|| ResponseError::malformed(BODY, "no `content`"))?;
+        .ok_or_else(|| ResponseError::malformed(BODY, Malformation::Missing("content")))?;
     let blocks = content
         .iter()
         .enumerate()
@@ -89,7 +89,7 @@ pub fn decode_messages(
         .collect::<Result<Vec<_>, _>>()?;
     let usage = body
         .usage
-        .ok_or_else(|| ResponseError::malformed(BODY, "no `usage`"))?
+        .ok_or_else(|| ResponseError::malformed(BODY, Malformation::Missing("usage")))?
         .normalize(BODY)?;
     let id = message_id.unwrap_or(&head.id);
     Ok(Answer {
@@ -144,19 +144,27 @@ impl Body<'_> {
         if let Some(kind) = self.kind.as_deref().filter(|k| *k != "message") {
             return Err(ResponseError::malformed(
                 context,
-                format!("`type` is `{kind}`, not `message`"),
+                Malformation::UnexpectedValue {
+                    field: "type",
+                    found: kind.to_owned(),
+                    expected: "message",
+                },
             ));
         }
         if let Some(role) = self.role.as_deref().filter(|r| *r != "assistant") {
             return Err(ResponseError::malformed(
                 context,
-                format!("`role` is `{role}`, not `assistant`"),
+                Malformation::UnexpectedValue {
+                    field: "role",
+                    found: role.to_owned(),
+                    expected: "assistant",
+                },
             ));
         }
-        let field = |value: &Option<String>, name: &str| {
+        let field = |value: &Option<String>, name: &'static str| {
             value
                 .clone()
-                .ok_or_else(|| ResponseError::malformed(context, format!("no string `{name}`")))
+                .ok_or_else(|| ResponseError::malformed(context, Malformation::NotAString(name)))
         };
         Ok(Head {
             id: field(&self.id, "id")?,
@@ -220,7 +228,7 @@ fn thinking_fields(
         _ => {
             return Err(ResponseError::malformed(
                 context,
-                "a `thinking` block needs a string `thinking`",
+                Malformation::ThinkingWithoutText,
             ));
         }
     };
@@ -236,17 +244,9 @@ fn tool_call(
     input: String,
     context: &str,
 ) -> Result<ContentBlock, ResponseError> {
-    if name.is_empty() {
-        return Err(ResponseError::malformed(
-            context,
-            "a tool call with an empty `name`",
-        ));
-    }
-    Ok(ContentBlock::ToolCall {
-        id,
-        name,
-        arguments: input,
-    })
+    // The log's own check: the one way to build a call refuses an empty name.
+    ContentBlock::tool_call(id, name, input)
+        .map_err(|_| ResponseError::malformed(context, Malformation::EmptyToolName("name")))
 }
 
 /// A Messages-API stream, decoded as its events arrive.
@@ -562,12 +562,12 @@ impl MessagesStream {
         }
         let Some(start) = self.start else {
             return Err(ResponseError::CutOff {
-                missing: "message_start".to_owned(),
+                missing: MissingPart::Event("message_start"),
             });
         };
         if !self.stopped {
             return Err(ResponseError::CutOff {
-                missing: "message_stop".to_owned(),
+                missing: MissingPart::Event("message_stop"),
             });
         }
         let mut content = Vec::with_capacity(self.blocks.len());
@@ -576,7 +576,7 @@ impl MessagesStream {
                 Slot::Done(block) => content.push(block),
                 _ => {
                     return Err(ResponseError::CutOff {
-                        missing: format!("content_block_stop of block {index}"),
+                        missing: MissingPart::BlockStop(index),
                     });
                 }
             }
@@ -693,7 +693,7 @@ impl MessagesStream {
         if self.start.is_some() {
             return Err(ResponseError::malformed(
                 CONTEXT,
-                "a second `message_start`",
+                Malformation::SecondMessageStart,
             ));
         }
         let start: MessageStart<'_> =
@@ -766,10 +766,10 @@ impl MessagesStream {
     fn block_delta(&mut self, event: BlockDelta) -> Result<(), ResponseError> {
         let (index, slot) = self.slot(event.index)?;
         let delta = event.delta;
-        let missing = |field: &str| {
+        let missing = |field: &'static str| {
             ResponseError::malformed(
                 format!("`{}` delta of block {index}", delta.kind),
-                format!("no string `{field}`"),
+                Malformation::NotAString(field),
             )
         };
         match (delta.kind.as_str(), &mut *slot) {
@@ -856,7 +856,7 @@ impl MessagesStream {
 pub(super) fn torn(error: ResponseError) -> ResponseError {
     match error {
         ResponseError::Json { context, .. } => ResponseError::CutOff {
-            missing: format!("the rest of the {context}"),
+            missing: MissingPart::RestOf(context),
         },
         error => error,
     }

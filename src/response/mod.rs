@@ -173,17 +173,13 @@ impl Answer {
             .message
             .content()
             .iter()
-            .filter_map(|block| match block {
-                ContentBlock::ToolCall {
-                    id,
-                    name,
-                    arguments,
-                } => arguments_fault(arguments).map(|fault| InvalidToolCall {
-                    call_id: id.clone(),
-                    name: name.clone(),
+            .filter_map(ContentBlock::as_tool_call)
+            .filter_map(|call| {
+                arguments_fault(call.arguments()).map(|fault| InvalidToolCall {
+                    call_id: call.id().to_owned(),
+                    name: call.name().to_owned(),
                     fault,
-                }),
-                _ => None,
+                })
             })
             .collect();
         self
@@ -538,8 +534,9 @@ pub enum ResponseError {
     Malformed {
         /// What was being decoded.
         context: String,
-        /// What is wrong.
-        reason: String,
+        /// What is wrong, one case per fault (its message is what this variant prints after
+        /// the context).
+        reason: Malformation,
     },
     /// The provider answered with an error object (a Messages `error` event or body, a chat
     /// `error` object).
@@ -609,7 +606,7 @@ pub enum ResponseError {
     #[error("the stream was cut off: {missing} never came")]
     CutOff {
         /// What was still missing.
-        missing: String,
+        missing: MissingPart,
     },
     /// The stream already refused an event; a refused stream cannot be resumed.
     #[error("the stream already failed")]
@@ -632,12 +629,105 @@ impl ResponseError {
         }
     }
 
-    fn malformed(context: impl Into<String>, reason: impl Into<String>) -> Self {
+    fn malformed(context: impl Into<String>, reason: Malformation) -> Self {
         ResponseError::Malformed {
             context: context.into(),
-            reason: reason.into(),
+            reason,
         }
     }
+}
+
+/// What a cut-off stream still lacked ([`ResponseError::CutOff`]): a case per end a stream can
+/// miss, displayed as the event's own name.
+///
+/// ```
+/// use mektpoy::response::{MessagesStream, MissingPart, ResponseError};
+/// let err = MessagesStream::new("anthropic", None).finish().unwrap_err();
+/// assert!(matches!(err, ResponseError::CutOff { missing: MissingPart::Event("message_start") }));
+/// assert_eq!(err.to_string(), "the stream was cut off: message_start never came");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MissingPart {
+    /// The event that opens or ends the stream (`message_start`, `message_stop`,
+    /// `data: [DONE]`, `response.completed`).
+    #[error("{0}")]
+    Event(&'static str),
+    /// The `content_block_stop` of the block at this index (Messages API).
+    #[error("content_block_stop of block {0}")]
+    BlockStop(usize),
+    /// The rest of an event the text ended inside (its data is cut short); the event's
+    /// context, as [`ResponseError::Json`] names it.
+    #[error("the rest of the {0}")]
+    RestOf(String),
+}
+
+/// What is wrong with a body or an event that is JSON ([`ResponseError::Malformed`]): a case
+/// per fault, so that a caller can tell a missing field from a wrong value without reading the
+/// message.
+///
+/// ```
+/// use mektpoy::response::{Malformation, ResponseError, decode_chat};
+/// let err = decode_chat(r#"{"id":"x","model":"m","choices":[]}"#, "deepseek", None).unwrap_err();
+/// let ResponseError::Malformed { reason, .. } = &err else { panic!("{err}") };
+/// assert_eq!(reason, &Malformation::NoChoice);
+/// assert_eq!(err.to_string(), "response body: no choice 0");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Malformation {
+    /// A field the decoding needs is absent (or `null`).
+    #[error("no `{0}`")]
+    Missing(&'static str),
+    /// A field that must be a string is absent or is not one.
+    #[error("no string `{0}`")]
+    NotAString(&'static str),
+    /// A usage object lacks one of its counts.
+    #[error("usage needs `{0}`")]
+    UsageField(&'static str),
+    /// A field holds a value other than the one the API documents there (a Messages body's
+    /// `type` or `role`).
+    #[error("`{field}` is `{found}`, not `{expected}`")]
+    UnexpectedValue {
+        /// The field.
+        field: &'static str,
+        /// Its value.
+        found: String,
+        /// The value the API documents.
+        expected: &'static str,
+    },
+    /// A tool call naming no tool: the log refuses it ([`ContentBlock::tool_call`]), and no
+    /// tool could run it.
+    #[error("an empty `{0}`")]
+    EmptyToolName(&'static str),
+    /// A Messages `thinking` block without its text.
+    #[error("a `thinking` block needs a string `thinking`")]
+    ThinkingWithoutText,
+    /// A chat body without `choices[0]`.
+    #[error("no choice 0")]
+    NoChoice,
+    /// A chat body whose `choices[0]` has no `message`.
+    #[error("choice 0 has no `message`")]
+    ChoiceWithoutMessage,
+    /// A Messages stream with a second `message_start`.
+    #[error("a second `message_start`")]
+    SecondMessageStart,
+    /// A Responses `message` item of another role than `assistant`.
+    #[error("a message of role {0}")]
+    MessageRole(String),
+    /// A Responses `message` item without a `content` array.
+    #[error("no `content` array")]
+    ContentNotArray,
+    /// A Responses message part of a type the API does not document there (it documents
+    /// `output_text` and `refusal`); `None` when the part has no string `type`.
+    #[error("a part of type {} (the API documents `output_text` and `refusal`)", .0.as_deref().unwrap_or("(none)"))]
+    UndocumentedPart(Option<String>),
+    /// A Responses reasoning `summary` part without a string `text`.
+    #[error("a summary part without a string `text`")]
+    SummaryPartWithoutText,
+    /// A Responses reasoning `summary` that is not an array.
+    #[error("a `summary` that is not an array")]
+    SummaryNotArray,
 }
 
 /// `{"type","message"}`: the error object the APIs nest under `error` (the Responses API's

@@ -70,7 +70,8 @@ use serde_json::Value;
 use super::sse::Framer;
 use super::usage::ResponsesUsage;
 use super::{
-    Answer, ProviderError, ResponseError, StopReason, assistant_message, reasoning, unknown_block,
+    Answer, Malformation, MissingPart, ProviderError, ResponseError, StopReason, assistant_message,
+    reasoning, unknown_block,
 };
 use crate::vocab::ContentBlock;
 
@@ -112,7 +113,7 @@ pub fn decode_responses(
     let output = body
         .output
         .clone()
-        .ok_or_else(|| ResponseError::malformed(BODY, "no `output`"))?;
+        .ok_or_else(|| ResponseError::malformed(BODY, Malformation::Missing("output")))?;
     finished(body, output, provider, message_id, BODY)
 }
 
@@ -167,10 +168,10 @@ fn finished(
 ) -> Result<Answer, ResponseError> {
     let id = body
         .id
-        .ok_or_else(|| ResponseError::malformed(context, "no string `id`"))?;
+        .ok_or_else(|| ResponseError::malformed(context, Malformation::NotAString("id")))?;
     let model = body
         .model
-        .ok_or_else(|| ResponseError::malformed(context, "no string `model`"))?;
+        .ok_or_else(|| ResponseError::malformed(context, Malformation::NotAString("model")))?;
     let mut seen = Seen::default();
     let mut content = Vec::with_capacity(output.len());
     for (index, item) in output.into_iter().enumerate() {
@@ -178,7 +179,7 @@ fn finished(
     }
     let usage = body
         .usage
-        .ok_or_else(|| ResponseError::malformed(context, "no `usage`"))?
+        .ok_or_else(|| ResponseError::malformed(context, Malformation::Missing("usage")))?
         .normalize(context)?;
     let stop_reason = match body.status.as_deref() {
         Some("incomplete") => StopReason::Incomplete {
@@ -213,12 +214,12 @@ struct Seen {
     phase: bool,
 }
 
-fn string_field(item: &Item, field: &str, context: &str) -> Result<String, ResponseError> {
+fn string_field(item: &Item, field: &'static str, context: &str) -> Result<String, ResponseError> {
     match item.get(field) {
         Some(Value::String(s)) => Ok(s.clone()),
         _ => Err(ResponseError::malformed(
             context,
-            format!("no string `{field}`"),
+            Malformation::NotAString(field),
         )),
     }
 }
@@ -239,12 +240,17 @@ fn push_item(
             {
                 return Err(ResponseError::malformed(
                     context,
-                    format!("a message of role {role}"),
+                    Malformation::MessageRole(role.to_string()),
                 ));
             }
             let parts = match item.shift_remove("content") {
                 Some(Value::Array(parts)) => parts,
-                _ => return Err(ResponseError::malformed(context, "no `content` array")),
+                _ => {
+                    return Err(ResponseError::malformed(
+                        context,
+                        Malformation::ContentNotArray,
+                    ));
+                }
             };
             // The item's `phase`, as a marker before its text (decision 141); a message
             // without one after one with it gets a marker that clears it.
@@ -267,11 +273,19 @@ fn push_item(
                     Some("output_text") => match part.get("text") {
                         Some(Value::String(text)) if text.is_empty() => {}
                         Some(Value::String(text)) => out.push(ContentBlock::text(text.clone())),
-                        _ => return Err(ResponseError::malformed(context, "no string `text`")),
+                        _ => {
+                            return Err(ResponseError::malformed(
+                                context,
+                                Malformation::NotAString("text"),
+                            ));
+                        }
                     },
                     Some("refusal") => {
                         if !part.get("refusal").is_some_and(Value::is_string) {
-                            return Err(ResponseError::malformed(context, "no string `refusal`"));
+                            return Err(ResponseError::malformed(
+                                context,
+                                Malformation::NotAString("refusal"),
+                            ));
                         }
                         seen.refusal = true;
                         out.push(unknown_block(out.len(), part)?);
@@ -279,10 +293,7 @@ fn push_item(
                     other => {
                         return Err(ResponseError::malformed(
                             context,
-                            format!(
-                                "a part of type {} (the API documents `output_text` and `refusal`)",
-                                other.unwrap_or("(none)")
-                            ),
+                            Malformation::UndocumentedPart(other.map(str::to_owned)),
                         ));
                     }
                 }
@@ -290,15 +301,14 @@ fn push_item(
         }
         "function_call" => {
             let name = string_field(&item, "name", &context)?;
-            if name.is_empty() {
-                return Err(ResponseError::malformed(context, "an empty `name`"));
-            }
+            let id = string_field(&item, "call_id", &context)?;
+            let arguments = string_field(&item, "arguments", &context)?;
+            // The log's own check: the one way to build a call refuses an empty name.
+            let call = ContentBlock::tool_call(id, name, arguments).map_err(|_| {
+                ResponseError::malformed(&context, Malformation::EmptyToolName("name"))
+            })?;
             seen.calls = true;
-            out.push(ContentBlock::ToolCall {
-                id: string_field(&item, "call_id", &context)?,
-                name,
-                arguments: string_field(&item, "arguments", &context)?,
-            });
+            out.push(call);
         }
         "reasoning" => {
             item.shift_remove("type");
@@ -312,7 +322,7 @@ fn push_item(
                             _ => {
                                 return Err(ResponseError::malformed(
                                     context,
-                                    "a summary part without a string `text`",
+                                    Malformation::SummaryPartWithoutText,
                                 ));
                             }
                         }
@@ -321,7 +331,7 @@ fn push_item(
                 Some(_) => {
                     return Err(ResponseError::malformed(
                         context,
-                        "a `summary` that is not an array",
+                        Malformation::SummaryNotArray,
                     ));
                 }
             }
@@ -581,7 +591,7 @@ impl ResponsesStream {
         }
         let Some(mut end) = self.end else {
             return Err(ResponseError::CutOff {
-                missing: "response.completed".to_owned(),
+                missing: MissingPart::Event("response.completed"),
             });
         };
         if let Some(head) = self.head {
@@ -633,9 +643,9 @@ impl ResponsesStream {
             });
         }
         let response = || {
-            e.response
-                .clone()
-                .ok_or_else(|| ResponseError::malformed(context(), "no `response`"))
+            e.response.clone().ok_or_else(|| {
+                ResponseError::malformed(context(), Malformation::Missing("response"))
+            })
         };
         match event {
             "response.created" | "response.in_progress" | "response.queued" => {
@@ -674,17 +684,17 @@ impl ResponsesStream {
                 event: event.to_owned(),
             });
         }
-        let index = e
-            .output_index
-            .ok_or_else(|| ResponseError::malformed(context(), "no `output_index`"))?;
+        let index = e.output_index.ok_or_else(|| {
+            ResponseError::malformed(context(), Malformation::Missing("output_index"))
+        })?;
         if event == "response.output_item.added" {
             let expected = self.slots.len();
             if usize::try_from(index).ok() != Some(expected) {
                 return Err(ResponseError::BlockOutOfOrder { index, expected });
             }
-            let added = e
-                .item
-                .ok_or_else(|| ResponseError::malformed(context(), "no `item`"))?;
+            let added = e.item.ok_or_else(|| {
+                ResponseError::malformed(context(), Malformation::Missing("item"))
+            })?;
             string_field(&added, "type", &context())?;
             self.slots.push(Slot {
                 added,
@@ -717,28 +727,30 @@ impl ResponsesStream {
             }
         };
         let content_index = || {
-            e.content_index
-                .ok_or_else(|| ResponseError::malformed(context(), "no `content_index`"))
+            e.content_index.ok_or_else(|| {
+                ResponseError::malformed(context(), Malformation::Missing("content_index"))
+            })
         };
         let summary_index = || {
-            e.summary_index
-                .ok_or_else(|| ResponseError::malformed(context(), "no `summary_index`"))
+            e.summary_index.ok_or_else(|| {
+                ResponseError::malformed(context(), Malformation::Missing("summary_index"))
+            })
         };
-        let text = |value: Option<String>, field: &str| {
-            value.ok_or_else(|| ResponseError::malformed(context(), format!("no string `{field}`")))
+        let text = |value: Option<String>, field: &'static str| {
+            value
+                .ok_or_else(|| ResponseError::malformed(context(), Malformation::NotAString(field)))
         };
         match event {
             "response.output_item.done" => {
-                slot.done = Some(
-                    e.item
-                        .ok_or_else(|| ResponseError::malformed(context(), "no `item`"))?,
-                );
+                slot.done = Some(e.item.ok_or_else(|| {
+                    ResponseError::malformed(context(), Malformation::Missing("item"))
+                })?);
             }
             "response.content_part.added" | "response.content_part.done" => {
                 needs("message")?;
-                let part = e
-                    .part
-                    .ok_or_else(|| ResponseError::malformed(context(), "no `part`"))?;
+                let part = e.part.ok_or_else(|| {
+                    ResponseError::malformed(context(), Malformation::Missing("part"))
+                })?;
                 let entry = slot.parts.entry(content_index()?).or_default();
                 if event.ends_with("added") {
                     entry.part = part;

@@ -19,7 +19,7 @@
 
 use serde::Deserialize;
 
-use super::ResponseError;
+use super::{Malformation, ResponseError};
 
 /// What a request cost, in the same terms for every API.
 ///
@@ -141,8 +141,8 @@ impl MessagesUsage {
     }
 
     pub(super) fn normalize(&self, context: &str) -> Result<Usage, ResponseError> {
-        let required = |value: Option<u64>, name: &str| {
-            value.ok_or_else(|| ResponseError::malformed(context, format!("usage needs `{name}`")))
+        let required = |value: Option<u64>, name: &'static str| {
+            value.ok_or_else(|| ResponseError::malformed(context, Malformation::UsageField(name)))
         };
         let input = required(self.input_tokens, "input_tokens")?;
         let read = self.cache_read_input_tokens;
@@ -188,8 +188,8 @@ struct InputDetails {
 
 impl ResponsesUsage {
     pub(super) fn normalize(&self, context: &str) -> Result<Usage, ResponseError> {
-        let required = |value: Option<u64>, name: &str| {
-            value.ok_or_else(|| ResponseError::malformed(context, format!("usage needs `{name}`")))
+        let required = |value: Option<u64>, name: &'static str| {
+            value.ok_or_else(|| ResponseError::malformed(context, Malformation::UsageField(name)))
         };
         let details = self.input_tokens_details.as_ref();
         Ok(Usage {
@@ -242,7 +242,7 @@ impl ChatUsage {
             _ => None,
         };
         let prompt_tokens = self.prompt_tokens.or(deepseek).ok_or_else(|| {
-            ResponseError::malformed(context, "usage needs `prompt_tokens`".to_owned())
+            ResponseError::malformed(context, Malformation::UsageField("prompt_tokens"))
         })?;
         let cached = self
             .prompt_tokens_details
@@ -254,7 +254,7 @@ impl ChatUsage {
             cache_read_tokens: self.prompt_cache_hit_tokens.or(cached),
             cache_write_tokens: None,
             output_tokens: self.completion_tokens.ok_or_else(|| {
-                ResponseError::malformed(context, "usage needs `completion_tokens`".to_owned())
+                ResponseError::malformed(context, Malformation::UsageField("completion_tokens"))
             })?,
             cache_creation: None,
             reasoning_tokens: self

@@ -157,16 +157,6 @@ pub enum AppendErrorKind {
         /// The repeated id.
         id: String,
     },
-    /// A block built by code that decoding would refuse: a tool call or tool change naming a
-    /// tool with an empty name (their variants' fields are public). A [`ContentBlock::Other`]
-    /// cannot be malformed: [`ContentBlock::other`] refuses a known or missing `type`.
-    #[error("message {id}: content block {index} is malformed")]
-    MalformedBlock {
-        /// The message id.
-        id: String,
-        /// 0-based block position.
-        index: usize,
-    },
     /// `headerSeq` does not name an earlier `request/header`.
     #[error("headerSeq {header} is not an earlier request/header")]
     UnknownHeader {
@@ -307,10 +297,13 @@ pub enum AppendErrorKind {
         /// The known type.
         event_type: String,
     },
-    /// A map of unknown fields (`Config::extra`, `RequestHeader::extra`, a reasoning block's
-    /// `extra`, all public) holds a key the event already writes, which would shadow that field
-    /// when the line is read back. (An opaque event's fields cannot: [`OpaqueEvent::new`]
-    /// refuses `type` and `surfaceOp`.)
+    /// A public map of unknown fields (`RequestHeader::extra`, a reasoning block's `extra`) holds
+    /// a key the event already writes, which would shadow that field when the line is read
+    /// back. (An opaque event's fields cannot: [`OpaqueEvent::new`] refuses `type` and
+    /// `surfaceOp`; nor can a configuration's options: [`Config::with`] refuses `provider` and
+    /// `model`.)
+    ///
+    /// [`Config::with`]: crate::Config::with
     ///
     /// [`OpaqueEvent::new`]: crate::event::OpaqueEvent::new
     #[error("unknown field `{key}` shadows a field of the event")]

@@ -22,7 +22,7 @@ use crate::store::{
     self, FrameFault, Frames, Item, JsonlSink, JsonlWriter, Limits, Lines, LockedFile, OpenError,
     PersistError, ReadError, Tail, TornTail, WrapSink, WriteError,
 };
-use crate::vocab::Seq;
+use crate::vocab::{JsonFault, Seq};
 
 /// The file format version this crate reads and writes.
 const VERSION: u64 = 0;
@@ -124,9 +124,9 @@ pub enum SessionLineFault {
     /// The line is not UTF-8.
     #[error("not UTF-8")]
     NotUtf8,
-    /// The line is not JSON; the parser's message.
+    /// The line is not JSON; the parser's fault (its message is this variant's).
     #[error("{0}")]
-    Malformed(String),
+    Malformed(JsonFault),
     /// `type` is missing or not `"session"`.
     #[error("`type` is not \"session\"")]
     Type,
@@ -1017,8 +1017,8 @@ struct SessionLine {
 
 /// Line 1 parsed; `unmarked`: the rules of a line without `rules`.
 fn session_line(text: &str, unmarked: LogRules) -> Result<SessionLine, LoadError> {
-    let v: Value =
-        serde_json::from_str(text).map_err(|e| bad(SessionLineFault::Malformed(e.to_string())))?;
+    let v: Value = serde_json::from_str(text)
+        .map_err(|e| bad(SessionLineFault::Malformed(JsonFault::from(&e))))?;
     if v.get("type").and_then(Value::as_str) != Some("session") {
         return Err(bad(SessionLineFault::Type));
     }

@@ -111,11 +111,7 @@ const NAMED_CALLS: usize = 3;
 /// let header = RequestHeader::new(Config::new("p", "m"), vec![edit.clone()]);
 /// session.append(Event::header(header, Reason::Initial))?;
 /// session.append(Event::append(Message::user("u1", "fix it")))?;
-/// let call = ContentBlock::ToolCall {
-///     id: "c1".into(),
-///     name: "edit".into(),
-///     arguments: r#"{"path":"a.rs"}"#.into(),
-/// };
+/// let call = ContentBlock::tool_call("c1", "edit", r#"{"path":"a.rs"}"#)?;
 /// let model = MessageSource::Model { provider: "p".into(), model: "m".into() };
 /// session.append(Event::append(Message::new("a1", Role::Assistant, vec![call], model)))?;
 ///
@@ -130,7 +126,7 @@ const NAMED_CALLS: usize = 3;
 ///     "`edit` is already called on the surface under another definition: \
 ///      call c1 in message a1 (event 2, defined by header 0)"
 /// );
-/// # Ok::<(), mektpoy::session::AppendError>(())
+/// # Ok::<(), mektpoy::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[non_exhaustive]

@@ -1269,7 +1269,7 @@ mod tests {
             .unwrap();
         session
             .append(Event::developer(
-                Message::developer("d1", vec![ContentBlock::addition("t1")]),
+                Message::developer("d1", vec![ContentBlock::addition("t1").unwrap()]),
                 Some(Seq(0)),
             ))
             .unwrap();

@@ -100,17 +100,11 @@ pub(super) fn position(messages: MessagesRef<'_>) -> Position {
             let calls: Vec<PendingCall> = answer
                 .content()
                 .iter()
-                .filter_map(|b| match b {
-                    ContentBlock::ToolCall {
-                        id,
-                        name,
-                        arguments,
-                    } => Some(PendingCall {
-                        id: id.clone(),
-                        name: name.clone(),
-                        arguments: arguments.clone(),
-                    }),
-                    _ => None,
+                .filter_map(ContentBlock::as_tool_call)
+                .map(|call| PendingCall {
+                    id: call.id().to_owned(),
+                    name: call.name().to_owned(),
+                    arguments: call.arguments().to_owned(),
                 })
                 .collect();
             let any_call = !calls.is_empty();
@@ -141,11 +135,7 @@ mod tests {
     }
 
     fn call(id: &str) -> ContentBlock {
-        ContentBlock::ToolCall {
-            id: id.into(),
-            name: "read".into(),
-            arguments: "{}".into(),
-        }
+        ContentBlock::tool_call(id, "read", "{}").unwrap()
     }
 
     fn answer(id: &str, content: Vec<ContentBlock>) -> Message {
@@ -183,7 +173,7 @@ mod tests {
         );
         let r1 = Message::tool_result("t1", "c1", "one");
         let r2 = Message::tool_result("t2", "c2", "two");
-        let dev = Message::developer("d1", vec![ContentBlock::addition("grep")]);
+        let dev = Message::developer("d1", vec![ContentBlock::addition("grep").unwrap()]);
 
         assert_eq!(position(&[]), Position::Start);
         assert_eq!(position(std::slice::from_ref(&prompt)), Position::Start);

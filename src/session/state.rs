@@ -285,28 +285,17 @@ impl LogState {
         if let Some(index) = msg
             .content()
             .iter()
-            .position(ContentBlock::names_empty_tool)
-        {
-            return Err(AppendErrorKind::MalformedBlock { id: id(), index });
-        }
-        if let Some(index) = msg
-            .content()
-            .iter()
             .position(|b| matches!(b, ContentBlock::InlineAddition(_)))
         {
             return Err(AppendErrorKind::ProjectionOnlyBlock { id: id(), index });
         }
         for block in msg.content() {
-            if let ContentBlock::ToolCall {
-                id: call,
-                arguments,
-                ..
-            } = block
-                && arguments_depth(arguments) > ContentBlock::ARGUMENTS_DEPTH_LIMIT
+            if let ContentBlock::ToolCall(call) = block
+                && arguments_depth(call.arguments()) > ContentBlock::ARGUMENTS_DEPTH_LIMIT
             {
                 return Err(AppendErrorKind::ArgumentsTooDeep {
                     id: id(),
-                    call_id: call.clone(),
+                    call_id: call.id().to_owned(),
                     limit: ContentBlock::ARGUMENTS_DEPTH_LIMIT,
                 });
             }
@@ -333,11 +322,11 @@ impl LogState {
             };
             for block in msg.content() {
                 let (tool_name, redefines) = match block {
-                    ContentBlock::ToolAddition { tool_name } => (tool_name, false),
-                    ContentBlock::ToolRedefinition { tool_name } => (tool_name, true),
+                    ContentBlock::ToolAddition(r) => (r.tool_name(), false),
+                    ContentBlock::ToolRedefinition(r) => (r.tool_name(), true),
                     _ => continue,
                 };
-                let tool = tool_name.clone();
+                let tool = tool_name.to_owned();
                 match header {
                     None if redefines => {
                         return Err(AppendErrorKind::RedefinitionWithoutHeaderSeq {
@@ -493,8 +482,9 @@ impl LogState {
     }
 }
 
-/// Refuses events whose line would not decode as the same event: an unknown-field map (all
-/// public) holding a key the encoder already writes, or an opaque event of type `session`
+/// Refuses events whose line would not decode as the same event: a public unknown-field map
+/// holding a key the encoder already writes (a configuration's options cannot: `Config::with`
+/// refuses `provider` and `model`), or an opaque event of type `session`
 /// (decoded by `append_json`; it would read back as a second session line). O(size of the
 /// event).
 fn check_encodable(event: &Event) -> Result<(), AppendErrorKind> {
@@ -504,8 +494,7 @@ fn check_encodable(event: &Event) -> Result<(), AppendErrorKind> {
             .map(|k| AppendErrorKind::ReservedKey { key: k.clone() })
     };
     let fault = match event {
-        Event::Header(h) => reserved(h.header.config.extra.keys(), &["provider", "model"])
-            .or_else(|| reserved(h.header.extra.keys(), &["config", "tools"])),
+        Event::Header(h) => reserved(h.header.extra.keys(), &["config", "tools"]),
         // Only a decoded `session` line gets here: `OpaqueEvent::new` refuses every known
         // type and the keys `type` and `surfaceOp`, and decoding takes those keys out.
         Event::Opaque(o) if is_known_event_type(o.event_type()) => {

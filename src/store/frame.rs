@@ -6,6 +6,8 @@ use std::sync::Arc;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
+use crate::vocab::JsonFault;
+
 /// The key of a frame line, `{"batch":N}`.
 const FRAME_KEY: &str = "batch";
 
@@ -106,7 +108,7 @@ pub(crate) fn file_text<S: AsRef<str>>(
 pub enum FrameFault {
     /// The line starts like a frame line but is not a JSON object.
     #[error("it is not a JSON object ({0})")]
-    Malformed(String),
+    Malformed(JsonFault),
     /// `batch` is not an integer of at least 1.
     #[error("`batch` is not a positive integer")]
     Count,
@@ -133,7 +135,7 @@ impl Probe {
     /// Reads `text`, which [`looks_like_frame`] or [`cut_frame`].
     pub(crate) fn of(text: &str) -> Self {
         serde_json::from_str::<Probe>(text)
-            .unwrap_or_else(|e| Probe::Frame(Err(FrameFault::Malformed(e.to_string()))))
+            .unwrap_or_else(|e| Probe::Frame(Err(FrameFault::Malformed(JsonFault::from(&e)))))
     }
 }
 

@@ -5,7 +5,10 @@
 //! (`1` ≡ `1.0` ≡ `1e0`). Key order or number spelling never makes a change; the original
 //! system compared JSON text, which turned a re-serialized schema into a cache miss.
 
+use std::fmt;
+
 use indexmap::IndexMap;
+use serde_json::error::Category;
 use serde_json::{Number, Value};
 
 /// Whether `a` and `b` are equal as data ([reference
@@ -34,6 +37,84 @@ pub fn json_equivalent(a: &Value, b: &Value) -> bool {
         _ => a == b,
     }
 }
+
+/// Why a text is not the JSON a reader expected: the JSON parser's fault kept as data (what
+/// kind, where) rather than as its message alone, so a caller can tell a cut-off file
+/// ([`Category::Eof`]) from a corrupt one without reading text. Displays the parser's message.
+///
+/// ```
+/// use mektpoy::session::{LoadError, SessionLineFault};
+/// use mektpoy::Session;
+/// let err = Session::load_bytes(b"{\"type\": \n").unwrap_err();
+/// let LoadError::BadSessionLine { reason: SessionLineFault::Malformed(json) } = &err else {
+///     panic!("{err}")
+/// };
+/// assert_eq!(json.category(), serde_json::error::Category::Eof);
+/// assert_eq!(err.to_string(), format!("line 1 is not a session line: {json}"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JsonFault {
+    category: Category,
+    line: usize,
+    column: usize,
+    message: String,
+}
+
+impl JsonFault {
+    /// What kind of fault: not JSON ([`Category::Syntax`]), cut off ([`Category::Eof`]), or
+    /// JSON of another shape ([`Category::Data`]).
+    ///
+    /// ```
+    /// use serde_json::error::Category;
+    /// let fault = mektpoy::vocab::JsonFault::from(&serde_json::from_str::<serde_json::Value>("[").unwrap_err());
+    /// assert_eq!(fault.category(), Category::Eof);
+    /// ```
+    #[must_use]
+    pub fn category(&self) -> Category {
+        self.category
+    }
+
+    /// The 1-based line of the fault in the text (0 when the parser names none).
+    ///
+    /// ```
+    /// let fault = mektpoy::vocab::JsonFault::from(&serde_json::from_str::<serde_json::Value>("\n x").unwrap_err());
+    /// assert_eq!((fault.line(), fault.column()), (2, 2));
+    /// ```
+    #[must_use]
+    pub fn line(&self) -> usize {
+        self.line
+    }
+
+    /// The 1-based column of the fault on its line (0 when the parser names none).
+    ///
+    /// ```
+    /// let fault = mektpoy::vocab::JsonFault::from(&serde_json::from_str::<serde_json::Value>("x").unwrap_err());
+    /// assert_eq!(fault.column(), 1);
+    /// ```
+    #[must_use]
+    pub fn column(&self) -> usize {
+        self.column
+    }
+}
+
+impl From<&serde_json::Error> for JsonFault {
+    fn from(e: &serde_json::Error) -> Self {
+        JsonFault {
+            category: e.classify(),
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for JsonFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for JsonFault {}
 
 /// Equivalence of two ordered key maps, ignoring key order.
 pub(crate) fn map_equivalent(a: &IndexMap<String, Value>, b: &IndexMap<String, Value>) -> bool {

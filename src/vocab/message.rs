@@ -402,6 +402,10 @@ const KNOWN_SOURCE_KINDS: [&str; 5] = [
 /// `{"type":"tool-removal","toolName"}`, `{"type":"tool-redefinition","toolName"}`; any other
 /// `type` is kept verbatim as `Other` (an [`OtherBlock`], built only by [`ContentBlock::other`]
 /// or decoding, so never of a known type).
+/// The tool-call and tool-change variants hold payloads with private fields ([`ToolCall`],
+/// [`ToolRef`]), built only by [`ContentBlock::tool_call`], [`ContentBlock::addition`],
+/// [`ContentBlock::removal`], [`ContentBlock::redefinition`] or decoding, which share one check,
+/// so a block code builds is one a log can hold.
 /// **A known type that is malformed is an error, not `Other`.** Unknown fields on known
 /// blocks other than `reasoning` are ignored (the log line keeps them; see `docs/decisions.md`).
 ///
@@ -430,32 +434,20 @@ pub enum ContentBlock {
         /// Other fields of the block (e.g. `signature`).
         extra: IndexMap<String, Value>,
     },
-    /// A call of a tool by the model.
-    ToolCall {
-        /// Call id, matched by the result's `source.callId`.
-        id: String,
-        /// Tool name.
-        name: String,
-        /// The raw JSON string of the arguments, as the model produced it.
-        arguments: String,
-    },
-    /// A tool added in history (developer messages only).
-    ToolAddition {
-        /// The added tool's name.
-        tool_name: String,
-    },
-    /// A tool removed in history (developer messages only).
-    ToolRemoval {
-        /// The removed tool's name.
-        tool_name: String,
-    },
+    /// A call of a tool by the model: built by [`ContentBlock::tool_call`] or decoding, which
+    /// refuse an empty tool name.
+    ToolCall(ToolCall),
+    /// A tool added in history (developer messages only): built by
+    /// [`ContentBlock::addition`] or decoding.
+    ToolAddition(ToolRef),
+    /// A tool removed in history (developer messages only): built by
+    /// [`ContentBlock::removal`] or decoding.
+    ToolRemoval(ToolRef),
     /// An available tool takes the definition of the header its message names (developer
-    /// messages only). Routes that take definitions by value send it as an addition carrying
-    /// the new definition; by-reference routes open a declaration series instead.
-    ToolRedefinition {
-        /// The redefined tool's name.
-        tool_name: String,
-    },
+    /// messages only): built by [`ContentBlock::redefinition`] or decoding. Routes that take
+    /// definitions by value send it as an addition carrying the new definition; by-reference
+    /// routes open a declaration series instead.
+    ToolRedefinition(ToolRef),
     /// An addition carrying its definition by value: made only by the projection for routes
     /// with inline definitions, never decoded from a log and refused by `append`.
     InlineAddition(InlineAddition),
@@ -539,6 +531,118 @@ impl OtherBlock {
     #[must_use]
     pub fn into_value(self) -> Value {
         Value::Object(self.fields)
+    }
+}
+
+/// The payload of a [`ContentBlock::ToolCall`]: a call of a tool by the model.
+///
+/// Built only by [`ContentBlock::tool_call`] or decoding, which both refuse an empty tool name,
+/// so a session never meets a call it could not pair or send. Also what
+/// [`Message::tool_calls`] yields.
+///
+/// ```
+/// use mektpoy::ContentBlock;
+/// let block = ContentBlock::tool_call("c1", "read", r#"{"path":"a.rs"}"#)?;
+/// let ContentBlock::ToolCall(call) = &block else { unreachable!() };
+/// assert_eq!((call.id(), call.name(), call.arguments()), ("c1", "read", r#"{"path":"a.rs"}"#));
+/// # Ok::<(), mektpoy::vocab::BlockError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+impl ToolCall {
+    /// The call's id, which the result's source (`{"kind":"tool","callId"}`) names.
+    ///
+    /// ```
+    /// let block = mektpoy::ContentBlock::tool_call("c1", "read", "{}")?;
+    /// assert_eq!(block.as_tool_call().map(|c| c.id()), Some("c1"));
+    /// # Ok::<(), mektpoy::vocab::BlockError>(())
+    /// ```
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The called tool's name, never empty.
+    ///
+    /// ```
+    /// let block = mektpoy::ContentBlock::tool_call("c1", "read", "{}")?;
+    /// assert_eq!(block.as_tool_call().map(|c| c.name()), Some("read"));
+    /// # Ok::<(), mektpoy::vocab::BlockError>(())
+    /// ```
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The arguments as the model wrote them: a JSON text, not parsed (see
+    /// [`validate_tool_call`](crate::project::validate_tool_call) to check them).
+    ///
+    /// ```
+    /// let block = mektpoy::ContentBlock::tool_call("c1", "read", "{\"a\": ")?;
+    /// assert_eq!(block.as_tool_call().map(|c| c.arguments()), Some("{\"a\": "));
+    /// # Ok::<(), mektpoy::vocab::BlockError>(())
+    /// ```
+    #[must_use]
+    pub fn arguments(&self) -> &str {
+        &self.arguments
+    }
+}
+
+/// The payload of a [`ContentBlock::ToolAddition`], [`ContentBlock::ToolRemoval`] or
+/// [`ContentBlock::ToolRedefinition`]: the tool it names, by name.
+///
+/// Built only by [`ContentBlock::addition`], [`ContentBlock::removal`],
+/// [`ContentBlock::redefinition`] or decoding, which all refuse an empty name.
+///
+/// ```
+/// use mektpoy::ContentBlock;
+/// let block = ContentBlock::removal("grep")?;
+/// let ContentBlock::ToolRemoval(removed) = &block else { unreachable!() };
+/// assert_eq!(removed.tool_name(), "grep");
+/// # Ok::<(), mektpoy::vocab::BlockError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolRef {
+    tool_name: String,
+}
+
+impl ToolRef {
+    fn named(tool_name: impl Into<String>, block_type: &'static str) -> Result<Self, BlockError> {
+        Ok(ToolRef {
+            tool_name: nonempty_tool_name(tool_name.into(), block_type, "toolName")?,
+        })
+    }
+
+    /// The tool's name, never empty.
+    ///
+    /// ```
+    /// use mektpoy::ContentBlock;
+    /// let ContentBlock::ToolAddition(added) = ContentBlock::addition("read")? else { unreachable!() };
+    /// assert_eq!(added.tool_name(), "read");
+    /// # Ok::<(), mektpoy::vocab::BlockError>(())
+    /// ```
+    #[must_use]
+    pub fn tool_name(&self) -> &str {
+        &self.tool_name
+    }
+}
+
+/// `name`, unless it is empty (`block_type`'s field `field` would name no tool): the one check
+/// the constructors and decoding share.
+fn nonempty_tool_name(
+    name: String,
+    block_type: &'static str,
+    field: &'static str,
+) -> Result<String, BlockError> {
+    if name.is_empty() {
+        Err(BlockError::EmptyToolName { block_type, field })
+    } else {
+        Ok(name)
     }
 }
 
@@ -699,44 +803,95 @@ impl ContentBlock {
         ContentBlock::Text { text: text.into() }
     }
 
-    /// A `tool-addition` block.
+    /// A `tool-call` block: the model calls `name` with `arguments` (its JSON text, kept as
+    /// written), answered by the tool result whose source names `id`.
     ///
     /// ```
-    /// use mektpoy::ContentBlock;
-    /// let block = ContentBlock::addition("grep");
-    /// assert_eq!(serde_json::to_string(&block).unwrap(), r#"{"type":"tool-addition","toolName":"grep"}"#);
+    /// use mektpoy::{ContentBlock, vocab::BlockError};
+    /// let call = ContentBlock::tool_call("c1", "read", r#"{"path":"a.rs"}"#)?;
+    /// assert_eq!(call.as_tool_call().map(|c| c.name()), Some("read"));
+    /// assert_eq!(
+    ///     ContentBlock::tool_call("c2", "", "{}"),
+    ///     Err(BlockError::EmptyToolName { block_type: "tool-call", field: "name" })
+    /// );
+    /// # Ok::<(), BlockError>(())
     /// ```
-    pub fn addition(tool_name: impl Into<String>) -> Self {
-        ContentBlock::ToolAddition {
-            tool_name: tool_name.into(),
-        }
+    ///
+    /// # Errors
+    /// [`BlockError::EmptyToolName`] for an empty `name`, which no provider takes and no
+    /// header can declare (decoding a log refuses it alike).
+    pub fn tool_call(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Result<Self, BlockError> {
+        Ok(ContentBlock::ToolCall(ToolCall {
+            id: id.into(),
+            name: nonempty_tool_name(name.into(), block_type::TOOL_CALL, "name")?,
+            arguments: arguments.into(),
+        }))
     }
 
-    /// A `tool-removal` block.
+    /// A `tool-addition` block: `tool_name`, declared by the header its developer message
+    /// names, is offered from here on.
     ///
     /// ```
-    /// use mektpoy::ContentBlock;
-    /// let block = ContentBlock::removal("shell");
-    /// assert_eq!(block.tool_change_name(), Some("shell"));
-    /// assert_eq!(serde_json::to_string(&block).unwrap(), r#"{"type":"tool-removal","toolName":"shell"}"#);
+    /// use mektpoy::{ContentBlock, vocab::BlockError};
+    /// assert_eq!(ContentBlock::addition("read")?.tool_change_name(), Some("read"));
+    /// assert!(matches!(ContentBlock::addition(""), Err(BlockError::EmptyToolName { .. })));
+    /// # Ok::<(), BlockError>(())
     /// ```
-    pub fn removal(tool_name: impl Into<String>) -> Self {
-        ContentBlock::ToolRemoval {
-            tool_name: tool_name.into(),
-        }
+    ///
+    /// # Errors
+    /// [`BlockError::EmptyToolName`] for an empty name (decoding a log refuses it alike).
+    pub fn addition(tool_name: impl Into<String>) -> Result<Self, BlockError> {
+        ToolRef::named(tool_name, block_type::TOOL_ADDITION).map(ContentBlock::ToolAddition)
     }
 
-    /// A `tool-redefinition` block.
+    /// A `tool-removal` block: `tool_name` is no longer offered.
+    ///
+    /// ```
+    /// use mektpoy::{ContentBlock, vocab::BlockError};
+    /// assert_eq!(ContentBlock::removal("grep")?.tool_change_name(), Some("grep"));
+    /// assert!(matches!(ContentBlock::removal(""), Err(BlockError::EmptyToolName { .. })));
+    /// # Ok::<(), BlockError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`BlockError::EmptyToolName`] for an empty name (decoding a log refuses it alike).
+    pub fn removal(tool_name: impl Into<String>) -> Result<Self, BlockError> {
+        ToolRef::named(tool_name, block_type::TOOL_REMOVAL).map(ContentBlock::ToolRemoval)
+    }
+
+    /// A `tool-redefinition` block: `tool_name` takes the definition of the header its
+    /// developer message names.
+    ///
+    /// ```
+    /// use mektpoy::{ContentBlock, vocab::BlockError};
+    /// assert_eq!(ContentBlock::redefinition("edit")?.tool_change_name(), Some("edit"));
+    /// assert!(matches!(ContentBlock::redefinition(""), Err(BlockError::EmptyToolName { .. })));
+    /// # Ok::<(), BlockError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`BlockError::EmptyToolName`] for an empty name (decoding a log refuses it alike).
+    pub fn redefinition(tool_name: impl Into<String>) -> Result<Self, BlockError> {
+        ToolRef::named(tool_name, block_type::TOOL_REDEFINITION).map(ContentBlock::ToolRedefinition)
+    }
+
+    /// The call, when this is a `tool-call` block.
     ///
     /// ```
     /// use mektpoy::ContentBlock;
-    /// let block = ContentBlock::redefinition("read");
-    /// assert!(block.is_tool_change());
-    /// assert_eq!(serde_json::to_string(&block).unwrap(), r#"{"type":"tool-redefinition","toolName":"read"}"#);
+    /// assert_eq!(ContentBlock::tool_call("c1", "read", "{}")?.as_tool_call().map(|c| c.id()), Some("c1"));
+    /// assert!(ContentBlock::text("hi").as_tool_call().is_none());
+    /// # Ok::<(), mektpoy::vocab::BlockError>(())
     /// ```
-    pub fn redefinition(tool_name: impl Into<String>) -> Self {
-        ContentBlock::ToolRedefinition {
-            tool_name: tool_name.into(),
+    #[must_use]
+    pub fn as_tool_call(&self) -> Option<&ToolCall> {
+        match self {
+            ContentBlock::ToolCall(call) => Some(call),
+            _ => None,
         }
     }
 
@@ -777,9 +932,9 @@ impl ContentBlock {
     pub fn is_tool_change(&self) -> bool {
         matches!(
             self,
-            ContentBlock::ToolAddition { .. }
-                | ContentBlock::ToolRemoval { .. }
-                | ContentBlock::ToolRedefinition { .. }
+            ContentBlock::ToolAddition(_)
+                | ContentBlock::ToolRemoval(_)
+                | ContentBlock::ToolRedefinition(_)
                 | ContentBlock::InlineAddition(_)
         )
     }
@@ -795,9 +950,9 @@ impl ContentBlock {
     /// ```
     pub fn tool_change_name(&self) -> Option<&str> {
         match self {
-            ContentBlock::ToolAddition { tool_name }
-            | ContentBlock::ToolRemoval { tool_name }
-            | ContentBlock::ToolRedefinition { tool_name } => Some(tool_name),
+            ContentBlock::ToolAddition(r)
+            | ContentBlock::ToolRemoval(r)
+            | ContentBlock::ToolRedefinition(r) => Some(r.tool_name()),
             ContentBlock::InlineAddition(a) => Some(a.tool_name()),
             _ => None,
         }
@@ -891,39 +1046,30 @@ impl ContentBlock {
             },
             None => Err(missing(name)),
         };
-        let named = |name: String, field: &'static str| {
-            if name.is_empty() {
-                Err(BlockError::EmptyToolName {
-                    block_type: ty,
-                    field,
-                })
-            } else {
-                Ok(name)
-            }
-        };
         Ok(match ty {
             block_type::TEXT => ContentBlock::Text {
                 text: take("text")?,
             },
+            // The constructors' own checks: a log holds no block code could not build.
             block_type::TOOL_CALL => {
                 let id = take("id")?;
-                let name = named(take("name")?, "name")?;
-                ContentBlock::ToolCall {
+                let name = nonempty_tool_name(take("name")?, ty, "name")?;
+                ContentBlock::ToolCall(ToolCall {
                     id,
                     name,
                     arguments: take("arguments")?,
-                }
+                })
             }
             block_type::TOOL_ADDITION if has_definition => return Err(BlockError::ProjectionOnly),
-            block_type::TOOL_ADDITION => ContentBlock::ToolAddition {
-                tool_name: named(take("toolName")?, "toolName")?,
-            },
-            block_type::TOOL_REDEFINITION => ContentBlock::ToolRedefinition {
-                tool_name: named(take("toolName")?, "toolName")?,
-            },
-            block_type::TOOL_REMOVAL => ContentBlock::ToolRemoval {
-                tool_name: named(take("toolName")?, "toolName")?,
-            },
+            block_type::TOOL_ADDITION => {
+                ContentBlock::ToolAddition(ToolRef::named(take("toolName")?, ty)?)
+            }
+            block_type::TOOL_REDEFINITION => {
+                ContentBlock::ToolRedefinition(ToolRef::named(take("toolName")?, ty)?)
+            }
+            block_type::TOOL_REMOVAL => {
+                ContentBlock::ToolRemoval(ToolRef::named(take("toolName")?, ty)?)
+            }
             _ => {
                 let text = take("text")?;
                 let extra = entries
@@ -942,26 +1088,14 @@ impl ContentBlock {
         Some(match self {
             ContentBlock::Text { .. } => block_type::TEXT,
             ContentBlock::Reasoning { .. } => block_type::REASONING,
-            ContentBlock::ToolCall { .. } => block_type::TOOL_CALL,
-            ContentBlock::ToolAddition { .. } | ContentBlock::InlineAddition(_) => {
+            ContentBlock::ToolCall(_) => block_type::TOOL_CALL,
+            ContentBlock::ToolAddition(_) | ContentBlock::InlineAddition(_) => {
                 block_type::TOOL_ADDITION
             }
-            ContentBlock::ToolRemoval { .. } => block_type::TOOL_REMOVAL,
-            ContentBlock::ToolRedefinition { .. } => block_type::TOOL_REDEFINITION,
+            ContentBlock::ToolRemoval(_) => block_type::TOOL_REMOVAL,
+            ContentBlock::ToolRedefinition(_) => block_type::TOOL_REDEFINITION,
             ContentBlock::Other(_) => return None,
         })
-    }
-
-    /// Whether this is a tool call or tool change naming a tool with an empty name, which
-    /// decoding refuses and code can still build (the variants' fields are public).
-    pub(crate) fn names_empty_tool(&self) -> bool {
-        match self {
-            ContentBlock::ToolCall { name, .. } => name.is_empty(),
-            ContentBlock::ToolAddition { tool_name }
-            | ContentBlock::ToolRemoval { tool_name }
-            | ContentBlock::ToolRedefinition { tool_name } => tool_name.is_empty(),
-            _ => false,
-        }
     }
 }
 
@@ -986,24 +1120,20 @@ impl Serialize for ContentBlock {
                 }
                 m.end()
             }
-            ContentBlock::ToolCall {
-                id,
-                name,
-                arguments,
-            } => {
+            ContentBlock::ToolCall(call) => {
                 let mut m = s.serialize_map(Some(4))?;
                 m.serialize_entry("type", ty)?;
-                m.serialize_entry("id", id)?;
-                m.serialize_entry("name", name)?;
-                m.serialize_entry("arguments", arguments)?;
+                m.serialize_entry("id", &call.id)?;
+                m.serialize_entry("name", &call.name)?;
+                m.serialize_entry("arguments", &call.arguments)?;
                 m.end()
             }
-            ContentBlock::ToolAddition { tool_name }
-            | ContentBlock::ToolRemoval { tool_name }
-            | ContentBlock::ToolRedefinition { tool_name } => {
+            ContentBlock::ToolAddition(r)
+            | ContentBlock::ToolRemoval(r)
+            | ContentBlock::ToolRedefinition(r) => {
                 let mut m = s.serialize_map(Some(2))?;
                 m.serialize_entry("type", ty)?;
-                m.serialize_entry("toolName", tool_name)?;
+                m.serialize_entry("toolName", &r.tool_name)?;
                 m.end()
             }
             ContentBlock::InlineAddition(a) => {
@@ -1318,16 +1448,8 @@ impl Message {
     ///     Role::Assistant,
     ///     vec![
     ///         ContentBlock::text("Reading both."),
-    ///         ContentBlock::ToolCall {
-    ///             id: "c1".into(),
-    ///             name: "read".into(),
-    ///             arguments: r#"{"path":"a.rs"}"#.into(),
-    ///         },
-    ///         ContentBlock::ToolCall {
-    ///             id: "c2".into(),
-    ///             name: "read".into(),
-    ///             arguments: r#"{"path":"b.rs"}"#.into(),
-    ///         },
+    ///         ContentBlock::tool_call("c1", "read", r#"{"path":"a.rs"}"#)?,
+    ///         ContentBlock::tool_call("c2", "read", r#"{"path":"b.rs"}"#)?,
     ///     ],
     ///     MessageSource::Model { provider: "anthropic".into(), model: "m".into() },
     /// );
@@ -1335,20 +1457,10 @@ impl Message {
     /// assert_eq!(calls, [("c1", "read"), ("c2", "read")]);
     /// assert_eq!(answer.tool_calls().next().unwrap().arguments(), r#"{"path":"a.rs"}"#);
     /// assert_eq!(Message::user("u1", "hi").tool_calls().count(), 0);
+    /// # Ok::<(), mektpoy::vocab::BlockError>(())
     /// ```
-    pub fn tool_calls(&self) -> impl Iterator<Item = ToolCall<'_>> + Clone {
-        self.0.content.iter().filter_map(|b| match b {
-            ContentBlock::ToolCall {
-                id,
-                name,
-                arguments,
-            } => Some(ToolCall {
-                id,
-                name,
-                arguments,
-            }),
-            _ => None,
-        })
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> + Clone {
+        self.0.content.iter().filter_map(ContentBlock::as_tool_call)
     }
 
     /// Whether this is a prompt node: a system message with source `system-prompt` (other
@@ -1367,78 +1479,6 @@ impl Message {
     /// ```
     pub fn ptr_eq(&self, other: &Message) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-/// One tool call of a message ([`Message::tool_calls`]), borrowed from its
-/// [`ContentBlock::ToolCall`] block.
-///
-/// ```
-/// use mektpoy::Message;
-/// let answer: Message = serde_json::from_str(r#"{"id":"a1","role":"assistant","content":[
-///   {"type":"tool-call","id":"c1","name":"read","arguments":"{\"path\":\"a.rs\"}"}],
-///   "source":{"kind":"model","provider":"p","model":"m"}}"#)?;
-/// let call = answer.tool_calls().next().unwrap();
-/// assert_eq!((call.id(), call.name(), call.arguments()), ("c1", "read", r#"{"path":"a.rs"}"#));
-/// # Ok::<(), serde_json::Error>(())
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ToolCall<'m> {
-    id: &'m str,
-    name: &'m str,
-    arguments: &'m str,
-}
-
-impl<'m> ToolCall<'m> {
-    /// The call's id, which the result's source (`{"kind":"tool","callId"}`) names.
-    ///
-    /// ```
-    /// use mektpoy::Message;
-    /// let answer: Message = serde_json::from_str(r#"{"id":"a1","role":"assistant","content":[
-    ///   {"type":"tool-call","id":"c1","name":"read","arguments":"{}"}],
-    ///   "source":{"kind":"model","provider":"p","model":"m"}}"#)?;
-    /// // The result names the call by this id.
-    /// let call_id = answer.tool_calls().next().unwrap().id().to_owned();
-    /// let result = Message::tool_result("r1", call_id, "fn main() {}");
-    /// assert_eq!(result.source(), &mektpoy::vocab::MessageSource::Tool { call_id: "c1".into() });
-    /// # Ok::<(), serde_json::Error>(())
-    /// ```
-    #[must_use]
-    pub fn id(&self) -> &'m str {
-        self.id
-    }
-
-    /// The called tool's name.
-    ///
-    /// ```
-    /// use mektpoy::Message;
-    /// let answer: Message = serde_json::from_str(r#"{"id":"a1","role":"assistant","content":[
-    ///   {"type":"tool-call","id":"c1","name":"read","arguments":"{}"}],
-    ///   "source":{"kind":"model","provider":"p","model":"m"}}"#)?;
-    /// assert_eq!(answer.tool_calls().map(|c| c.name()).collect::<Vec<_>>(), ["read"]);
-    /// # Ok::<(), serde_json::Error>(())
-    /// ```
-    #[must_use]
-    pub fn name(&self) -> &'m str {
-        self.name
-    }
-
-    /// The arguments as the model wrote them: a JSON text, not parsed (see
-    /// [`validate_tool_call`](crate::project::validate_tool_call) to check them).
-    ///
-    /// ```
-    /// use mektpoy::Message;
-    /// let answer: Message = serde_json::from_str(r#"{"id":"a1","role":"assistant","content":[
-    ///   {"type":"tool-call","id":"c1","name":"read","arguments":"{\"path\":\"a.rs\"}"}],
-    ///   "source":{"kind":"model","provider":"p","model":"m"}}"#)?;
-    /// let arguments = answer.tool_calls().next().unwrap().arguments();
-    /// let parsed: serde_json::Value = serde_json::from_str(arguments)?;
-    /// assert_eq!(parsed["path"], "a.rs");
-    /// # Ok::<(), serde_json::Error>(())
-    /// ```
-    #[must_use]
-    pub fn arguments(&self) -> &'m str {
-        self.arguments
     }
 }
 
@@ -1531,13 +1571,10 @@ mod tests {
             .collect();
         assert_eq!(calls, [("c1", "read", "{\"p\":1}"), ("c2", "grep", "{}")]);
         // Borrowed from the message: the same bytes, not copies.
-        let ContentBlock::ToolCall { arguments, .. } = &m.content()[1] else {
+        let ContentBlock::ToolCall(call) = &m.content()[1] else {
             panic!("{m:?}")
         };
-        assert!(std::ptr::eq(
-            m.tool_calls().next().unwrap().arguments(),
-            arguments.as_str()
-        ));
+        assert!(std::ptr::eq(m.tool_calls().next().unwrap(), call));
         assert_eq!(
             Message::tool_result("t", "c1", "ok").tool_calls().count(),
             0

@@ -12,13 +12,13 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-pub use json::json_equivalent;
+pub use json::{JsonFault, json_equivalent};
 pub(crate) use json::{arguments_depth, map_equivalent};
 pub use list::{Iter, List};
 pub(crate) use message::BlockSeed;
 pub use message::{
     BlockError, ContentBlock, InlineAddition, Message, MessageSource, OtherBlock, OtherSource,
-    Role, SourceError, ToolCall,
+    Role, SourceError, ToolCall, ToolRef,
 };
 pub use messages::{MessageIter, Messages, MessagesRef};
 pub use tool::{DEFERRED_PLACEHOLDER_NAME, ToolError, ToolSchema};

@@ -134,10 +134,10 @@ const ANTHROPIC_TOOL_FIELDS: [&str; 3] = ["strict", "input_examples", "eager_inp
 /// let config = Config::new("deepseek", "deepseek-flash");
 /// // The Messages API requires `max_tokens`.
 /// assert!(matches!(serialize_messages(&config, &projected, &route), Err(WireError::MissingMaxTokens)));
-/// let config = config.with("max_tokens", 64.into());
+/// let config = config.with("max_tokens", 64.into())?;
 /// let request = serialize_messages(&config, &projected, &route)?;
 /// assert!(request.body().contains(r#""system":"Be brief.""#));
-/// # Ok::<(), mektpoy::wire::WireError>(())
+/// # Ok::<(), mektpoy::Error>(())
 /// ```
 ///
 /// # Errors

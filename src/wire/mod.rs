@@ -855,7 +855,7 @@ impl WireError {
     /// // An answer that ends the request: the route refuses assistant prefill.
     /// let messages = [Message::user("u1", "hi"), Message::assistant("a1", "Sure,", "anthropic", "m")];
     /// let route = Route::builder("anthropic", "m", WireApi::Messages).assistant_prefill(false).build()?;
-    /// let config = Config::new("anthropic", "m").with("max_tokens", 64.into());
+    /// let config = Config::new("anthropic", "m").with("max_tokens", 64.into())?;
     /// let refused = serialize(&config, &ProjectedToolUpdates::new(&messages[..]), &route).unwrap_err();
     /// assert_eq!(refused.message_id(), Some("a1"));
     /// # Ok::<(), mektpoy::Error>(())
@@ -967,7 +967,7 @@ impl std::error::Error for WireError {
 /// use mektpoy::{Config, Message, Route, project::ProjectedToolUpdates, route::WireApi};
 /// let messages = [Message::user("u1", "hi"), Message::assistant("a1", "Sure,", "anthropic", "m")];
 /// let route = Route::builder("anthropic", "m", WireApi::Messages).assistant_prefill(false).build()?;
-/// let config = Config::new("anthropic", "m").with("max_tokens", 64.into());
+/// let config = Config::new("anthropic", "m").with("max_tokens", 64.into())?;
 /// let refused = serialize(&config, &ProjectedToolUpdates::new(&messages[..]), &route).unwrap_err();
 /// assert!(matches!(refused, WireError::Message { kind: MessageFault::AssistantPrefill, .. }));
 /// # Ok::<(), mektpoy::Error>(())
@@ -1105,7 +1105,7 @@ pub enum MessageFault {
 /// use std::borrow::Cow;
 /// use mektpoy::{Config, Message, Route, project::ProjectedToolUpdates, route::WireApi, wire::serialize};
 ///
-/// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 1024.into());
+/// let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", 1024.into()).unwrap();
 /// let messages = [Message::user("u1", "hello")];
 /// let projected = ProjectedToolUpdates::new(&messages[..]);
 /// let route = Route::plain("deepseek", "deepseek-flash", WireApi::Messages);
@@ -1169,7 +1169,11 @@ fn with_cache_key<'c>(
 ) -> std::borrow::Cow<'c, Config> {
     match context.prompt_cache_key {
         Some(key) if route.prompt_cache_key() && !config.extra.contains_key("prompt_cache_key") => {
-            std::borrow::Cow::Owned(config.clone().with("prompt_cache_key", key.into()))
+            std::borrow::Cow::Owned(
+                config
+                    .clone()
+                    .with_unreserved("prompt_cache_key", key.into()),
+            )
         }
         _ => std::borrow::Cow::Borrowed(config),
     }
@@ -1261,7 +1265,7 @@ pub(crate) fn serialize_resuming(
 pub(crate) fn option_refusal(config: &Config, route: &Route) -> Option<WireError> {
     let probe = match route.api {
         WireApi::Messages if !config.extra.contains_key("max_tokens") => {
-            std::borrow::Cow::Owned(config.clone().with("max_tokens", 1.into()))
+            std::borrow::Cow::Owned(config.clone().with_unreserved("max_tokens", 1.into()))
         }
         _ => std::borrow::Cow::Borrowed(config),
     };
@@ -1276,10 +1280,6 @@ pub(crate) fn option_refusal(config: &Config, route: &Route) -> Option<WireError
     }
 }
 
-/// Body keys the serializers write themselves; a config option with one of these names would
-/// produce a duplicate key.
-const RESERVED_CONFIG_KEYS: [&str; 5] = ["model", "provider", "system", "tools", "messages"];
-
 /// The config options sorted by key, after checking that none is reserved.
 fn sorted_options(config: &Config) -> Result<Vec<(&str, &Value)>, WireError> {
     let mut options: Vec<(&str, &Value)> =
@@ -1288,7 +1288,7 @@ fn sorted_options(config: &Config) -> Result<Vec<(&str, &Value)>, WireError> {
     options.sort_unstable_by(|a, b| a.0.cmp(b.0));
     if let Some((key, _)) = options
         .iter()
-        .find(|(k, _)| RESERVED_CONFIG_KEYS.contains(k))
+        .find(|(k, _)| crate::event::RESERVED_OPTIONS.contains(k))
     {
         return Err(WireError::ReservedConfigKey {
             key: (*key).to_owned(),

@@ -44,7 +44,7 @@ use crate::vocab::{ContentBlock, Message, Role, ToolSchema};
 /// ```
 /// use mektpoy::wire::serialize_openai_chat;
 /// use mektpoy::{Config, Message, ToolSchema, project::ProjectedToolUpdates};
-/// let config = Config::new("acme", "acme-1").with("temperature", 0.into());
+/// let config = Config::new("acme", "acme-1").with("temperature", 0.into())?;
 /// let messages = [Message::system("p", "Be brief."), Message::user("u1", "hi")];
 /// let tools = [ToolSchema::no_input("read", "Read a file")];
 /// let projected = ProjectedToolUpdates::new(&messages[..]).with_tools(&tools[..]);
@@ -453,13 +453,10 @@ fn chat_messages<'a>(
                     match block {
                         ContentBlock::Text { text: t } => text.push(t.as_str()),
                         ContentBlock::Reasoning { .. } => {}
-                        ContentBlock::ToolCall {
-                            id,
-                            name,
-                            arguments,
-                        } => {
+                        ContentBlock::ToolCall(call) => {
+                            let (id, name, arguments) = (call.id(), call.name(), call.arguments());
                             calls.call(message, id)?;
-                            ids.push(id.clone());
+                            ids.push(id.to_owned());
                             tool_calls.push(FunctionCall::new(id, name, arguments));
                         }
                         other => return Err(unsupported(message, index, other)),
@@ -799,11 +796,9 @@ mod tests {
                     let id = format!("c{n}-{c}");
                     first_call.get_or_insert_with(|| id.clone());
                     pending.push(id.clone());
-                    content.push(ContentBlock::ToolCall {
-                        id,
-                        name: "read".into(),
-                        arguments: format!(r#"{{"n":{n}}}"#),
-                    });
+                    content.push(
+                        ContentBlock::tool_call(id, "read", format!(r#"{{"n":{n}}}"#)).unwrap(),
+                    );
                 }
                 messages.push(Message::new(
                     format!("a{n}"),
@@ -840,15 +835,11 @@ mod tests {
             )),
             Op::Developer => messages.push(Message::developer(
                 format!("d{n}"),
-                vec![ContentBlock::addition("read")],
+                vec![ContentBlock::addition("read").unwrap()],
             )),
             Op::Duplicate => {
                 if let Some(id) = first_call.clone() {
-                    let call = ContentBlock::ToolCall {
-                        id,
-                        name: "read".into(),
-                        arguments: "{}".into(),
-                    };
+                    let call = ContentBlock::tool_call(id, "read", "{}").unwrap();
                     messages.push(Message::new(
                         format!("a{n}"),
                         Role::Assistant,
@@ -889,7 +880,7 @@ mod tests {
         fn resumed_chat_requests_are_fresh_requests(
             steps in prop::collection::vec(prop::collection::vec(op(), 0..4), 1..12),
         ) {
-            let config = Config::new("openai-compatible", "any").with("max_tokens", 64.into());
+            let config = Config::new("openai-compatible", "any").with("max_tokens", 64.into()).unwrap();
             let tools = [tool()];
             let (mut messages, mut pending, mut first_call) = (Vec::new(), Vec::new(), None);
             let mut resume: Option<Resume> = None;
@@ -987,11 +978,7 @@ mod tests {
             messages.push(Message::new(
                 format!("a{k}"),
                 Role::Assistant,
-                vec![ContentBlock::ToolCall {
-                    id: format!("c{k}"),
-                    name: "read".into(),
-                    arguments: "{}".into(),
-                }],
+                vec![ContentBlock::tool_call(format!("c{k}"), "read", "{}").unwrap()],
                 MessageSource::Model {
                     provider: "openai-compatible".into(),
                     model: "any".into(),

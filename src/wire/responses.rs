@@ -830,13 +830,14 @@ impl<'a> Pass<'a> {
                     }
                     texts.push((b, Part::Input(text)));
                 }
-                ContentBlock::ToolAddition { tool_name } if self.route.tool_update().is_some() => {
-                    let Some(&tool) = self.declared.get(tool_name.as_str()) else {
+                ContentBlock::ToolAddition(r) if self.route.tool_update().is_some() => {
+                    let tool_name = r.tool_name();
+                    let Some(&tool) = self.declared.get(tool_name) else {
                         return Err(WireError::message(
                             message.id(),
                             MessageFault::AdditionWithoutDeclaration {
                                 index: b,
-                                tool: tool_name.clone(),
+                                tool: tool_name.to_owned(),
                             },
                         ));
                     };
@@ -895,11 +896,8 @@ impl<'a> Pass<'a> {
                     }
                     Item::Kept { item: o, id: false }
                 }
-                ContentBlock::ToolCall {
-                    id,
-                    name,
-                    arguments,
-                } => {
+                ContentBlock::ToolCall(call) => {
+                    let (id, name, arguments) = (call.id(), call.name(), call.arguments());
                     calls.call(message, id)?;
                     self.kinds.insert(id, "function_call");
                     Item::Call {

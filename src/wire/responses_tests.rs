@@ -140,11 +140,8 @@ fn apply(
                 let id = format!("c{n}-{c}");
                 first_call.get_or_insert_with(|| id.clone());
                 pending.push(id.clone());
-                content.push(ContentBlock::ToolCall {
-                    id,
-                    name: "t0".into(),
-                    arguments: format!(r#"{{"n": {n}}}"#),
-                });
+                content
+                    .push(ContentBlock::tool_call(id, "t0", format!(r#"{{"n": {n}}}"#)).unwrap());
             }
             let provider = if *reasoning == 2 {
                 "deepseek"
@@ -192,17 +189,13 @@ fn apply(
             content.extend(
                 added
                     .iter()
-                    .map(|a| ContentBlock::addition(format!("t{}", a % 4))),
+                    .map(|a| ContentBlock::addition(format!("t{}", a % 4)).unwrap()),
             );
             messages.push(Message::developer(format!("d{n}"), content));
         }
         Op::Duplicate => {
             if let Some(id) = first_call.clone() {
-                let call = ContentBlock::ToolCall {
-                    id,
-                    name: "t0".into(),
-                    arguments: "{}".into(),
-                };
+                let call = ContentBlock::tool_call(id, "t0", "{}").unwrap();
                 messages.push(Message::new(
                     format!("a{n}"),
                     Role::Assistant,
@@ -241,7 +234,7 @@ proptest! {
     fn resumed_responses_requests_are_fresh_requests(
         steps in prop::collection::vec(prop::collection::vec(op(), 0..4), 1..12),
     ) {
-        let config = Config::new("openai", "gpt-5.4").with("max_tokens", 64.into());
+        let config = Config::new("openai", "gpt-5.4").with("max_tokens", 64.into()).unwrap();
         let context = WireContext {
             prompt_cache_key: Some("s"),
             ..WireContext::default()
@@ -344,7 +337,7 @@ fn a_responses_loop_resumes_from_the_whole_previous_request() {
     let mut messages = vec![
         Message::system("p", "Be brief."),
         Message::user("u", "Read the files."),
-        Message::developer("d", vec![ContentBlock::addition("t1")]),
+        Message::developer("d", vec![ContentBlock::addition("t1").unwrap()]),
     ];
     let mut resume = None;
     let mut previous: Option<String> = None;
@@ -382,11 +375,7 @@ fn a_responses_loop_resumes_from_the_whole_previous_request() {
                     text: "hmm".into(),
                     extra,
                 },
-                ContentBlock::ToolCall {
-                    id: format!("c{k}"),
-                    name: "t1".into(),
-                    arguments: "{}".into(),
-                },
+                ContentBlock::tool_call(format!("c{k}"), "t1", "{}").unwrap(),
             ],
             MessageSource::Model {
                 provider: "openai".into(),

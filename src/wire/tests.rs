@@ -33,7 +33,9 @@ fn deferred_placeholder_not_appended_without_a_mode() {
         .tool_update(None)
         .beta_always(false)
         .build_unchecked();
-    let config = Config::new("deepseek", "deepseek-flash").with("max_tokens", json!(1024));
+    let config = Config::new("deepseek", "deepseek-flash")
+        .with("max_tokens", json!(1024))
+        .unwrap();
     for tools in [
         vec![otool("A")],
         vec![otool("A"), otool("B").with_defer_loading(true)],
@@ -55,7 +57,9 @@ fn deferred_placeholder_not_appended_without_a_mode() {
 fn a_resumed_pass_passes_over_the_messages_a_fresh_pass_does() {
     let route = crate::route_for("anthropic", "claude-fable-5-2");
     assert!(route.binds_thinking());
-    let config = Config::new("anthropic", "claude-fable-5-2").with("max_tokens", json!(64));
+    let config = Config::new("anthropic", "claude-fable-5-2")
+        .with("max_tokens", json!(64))
+        .unwrap();
     let source = || MessageSource::Model {
         provider: "anthropic".into(),
         model: "claude-fable-5-2".into(),
@@ -180,7 +184,9 @@ fn check_carried(body: &Value, carried: &Carried, messages: &[Message]) {
 /// tool round, merged user turns, and on a chat route the system message and the text parts.
 #[test]
 fn the_pass_records_what_each_wire_message_carries() {
-    let config = Config::new("anthropic", "claude-test").with("max_tokens", json!(64));
+    let config = Config::new("anthropic", "claude-test")
+        .with("max_tokens", json!(64))
+        .unwrap();
     let assistant = |id: &str, content| {
         Message::new(
             id,
@@ -192,11 +198,7 @@ fn the_pass_records_what_each_wire_message_carries() {
             },
         )
     };
-    let call = ContentBlock::ToolCall {
-        id: "c1".into(),
-        name: "read".into(),
-        arguments: "{}".into(),
-    };
+    let call = ContentBlock::tool_call("c1", "read", "{}").unwrap();
     let messages = vec![
         Message::system("s0", "be brief"),
         Message::user("u1", "hi"),

@@ -218,7 +218,8 @@ impl Agent {
     fn over_shared(key: &str, route: Route, session: Rc<Session>, prefix: &'static str) -> Self {
         // `max_tokens` on every API: the Responses serializer sends it as `max_output_tokens`.
         let config = Config::new(route.provider.clone(), route.model.clone())
-            .with("max_tokens", json!(1024));
+            .with("max_tokens", json!(1024))
+            .unwrap();
         let builder = AgentLoop::builder(Rc::clone(&session), route).config(config);
         // A loop beside another sets its own tools at its first step: it restores none of the
         // other model's, which its route may refuse (decision 151).
@@ -289,7 +290,7 @@ impl Agent {
 
     /// Requests are streamed: the config carries `stream: true`, which the serializer sends.
     pub fn streaming(mut self) -> Self {
-        let mut options = self.agent.config().extra.clone();
+        let mut options = self.agent.config().extra().clone();
         options.insert("stream".into(), json!(true));
         self.agent
             .set_options(options)
@@ -542,7 +543,7 @@ impl Agent {
         assert_eq!(blocks.len(), sent_blocks, "{key} step {turn}");
         let called = blocks
             .iter()
-            .any(|b| matches!(b, ContentBlock::ToolCall { .. }));
+            .any(|b| matches!(b, ContentBlock::ToolCall(_)));
         // On the Responses API the answer is its `output` items, one block each (the
         // stand-in's message holds one text part).
         let (expected, stop) = match (reply, api) {

@@ -162,7 +162,10 @@ fn prompt_and_deferred_addition_in_one_step(key: &str, route: Route, search: Sea
     }
     match batch[3] {
         Event::Message(m) => {
-            assert_eq!(m.message.content(), [ContentBlock::addition("search")]);
+            assert_eq!(
+                m.message.content(),
+                [ContentBlock::addition("search").unwrap()]
+            );
             assert_eq!(m.header_seq, Some(header_seq));
         }
         other => panic!("{key}: {other:?}"),

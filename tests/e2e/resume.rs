@@ -148,18 +148,14 @@ fn resume_between_a_tool_call_and_its_result_runs_the_call_and_continues() {
         [
             ContentBlock::Reasoning { .. },
             ContentBlock::Text { .. },
-            ContentBlock::ToolCall {
-                id,
-                name,
-                arguments,
-            },
+            ContentBlock::ToolCall(call),
         ] => {
             assert_eq!(
-                (name.as_str(), arguments.as_str()),
+                (call.name(), call.arguments()),
                 ("search", r#"{"arg":"x"}"#),
                 "{key}: the streamed input, as a body would have carried it"
             );
-            id.clone()
+            call.id().to_owned()
         }
         other => panic!("{key}: {other:?}"),
     };

@@ -192,9 +192,9 @@ pub fn tools_spec(tools: &[ToolSchema]) -> String {
 /// A content block spec as a `ContentBlock`.
 pub fn block(spec: &str) -> ContentBlock {
     match spec.split_at_checked(1) {
-        Some(("+", n)) => ContentBlock::addition(n),
-        Some(("-", n)) => ContentBlock::removal(n),
-        Some(("~", n)) => ContentBlock::redefinition(n),
+        Some(("+", n)) => ContentBlock::addition(n).unwrap(),
+        Some(("-", n)) => ContentBlock::removal(n).unwrap(),
+        Some(("~", n)) => ContentBlock::redefinition(n).unwrap(),
         Some(("?", r)) => ContentBlock::other(json!({"type": "image", "ref": r})).unwrap(),
         _ => ContentBlock::text(spec),
     }
@@ -214,9 +214,9 @@ pub fn block_json(spec: &str) -> String {
 /// A content block rendered as a spec (`!` for a block the notation has no spec for).
 pub fn block_spec(b: &ContentBlock) -> String {
     match b {
-        ContentBlock::ToolAddition { tool_name } => format!("+{tool_name}"),
-        ContentBlock::ToolRemoval { tool_name } => format!("-{tool_name}"),
-        ContentBlock::ToolRedefinition { tool_name } => format!("~{tool_name}"),
+        ContentBlock::ToolAddition(r) => format!("+{}", r.tool_name()),
+        ContentBlock::ToolRemoval(r) => format!("-{}", r.tool_name()),
+        ContentBlock::ToolRedefinition(r) => format!("~{}", r.tool_name()),
         ContentBlock::Text { text } => text.clone(),
         ContentBlock::Other(v) => {
             format!("?{}", v.get("ref").and_then(|r| r.as_str()).unwrap_or(""))

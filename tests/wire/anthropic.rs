@@ -35,7 +35,9 @@ fn claude_prefill() -> Route {
 }
 
 fn claude_config() -> Config {
-    Config::new("anthropic", "claude-test").with("max_tokens", json!(1024))
+    Config::new("anthropic", "claude-test")
+        .with("max_tokens", json!(1024))
+        .unwrap()
 }
 
 /// An assistant message produced by the Anthropic route's provider.
@@ -81,7 +83,7 @@ fn by_value(tool: &ToolSchema) -> ContentBlock {
     let seq = session
         .append(header(vec![tool.clone()], Reason::Change))
         .unwrap();
-    let addition = Message::developer("d", vec![ContentBlock::addition(tool.name())]);
+    let addition = Message::developer("d", vec![ContentBlock::addition(tool.name()).unwrap()]);
     session
         .append(Event::developer(addition, Some(seq)))
         .unwrap();
@@ -146,7 +148,7 @@ const POLICIES: [ThinkingPolicy; 3] = [
 
 #[test]
 fn example_w9_automatic_cache_control_among_sorted_config_keys() {
-    let config = claude_config().with("temperature", json!(0.5));
+    let config = claude_config().with("temperature", json!(0.5)).unwrap();
     let tools = Some(vec![object_tool("A"), object_tool("Bd")]);
     let req = ser(
         &claude(),
@@ -170,7 +172,9 @@ fn example_w9_automatic_cache_control_among_sorted_config_keys() {
     );
     assert_eq!(req.report().lookback_breakpoint, None);
     // The config's own `cache_control` is kept and not doubled.
-    let own = config.with("cache_control", json!({"type": "ephemeral", "ttl": "1h"}));
+    let own = config
+        .with("cache_control", json!({"type": "ephemeral", "ttl": "1h"}))
+        .unwrap();
     let req = ser(
         &claude(),
         &own,
@@ -259,7 +263,9 @@ fn example_w9_lookback_marks_the_previous_last_block_when_20_blocks_follow() {
         assert_eq!(req.body().matches("cache_control").count(), 1, "{after}");
     }
     // The config's ttl goes with it.
-    let config = claude_config().with("cache_control", json!({"type": "ephemeral", "ttl": "1h"}));
+    let config = claude_config()
+        .with("cache_control", json!({"type": "ephemeral", "ttl": "1h"}))
+        .unwrap();
     let req = ser(
         &claude_prefill(),
         &config,
@@ -480,7 +486,7 @@ fn a_redefinition_reaching_the_serializer_is_refused() {
         &claude_config(),
         vec![
             u("u1", "hi"),
-            d("d1", vec![ContentBlock::redefinition("A")]),
+            d("d1", vec![ContentBlock::redefinition("A").unwrap()]),
         ],
         Some(vec![object_tool("A")]),
         &WireContext::default(),
@@ -729,7 +735,7 @@ fn tool_limit_exceeded() {
 #[test]
 fn example_w13_forced_tool_choice() {
     for choice in [json!({"type": "any"}), json!({"type": "tool", "name": "A"})] {
-        let config = claude_config().with("tool_choice", choice.clone());
+        let config = claude_config().with("tool_choice", choice.clone()).unwrap();
         let err = ser(
             &claude(),
             &config,
@@ -766,7 +772,7 @@ fn example_w13_forced_tool_choice() {
         );
     }
     for choice in [json!({"type": "auto"}), json!({"type": "none"})] {
-        let config = claude_config().with("tool_choice", choice);
+        let config = claude_config().with("tool_choice", choice).unwrap();
         assert!(
             ser(
                 &claude(),
@@ -1049,10 +1055,12 @@ fn example_w11_strip_thinking_leaves_pre_floor_blocks_out() {
 #[test]
 fn example_w11_drop_block_sends_them_with_block_binding_and_its_beta() {
     let floor = ids(&["u1", "a1"]);
-    let config = claude_config().with(
-        "thinking",
-        json!({"type": "enabled", "budget_tokens": 2048}),
-    );
+    let config = claude_config()
+        .with(
+            "thinking",
+            json!({"type": "enabled", "budget_tokens": 2048}),
+        )
+        .unwrap();
     let req = ser(
         &claude(),
         &config,
@@ -1096,7 +1104,7 @@ fn example_w11_drop_block_sends_them_with_block_binding_and_its_beta() {
     let config = claude_config().with(
         "thinking",
         json!({"type": "adaptive", "block_binding": {"prefix_mismatch_behavior": "error", "x": 1}}),
-    );
+    ).unwrap();
     let req = ser(
         &claude(),
         &config,
@@ -1210,7 +1218,7 @@ fn drop_block_thinking_type() {
         (json!({"budget_tokens": 1}), "missing"),
         (json!(true), "missing (`thinking` is true, not an object)"),
     ] {
-        let config = claude_config().with("thinking", thinking.clone());
+        let config = claude_config().with("thinking", thinking.clone()).unwrap();
         let err = ser(
             &claude(),
             &config,

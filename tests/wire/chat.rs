@@ -27,7 +27,9 @@ fn chat_body_exact() {
         msg("u2", Role::User, vec![]),
         msg("a3", Role::Assistant, vec![]),
     ];
-    let config = Config::new("openai", "gpt-test").with("temperature", json!(0));
+    let config = Config::new("openai", "gpt-test")
+        .with("temperature", json!(0))
+        .unwrap();
     let req = serialize(&config, &projected(messages, Some(vec![schema])), &chat()).unwrap();
     assert_eq!(
         req.body(),

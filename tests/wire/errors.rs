@@ -5,7 +5,9 @@ use super::*;
 #[test]
 fn missing_max_tokens() {
     let p = projected(vec![u("u1", "hi")], None);
-    let no_max = Config::new("deepseek", "deepseek-flash").with("temperature", json!(1));
+    let no_max = Config::new("deepseek", "deepseek-flash")
+        .with("temperature", json!(1))
+        .unwrap();
     assert!(matches!(
         serialize(&no_max, &p, &flash()),
         Err(WireError::MissingMaxTokens)
@@ -18,9 +20,24 @@ fn missing_max_tokens() {
 fn reserved_config_keys() {
     let p = projected(vec![u("u1", "hi")], None);
     for key in ["model", "provider", "system", "tools", "messages"] {
+        // Refused where it is written (issue 21)...
+        assert_eq!(
+            config().with(key, json!("x")).unwrap_err(),
+            mektpoy::event::ConfigError::ReservedKey { key },
+            "{key}"
+        );
+    }
+    // ...and by the wire when a log holds one (decoding keeps what the log holds; `provider`
+    // and `model` can only be the config's own fields there).
+    for key in ["system", "tools", "messages"] {
+        let line = format!(
+            r#"{{"type":"request/header","data":{{"header":{{"config":{{"provider":"deepseek","model":"deepseek-flash","max_tokens":1024,"{key}":"x"}}}},"reason":"initial"}}}}"#
+        );
+        let mektpoy::Event::Header(h) = mektpoy::Event::from_json(&line).unwrap() else {
+            panic!("{line}")
+        };
         for route in [flash(), chat()] {
-            let c = config().with(key, json!("x"));
-            let err = serialize(&c, &p, &route).unwrap_err();
+            let err = serialize(&h.header.config, &p, &route).unwrap_err();
             assert!(
                 matches!(&err, WireError::ReservedConfigKey { key: k } if k == key),
                 "{key}: {err:?}"

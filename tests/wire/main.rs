@@ -46,7 +46,9 @@ fn chat() -> Route {
 }
 
 fn config() -> Config {
-    Config::new("deepseek", "deepseek-flash").with("max_tokens", json!(1024))
+    Config::new("deepseek", "deepseek-flash")
+        .with("max_tokens", json!(1024))
+        .unwrap()
 }
 
 fn u(id: &str, text: &str) -> Message {
@@ -82,11 +84,7 @@ fn msg(id: &str, role: Role, blocks: Vec<ContentBlock>) -> Message {
 }
 
 fn call(call_id: &str, name: &str, arguments: &str) -> ContentBlock {
-    ContentBlock::ToolCall {
-        id: call_id.into(),
-        name: name.into(),
-        arguments: arguments.into(),
-    }
+    ContentBlock::tool_call(call_id, name, arguments).unwrap()
 }
 
 fn calls(id: &str, blocks: Vec<ContentBlock>) -> Message {
@@ -102,11 +100,11 @@ fn text(t: &str) -> ContentBlock {
 }
 
 fn add(name: &str) -> ContentBlock {
-    ContentBlock::addition(name)
+    ContentBlock::addition(name).unwrap()
 }
 
 fn remove(name: &str) -> ContentBlock {
-    ContentBlock::removal(name)
+    ContentBlock::removal(name).unwrap()
 }
 
 fn other(ty: &str) -> ContentBlock {

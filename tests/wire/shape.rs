@@ -6,8 +6,11 @@ use super::*;
 fn body_keys_in_spec_order_and_exact_bytes() {
     let config = Config::new("deepseek", "deepseek-flash")
         .with("temperature", json!(0.5))
+        .unwrap()
         .with("max_tokens", json!(100))
-        .with("metadata", json!({"user_id": "x"}));
+        .unwrap()
+        .with("metadata", json!({"user_id": "x"}))
+        .unwrap();
     let p = projected(
         vec![s("s0", "be brief"), u("u1", "hi")],
         Some(vec![tool("A")]),
@@ -56,7 +59,7 @@ fn config_insertion_order_never_reaches_the_body() {
             }
             let mut config = Config::new("deepseek", "deepseek-flash");
             for (k, v) in order {
-                config = config.with(*k, v.clone());
+                config = config.with(*k, v.clone()).unwrap();
             }
             bodies.push(serialize(&config, &p, &flash()).unwrap().into_parts().0);
         }

@@ -241,7 +241,10 @@ impl Conversation {
         }
         let mut config = Config::new(provider, &client.model);
         for (k, v) in client.params {
-            config = config.with(k, v);
+            // A client body key the serializers write themselves: refused where it is read.
+            config = config
+                .with(k, v)
+                .map_err(|e| Refusal::Invalid(e.to_string()))?;
         }
         if self.agent.config().provider != provider || self.agent.config().model != client.model {
             let route = route_for(provider, &client.model);
@@ -259,7 +262,7 @@ impl Conversation {
             self.agent = new_loop(session, route, config).map_err(invalid)?;
         } else {
             self.agent
-                .set_options(config.extra)
+                .set_options(config.extra().clone())
                 .map_err(|e| Refusal::Invalid(e.to_string()))?;
         }
         self.agent.set_system_prompt(client.system);

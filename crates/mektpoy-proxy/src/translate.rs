@@ -975,20 +975,10 @@ fn comparable(blocks: &[ContentBlock]) -> impl Iterator<Item = &ContentBlock> {
 fn same_block(a: &ContentBlock, b: &ContentBlock) -> bool {
     match (a, b) {
         (ContentBlock::Text { text: x }, ContentBlock::Text { text: y }) => x.trim() == y.trim(),
-        (
-            ContentBlock::ToolCall {
-                id: i,
-                name: n,
-                arguments: x,
-            },
-            ContentBlock::ToolCall {
-                id: j,
-                name: m,
-                arguments: y,
-            },
-        ) => {
-            i == j
-                && n == m
+        (ContentBlock::ToolCall(a), ContentBlock::ToolCall(b)) => {
+            let (x, y) = (a.arguments(), b.arguments());
+            a.id() == b.id()
+                && a.name() == b.name()
                 && (x == y
                     || matches!(
                         (serde_json::from_str::<Value>(x), serde_json::from_str::<Value>(y)),
@@ -1509,9 +1499,10 @@ mod tests {
                 .map(|t| match t.split_at(1) {
                     ("u", x) => Message::user(format!("u{x}"), x),
                     ("a", x) => Message::assistant(format!("a{x}"), x, "p", "m"),
-                    ("d", x) => {
-                        Message::developer(format!("d{x}"), vec![ContentBlock::addition(x)])
-                    }
+                    ("d", x) => Message::developer(
+                        format!("d{x}"),
+                        vec![ContentBlock::addition(x).unwrap()],
+                    ),
                     _ => unreachable!(),
                 })
                 .collect()

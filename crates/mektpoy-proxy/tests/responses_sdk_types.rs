@@ -26,7 +26,11 @@ fn accepted(body: &str) {
 fn async_openai_deserializes_every_body_of_a_churn_loop() {
     for model in ["gpt-5.4", "gpt-5.6-terra"] {
         let mut agent = AgentLoop::builder(Session::new("s"), route_for("openai", model))
-            .config(Config::new("openai", model).with("tool_choice", json!("auto")))
+            .config(
+                Config::new("openai", model)
+                    .with("tool_choice", json!("auto"))
+                    .unwrap(),
+            )
             .system_prompt("Be brief.")
             .tools([tool("read"), tool("edit")])
             .build()
@@ -59,11 +63,8 @@ fn async_openai_deserializes_every_body_of_a_churn_loop() {
                         extra,
                     },
                     ContentBlock::text("reading"),
-                    ContentBlock::ToolCall {
-                        id: format!("call_{i}"),
-                        name: "edit".into(),
-                        arguments: r#"{"path": "x"}"#.into(),
-                    },
+                    ContentBlock::tool_call(format!("call_{i}"), "edit", r#"{"path": "x"}"#)
+                        .unwrap(),
                 ],
                 MessageSource::Model {
                     provider: "openai".into(),

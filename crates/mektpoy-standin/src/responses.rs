@@ -1434,12 +1434,9 @@ mod tests {
                 ContentBlock::Text { text } => {
                     input.push(json!({"type": "message", "role": "assistant", "content": text}))
                 }
-                ContentBlock::ToolCall {
-                    id,
-                    name,
-                    arguments,
-                } => {
-                    call_id = id.clone();
+                ContentBlock::ToolCall(call) => {
+                    let (id, name, arguments) = (call.id(), call.name(), call.arguments());
+                    call_id = id.to_owned();
                     input.push(json!({"type": "function_call", "call_id": id, "name": name, "arguments": arguments}));
                 }
                 other => panic!("unexpected block {other:?}"),

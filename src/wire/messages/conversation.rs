@@ -208,10 +208,12 @@ impl<'a> Builder<'a, '_> {
     pub(super) fn developer(&mut self, message: &'a Message) -> Result<(), WireError> {
         for (index, block) in message.content().iter().enumerate() {
             match block {
-                ContentBlock::ToolAddition { tool_name } => {
+                ContentBlock::ToolAddition(r) => {
+                    let tool_name = r.tool_name();
                     self.queue(message, index, Block::ToolAddition(tool_name));
                 }
-                ContentBlock::ToolRemoval { tool_name } => {
+                ContentBlock::ToolRemoval(r) => {
+                    let tool_name = r.tool_name();
                     self.queue(message, index, Block::ToolRemoval(tool_name));
                 }
                 ContentBlock::InlineAddition(addition) => {
@@ -352,11 +354,8 @@ impl<'a> Builder<'a, '_> {
                         content.push(Block::Thinking { text, extra });
                     }
                 }
-                ContentBlock::ToolCall {
-                    id,
-                    name,
-                    arguments,
-                } => {
+                ContentBlock::ToolCall(call) => {
+                    let (id, name, arguments) = (call.id(), call.name(), call.arguments());
                     let input = arguments::input(arguments);
                     self.calls.call(message, id)?;
                     if !passed_over {

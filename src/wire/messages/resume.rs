@@ -147,8 +147,8 @@ impl Resume {
                 }
                 if m.role() == Role::Assistant {
                     for block in m.content() {
-                        if let ContentBlock::ToolCall { id, .. } = block {
-                            r.seen.insert(id.clone());
+                        if let ContentBlock::ToolCall(call) = block {
+                            r.seen.insert(call.id().to_owned());
                         }
                     }
                 }
