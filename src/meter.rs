@@ -42,6 +42,7 @@ mod cache;
 mod cut;
 mod departure;
 mod incremental;
+mod read;
 mod row;
 mod saved;
 
@@ -49,6 +50,7 @@ use cache::{Bound, Cache, Prints};
 use cut::*;
 use departure::departure;
 pub use departure::{Departure, Segment, ToolChange};
+pub use read::ReadBody;
 use row::*;
 pub use row::{DEFAULT_CACHE_BLOCK_TOKENS, Measured, MeasuredTotals, MeterReport, MeterRow};
 
