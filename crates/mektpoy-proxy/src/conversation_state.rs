@@ -528,6 +528,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path().join("t.db")).unwrap();
         let mut c = Conversation::load(&store, "k", "anthropic", "claude-opus-5").unwrap();
+        // The counterfactual metered by parsing each body whole, beside the proxy's, which
+        // takes the proxy's word for the messages the previous body held (decision 159).
+        let route = route_for("anthropic", "claude-opus-5");
+        let mut parsed = direct_meter(&route, "claude-opus-5");
         let mut history = vec![user("hi", true)];
         let mut out = Vec::new();
         let mut answer = None;
@@ -584,6 +588,10 @@ mod tests {
                 .and_then(|client| c.prepare("anthropic", client));
             out.push(match prepared {
                 Ok(_) => {
+                    c.observe_direct(&body, &text);
+                    parsed.observe(&text, None).unwrap();
+                    assert_eq!(c.direct.rows(), parsed.rows(), "request {n}");
+                    assert_eq!(c.direct.departures(), parsed.departures(), "request {n}");
                     let text = format!("answer {n}");
                     let message = Message::assistant(
                         format!("a{n}"),
@@ -606,7 +614,9 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
         /// Reading only what the previous request did not send logs what reading and
-        /// comparing every message logs, whatever the client does to its history.
+        /// comparing every message logs, whatever the client does to its history; and the
+        /// counterfactual meter, on the proxy's word for the messages the previous body held,
+        /// meters what a whole parse of each body meters.
         #[test]
         fn reading_what_is_new_logs_what_reading_everything_logs(steps in proptest::collection::vec(step(), 1..14)) {
             prop_assert_eq!(run(&steps, false), run(&steps, true));
