@@ -43,6 +43,7 @@ mod cache;
 mod cut;
 mod departure;
 mod incremental;
+mod read;
 mod row;
 mod saved;
 
@@ -50,6 +51,7 @@ use cache::{Bound, Cache, Prints};
 use cut::*;
 use departure::departure;
 pub use departure::{Departure, Segment, ToolChange};
+pub use read::ReadBody;
 use row::*;
 pub use row::{DEFAULT_CACHE_BLOCK_TOKENS, Measured, MeasuredTotals, MeterReport, MeterRow};
 

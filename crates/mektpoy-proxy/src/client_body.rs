@@ -1,25 +1,32 @@
-//! A client body as it arrives: its head decoded, its messages left as raw JSON and keyed by
-//! their bytes; and what the previous request's messages stood for in the log. A harness
-//! re-sends its whole history with every request: the proxy decodes only what is new
-//! (decision 118).
+//! A client body as it arrives: its head decoded, its messages and tools left as raw JSON and
+//! keyed by their bytes; and what the previous request's messages and tools stood for in the
+//! log. A harness re-sends its whole history with every request: the proxy decodes only what
+//! is new (decision 118), extends what it knew of the previous request instead of rebuilding it
+//! (decision 157), and reads the tools again only when their bytes changed (decision 158).
 
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 use std::sync::OnceLock;
 
-use mektpoy::Message;
+use mektpoy::{Message, ToolSchema};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-/// A client body: every top-level key decoded but `messages`, which stays raw.
+/// A client body: every top-level key decoded but `messages` and `tools`, which stay raw.
 #[derive(Debug)]
 pub struct Body<'a> {
-    /// The body without `messages` when it is an object; otherwise the body as it is (the
-    /// readers say what is wrong with it).
+    /// The body without `messages` and `tools` when it is an object; otherwise the body as it
+    /// is (the readers say what is wrong with it).
     pub head: Value,
     /// `messages`, each message's JSON as the client wrote it, when it is an array (`None`
     /// for anything else, which the readers refuse).
     pub messages: Option<Vec<&'a RawValue>>,
+    /// `tools` as the client wrote it, when the body has the key: a harness sends the same
+    /// bytes with every request, read once (decision 158).
+    pub tools: Option<&'a RawValue>,
+    /// `system` (else `instructions`) as the client wrote it, beside its decoded copy in
+    /// `head`: the counterfactual meter cuts these bytes (decision 159).
+    pub system: Option<&'a RawValue>,
 }
 
 /// Reads a body: one pass over its bytes, no message decoded.
@@ -58,16 +65,28 @@ fn parse_list(text: &str, list: List) -> Result<Body<'_>, serde_json::Error> {
             return Ok(Body {
                 head: serde_json::from_str(text)?,
                 messages: None,
+                tools: None,
+                system: None,
             });
         }
     };
+    let system = ["system", "instructions"]
+        .iter()
+        .find_map(|k| fields.head.get(*k).copied());
     let mut head = Map::new();
+    let mut tools = None;
     for (key, raw) in fields.head {
+        if key == "tools" {
+            tools = Some(raw);
+            continue;
+        }
         head.insert(key, serde_json::from_str(raw.get())?);
     }
     Ok(Body {
         head: Value::Object(head),
         messages: fields.messages,
+        tools,
+        system,
     })
 }
 
@@ -228,7 +247,9 @@ pub struct Entry {
 /// the log's visible messages (user, assistant, tool) after it, one for each of the client's
 /// messages in the crate's shape, with their surface index. Lives only as long as the log
 /// changes by the proxy's own hand; any other change drops it (the next request then reads
-/// and compares every message).
+/// and compares every message). Each request extends it where the previous one left it
+/// (decision 157): the entries and nodes of the messages it sent again are kept in place, not
+/// copied.
 #[derive(Debug, Default)]
 pub struct Known {
     /// The previous request's raw messages.
@@ -238,18 +259,36 @@ pub struct Known {
     /// The surface length `nodes` covers: messages past it (the answer) are read from the
     /// log.
     pub surface_len: usize,
+    /// The previous request's tools, when they read as the loop's own (decision 158).
+    pub tools: Option<KnownTools>,
+}
+
+/// A request's `tools` bytes, keyed, and what they read as: the next request that sends the
+/// same bytes to the same reader takes these instead of decoding its tools again.
+#[derive(Clone, Debug)]
+pub struct KnownTools {
+    /// The key of the `tools` value's bytes.
+    pub key: RawKey,
+    /// Which API's reader read them (the same bytes read as another API's tools may be
+    /// refused).
+    pub reader: &'static str,
+    /// The tools they read as: the loop's own copies, so that holding them costs a handle
+    /// each.
+    pub tools: Vec<ToolSchema>,
 }
 
 impl Known {
-    /// How many leading raw messages of `keys` the previous request sent byte for byte,
+    /// How many leading raw messages of `raw` the previous request sent byte for byte,
     /// never the last one (the message a rewind logs again is always read from the client),
-    /// and how many messages in the crate's shape they are.
-    pub fn reusable(&self, keys: &[RawKey]) -> (usize, usize) {
-        let same = keys
+    /// and how many messages in the crate's shape they are. Each message is keyed as it is
+    /// compared (its length first), into no list: a request keeps what it sent before in
+    /// place (decision 157).
+    pub fn reusable(&self, raw: &[&RawValue]) -> (usize, usize) {
+        let same = raw
             .iter()
-            .take(keys.len().saturating_sub(1))
+            .take(raw.len().saturating_sub(1))
             .zip(&self.raw)
-            .take_while(|(k, e)| **k == e.key)
+            .take_while(|(m, e)| m.get().len() == e.key.len && RawKey::of(m) == e.key)
             .count();
         let same = self.raw[..same]
             .iter()
@@ -269,12 +308,15 @@ mod tests {
 
     #[test]
     fn a_body_keeps_its_messages_raw_and_its_head_decoded() {
-        let text = r#"{"model":"m","messages":[{"role":"user","content":"hi"}, {"role" : "assistant","content":"ok"}],"max_tokens":3}"#;
+        let text = r#"{"model":"m","system":"s","tools":[ {"name":"t"} ],"messages":[{"role":"user","content":"hi"}, {"role" : "assistant","content":"ok"}],"max_tokens":3}"#;
         let body = parse(text).unwrap();
         assert_eq!(
             body.head,
-            serde_json::json!({"model": "m", "max_tokens": 3})
+            serde_json::json!({"model": "m", "system": "s", "max_tokens": 3}),
+            "tools stay raw"
         );
+        assert_eq!(body.tools.map(RawValue::get), Some(r#"[ {"name":"t"} ]"#));
+        assert_eq!(body.system.map(RawValue::get), Some(r#""s""#));
         let raw: Vec<&str> = body.messages().iter().map(|m| m.get()).collect();
         assert_eq!(
             raw,
@@ -300,6 +342,10 @@ mod tests {
         assert!(parse(r#"{"messages": [1,}"#).is_err());
     }
 
+    fn refs(v: &[Box<RawValue>]) -> Vec<&RawValue> {
+        v.iter().map(|b| &**b).collect()
+    }
+
     #[test]
     fn keys_tell_bytes_apart_and_reuse_stops_before_the_first_difference_and_the_last() {
         let raw = |t: &str| -> Box<RawValue> { RawValue::from_string(t.to_owned()).unwrap() };
@@ -307,10 +353,8 @@ mod tests {
         let b = raw(r#"{"a": 1}"#);
         assert_ne!(RawKey::of(&a), RawKey::of(&b), "other bytes, another key");
         assert_eq!(RawKey::of(&a), RawKey::of(&raw(r#"{"a":1}"#)));
-        let keys: Vec<RawKey> = ["1", "2", "3"]
-            .iter()
-            .map(|t| RawKey::of(&raw(t)))
-            .collect();
+        let values: Vec<Box<RawValue>> = ["1", "2", "3"].iter().map(|t| raw(t)).collect();
+        let keys: Vec<RawKey> = values.iter().map(|v| RawKey::of(v)).collect();
         let known = Known {
             raw: keys
                 .iter()
@@ -326,16 +370,19 @@ mod tests {
                 .map(|i| (i, Message::user(format!("u{i}"), "x")))
                 .collect(),
             surface_len: 3,
+            tools: None,
         };
-        assert_eq!(known.reusable(&keys), (2, 2), "never the last");
-        let mut more = keys.clone();
-        more.push(RawKey::of(&raw("4")));
-        assert_eq!(known.reusable(&more), (3, 3));
-        more[1] = RawKey::of(&raw("9"));
+        assert_eq!(known.reusable(&refs(&values)), (2, 2), "never the last");
+        let mut more = values.clone();
+        more.push(raw("4"));
+        assert_eq!(known.reusable(&refs(&more)), (3, 3));
+        more[1] = raw("9");
+        assert_eq!(known.reusable(&refs(&more)), (1, 1));
+        more[1] = raw("[2]");
         assert_eq!(
-            known.reusable(&more),
+            known.reusable(&refs(&more)),
             (1, 1),
-            "stops at the first difference"
+            "stops at the first difference, of another length too"
         );
     }
 }

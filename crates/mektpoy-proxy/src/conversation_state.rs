@@ -3,13 +3,13 @@
 
 use mektpoy::agent::ToolOrder;
 use mektpoy::event::Event;
-use mektpoy::meter::{Meter, MeterReport};
+use mektpoy::meter::{Meter, MeterReport, ReadBody};
 use mektpoy::route::Route;
 use mektpoy::session::{FileOptions, SurfaceNode};
 use mektpoy::vocab::Role;
 use mektpoy::{AgentLoop, Config, Message, Session, WireRequest, route_for};
 
-use crate::client_body::Known;
+use crate::client_body::{Body, Known};
 use crate::store::Store;
 use crate::translate::{self, ClientRequest, Invalid, Plan};
 
@@ -32,6 +32,12 @@ pub struct Conversation {
     /// What the last request's messages stand for in the log (decision 118); `None` after
     /// anything but a request prepared here.
     known: Option<Known>,
+    /// Requests prepared here, and which of them the counterfactual meter observed last:
+    /// when it is the one before the last, the last request's first `same` raw messages are
+    /// that body's, and the meter takes them from its cut (decision 159).
+    prepared: u64,
+    direct_at: Option<u64>,
+    same: usize,
 }
 
 /// What the proxy kept cached for a conversation, beside what the client's own bodies would
@@ -132,6 +138,9 @@ impl Conversation {
             end,
             stale: None,
             known: None,
+            prepared: 0,
+            direct_at: None,
+            same: 0,
         })
     }
 
@@ -152,10 +161,28 @@ impl Conversation {
         &mut self.agent
     }
 
-    /// Meters the body the client sent, as the provider would have cached it sent directly.
-    pub fn observe_direct(&mut self, client_body: &str) {
-        if let Err(e) = self.direct.observe(client_body, None) {
-            tracing::debug!(error = %e, "counterfactual meter");
+    /// Meters the body the client sent (`text`, read as `body`), as the provider would have
+    /// cached it sent directly: from the proxy's own reading of it, the messages the previous
+    /// body held byte for byte taken from the meter's previous cut, not parsed or compared
+    /// again (decision 159). Called after [`prepare`](Self::prepare) took the body.
+    pub fn observe_direct(&mut self, body: &Body<'_>, text: &str) {
+        let kept = if self.direct_at.is_some() && self.direct_at == self.prepared.checked_sub(1) {
+            self.same
+        } else {
+            0
+        };
+        let mut read = ReadBody::new(text, body.messages())
+            .kept(kept)
+            .cache_control(body.head.get("cache_control").is_some_and(|v| !v.is_null()));
+        if let Some(tools) = body.tools {
+            read = read.tools(tools);
+        }
+        if let Some(system) = body.system {
+            read = read.system(system);
+        }
+        match self.direct.observe_read(read, None) {
+            Ok(_) => self.direct_at = Some(self.prepared),
+            Err(e) => tracing::debug!(error = %e, "counterfactual meter"),
         }
     }
 
@@ -209,7 +236,12 @@ impl Conversation {
     ) -> Result<WireRequest, Refusal> {
         use std::sync::atomic::Ordering::Relaxed;
         let (events, end) = (self.agent.session().len(), self.end.load(Relaxed));
+        let same = client.same;
         let prepared = self.log_request(provider, client);
+        if prepared.is_ok() {
+            self.prepared += 1;
+            self.same = same;
+        }
         if prepared.is_ok() || self.agent.session().len() == events {
             return prepared;
         }
@@ -234,7 +266,7 @@ impl Conversation {
         // Kept only by a request prepared whole: any other end leaves the next request to
         // read and compare every message.
         let known = self.known.take();
-        if client.messages.is_empty() {
+        if client.is_empty() {
             return Err(Refusal::Invalid(
                 "messages: at least one message is required".into(),
             ));
@@ -269,7 +301,8 @@ impl Conversation {
         // The tools the loop holds when the client sent the same ones again (as a harness does
         // with every request): the decoded copies are dropped here, not held until the next
         // request beside the log's (decision 150). The recorder writes the previous header's
-        // tools for the same tools anyway, so the body sent is the same.
+        // tools for the same tools anyway, so the body sent is the same. Tools taken by their
+        // bytes from the previous request are the loop's own already (decision 158).
         let tools = if client.tools == self.agent.tools() {
             self.agent.tools().to_vec()
         } else {
@@ -278,20 +311,55 @@ impl Conversation {
         self.agent
             .set_tools(tools)
             .map_err(|e| Refusal::Invalid(e.to_string()))?;
+        // What the next request takes the same `tools` bytes as: the loop's copies (equal to
+        // what the bytes read as, one for one), a handle each.
+        let tools_known = client
+            .tools_key
+            .map(|(key, reader)| crate::client_body::KnownTools {
+                key,
+                reader,
+                tools: self.agent.tools().to_vec(),
+            });
 
         let surface = self.agent.session().surface();
         // The log's visible messages: those the last request left, then what followed (its
-        // answer); all of them when nothing is known.
-        let (nodes, reused) = match known {
+        // answer); all of them when nothing is known. The client's messages the previous
+        // request sent are the first `reused` of them, neither copied nor compared again
+        // (decision 157).
+        let (nodes, raw, reused, mut new) = match known {
             Some(k) if k.surface_len <= surface.len() => {
-                let mut nodes = k.nodes;
-                nodes.extend(visible_from(&surface, k.surface_len));
-                (nodes, client.reused)
+                let Known {
+                    raw: mut known_raw,
+                    mut nodes,
+                    surface_len,
+                    ..
+                } = k;
+                nodes.extend(visible_from(&surface, surface_len));
+                known_raw.truncate(client.same);
+                known_raw.extend(client.raw);
+                (nodes, known_raw, client.reused, client.messages)
             }
-            _ => (visible_from(&surface, 0).collect(), 0),
+            known => {
+                // The log moved under what was known: every client message is compared, the
+                // ones taken from the previous request's nodes included.
+                let mut all: Vec<Message> = known
+                    .as_ref()
+                    .map(|k| {
+                        k.nodes[..client.reused.min(k.nodes.len())]
+                            .iter()
+                            .map(|(_, m)| m.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                all.extend(client.messages);
+                let mut raw = known.map(|k| k.raw).unwrap_or_default();
+                raw.truncate(client.same);
+                raw.extend(client.raw);
+                (visible_from(&surface, 0).collect(), raw, 0, all)
+            }
         };
         let last_node = surface.len().checked_sub(1);
-        let count = client.messages.len();
+        let count = reused + new.len();
         let fresh = |session: &Session, m: &Message, part: usize| {
             let id = format!("p{}-{part}", session.len());
             let copy = Message::new(id, m.role(), m.content().to_vec(), m.source().clone());
@@ -300,42 +368,57 @@ impl Conversation {
                 None => copy,
             }
         };
-        let (new, kept): (Vec<Message>, usize) =
-            match translate::plan(&client.messages, &nodes, reused) {
-                Plan::Retry => {
-                    self.outcome = "retry";
-                    let request = self.agent.retry().map_err(record)?;
-                    let wire = request
-                        .into_wire()
-                        .map_err(|e| Refusal::Invalid(e.to_string()))?;
-                    self.remember(client.raw, nodes, surface.len(), count);
-                    return Ok(wire);
-                }
-                Plan::Extend { new } => {
-                    self.outcome = "extend";
-                    (client.messages[new..].to_vec(), surface.len())
-                }
-                Plan::Replace { client: from, node } => {
-                    self.outcome = "replace";
-                    let session = self.agent.session();
-                    let first = fresh(session, &client.messages[from], 0);
-                    let end = last_node.unwrap_or(node);
-                    session
-                        .append(Event::replace(first, node, end))
-                        .map_err(|e| append(&e))?;
-                    (client.messages[from + 1..].to_vec(), node)
-                }
-            };
+        let (logged, kept): (Vec<Message>, usize) = match translate::plan(&new, reused, &nodes) {
+            Plan::Retry => {
+                self.outcome = "retry";
+                let request = self.agent.retry().map_err(record)?;
+                let wire = request
+                    .into_wire()
+                    .map_err(|e| Refusal::Invalid(e.to_string()))?;
+                self.remember(raw, nodes, surface.len(), count, tools_known);
+                return Ok(wire);
+            }
+            Plan::Extend { new: from } => {
+                self.outcome = "extend";
+                (new.split_off(from - reused), surface.len())
+            }
+            Plan::Replace { client: from, node } => {
+                self.outcome = "replace";
+                let session = self.agent.session();
+                // A message before `reused` is the log's own node.
+                let at = |i: usize| match i.checked_sub(reused) {
+                    Some(j) => new[j].clone(),
+                    None => nodes[i].1.clone(),
+                };
+                let first = fresh(session, &at(from), 0);
+                let end = last_node.unwrap_or(node);
+                session
+                    .append(Event::replace(first, node, end))
+                    .map_err(|e| append(&e))?;
+                let rest = match (from + 1).checked_sub(reused) {
+                    Some(j) => new.split_off(j),
+                    None => {
+                        let mut rest: Vec<Message> = nodes[from + 1..reused]
+                            .iter()
+                            .map(|(_, m)| m.clone())
+                            .collect();
+                        rest.append(&mut new);
+                        rest
+                    }
+                };
+                (rest, node)
+            }
+        };
         let session = self.agent.session();
-        let new: Vec<Message> = new
+        let logged: Vec<Message> = logged
             .iter()
             .enumerate()
             .map(|(i, m)| fresh(session, m, i))
             .collect();
-        let request = match new.last().map(Message::role) {
-            Some(Role::User) => self.agent.user_turn(new).map_err(record)?,
+        let request = match logged.last().map(Message::role) {
+            Some(Role::User) => self.agent.user_turn(logged).map_err(record)?,
             _ => {
-                for m in new {
+                for m in logged {
                     self.agent.append(m).map_err(|e| append(&e))?;
                 }
                 self.agent.next_step().map_err(record)?
@@ -344,7 +427,7 @@ impl Conversation {
         let wire = request
             .into_wire()
             .map_err(|e| Refusal::Invalid(e.to_string()))?;
-        self.remember(client.raw, nodes, kept, count);
+        self.remember(raw, nodes, kept, count, tools_known);
         Ok(wire)
     }
 
@@ -357,6 +440,7 @@ impl Conversation {
         mut nodes: Vec<(usize, Message)>,
         kept: usize,
         count: usize,
+        tools: Option<crate::client_body::KnownTools>,
     ) {
         let surface = self.agent.session().surface();
         nodes.truncate(nodes.partition_point(|(i, _)| *i < kept));
@@ -365,6 +449,7 @@ impl Conversation {
             raw,
             nodes,
             surface_len: surface.len(),
+            tools,
         });
     }
 }
@@ -446,6 +531,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path().join("t.db")).unwrap();
         let mut c = Conversation::load(&store, "k", "anthropic", "claude-opus-5").unwrap();
+        // The counterfactual metered by parsing each body whole, beside the proxy's, which
+        // takes the proxy's word for the messages the previous body held (decision 159).
+        let route = route_for("anthropic", "claude-opus-5");
+        let mut parsed = direct_meter(&route, "claude-opus-5");
         let mut history = vec![user("hi", true)];
         let mut out = Vec::new();
         let mut answer = None;
@@ -502,6 +591,10 @@ mod tests {
                 .and_then(|client| c.prepare("anthropic", client));
             out.push(match prepared {
                 Ok(_) => {
+                    c.observe_direct(&body, &text);
+                    parsed.observe(&text, None).unwrap();
+                    assert_eq!(c.direct.rows(), parsed.rows(), "request {n}");
+                    assert_eq!(c.direct.departures(), parsed.departures(), "request {n}");
                     let text = format!("answer {n}");
                     let message = Message::assistant(
                         format!("a{n}"),
@@ -524,7 +617,9 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
         /// Reading only what the previous request did not send logs what reading and
-        /// comparing every message logs, whatever the client does to its history.
+        /// comparing every message logs, whatever the client does to its history; and the
+        /// counterfactual meter, on the proxy's word for the messages the previous body held,
+        /// meters what a whole parse of each body meters.
         #[test]
         fn reading_what_is_new_logs_what_reading_everything_logs(steps in proptest::collection::vec(step(), 1..14)) {
             prop_assert_eq!(run(&steps, false), run(&steps, true));

@@ -1,6 +1,7 @@
 //! The request-to-log path in process, for the fuzz target `fuzz/fuzz_targets/proxy_request.rs`
 //! and its regression tests: not an API. A client body goes through what the server does with
-//! it under its conversation's lock (no HTTP, no upstream, no answer).
+//! it under its conversation's lock, the counterfactual meter included (no HTTP, no upstream,
+//! no answer).
 
 use mektpoy::WireRequest;
 
@@ -51,9 +52,9 @@ fn take_as(
     api: Api,
     body: &[u8],
 ) -> Result<WireRequest, Refusal> {
-    let parsed = std::str::from_utf8(body)
+    let (text, parsed) = std::str::from_utf8(body)
         .map_err(|e| e.to_string())
-        .and_then(|text| api.parse(text))
+        .and_then(|text| Ok((text, api.parse(text)?)))
         .map_err(|e| Refusal::Invalid(format!("the body is not JSON: {e}")))?;
     let model = parsed
         .head
@@ -67,7 +68,11 @@ fn take_as(
         }
         let conversation = slot.as_mut().expect("loaded above");
         let client = api.read(&parsed, provider, conversation.known())?;
-        conversation.prepare(provider, client)
+        let wire = conversation.prepare(provider, client)?;
+        // The counterfactual meter, as the server runs it (every debug build compares its
+        // reading path with a whole parse).
+        conversation.observe_direct(&parsed, text);
+        Ok(wire)
     })();
     if let Err(r) = &prepared {
         if slot.as_ref().is_some_and(Conversation::is_empty) {

@@ -479,9 +479,9 @@ async fn answer(
     trace.outcome = "refused";
     // The messages stay raw: only those the conversation's last request did not send are
     // decoded (decision 118).
-    let parsed = match std::str::from_utf8(&body)
+    let (text, parsed) = match std::str::from_utf8(&body)
         .map_err(|e| e.to_string())
-        .and_then(|text| api.parse(text))
+        .and_then(|text| Ok((text, api.parse(text)?)))
     {
         Ok(v) => v,
         Err(e) => {
@@ -579,7 +579,7 @@ async fn answer(
     let metering = Instant::now();
     tokio::task::block_in_place(|| {
         if let Some(conversation) = slot.as_mut() {
-            conversation.observe_direct(&String::from_utf8_lossy(&body));
+            conversation.observe_direct(&parsed, text);
         }
     });
     added += metering.elapsed();

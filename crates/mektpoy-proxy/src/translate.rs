@@ -28,47 +28,72 @@ pub struct ClientRequest {
     /// `tools`, as the crate's schemas (the client's `cache_control` left out: the crate
     /// places its own breakpoints).
     pub tools: Vec<ToolSchema>,
-    /// `messages`, in the crate's shape: a user message's `tool_result` blocks become tool
-    /// messages before the rest of it.
+    /// `messages` from the first one not taken from the log on (the `reused` before them are
+    /// the log's first visible messages), in the crate's shape: a user message's
+    /// `tool_result` blocks become tool messages before the rest of it.
     pub messages: Vec<Message>,
     /// Every other top-level key (`max_tokens`, `stream`, `thinking`, `tool_choice`, ...),
     /// sent on as the route's configuration.
     pub params: Map<String, Value>,
-    /// The request's raw messages, keyed, for the next request.
+    /// The request's raw messages from `same` on, keyed, for the next request (those before
+    /// are the previous request's, kept where they are: decision 157).
     pub raw: Vec<Entry>,
-    /// How many leading `messages` were not read but taken from the log: the previous request
+    /// How many leading raw messages the previous request sent byte for byte.
+    pub same: usize,
+    /// How many leading messages were not read but taken from the log: the previous request
     /// sent their bytes, and the log holds them as its first visible messages.
     pub reused: usize,
+    /// The key of the `tools` bytes and the reader that read them, when `tools` are what
+    /// they read as (no tool change in history): what the next request may take them by
+    /// (decision 158).
+    pub tools_key: Option<(RawKey, &'static str)>,
+}
+
+impl ClientRequest {
+    /// How many messages the request holds in the crate's shape, those taken from the log
+    /// included.
+    pub fn len(&self) -> usize {
+        self.reused + self.messages.len()
+    }
+
+    /// Whether the request holds no message in the crate's shape.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Which raw messages of a request are read, and which are taken from what the previous
 /// request's stood for.
-struct Reading<'k> {
-    keys: Vec<RawKey>,
+struct Reading<'k, 'r> {
+    raw: &'r [&'r RawValue],
     known: Option<&'k Known>,
     /// Raw messages the previous request sent byte for byte, from the first.
     same: usize,
     /// How many messages in the crate's shape they are.
     reused: usize,
+    /// How many messages in the crate's shape were taken so far (never pushed: the log's
+    /// own, `reused` at most).
+    taken: usize,
+    /// The entries of the raw messages from `same` on.
     entries: Vec<Entry>,
 }
 
-impl<'k> Reading<'k> {
-    fn new(raw: &[&RawValue], known: Option<&'k Known>) -> Self {
-        let keys: Vec<RawKey> = raw.iter().map(|m| RawKey::of(m)).collect();
-        let (same, reused) = known.map_or((0, 0), |k| k.reusable(&keys));
+impl<'k, 'r> Reading<'k, 'r> {
+    fn new(raw: &'r [&'r RawValue], known: Option<&'k Known>) -> Self {
+        let (same, reused) = known.map_or((0, 0), |k| k.reusable(raw));
         Reading {
-            entries: Vec::with_capacity(keys.len()),
-            keys,
+            entries: Vec::with_capacity(raw.len() - same),
+            raw,
             known,
             same,
             reused,
+            taken: 0,
         }
     }
 
-    /// Raw message `i` as the previous request sent it: its messages (the log's) pushed to
-    /// `out`. `false`: it is to be read.
-    fn take(&mut self, i: usize, out: &mut Vec<Message>) -> bool {
+    /// Raw message `i` as the previous request sent it: its messages are the log's, counted,
+    /// not copied. `false`: it is to be read.
+    fn take(&mut self, i: usize) -> bool {
         let Some(known) = self.known.filter(|_| i < self.same) else {
             return false;
         };
@@ -76,16 +101,23 @@ impl<'k> Reading<'k> {
         if entry.read_again {
             return false;
         }
-        let start = i.checked_sub(1).map_or(0, |j| known.raw[j].end);
-        out.extend(known.nodes[start..entry.end].iter().map(|(_, m)| m.clone()));
-        self.entries.push(entry);
+        self.taken = entry.end;
         true
     }
 
-    /// Raw message `i` was read: `end` messages in the crate's shape so far.
+    /// How many messages in the crate's shape the request holds so far, with `messages` read.
+    fn so_far(&self, messages: &[Message]) -> usize {
+        self.taken + messages.len()
+    }
+
+    /// Raw message `i` was read: `end` messages in the crate's shape so far. Before `same`
+    /// its entry is the previous request's (the same bytes, read the same way), kept.
     fn read(&mut self, i: usize, read_again: bool, end: usize) {
+        if i < self.same {
+            return;
+        }
         self.entries.push(Entry {
-            key: self.keys[i],
+            key: RawKey::of(self.raw[i]),
             read_again,
             end,
             open: false,
@@ -97,9 +129,12 @@ impl<'k> Reading<'k> {
     fn read_group(&mut self, items: impl ExactSizeIterator<Item = usize>, end: usize) {
         let last = items.len().saturating_sub(1);
         for (n, i) in items.enumerate() {
-            let closed = n == last && i + 1 < self.keys.len();
+            if i < self.same {
+                continue;
+            }
+            let closed = n == last && i + 1 < self.raw.len();
             self.entries.push(Entry {
-                key: self.keys[i],
+                key: RawKey::of(self.raw[i]),
                 read_again: false,
                 end: if n == last { end } else { end - 1 },
                 open: !closed,
@@ -130,7 +165,8 @@ pub fn read(
     provider: &str,
     known: Option<&Known>,
 ) -> Result<ClientRequest, Invalid> {
-    let (object, model, tools, raw) = head(body, tool, |i| format!("tools.{i}"))?;
+    let (object, model, (tools, tools_key), raw) =
+        head(body, known, ("messages", tool), |i| format!("tools.{i}"))?;
     let system = match object.get("system") {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s.clone(),
@@ -147,23 +183,25 @@ pub fn read(
         Some(_) => return Err(invalid("system: a string or text blocks are expected")),
     };
     let mut messages = Vec::new();
-    let mut changes = ClientChanges::new(&tools);
+    let mut changes = ClientChanges::default();
     let mut reading = Reading::new(raw, known);
     for (i, m) in raw.iter().enumerate() {
-        if reading.take(i, &mut messages) {
+        if reading.take(i) {
             continue;
         }
         let at = |e: Invalid| invalid(format!("messages.{i}: {}", e.0));
         let m = Reading::value(m).map_err(at)?;
         let system = m.get("role").and_then(Value::as_str) == Some("system");
         if system {
-            changes.apply(&m).map_err(at)?;
+            changes.apply(&m, &tools).map_err(at)?;
         } else {
             message(&m, i, provider, &model, &mut messages).map_err(at)?;
         }
-        reading.read(i, system, messages.len());
+        reading.read(i, system, reading.so_far(&messages));
     }
     let params = params_of(object, &OWN_KEYS);
+    // Tools a change in history altered are not what their bytes read as.
+    let tools_key = tools_key.filter(|_| !changes.seen);
     Ok(ClientRequest {
         model,
         system,
@@ -171,7 +209,9 @@ pub fn read(
         messages,
         params,
         raw: reading.entries,
+        same: reading.same,
         reused: reading.reused,
+        tools_key,
     })
 }
 
@@ -180,8 +220,9 @@ pub fn read(
 /// its `tools` are the declarations, and what it offers now is those changes applied in
 /// order. The proxy takes that as the effective tools and logs the changes its own way, so
 /// they are not sent twice.
+#[derive(Default)]
 struct ClientChanges {
-    /// Declared names, offered or not, in order.
+    /// Declared names, offered or not, in order (listed at the first change).
     offered: Vec<(String, bool)>,
     /// Tools defined by value in history, in order.
     defined: Vec<ToolSchema>,
@@ -189,18 +230,14 @@ struct ClientChanges {
 }
 
 impl ClientChanges {
-    fn new(tools: &[ToolSchema]) -> Self {
-        ClientChanges {
-            offered: tools
+    /// Applies the changes of system message `m` to the declarations `tools`.
+    fn apply(&mut self, m: &Value, tools: &[ToolSchema]) -> Result<(), Invalid> {
+        if !self.seen {
+            self.offered = tools
                 .iter()
                 .map(|t| (t.name().to_owned(), !t.defer_loading()))
-                .collect(),
-            defined: Vec::new(),
-            seen: false,
+                .collect();
         }
-    }
-
-    fn apply(&mut self, m: &Value) -> Result<(), Invalid> {
         let blocks = m
             .get("content")
             .and_then(Value::as_array)
@@ -419,12 +456,13 @@ pub fn read_chat(
     provider: &str,
     known: Option<&Known>,
 ) -> Result<ClientRequest, Invalid> {
-    let (object, model, tools, raw) = head(body, chat_tool, |i| format!("tools[{i}]"))?;
+    let (object, model, (tools, tools_key), raw) =
+        head(body, known, ("chat", chat_tool), |i| format!("tools[{i}]"))?;
     let mut system = Vec::new();
     let mut messages = Vec::new();
     let mut reading = Reading::new(raw, known);
     for (i, m) in raw.iter().enumerate() {
-        if reading.take(i, &mut messages) {
+        if reading.take(i) {
             continue;
         }
         let at = |e: Invalid| invalid(format!("messages[{i}]: {}", e.0));
@@ -432,7 +470,7 @@ pub fn read_chat(
         let id = format!("client-{i}-0");
         let role = m.get("role").and_then(Value::as_str);
         match role {
-            Some("system" | "developer") if messages.is_empty() => {
+            Some("system" | "developer") if reading.so_far(&messages) == 0 => {
                 system.push(chat_text(m.get("content")).map_err(at)?);
                 reading.read(i, true, 0);
                 continue;
@@ -483,7 +521,7 @@ pub fn read_chat(
             }
             None => return Err(at(invalid("role: a string is required"))),
         }
-        reading.read(i, false, messages.len());
+        reading.read(i, false, reading.so_far(&messages));
     }
     let params = params_of(object, &OWN_CHAT_KEYS);
     Ok(ClientRequest {
@@ -493,7 +531,9 @@ pub fn read_chat(
         messages,
         params,
         raw: reading.entries,
+        same: reading.same,
         reused: reading.reused,
+        tools_key,
     })
 }
 
@@ -589,7 +629,10 @@ pub fn read_responses(
     if body.messages.is_none() {
         return Err(invalid("input: a string or an array of items is required"));
     }
-    let (object, model, tools, raw) = head(body, responses_tool, |i| format!("tools[{i}]"))?;
+    let (object, model, (tools, tools_key), raw) =
+        head(body, known, ("responses", responses_tool), |i| {
+            format!("tools[{i}]")
+        })?;
     let mut system = Vec::new();
     match object.get("instructions") {
         None | Some(Value::Null) => {}
@@ -602,7 +645,7 @@ pub fn read_responses(
     let mut answer: Vec<(usize, Value)> = Vec::new();
     let flush = |answer: &mut Vec<(usize, Value)>,
                  messages: &mut Vec<Message>,
-                 reading: &mut Reading<'_>|
+                 reading: &mut Reading<'_, '_>|
      -> Result<(), Invalid> {
         let Some(&(first, _)) = answer.first() else {
             return Ok(());
@@ -617,11 +660,12 @@ pub fn read_responses(
         let read = decode_responses(&response.to_string(), provider, Some(&id))
             .map_err(|e| invalid(format!("input[{first}]: {e}")))?;
         messages.push(read.message);
-        reading.read_group(answer.drain(..).map(|(i, _)| i), messages.len());
+        let end = reading.so_far(messages);
+        reading.read_group(answer.drain(..).map(|(i, _)| i), end);
         Ok(())
     };
     for (i, m) in raw.iter().enumerate() {
-        if reading.take(i, &mut messages) {
+        if reading.take(i) {
             continue;
         }
         let at = |e: Invalid| invalid(format!("input[{i}]: {}", e.0));
@@ -676,7 +720,7 @@ pub fn read_responses(
         flush(&mut answer, &mut messages, &mut reading)?;
         let id = format!("client-{i}-0");
         match (kind, role) {
-            ("message", Some("system" | "developer")) if messages.is_empty() => {
+            ("message", Some("system" | "developer")) if reading.so_far(&messages) == 0 => {
                 system.push(responses_text(item.get("content")).map_err(at)?);
                 reading.read(i, true, 0);
                 continue;
@@ -756,7 +800,7 @@ pub fn read_responses(
                 ))));
             }
         }
-        reading.read(i, false, messages.len());
+        reading.read(i, false, reading.so_far(&messages));
     }
     flush(&mut answer, &mut messages, &mut reading)?;
     let params = params_of(object, &OWN_RESPONSES_KEYS);
@@ -767,7 +811,9 @@ pub fn read_responses(
         messages,
         params,
         raw: reading.entries,
+        same: reading.same,
         reused: reading.reused,
+        tools_key,
     })
 }
 
@@ -887,18 +933,22 @@ fn responses_tool(t: &Value) -> Result<ToolSchema, Invalid> {
     ToolSchema::from_value(log).map_err(|e| invalid(e.to_string()))
 }
 
-/// The body's object, its `model`, its `tools` read by `tool` (each error named by `at`), its
-/// `messages`: the part of a body both APIs share.
+/// The body's object, its `model`, its `tools` read by `tool` (each error named by `at`) with
+/// the key they may be taken by next time, its `messages`: the part of a body both APIs share.
 type Head<'v> = (
     &'v Map<String, Value>,
     String,
-    Vec<ToolSchema>,
+    (Vec<ToolSchema>, Option<(RawKey, &'static str)>),
     &'v [&'v RawValue],
 );
 
+/// Reads the part of `body` every API shares. `tools` is read by `reader`'s `tool`, unless its
+/// bytes are those of the previous request's tools, read by the same reader (`known`): then
+/// they read as they did, and the previous reading is taken (decision 158).
 fn head<'v>(
     body: &'v Body<'_>,
-    tool: impl Fn(&Value) -> Result<ToolSchema, Invalid>,
+    known: Option<&Known>,
+    (reader, tool): (&'static str, impl Fn(&Value) -> Result<ToolSchema, Invalid>),
     at: impl Fn(usize) -> String,
 ) -> Result<Head<'v>, Invalid> {
     let object = body
@@ -911,20 +961,40 @@ fn head<'v>(
         .filter(|m| !m.is_empty())
         .ok_or_else(|| invalid("model: a non-empty string is required"))?
         .to_owned();
-    let tools = match object.get("tools") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(tools)) => tools
-            .iter()
-            .enumerate()
-            .map(|(i, t)| tool(t).map_err(|e| invalid(format!("{}: {}", at(i), e.0))))
-            .collect::<Result<_, _>>()?,
-        Some(_) => return Err(invalid("tools: an array is expected")),
+    let tools = match body.tools {
+        None => (Vec::new(), None),
+        Some(raw) => {
+            let key = RawKey::of(raw);
+            match known.and_then(|k| k.tools.as_ref()) {
+                Some(k) if k.key == key && k.reader == reader => {
+                    (k.tools.clone(), Some((key, reader)))
+                }
+                _ => (read_tools(raw, tool, at)?, Some((key, reader))),
+            }
+        }
     };
     let messages = body
         .messages
         .as_deref()
         .ok_or_else(|| invalid("messages: an array is required"))?;
     Ok((object, model, tools, messages))
+}
+
+/// A `tools` value, each tool read by `tool`: `null` is none.
+fn read_tools(
+    raw: &RawValue,
+    tool: impl Fn(&Value) -> Result<ToolSchema, Invalid>,
+    at: impl Fn(usize) -> String,
+) -> Result<Vec<ToolSchema>, Invalid> {
+    match serde_json::from_str(raw.get()).map_err(|e| invalid(e.to_string()))? {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(tools) => tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| tool(t).map_err(|e| invalid(format!("{}: {}", at(i), e.0))))
+            .collect(),
+        _ => Err(invalid("tools: an array is expected")),
+    }
 }
 
 /// Every key but `own`, as the route's configuration.
@@ -1021,24 +1091,22 @@ pub enum Plan {
     },
 }
 
-/// Compares the client's messages with the log's surface (`nodes`: each surface message
-/// with its node index; the crate's own tool-change and system-prompt nodes are passed over,
-/// as clients never see them). The first `known` client messages are known to be the first
-/// visible ones (the previous request sent them byte for byte, and the log has not changed
-/// before them since): they are not compared again.
-pub fn plan(client: &[Message], nodes: &[(usize, Message)], known: usize) -> Plan {
-    let visible: Vec<&(usize, Message)> = nodes
-        .iter()
-        .filter(|(_, m)| matches!(m.role(), Role::User | Role::Assistant | Role::Tool))
-        .collect();
-    let known = known.min(client.len()).min(visible.len());
-    let matched = known
-        + client[known..]
+/// Compares the client's messages with the log's visible messages (`nodes`: each user,
+/// assistant or tool message of the surface with its node index, as the conversation keeps
+/// them; the crate's own tool-change and system-prompt nodes are not among them, as clients
+/// never see them). The client's messages are the first `reused` visible ones (the previous
+/// request sent them byte for byte, and the log has not changed before them since: they are
+/// not compared again, nor listed, decision 157), then `new`; the plan's indices count both.
+pub fn plan(new: &[Message], reused: usize, nodes: &[(usize, Message)]) -> Plan {
+    let reused = reused.min(nodes.len());
+    let client_len = reused + new.len();
+    let matched = reused
+        + new
             .iter()
-            .zip(&visible[known..])
+            .zip(&nodes[reused..])
             .take_while(|(c, (_, l))| same_message(c, l))
             .count();
-    match (matched == visible.len(), matched == client.len()) {
+    match (matched == nodes.len(), matched == client_len) {
         (true, true) => Plan::Retry,
         (true, false) => Plan::Extend { new: matched },
         // The client dropped what the log holds after its last message (a rewind, or a retry
@@ -1046,16 +1114,16 @@ pub fn plan(client: &[Message], nodes: &[(usize, Message)], known: usize) -> Pla
         (false, true) => match matched.checked_sub(1) {
             Some(last) => Plan::Replace {
                 client: last,
-                node: visible[last].0,
+                node: nodes[last].0,
             },
             None => Plan::Replace {
                 client: 0,
-                node: visible[0].0,
+                node: nodes[0].0,
             },
         },
         (false, false) => Plan::Replace {
             client: matched,
-            node: visible[matched].0,
+            node: nodes[matched].0,
         },
     }
 }
@@ -1200,6 +1268,7 @@ mod tests {
             raw: first.raw.clone(),
             nodes: logged.clone(),
             surface_len: logged.len(),
+            tools: None,
         };
         let again_text = history("ok", true);
         let again = read(
@@ -1212,14 +1281,17 @@ mod tests {
             again.reused, 4,
             "user, answer, tool result, user: the log's"
         );
-        for (m, (_, l)) in again.messages.iter().zip(&logged) {
-            assert!(m.ptr_eq(l));
-        }
+        assert_eq!(again.same, 4, "the raw messages before the answer");
+        assert_eq!(again.raw.len(), 2, "entries for the new raw messages only");
         assert!(again.tools.is_empty(), "the system message is read again");
-        assert_eq!(again.messages.len(), 6);
-        assert_eq!(again.messages[5].text(), "go");
         assert_eq!(
-            plan(&again.messages, &logged, again.reused),
+            (again.len(), again.messages.len()),
+            (6, 2),
+            "the new ones listed"
+        );
+        assert_eq!(again.messages[1].text(), "go");
+        assert_eq!(
+            plan(&again.messages, again.reused, &logged),
             Plan::Extend { new: 4 }
         );
 
@@ -1231,9 +1303,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(edited.reused, 1, "read from the first message that differs");
-        assert_eq!(edited.messages[1].text(), "edited");
+        assert_eq!(edited.messages[0].text(), "edited");
         assert_eq!(
-            plan(&edited.messages, &logged, edited.reused),
+            plan(&edited.messages, edited.reused, &logged),
             Plan::Replace { client: 1, node: 1 }
         );
         // The same history again: nothing reused past the last message, which is always read.
@@ -1244,8 +1316,69 @@ mod tests {
         )
         .unwrap();
         assert_eq!(same.reused, 2);
-        assert!(!same.messages[3].ptr_eq(&logged[3].1));
-        assert_eq!(plan(&same.messages, &logged, same.reused), Plan::Retry);
+        assert!(!same.messages[1].ptr_eq(&logged[3].1));
+        assert_eq!(plan(&same.messages, same.reused, &logged), Plan::Retry);
+    }
+
+    /// A request whose `tools` are the previous request's bytes, read by the same reader,
+    /// takes the previous reading (the same definitions, not decoded again); other bytes,
+    /// another reader or a tool change in history read them again (decision 158).
+    #[test]
+    fn tools_of_the_same_bytes_are_taken_not_read_again() {
+        let text = body(json!([{"role": "user", "content": "hi"}])).to_string();
+        let parsed = crate::client_body::parse(&text).unwrap();
+        let first = read(&parsed, "anthropic", None).unwrap();
+        let (key, reader) = first.tools_key.expect("tools read as they are");
+        let known = |reader: &'static str| Known {
+            tools: Some(crate::client_body::KnownTools {
+                key,
+                reader,
+                tools: first.tools.clone(),
+            }),
+            ..Known::default()
+        };
+        let again = read(&parsed, "anthropic", Some(&known(reader))).unwrap();
+        assert!(
+            again.tools[0].shares_definition_with(&first.tools[0]),
+            "taken"
+        );
+        let other = read(&parsed, "anthropic", Some(&known("chat"))).unwrap();
+        assert!(
+            !other.tools[0].shares_definition_with(&first.tools[0]),
+            "another reader"
+        );
+        let mut respaced = body(json!([{"role": "user", "content": "hi"}]));
+        respaced["tools"][0]["description"] = json!("Read ");
+        let respaced = respaced.to_string();
+        let changed = read(
+            &crate::client_body::parse(&respaced).unwrap(),
+            "anthropic",
+            Some(&known(reader)),
+        )
+        .unwrap();
+        assert_eq!(
+            changed.tools[0].description(),
+            "Read ",
+            "other bytes, read again"
+        );
+        // A tool change in history: the tools in force are not what the bytes read as.
+        let removal = body(json!([
+            {"role": "system", "content": [{"type": "tool_removal", "tool": {"type": "tool_reference", "name": "read"}}]},
+            {"role": "user", "content": "hi"},
+        ]))
+        .to_string();
+        let r = read(
+            &crate::client_body::parse(&removal).unwrap(),
+            "anthropic",
+            None,
+        )
+        .unwrap();
+        assert!(r.tools.is_empty());
+        assert_eq!(r.tools_key, None);
+        // A `tools` that is not an array is refused, whatever is known.
+        let bad = json!({"model": "m", "tools": {"a": 1}, "messages": []}).to_string();
+        let err = read(&crate::client_body::parse(&bad).unwrap(), "anthropic", None).unwrap_err();
+        assert_eq!(err.0, "tools: an array is expected");
     }
 
     /// `read_responses` on a body given as text.
@@ -1424,14 +1557,15 @@ mod tests {
             raw: read.raw.clone(),
             nodes: logged.clone(),
             surface_len: logged.len(),
+            tools: None,
         };
         let mut more = first.clone();
         more.push(json!({"role": "user", "content": "next"}));
         let again = read_r(&responses_body(&Value::Array(more)), Some(&known)).unwrap();
         assert_eq!(again.reused, 3, "user, answer, output: the log's");
-        assert!(again.messages[1].ptr_eq(&logged[1].1));
+        assert_eq!(again.messages.len(), 1, "only the new message listed");
         assert_eq!(
-            plan(&again.messages, &logged, again.reused),
+            plan(&again.messages, again.reused, &logged),
             Plan::Extend { new: 3 }
         );
         // A request that ends inside an answer: the next one reads that answer again whole.
@@ -1442,11 +1576,12 @@ mod tests {
             raw: cut_read.raw.clone(),
             nodes: nodes.clone(),
             surface_len: nodes.len(),
+            tools: None,
         };
         let whole = read_r(&first_text, Some(&cut_known)).unwrap();
         assert_eq!(whole.reused, 1, "the user message only");
-        assert_eq!(whole.messages.len(), 3);
-        assert_eq!(whole.messages[1].content().len(), 3);
+        assert_eq!(whole.len(), 3);
+        assert_eq!(whole.messages[0].content().len(), 3);
     }
 
     /// An input of `turns`: 0 a user message, 1 an answer with a call and its output, 2 an
@@ -1480,12 +1615,14 @@ mod tests {
             let before = responses_body(&Value::Array(items[..cut].to_vec()));
             let Ok(first) = read_r(&before, None) else { return Ok(()) };
             let nodes: Vec<(usize, Message)> = first.messages.iter().cloned().enumerate().collect();
-            let known = Known { raw: first.raw.clone(), nodes: nodes.clone(), surface_len: nodes.len() };
+            let known = Known { raw: first.raw.clone(), nodes: nodes.clone(), surface_len: nodes.len(), tools: None };
             let text = responses_body(&Value::Array(items));
             let whole = read_r(&text, None).unwrap();
             let again = read_r(&text, Some(&known)).unwrap();
-            proptest::prop_assert_eq!(whole.messages.len(), again.messages.len());
-            for (a, b) in whole.messages.iter().zip(&again.messages) {
+            // The messages taken from the log, then those read.
+            let again_all: Vec<Message> = nodes[..again.reused].iter().map(|(_, m)| m.clone()).chain(again.messages.iter().cloned()).collect();
+            proptest::prop_assert_eq!(whole.messages.len(), again_all.len());
+            for (a, b) in whole.messages.iter().zip(&again_all) {
                 proptest::prop_assert!(same_message(a, b), "{:?} / {:?}", a, b);
                 proptest::prop_assert_eq!(a.content().len(), b.content().len());
             }
@@ -1507,21 +1644,41 @@ mod tests {
                 })
                 .collect()
         };
-        let nodes =
-            |spec: &str| -> Vec<(usize, Message)> { m(spec).into_iter().enumerate().collect() };
+        // The visible nodes, with their surface index (the developer node is not among them).
+        let nodes = |spec: &str| -> Vec<(usize, Message)> {
+            m(spec)
+                .into_iter()
+                .enumerate()
+                .filter(|(_, m)| m.role() != Role::Developer)
+                .collect()
+        };
         let log = nodes("u1 a1 dx u2 a2");
-        assert_eq!(plan(&m("u1 a1 u2 a2 u3"), &log, 0), Plan::Extend { new: 4 });
-        assert_eq!(plan(&m("u1 a1 u2 a2"), &log, 0), Plan::Retry);
+        assert_eq!(plan(&m("u1 a1 u2 a2 u3"), 0, &log), Plan::Extend { new: 4 });
+        assert_eq!(plan(&m("u1 a1 u2 a2"), 0, &log), Plan::Retry);
         assert_eq!(
-            plan(&m("u1 a1 u2"), &log, 0),
+            plan(&m("u1 a1 u2"), 0, &log),
             Plan::Replace { client: 2, node: 3 },
             "a rewind logs the client's last message again in place"
         );
         assert_eq!(
-            plan(&m("u9 u3"), &log, 0),
+            plan(&m("u9 u3"), 0, &log),
             Plan::Replace { client: 0, node: 0 },
             "a compaction replaces from the first message that differs"
         );
-        assert_eq!(plan(&m("u1"), &[], 0), Plan::Extend { new: 0 });
+        assert_eq!(plan(&m("u1"), 0, &[]), Plan::Extend { new: 0 });
+        // The first `reused` client messages are the log's: only the rest is compared, and
+        // the plan counts both.
+        assert_eq!(plan(&m("u3"), 4, &log), Plan::Extend { new: 4 });
+        assert_eq!(plan(&m(""), 4, &log), Plan::Retry);
+        assert_eq!(
+            plan(&m("u7"), 3, &log),
+            Plan::Replace { client: 3, node: 4 },
+            "the client's fourth message differs from the log's"
+        );
+        assert_eq!(
+            plan(&m(""), 3, &log),
+            Plan::Replace { client: 2, node: 3 },
+            "a rewind behind what is reused"
+        );
     }
 }

@@ -54,7 +54,7 @@ pub fn run(
         let wire = c.prepare("anthropic", client).unwrap();
         lap(Some(3));
         if direct {
-            c.observe_direct(&text);
+            c.observe_direct(&body, &text);
         }
         lap(Some(4));
         let answer = json!({"id": format!("msg_{step}"), "type": "message", "role": "assistant",
