@@ -58,14 +58,8 @@ impl Role {
         }
     }
 
-    /// The role a message event type carries, if it is one.
-    ///
-    /// ```
-    /// use mektpoy::vocab::Role;
-    /// assert_eq!(Role::for_event_type("developer/message"), Some(Role::Developer));
-    /// assert_eq!(Role::for_event_type("request/header"), None);
-    /// ```
-    pub fn for_event_type(event_type: &str) -> Option<Role> {
+    /// The role a message event type carries, if it is one (the log decoder's).
+    pub(crate) fn for_event_type(event_type: &str) -> Option<Role> {
         Role::ALL.into_iter().find(|r| r.event_type() == event_type)
     }
 
