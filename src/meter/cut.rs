@@ -140,6 +140,34 @@ pub(super) const MARKER: &str = "\"cache_control\":";
 pub(super) const BY_VALUE: &str = r#""type":"tool_definition""#;
 
 impl Cut {
+    /// The cut of a body's new messages, those after its first `kept` (which the previous
+    /// cut holds), counted on from `base`, the previous cut's counts at the last kept one;
+    /// `markers` as [`Cut::markers`]. Its `counted` holds one entry per new message.
+    pub(super) fn of_new_messages<'m>(
+        base: Counted,
+        kept: usize,
+        new: impl ExactSizeIterator<Item = &'m str>,
+        markers: bool,
+    ) -> Cut {
+        let mut fresh = Cut {
+            bytes: Vec::new(),
+            segments: Vec::with_capacity(new.len()),
+            tools: Vec::new(),
+            blocks: base.blocks,
+            bounds: Vec::new(),
+            counted: vec![base],
+            top_level: false,
+            by_value: false,
+            immediate_tool: false,
+            markers,
+        };
+        for (j, text) in new.enumerate() {
+            fresh.push_message(kept + j, text, content_ranges(text).as_deref());
+        }
+        fresh.counted.remove(0);
+        fresh
+    }
+
     pub(super) fn push(&mut self, segment: Segment, bytes: &[u8]) {
         let start = self.bytes.len();
         self.bytes.extend_from_slice(bytes);

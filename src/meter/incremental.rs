@@ -61,23 +61,8 @@ impl Meter {
         let mut cut = self
             .head(&parsed.tools, parsed.system.map(RawValue::get))
             .ok()?;
-        let mut fresh = Cut {
-            bytes: Vec::new(),
-            segments: Vec::with_capacity(parsed.messages.len() - kept),
-            tools: Vec::new(),
-            blocks: base.blocks,
-            bounds: Vec::new(),
-            counted: vec![base],
-            top_level: false,
-            by_value: false,
-            immediate_tool: false,
-            markers: self.markers,
-        };
-        for (j, m) in parsed.messages[kept..].iter().enumerate() {
-            let text = m.get();
-            fresh.push_message(kept + j, text, content_ranges(text).as_deref());
-        }
-        fresh.counted.remove(0);
+        let new = parsed.messages[kept..].iter().map(|m| m.get());
+        let fresh = Cut::of_new_messages(base, kept, new, self.markers);
         let last = fresh.counted.last().copied().unwrap_or(base);
         cut.blocks = last.blocks;
         cut.top_level = self.markers && parsed.cache_control.is_some();

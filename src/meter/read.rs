@@ -298,24 +298,11 @@ impl Meter {
             None => Vec::new(),
         };
         let mut cut = self.head(&tools, read.system.map(RawValue::get)).ok()?;
-        let mut fresh = Cut {
-            bytes: Vec::new(),
-            segments: Vec::with_capacity(read.messages.len() - kept),
-            tools: Vec::new(),
-            blocks: base.blocks,
-            bounds: Vec::new(),
-            counted: vec![base],
-            top_level: false,
-            by_value: false,
-            immediate_tool: false,
-            markers: self.markers,
-        };
-        for (j, m) in read.messages[kept..].iter().enumerate() {
-            read.range_of(m)?;
-            let text = m.get();
-            fresh.push_message(kept + j, text, content_ranges(text).as_deref());
+        let new = &read.messages[kept..];
+        if !new.iter().all(|m| read.range_of(m).is_some()) {
+            return None;
         }
-        fresh.counted.remove(0);
+        let fresh = Cut::of_new_messages(base, kept, new.iter().map(|m| m.get()), self.markers);
         let last_counted = fresh.counted.last().copied().unwrap_or(base);
         cut.blocks = last_counted.blocks;
         cut.top_level = self.markers && read.cache_control;
