@@ -40,6 +40,19 @@ pub struct ReadBody<'a> {
     kept: usize,
 }
 
+/// Building a read body from a body parsed once, its messages kept raw.
+///
+/// ```
+/// use mektpoy::{Meter, route_for, meter::ReadBody};
+/// use serde_json::value::RawValue;
+/// let body = r#"{"system":"Be brief.","messages":[{"role":"user","content":"hi"}]}"#;
+/// let parts: std::collections::HashMap<&str, &RawValue> = serde_json::from_str(body)?;
+/// let messages: Vec<&RawValue> = serde_json::from_str(parts["messages"].get())?;
+/// let read = ReadBody::new(body, &messages).system(parts["system"]);
+/// let route = route_for("deepseek", "deepseek-flash");
+/// assert_eq!(Meter::new(&route).observe_read(read, None)?, Meter::new(&route).observe(body, None)?);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 impl<'a> ReadBody<'a> {
     /// The body `body`, whose `messages` (a Responses body's `input`) array holds `messages`,
     /// in order, each a slice of `body` (as `serde_json` borrows them); no tools, no
@@ -186,6 +199,22 @@ impl<'a> ReadBody<'a> {
     }
 }
 
+/// Metering a body its caller has read.
+///
+/// ```
+/// use mektpoy::{Meter, route_for, meter::ReadBody};
+/// use serde_json::value::RawValue;
+/// let route = route_for("deepseek", "deepseek-flash");
+/// let (mut read, mut parsed) = (Meter::new(&route), Meter::new(&route));
+/// let first = r#"{"messages":[{"role":"user","content":"hi"}]}"#;
+/// let next = r#"{"messages":[{"role":"user","content":"hi"},{"role":"user","content":"go"}]}"#;
+/// for (body, kept) in [(first, 0), (next, 1)] {
+///     let r: std::collections::HashMap<&str, Vec<&RawValue>> = serde_json::from_str(body)?;
+///     let row = read.observe_read(ReadBody::new(body, &r["messages"]).kept(kept), None)?;
+///     assert_eq!(row, parsed.observe(body, None)?);
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 impl Meter {
     /// [`observe`](Self::observe) on a body its caller has read ([`ReadBody`]), with the same
     /// results when the parts are the body's: the kept messages are taken from the previous
