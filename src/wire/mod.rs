@@ -263,6 +263,35 @@ pub(crate) struct TurnSpan {
     pub blocks: Range<usize>,
 }
 
+/// Writes `items` comma-joined at the end of `out`, each by `write` (which pushes its content
+/// parts' spans), pushing each item's span (positions in `out`; `blocks[0]` is the request's
+/// part `block_base`, the number the item spans count from). The span keeping of the wires
+/// that list their items in one array (chat's `messages`, the Responses API's `input`): a
+/// resumed pass writes into a buffer of its own, a pass from the first message straight into
+/// the body.
+pub(crate) fn write_spanned<T>(
+    out: &mut Vec<u8>,
+    items: &[T],
+    block_base: usize,
+    turns: &mut Vec<TurnSpan>,
+    blocks: &mut Vec<BlockSpan>,
+    mut write: impl FnMut(&T, &mut Vec<u8>, &mut Vec<BlockSpan>),
+) {
+    turns.reserve(items.len());
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let start = out.len();
+        let first = blocks.len();
+        write(item, out, blocks);
+        turns.push(TurnSpan {
+            span: start..out.len(),
+            blocks: block_base + first..block_base + blocks.len(),
+        });
+    }
+}
+
 /// One content block's bytes, and whether it is a `thinking` or `redacted_thinking` block.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct BlockSpan {

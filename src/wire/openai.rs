@@ -518,10 +518,8 @@ fn write_head(
     out
 }
 
-/// Writes `messages` comma-joined at the end of `out` as `Body` writes them, pushing each wire
-/// message's span and each content part's span (positions in `out`; `blocks[0]` is the
-/// request's part `block_base`, the number the wire message spans count from). The one writer of chat wire messages: a resumed pass writes
-/// them into a buffer of their own, a pass from the first message straight into the body.
+/// Writes `messages` comma-joined at the end of `out` as `Body` writes them
+/// ([`super::write_spanned`]): the one writer of chat wire messages.
 fn write_messages(
     out: &mut Vec<u8>,
     messages: &[ChatMessage<'_>],
@@ -529,52 +527,45 @@ fn write_messages(
     turns: &mut Vec<TurnSpan>,
     blocks: &mut Vec<BlockSpan>,
 ) {
-    turns.reserve(messages.len());
-    for (i, message) in messages.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
+    super::write_spanned(out, messages, block_base, turns, blocks, write_message);
+}
+
+/// Writes one chat wire message, pushing its content parts' spans.
+fn write_message(message: &ChatMessage<'_>, out: &mut Vec<u8>, blocks: &mut Vec<BlockSpan>) {
+    match message {
+        ChatMessage::System { content } => {
+            out.extend_from_slice(br#"{"role":"system","content":"#);
+            write_texts(out, content, blocks);
         }
-        let start = out.len();
-        let first = blocks.len();
-        match message {
-            ChatMessage::System { content } => {
-                out.extend_from_slice(br#"{"role":"system","content":"#);
-                write_texts(out, content, blocks);
-            }
-            ChatMessage::User { content } => {
-                out.extend_from_slice(br#"{"role":"user","content":"#);
-                write_texts(out, content, blocks);
-            }
-            ChatMessage::Assistant {
-                content,
-                tool_calls,
-            } => {
-                out.extend_from_slice(br#"{"role":"assistant""#);
-                if let Some(content) = content {
-                    out.extend_from_slice(br#","content":"#);
-                    write_texts(out, content, blocks);
-                }
-                if !tool_calls.is_empty() {
-                    out.extend_from_slice(br#","tool_calls":"#);
-                    json(out, tool_calls);
-                }
-            }
-            ChatMessage::Tool {
-                tool_call_id,
-                content,
-            } => {
-                out.extend_from_slice(br#"{"role":"tool","tool_call_id":"#);
-                json(out, tool_call_id);
+        ChatMessage::User { content } => {
+            out.extend_from_slice(br#"{"role":"user","content":"#);
+            write_texts(out, content, blocks);
+        }
+        ChatMessage::Assistant {
+            content,
+            tool_calls,
+        } => {
+            out.extend_from_slice(br#"{"role":"assistant""#);
+            if let Some(content) = content {
                 out.extend_from_slice(br#","content":"#);
                 write_texts(out, content, blocks);
             }
+            if !tool_calls.is_empty() {
+                out.extend_from_slice(br#","tool_calls":"#);
+                json(out, tool_calls);
+            }
         }
-        out.push(b'}');
-        turns.push(TurnSpan {
-            span: start..out.len(),
-            blocks: block_base + first..block_base + blocks.len(),
-        });
+        ChatMessage::Tool {
+            tool_call_id,
+            content,
+        } => {
+            out.extend_from_slice(br#"{"role":"tool","tool_call_id":"#);
+            json(out, tool_call_id);
+            out.extend_from_slice(br#","content":"#);
+            write_texts(out, content, blocks);
+        }
     }
+    out.push(b'}');
 }
 
 /// Writes a message's content: a string, or an array of text parts whose spans it pushes

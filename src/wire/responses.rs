@@ -629,10 +629,8 @@ fn next_resume(
     r
 }
 
-/// Writes `items` comma-joined at the end of `out`, pushing each item's span and each content
-/// part's span (positions in `out`; `blocks[0]` is the request's part `block_base`, the number
-/// the item spans count from). The one writer of a request's items: a resumed pass writes them
-/// into a buffer of their own, a pass from the first message straight into the body.
+/// Writes `items` comma-joined at the end of `out` ([`super::write_spanned`]): the one
+/// writer of a request's items.
 fn write_items(
     out: &mut Vec<u8>,
     items: &[Item<'_>],
@@ -640,19 +638,14 @@ fn write_items(
     turns: &mut Vec<TurnSpan>,
     blocks: &mut Vec<BlockSpan>,
 ) {
-    turns.reserve(items.len());
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        let start = out.len();
-        let first = blocks.len();
-        item.write(out, blocks);
-        turns.push(TurnSpan {
-            span: start..out.len(),
-            blocks: block_base + first..block_base + blocks.len(),
-        });
-    }
+    super::write_spanned(
+        out,
+        items,
+        block_base,
+        turns,
+        blocks,
+        |item, out, blocks| item.write(out, blocks),
+    );
 }
 
 /// Refuses a forced `tool_choice` (`"required"`, or an object naming a function) on a route
